@@ -1,0 +1,29 @@
+# Compiler settings shared by every Tandem target: warnings, sanitizers, ccache.
+# Targets opt in by linking `tandem_build_flags`, so third-party code is left alone.
+
+find_program(TANDEM_CCACHE ccache)
+if(TANDEM_CCACHE)
+  set(CMAKE_CXX_COMPILER_LAUNCHER ${TANDEM_CCACHE})
+  set(CMAKE_C_COMPILER_LAUNCHER ${TANDEM_CCACHE})
+  set(CMAKE_CUDA_COMPILER_LAUNCHER ${TANDEM_CCACHE})
+endif()
+
+add_library(tandem_build_flags INTERFACE)
+target_compile_options(tandem_build_flags INTERFACE
+  $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wpedantic -Wshadow -Wconversion -Wno-sign-conversion>
+  $<$<AND:$<COMPILE_LANGUAGE:CXX>,$<BOOL:${TANDEM_WERROR}>>:-Werror>)
+
+if(TANDEM_SANITIZE)
+  # Applied globally so that every object, including GoogleTest's main, agrees on the ABI.
+  add_compile_options(-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
+  add_link_options(-fsanitize=address,undefined)
+endif()
+
+if(TANDEM_FUZZ)
+  if(NOT CMAKE_CXX_COMPILER_ID MATCHES "Clang")
+    message(FATAL_ERROR "TANDEM_FUZZ needs clang: configure with -DCMAKE_CXX_COMPILER=clang++")
+  endif()
+  # Coverage instrumentation everywhere; each fuzz target adds the libFuzzer main.
+  add_compile_options(-fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer)
+  add_link_options(-fsanitize=address,undefined)
+endif()

@@ -1,0 +1,41 @@
+// `tandem`: the campaign harness command line.
+#include <exception>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "harness/input_error.hpp"
+#include "harness/stats_command.hpp"
+#include "stats/stats_error.hpp"
+
+namespace {
+
+constexpr int kBadInput = 2;
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app("tandem: A/B campaigns between runtime versions, with statistics you can trust", "tandem");
+  app.require_subcommand(1);
+  tandem::harness::AddStatsCommand(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);  // prints the parser's message and usage hint
+    return kBadInput;
+  } catch (const tandem::harness::InputError& e) {
+    fmt::print(stderr, "tandem: error: {}\n", e.what());
+    return kBadInput;
+  } catch (const tandem::stats::StatsError& e) {
+    fmt::print(stderr, "tandem: error: {}\n", e.what());
+    return kBadInput;
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "tandem: internal error: {}\n", e.what());
+    return 1;
+  }
+  return 0;
+}
