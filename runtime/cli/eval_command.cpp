@@ -1,0 +1,110 @@
+#include <algorithm>
+#include <fstream>
+#include <memory>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "runtime/cli/commands.hpp"
+#include "runtime/engine/engine.hpp"
+#include "runtime/model/checkpoint.hpp"
+#include "runtime/model/model_revision.hpp"
+#include "runtime/sampling/sampler.hpp"
+
+namespace tandem::rt::cli {
+
+namespace {
+
+struct Options {
+  std::string model;
+  std::vector<TokenId> tokens;
+  int decode = 0;
+  std::string logits_out;
+  std::string routes_out;
+  int threads = 0;
+};
+
+// The prompt in one forward (logits at every position), then `decode` greedy steps
+// through the KV cache; every logits row goes to the file, in position order.
+void Eval(const Options& opt) {
+  if (opt.tokens.empty()) throw std::invalid_argument("eval: --tokens is empty");
+  const Checkpoint ckpt = Checkpoint::Open(opt.model);
+  const ModelConfig& c = ckpt.config();
+  for (TokenId t : opt.tokens) {
+    if (t < 0 || t >= c.vocab_size) throw std::invalid_argument(fmt::format("eval: token {} is outside [0, {})", t, c.vocab_size));
+  }
+  Engine engine(ckpt, EngineOptions{.threads = opt.threads, .record_routes = !opt.routes_out.empty()});
+  const int total = static_cast<int>(opt.tokens.size()) + opt.decode;
+  engine.kv().Open(1, total);
+
+  std::ofstream logits(opt.logits_out, std::ios::binary | std::ios::trunc);
+  if (!logits) throw std::invalid_argument(fmt::format("{}: cannot write", opt.logits_out));
+  std::vector<TokenId> tokens = opt.tokens;
+  // routes[moe layer][position] = expert ids, ascending
+  std::vector<std::vector<std::vector<int>>> routes;
+  auto record = [&](const ForwardOutput& out, std::size_t rows) {
+    if (opt.routes_out.empty()) return;
+    routes.resize(out.routes.size());
+    const std::size_t k = static_cast<std::size_t>(c.num_experts_per_tok);
+    for (std::size_t l = 0; l < out.routes.size(); ++l) {
+      for (std::size_t r = 0; r < rows; ++r) {
+        std::vector<int> experts;
+        for (std::size_t i = 0; i < k; ++i) experts.push_back(out.routes[l][r * k + i].expert);
+        std::sort(experts.begin(), experts.end());
+        routes[l].push_back(std::move(experts));
+      }
+    }
+  };
+
+  std::vector<Row> rows;
+  for (std::size_t i = 0; i < tokens.size(); ++i) rows.push_back({1, static_cast<std::int32_t>(i), tokens[i], true});
+  ForwardOutput out;
+  engine.Forward(rows, out);
+  logits.write(reinterpret_cast<const char*>(out.logits.data()), static_cast<std::streamsize>(out.logits.size() * sizeof(float)));
+  record(out, rows.size());
+  for (int step = 0; step < opt.decode; ++step) {
+    const TokenId next = ArgMax(out.LogitsOf(out.logit_rows.size() - 1, c.vocab_size));
+    tokens.push_back(next);
+    const Row row{1, static_cast<std::int32_t>(tokens.size() - 1), next, true};
+    engine.Forward(std::span<const Row>(&row, 1), out);
+    logits.write(reinterpret_cast<const char*>(out.logits.data()), static_cast<std::streamsize>(out.logits.size() * sizeof(float)));
+    record(out, 1);
+  }
+  logits.close();
+  if (!logits) throw std::runtime_error(fmt::format("{}: write failed", opt.logits_out));
+
+  if (!opt.routes_out.empty()) {
+    nlohmann::json layers = nlohmann::json::array();
+    std::size_t moe = 0;
+    for (int l = 0; l < c.num_hidden_layers; ++l) {
+      if (c.IsMoeLayer(l)) layers.push_back({{"layer", l}, {"experts", routes[moe++]}});
+    }
+    std::ofstream r(opt.routes_out);
+    r << nlohmann::json{{"layers", layers}}.dump() << "\n";
+    if (!r) throw std::runtime_error(fmt::format("{}: write failed", opt.routes_out));
+  }
+  fmt::print("{}\n", nlohmann::json{{"positions", total},
+                                    {"vocab", c.vocab_size},
+                                    {"prompt_tokens", opt.tokens.size()},
+                                    {"tokens", tokens},
+                                    {"logits_file", opt.logits_out},
+                                    {"model_revision", ModelRevision(ckpt)}}
+                         .dump());
+}
+
+}  // namespace
+
+void AddEvalCommand(CLI::App& app) {
+  auto opt = std::make_shared<Options>();
+  CLI::App* cmd = app.add_subcommand("eval", "Run token ids through the model and write fp32 logits of every position");
+  cmd->add_option("--model", opt->model, "Checkpoint directory")->required();
+  cmd->add_option("--tokens", opt->tokens, "Prompt token ids, comma-separated")->required()->delimiter(',');
+  cmd->add_option("--decode", opt->decode, "Greedy decode steps after the prompt (through the KV cache)")->check(CLI::Range(0, 1 << 20));
+  cmd->add_option("--logits-out", opt->logits_out, "Raw little-endian fp32 [positions × vocab]")->required();
+  cmd->add_option("--routes-out", opt->routes_out, "JSON: per MoE layer, the experts chosen at each position");
+  cmd->add_option("--threads", opt->threads, "Threads (0: all cores)")->check(CLI::Range(0, 1024));
+  cmd->callback([opt] { Eval(*opt); });
+}
+
+}  // namespace tandem::rt::cli

@@ -1,0 +1,35 @@
+#include <memory>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "runtime/cli/commands.hpp"
+#include "runtime/model/synthetic_checkpoint.hpp"
+#include "runtime/model/synthetic_tokenizer.hpp"
+
+namespace tandem::rt::cli {
+
+void AddInitModelCommand(CLI::App& app) {
+  struct Options {
+    std::string preset;
+    std::uint64_t seed = 0;
+    std::string out;
+    std::string tokenizer_source = DefaultTokenizerSource().string();
+  };
+  auto opt = std::make_shared<Options>();
+  CLI::App* cmd = app.add_subcommand("init-model", "Write a synthetic HF-layout checkpoint, bit-identical for a seed");
+  cmd->add_option("--preset", opt->preset, "tiny (tests) or small (demo)")->required()->check(CLI::IsMember({"tiny", "small"}));
+  cmd->add_option("--seed", opt->seed, "Weight seed")->required();
+  cmd->add_option("--out", opt->out, "Output directory")->required();
+  cmd->add_option("--tokenizer-source", opt->tokenizer_source, "Directory with the DeepSeek-V3 tokenizer.json")
+      ->capture_default_str();
+  cmd->callback([opt] {
+    const SyntheticCheckpointReport r = WriteSyntheticCheckpoint(FindPreset(opt->preset), opt->seed, opt->out, opt->tokenizer_source);
+    fmt::print("wrote {} ({} preset, seed {}): {} layers, hidden {}, {} routed experts, vocab {}, {:.1f} MB of weights\n",
+               opt->out, opt->preset, opt->seed, r.config.num_hidden_layers, r.config.hidden_size, r.config.n_routed_experts,
+               r.config.vocab_size, static_cast<double>(r.weight_bytes) / 1e6);
+    fmt::print("tokenizer: {}\n", r.tokenizer);
+  });
+}
+
+}  // namespace tandem::rt::cli

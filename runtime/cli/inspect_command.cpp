@@ -1,0 +1,63 @@
+#include <map>
+#include <memory>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "runtime/cli/commands.hpp"
+#include "runtime/model/checkpoint.hpp"
+#include "runtime/model/model_revision.hpp"
+
+namespace tandem::rt::cli {
+
+namespace {
+
+// Parameters of one routed expert of the main model (gate, up, down).
+std::int64_t ExpertParameters(const ModelConfig& c) { return 3ll * c.hidden_size * c.moe_intermediate_size; }
+
+double Millions(std::int64_t n) { return static_cast<double>(n) / 1e6; }
+
+void Inspect(const std::string& dir) {
+  const Checkpoint ckpt = Checkpoint::Open(dir);
+  const ModelConfig& c = ckpt.config();
+  std::int64_t total = 0, mtp = 0;
+  std::map<std::string, std::int64_t> by_dtype;
+  const std::string mtp_prefix = fmt::format("model.layers.{}.", c.num_hidden_layers);
+  for (const std::string& name : ckpt.TensorNames()) {
+    const TensorInfo& info = ckpt.Info(name);
+    if (name.ends_with("_scale_inv")) continue;  // fp8 block scales are not parameters
+    total += info.elements();
+    by_dtype[std::string(DTypeName(info.dtype))] += info.elements();
+    if (c.num_nextn_predict_layers > 0 && name.starts_with(mtp_prefix)) mtp += info.elements();
+  }
+  int moe_layers = 0;
+  for (int l = 0; l < c.num_hidden_layers; ++l) moe_layers += c.IsMoeLayer(l) ? 1 : 0;
+  const std::int64_t routed = static_cast<std::int64_t>(moe_layers) * c.n_routed_experts * ExpertParameters(c);
+  const std::int64_t active = total - mtp - routed + static_cast<std::int64_t>(moe_layers) * c.num_experts_per_tok * ExpertParameters(c);
+
+  fmt::print("checkpoint    {}\n", dir);
+  fmt::print("architecture  {}\n", c.architecture_name());
+  fmt::print("layers        {} ({} dense, {} MoE), MTP layers {}\n", c.num_hidden_layers, c.num_hidden_layers - moe_layers,
+             moe_layers, c.num_nextn_predict_layers);
+  fmt::print("hidden        {}, vocab {}, heads {} (nope {}, rope {}, v {}), q_lora {}, kv_lora {}\n", c.hidden_size,
+             c.vocab_size, c.num_attention_heads, c.qk_nope_head_dim, c.qk_rope_head_dim, c.v_head_dim, c.q_lora_rank,
+             c.kv_lora_rank);
+  if (c.n_routed_experts > 0) {
+    fmt::print("experts       {} routed (top {}, {} groups, top {} groups), {} shared, intermediate {}\n", c.n_routed_experts,
+               c.num_experts_per_tok, c.n_group, c.topk_group, c.n_shared_experts, c.moe_intermediate_size);
+  }
+  fmt::print("parameters    {:.3f} M total ({:.3f} M in MTP), {:.3f} M active per token\n", Millions(total), Millions(mtp), Millions(active));
+  for (const auto& [dtype, n] : by_dtype) fmt::print("dtype         {}: {:.3f} M parameters\n", dtype, Millions(n));
+  fmt::print("revision      {}\n", ModelRevision(ckpt));
+}
+
+}  // namespace
+
+void AddInspectCommand(CLI::App& app) {
+  auto dir = std::make_shared<std::string>();
+  CLI::App* cmd = app.add_subcommand("inspect", "Print a checkpoint's architecture, parameter counts, dtypes and revision");
+  cmd->add_option("model", *dir, "Checkpoint directory")->required();
+  cmd->callback([dir] { Inspect(*dir); });
+}
+
+}  // namespace tandem::rt::cli

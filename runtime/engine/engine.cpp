@@ -1,0 +1,235 @@
+#include "runtime/engine/engine.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <optional>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "runtime/engine/local_experts.hpp"
+#include "runtime/engine/mlp.hpp"
+#include "runtime/engine/model_weights.hpp"
+#include "runtime/engine/rope.hpp"
+#include "runtime/engine/router.hpp"
+#include "runtime/kernels/matmul.hpp"
+#include "runtime/kernels/ops.hpp"
+#include "runtime/kernels/thread_pool.hpp"
+#include "runtime/model/checkpoint.hpp"
+
+namespace tandem::rt {
+
+struct Engine::State {
+  ModelConfig config;
+  EngineOptions options;
+  ModelWeights weights;
+  RopeTable rope;
+  std::vector<std::optional<Router>> routers;  // per layer; set for MoE layers
+  ThreadPool pool;
+  std::shared_ptr<ExpertExecutor> experts;
+  KvCachePool kv;
+  float softmax_scale;
+
+  // Workspace, reused between steps.
+  std::vector<float> x, xn, attn, mlp, shared, q, q_a, kv_a, q_part, q_abs, latent, v_part, o, scores, router_logits,
+      mlp_scratch, logits_in;
+  std::vector<ExpertRoute> routes;
+
+  State(const Checkpoint& ckpt, EngineOptions opts, std::shared_ptr<ExpertExecutor> exec)
+      : config(ckpt.config()),
+        options(opts),
+        weights(ModelWeights::Load(ckpt)),
+        rope(config),
+        pool(opts.threads),
+        experts(std::move(exec)),
+        kv(config.num_hidden_layers, config.kv_lora_rank + config.qk_rope_head_dim),
+        softmax_scale(static_cast<float>(rope.softmax_scale_factor() / std::sqrt(static_cast<double>(config.q_head_dim())))) {
+    for (int l = 0; l < config.num_hidden_layers; ++l) {
+      if (weights.layers[l].moe) {
+        routers.emplace_back(std::in_place, config, weights.layers[l].router_bias);
+      } else {
+        routers.emplace_back();
+      }
+    }
+    if (!experts) experts = std::make_shared<LocalExpertExecutor>(ckpt, &pool);
+  }
+
+  void Attention(int layer, std::span<const Row> rows);
+  void Validate(std::span<const Row> rows, std::map<SequenceId, int>& next_position);
+};
+
+void Engine::State::Validate(std::span<const Row> rows, std::map<SequenceId, int>& next_position) {
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const Row& r = rows[i];
+    if (!kv.Contains(r.sequence)) throw std::invalid_argument(fmt::format("row {}: sequence {} has no KV cache open", i, r.sequence));
+    if (r.token < 0 || r.token >= config.vocab_size) {
+      throw std::invalid_argument(fmt::format("row {}: token {} is outside the vocabulary [0, {})", i, r.token, config.vocab_size));
+    }
+    auto [it, inserted] = next_position.try_emplace(r.sequence, kv.Get(r.sequence).length());
+    if (r.position != it->second) {
+      throw std::invalid_argument(fmt::format("row {}: sequence {} position {} but the next position is {}", i, r.sequence,
+                                              r.position, it->second));
+    }
+    if (r.position >= kv.Get(r.sequence).capacity()) {
+      throw std::invalid_argument(fmt::format("row {}: sequence {} position {} exceeds its KV capacity {}", i, r.sequence,
+                                              r.position, kv.Get(r.sequence).capacity()));
+    }
+    ++it->second;
+  }
+}
+
+void Engine::State::Attention(int layer, std::span<const Row> rows) {
+  const AttentionWeights& w = weights.layers[static_cast<std::size_t>(layer)].attention;
+  const auto b_rows = static_cast<std::int64_t>(rows.size());
+  const std::int64_t heads = config.num_attention_heads;
+  const std::int64_t nope = config.qk_nope_head_dim, rope_dim = config.qk_rope_head_dim, v_dim = config.v_head_dim;
+  const std::int64_t q_head = nope + rope_dim, kvl = config.kv_lora_rank, width = kvl + rope_dim;
+  const auto eps = static_cast<float>(config.rms_norm_eps);
+
+  // Queries: [rows × heads·(nope + rope)].
+  q.resize(static_cast<std::size_t>(b_rows * heads * q_head));
+  if (config.q_lora_rank > 0) {
+    q_a.resize(static_cast<std::size_t>(b_rows * config.q_lora_rank));
+    MatMul(w.q_a_proj, xn.data(), b_rows, q_a.data(), &pool);
+    RmsNorm(q_a.data(), w.q_a_norm.data(), b_rows, config.q_lora_rank, eps, q_a.data());
+    MatMul(w.q_b_proj, q_a.data(), b_rows, q.data(), &pool);
+  } else {
+    MatMul(w.q_proj, xn.data(), b_rows, q.data(), &pool);
+  }
+
+  // Compressed KV of the new rows, normalised and rotated, straight into the caches.
+  kv_a.resize(static_cast<std::size_t>(b_rows * width));
+  MatMul(w.kv_a_proj, xn.data(), b_rows, kv_a.data(), &pool);
+  for (std::int64_t b = 0; b < b_rows; ++b) {
+    float* row = kv_a.data() + b * width;
+    RmsNorm(row, w.kv_a_norm.data(), 1, kvl, eps, row);
+    rope.Apply(row + kvl, 1, rows[b].position);
+    std::copy_n(row, width, kv.Get(rows[b].sequence).At(layer, rows[b].position));
+    for (std::int64_t h = 0; h < heads; ++h) rope.Apply(q.data() + (b * heads + h) * q_head + nope, 1, rows[b].position);
+  }
+
+  // Absorb W_UK into the queries: q_abs[h] = W_UK[h]ᵀ · q_nope[h], so scores are
+  // taken directly against the cached latents.
+  q_part.resize(static_cast<std::size_t>(b_rows * std::max(nope, kvl)));
+  q_abs.resize(static_cast<std::size_t>(b_rows * heads * kvl));
+  latent.resize(static_cast<std::size_t>(b_rows * heads * kvl));
+  for (std::int64_t h = 0; h < heads; ++h) {
+    for (std::int64_t b = 0; b < b_rows; ++b) std::copy_n(q.data() + (b * heads + h) * q_head, nope, q_part.data() + b * nope);
+    const WeightMatrix w_uk = w.kv_b_proj.RowSlice(h * (nope + v_dim), nope);
+    v_part.resize(static_cast<std::size_t>(b_rows * kvl));
+    MatMulTransposed(w_uk, q_part.data(), b_rows, v_part.data(), &pool);
+    for (std::int64_t b = 0; b < b_rows; ++b) std::copy_n(v_part.data() + b * kvl, kvl, q_abs.data() + (b * heads + h) * kvl);
+  }
+
+  // Scores, softmax and the attention-weighted latent, per (row, head).
+  pool.ParallelFor(b_rows * heads, [&](std::int64_t begin, std::int64_t end) {
+    std::vector<float> s;
+    for (std::int64_t i = begin; i < end; ++i) {
+      const std::int64_t b = i / heads;
+      const KvCache& cache = kv.Get(rows[b].sequence);
+      const float* qa = q_abs.data() + i * kvl;
+      const float* qpe = q.data() + i * q_head + nope;
+      const int len = rows[b].position + 1;
+      s.resize(static_cast<std::size_t>(len));
+      for (int t = 0; t < len; ++t) {
+        const float* entry = cache.At(layer, t);
+        s[t] = (Dot(qa, entry, kvl) + Dot(qpe, entry + kvl, rope_dim)) * softmax_scale;
+      }
+      Softmax(s.data(), len);
+      float* out = latent.data() + i * kvl;
+      std::fill_n(out, kvl, 0.0f);
+      for (int t = 0; t < len; ++t) {
+        const float* entry = cache.At(layer, t);
+        for (std::int64_t c = 0; c < kvl; ++c) out[c] += s[t] * entry[c];
+      }
+    }
+  });
+
+  // Values: v[h] = W_UV[h] · latent[h], then the output projection.
+  o.resize(static_cast<std::size_t>(b_rows * heads * v_dim));
+  for (std::int64_t h = 0; h < heads; ++h) {
+    for (std::int64_t b = 0; b < b_rows; ++b) std::copy_n(latent.data() + (b * heads + h) * kvl, kvl, q_part.data() + b * kvl);
+    const WeightMatrix w_uv = w.kv_b_proj.RowSlice(h * (nope + v_dim) + nope, v_dim);
+    v_part.resize(static_cast<std::size_t>(b_rows * v_dim));
+    MatMul(w_uv, q_part.data(), b_rows, v_part.data(), &pool);
+    for (std::int64_t b = 0; b < b_rows; ++b) std::copy_n(v_part.data() + b * v_dim, v_dim, o.data() + (b * heads + h) * v_dim);
+  }
+  attn.resize(static_cast<std::size_t>(b_rows * config.hidden_size));
+  MatMul(w.o_proj, o.data(), b_rows, attn.data(), &pool);
+}
+
+Engine::Engine(const Checkpoint& ckpt, EngineOptions options, std::shared_ptr<ExpertExecutor> experts)
+    : state_(std::make_unique<State>(ckpt, options, std::move(experts))) {}
+
+Engine::~Engine() = default;
+
+const ModelConfig& Engine::config() const { return state_->config; }
+KvCachePool& Engine::kv() { return state_->kv; }
+ThreadPool& Engine::pool() { return state_->pool; }
+
+void Engine::Forward(std::span<const Row> rows, ForwardOutput& out) {
+  State& s = *state_;
+  const ModelConfig& c = s.config;
+  out.logits.clear();
+  out.logit_rows.clear();
+  out.routes.clear();
+  if (rows.empty()) return;
+  std::map<SequenceId, int> next_position;
+  s.Validate(rows, next_position);
+
+  const auto b_rows = static_cast<std::int64_t>(rows.size());
+  const std::int64_t hidden = c.hidden_size;
+  const auto n = static_cast<std::size_t>(b_rows * hidden);
+  const auto eps = static_cast<float>(c.rms_norm_eps);
+  s.x.resize(n);
+  s.xn.resize(n);
+  s.mlp.resize(n);
+  for (std::int64_t b = 0; b < b_rows; ++b) CopyRow(s.weights.embed, rows[b].token, s.x.data() + b * hidden);
+
+  for (int l = 0; l < c.num_hidden_layers; ++l) {
+    const LayerWeights& lw = s.weights.layers[static_cast<std::size_t>(l)];
+    RmsNorm(s.x.data(), lw.input_norm.data(), b_rows, hidden, eps, s.xn.data());
+    s.Attention(l, rows);
+    for (std::size_t i = 0; i < n; ++i) s.x[i] += s.attn[i];
+
+    RmsNorm(s.x.data(), lw.post_attention_norm.data(), b_rows, hidden, eps, s.xn.data());
+    if (!lw.moe) {
+      MlpForward(lw.dense, s.xn.data(), b_rows, s.mlp.data(), s.mlp_scratch, &s.pool);
+    } else {
+      const int k = c.num_experts_per_tok;
+      s.router_logits.resize(static_cast<std::size_t>(b_rows * c.n_routed_experts));
+      MatMul(lw.router, s.xn.data(), b_rows, s.router_logits.data(), &s.pool);
+      s.routes.resize(static_cast<std::size_t>(b_rows * k));
+      for (std::int64_t b = 0; b < b_rows; ++b) {
+        s.routers[static_cast<std::size_t>(l)]->Route(
+            std::span<const float>(s.router_logits.data() + b * c.n_routed_experts, static_cast<std::size_t>(c.n_routed_experts)),
+            std::span<ExpertRoute>(s.routes.data() + b * k, static_cast<std::size_t>(k)));
+      }
+      if (s.options.record_routes) out.routes.push_back(s.routes);
+      s.experts->Run(l, s.xn.data(), b_rows, s.routes, k, s.mlp.data());
+      if (lw.shared) {
+        s.shared.resize(n);
+        MlpForward(*lw.shared, s.xn.data(), b_rows, s.shared.data(), s.mlp_scratch, &s.pool);
+        for (std::size_t i = 0; i < n; ++i) s.mlp[i] += s.shared[i];
+      }
+    }
+    for (std::size_t i = 0; i < n; ++i) s.x[i] += s.mlp[i];
+  }
+  for (const auto& [sequence, length] : next_position) s.kv.Get(sequence).SetLength(length);
+
+  for (std::size_t b = 0; b < rows.size(); ++b) {
+    if (rows[b].logits) out.logit_rows.push_back(b);
+  }
+  if (out.logit_rows.empty()) return;
+  const auto selected = static_cast<std::int64_t>(out.logit_rows.size());
+  s.logits_in.resize(static_cast<std::size_t>(selected * hidden));
+  for (std::int64_t i = 0; i < selected; ++i) {
+    std::copy_n(s.x.data() + static_cast<std::int64_t>(out.logit_rows[i]) * hidden, hidden, s.logits_in.data() + i * hidden);
+  }
+  RmsNorm(s.logits_in.data(), s.weights.final_norm.data(), selected, hidden, eps, s.logits_in.data());
+  out.logits.resize(static_cast<std::size_t>(selected * c.vocab_size));
+  MatMul(s.weights.lm_head, s.logits_in.data(), selected, out.logits.data(), &s.pool);
+}
+
+}  // namespace tandem::rt

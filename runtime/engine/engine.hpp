@@ -1,0 +1,66 @@
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "runtime/engine/expert_executor.hpp"
+#include "runtime/engine/kv_cache.hpp"
+#include "runtime/model/model_config.hpp"
+#include "runtime/model/tokenizer.hpp"
+
+namespace tandem::rt {
+
+class Checkpoint;
+class ThreadPool;
+
+// One token to compute: a row of the batch. Rows of one batch may come from
+// different sequences; rows of one sequence must be consecutive positions
+// starting at that sequence's cache length (its KV is written at `position`).
+struct Row {
+  SequenceId sequence = 0;
+  std::int32_t position = 0;
+  TokenId token = 0;
+  bool logits = true;  // whether the LM head runs for this row
+};
+
+struct ForwardOutput {
+  std::vector<float> logits;                 // [rows with logits × vocab], in row order
+  std::vector<std::size_t> logit_rows;       // for each logits row, its index in the input
+  // When EngineOptions::record_routes: per MoE layer (in layer order), rows × top_k routes.
+  std::vector<std::vector<ExpertRoute>> routes;
+
+  std::span<const float> LogitsOf(std::size_t i, int vocab) const {
+    return {logits.data() + i * static_cast<std::size_t>(vocab), static_cast<std::size_t>(vocab)};
+  }
+};
+
+struct EngineOptions {
+  int threads = 0;  // 0: all cores
+  bool record_routes = false;
+};
+
+// The forward pass of a DeepSeek-V3-family model over batches of rows, with a
+// compressed MLA KV cache per sequence. Batch invariant: a row's logits are
+// bit-identical whether it is computed alone or among other rows.
+class Engine {
+ public:
+  // `experts` runs the routed experts; null → a LocalExpertExecutor on `ckpt`.
+  Engine(const Checkpoint& ckpt, EngineOptions options, std::shared_ptr<ExpertExecutor> experts = nullptr);
+  ~Engine();
+
+  const ModelConfig& config() const;
+  KvCachePool& kv();
+  ThreadPool& pool();
+
+  // Throws std::invalid_argument for rows that break the rules above (unknown
+  // sequence, non-consecutive positions, capacity, token out of range).
+  void Forward(std::span<const Row> rows, ForwardOutput& out);
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace tandem::rt

@@ -1,0 +1,63 @@
+#include "runtime/engine/model_weights.hpp"
+
+#include <fmt/format.h>
+
+#include "runtime/model/checkpoint.hpp"
+
+namespace tandem::rt {
+
+namespace {
+
+AttentionWeights LoadAttention(const Checkpoint& ckpt, const std::string& p) {
+  const ModelConfig& c = ckpt.config();
+  const std::int64_t h = c.hidden_size;
+  const std::int64_t heads = c.num_attention_heads;
+  AttentionWeights a;
+  if (c.q_lora_rank > 0) {
+    a.q_a_proj = ckpt.Matrix(p + ".q_a_proj.weight", c.q_lora_rank, h);
+    a.q_a_norm = ckpt.Vector(p + ".q_a_layernorm.weight", c.q_lora_rank);
+    a.q_b_proj = ckpt.Matrix(p + ".q_b_proj.weight", heads * c.q_head_dim(), c.q_lora_rank);
+  } else {
+    a.q_proj = ckpt.Matrix(p + ".q_proj.weight", heads * c.q_head_dim(), h);
+  }
+  a.kv_a_proj = ckpt.Matrix(p + ".kv_a_proj_with_mqa.weight", c.kv_lora_rank + c.qk_rope_head_dim, h);
+  a.kv_a_norm = ckpt.Vector(p + ".kv_a_layernorm.weight", c.kv_lora_rank);
+  a.kv_b_proj = ckpt.Matrix(p + ".kv_b_proj.weight", heads * (c.qk_nope_head_dim + c.v_head_dim), c.kv_lora_rank);
+  a.o_proj = ckpt.Matrix(p + ".o_proj.weight", h, heads * c.v_head_dim);
+  return a;
+}
+
+}  // namespace
+
+ModelWeights ModelWeights::Load(const Checkpoint& ckpt) {
+  const ModelConfig& c = ckpt.config();
+  ModelWeights w;
+  w.embed = ckpt.Matrix("model.embed_tokens.weight", c.vocab_size, c.hidden_size);
+  for (int l = 0; l < c.num_hidden_layers; ++l) {
+    const std::string p = fmt::format("model.layers.{}", l);
+    LayerWeights layer;
+    layer.input_norm = ckpt.Vector(p + ".input_layernorm.weight", c.hidden_size);
+    layer.post_attention_norm = ckpt.Vector(p + ".post_attention_layernorm.weight", c.hidden_size);
+    layer.attention = LoadAttention(ckpt, p + ".self_attn");
+    layer.moe = c.IsMoeLayer(l);
+    if (layer.moe) {
+      layer.router = ckpt.Matrix(p + ".mlp.gate.weight", c.n_routed_experts, c.hidden_size);
+      if (c.topk_method == TopkMethod::kNoauxTc) {
+        layer.router_bias = ckpt.Vector(p + ".mlp.gate.e_score_correction_bias", c.n_routed_experts);
+      }
+      if (c.n_shared_experts > 0) {
+        layer.shared = MlpWeights::Load(ckpt, p + ".mlp.shared_experts", c.hidden_size,
+                                        static_cast<std::int64_t>(c.moe_intermediate_size) * c.n_shared_experts);
+      }
+    } else {
+      layer.dense = MlpWeights::Load(ckpt, p + ".mlp", c.hidden_size, c.intermediate_size);
+    }
+    w.layers.push_back(std::move(layer));
+  }
+  w.final_norm = ckpt.Vector("model.norm.weight", c.hidden_size);
+  // Tied embeddings win over a stray lm_head tensor, as in HF's loader.
+  w.lm_head = c.tie_word_embeddings ? w.embed : ckpt.Matrix("lm_head.weight", c.vocab_size, c.hidden_size);
+  return w;
+}
+
+}  // namespace tandem::rt

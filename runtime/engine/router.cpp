@@ -1,0 +1,80 @@
+#include "runtime/engine/router.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+namespace tandem::rt {
+
+Router::Router(const ModelConfig& config, std::vector<float> correction_bias)
+    : config_(config), bias_(std::move(correction_bias)) {}
+
+void Router::Route(std::span<const float> logits, std::span<ExpertRoute> routes) const {
+  const int n = config_.n_routed_experts;
+  const int k = config_.num_experts_per_tok;
+  std::vector<double> scores(static_cast<std::size_t>(n));
+  switch (config_.scoring_func) {
+    case ScoringFunc::kSoftmax: {
+      const double max = *std::max_element(logits.begin(), logits.end());
+      double sum = 0.0;
+      for (int e = 0; e < n; ++e) sum += scores[e] = std::exp(logits[e] - max);
+      for (double& s : scores) s /= sum;
+      break;
+    }
+    case ScoringFunc::kSigmoid:
+      for (int e = 0; e < n; ++e) scores[e] = 1.0 / (1.0 + std::exp(-static_cast<double>(logits[e])));
+      break;
+    case ScoringFunc::kSqrtSoftplus:
+      for (int e = 0; e < n; ++e) {
+        const double z = logits[e];
+        const double softplus = z > 30.0 ? z : std::log1p(std::exp(z));  // exact to double precision above 30
+        scores[e] = std::sqrt(softplus);
+      }
+      break;
+  }
+
+  std::vector<double> choice = scores;
+  if (config_.topk_method == TopkMethod::kNoauxTc && !bias_.empty()) {
+    for (int e = 0; e < n; ++e) choice[e] += bias_[e];
+  }
+  constexpr double kMasked = -std::numeric_limits<double>::infinity();
+  if (config_.topk_method != TopkMethod::kGreedy && config_.n_group > 1) {
+    const int per_group = n / config_.n_group;
+    std::vector<double> group_score(static_cast<std::size_t>(config_.n_group));
+    for (int g = 0; g < config_.n_group; ++g) {
+      auto first = choice.begin() + g * per_group;
+      std::vector<double> members(first, first + per_group);
+      std::sort(members.begin(), members.end(), std::greater<>());
+      group_score[g] = config_.topk_method == TopkMethod::kNoauxTc ? members[0] + (per_group > 1 ? members[1] : 0.0)
+                                                                   : members[0];
+    }
+    std::vector<int> groups(static_cast<std::size_t>(config_.n_group));
+    std::iota(groups.begin(), groups.end(), 0);
+    std::stable_sort(groups.begin(), groups.end(), [&](int a, int b) { return group_score[a] > group_score[b]; });
+    std::vector<bool> keep(static_cast<std::size_t>(config_.n_group), false);
+    for (int i = 0; i < config_.topk_group; ++i) keep[groups[i]] = true;
+    for (int e = 0; e < n; ++e) {
+      if (!keep[e / per_group]) choice[e] = kMasked;
+    }
+  }
+
+  std::vector<int> order(static_cast<std::size_t>(n));
+  std::iota(order.begin(), order.end(), 0);
+  std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int a, int b) {
+    return choice[a] != choice[b] ? choice[a] > choice[b] : a < b;
+  });
+
+  double sum = 0.0;
+  for (int i = 0; i < k; ++i) sum += scores[order[i]];
+  const bool normalise = k > 1 && config_.norm_topk_prob;
+  const bool scale = config_.architecture == Architecture::kDeepseekV3 || !normalise;
+  for (int i = 0; i < k; ++i) {
+    double w = scores[order[i]];
+    if (normalise) w /= sum + 1e-20;
+    if (scale) w *= config_.routed_scaling_factor;
+    routes[i] = {order[i], static_cast<float>(w)};
+  }
+}
+
+}  // namespace tandem::rt

@@ -1,0 +1,27 @@
+#pragma once
+
+#include <cstdint>
+
+#include "runtime/kernels/weight_matrix.hpp"
+
+namespace tandem::rt {
+
+class ThreadPool;
+
+// Y[b, o] = Σ_i W[o, i] · X[b, i] for b < batch: X is [batch × W.cols], Y is
+// [batch × W.rows], fp32 accumulation. Each output is a dot product with a fixed
+// summation order, so a row's result never depends on the batch around it, and
+// threads split outputs, never a sum. `pool` may be null (one thread).
+void MatMul(const WeightMatrix& w, const float* x, std::int64_t batch, float* y, ThreadPool* pool);
+
+// Y[b, c] = Σ_r W[r, c] · X[b, r]: the product with Wᵀ (X is [batch × W.rows],
+// Y is [batch × W.cols]); sums run over r in order.
+void MatMulTransposed(const WeightMatrix& w, const float* x, std::int64_t batch, float* y, ThreadPool* pool);
+
+// Σ a[i]·b[i] over fp32 vectors, with the same fixed summation order as MatMul.
+float Dot(const float* a, const float* b, std::int64_t n);
+
+// dst[i] = row `row` of W as fp32 (embedding lookup).
+void CopyRow(const WeightMatrix& w, std::int64_t row, float* dst);
+
+}  // namespace tandem::rt

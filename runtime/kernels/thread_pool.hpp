@@ -1,0 +1,44 @@
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace tandem::rt {
+
+// A fixed set of threads for data-parallel kernels. ParallelFor splits a range
+// into one contiguous chunk per thread; the calling thread runs the first chunk.
+// Chunking never changes what is computed for an index, only where, so results
+// are identical for any thread count.
+class ThreadPool {
+ public:
+  explicit ThreadPool(int threads);  // total threads including the caller; <= 0 means all cores
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  int size() const { return static_cast<int>(workers_.size()) + 1; }
+
+  // Calls fn(begin, end) on disjoint chunks covering [0, n). Chunks are at least
+  // `min_chunk` long, so small ranges run on fewer threads. Not reentrant.
+  void ParallelFor(std::int64_t n, const std::function<void(std::int64_t, std::int64_t)>& fn, std::int64_t min_chunk = 1);
+
+ private:
+  void WorkerLoop(int index);
+
+  std::vector<std::thread> workers_;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::condition_variable done_;
+  const std::function<void(std::int64_t, std::int64_t)>* task_ = nullptr;
+  std::int64_t task_n_ = 0;
+  int task_chunks_ = 0;
+  std::uint64_t generation_ = 0;
+  int pending_ = 0;
+  bool stopping_ = false;
+};
+
+}  // namespace tandem::rt

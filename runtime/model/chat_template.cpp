@@ -1,0 +1,62 @@
+#include "runtime/model/chat_template.hpp"
+
+#include <fstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "runtime/model/model_error.hpp"
+
+namespace tandem::rt {
+
+namespace {
+
+// bos_token / eos_token are a string or an AddedToken object {"content": ...}.
+std::string TokenText(const nlohmann::json& config, const char* key, const std::string& where) {
+  const auto it = config.find(key);
+  if (it == config.end()) throw ModelError(fmt::format("{}: '{}' is missing", where, key));
+  if (it->is_string()) return it->get<std::string>();
+  if (it->is_object() && it->contains("content") && (*it)["content"].is_string()) return (*it)["content"].get<std::string>();
+  throw ModelError(fmt::format("{}: '{}' must be a string or an object with 'content'", where, key));
+}
+
+}  // namespace
+
+ChatTemplate ChatTemplate::Load(const std::filesystem::path& checkpoint_dir) {
+  const auto path = checkpoint_dir / "tokenizer_config.json";
+  std::ifstream in(path);
+  if (!in) throw ModelError(fmt::format("{}: cannot open", path.string()));
+  nlohmann::json config;
+  try {
+    config = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    throw ModelError(fmt::format("{}: not valid JSON: {}", path.string(), e.what()));
+  }
+  return ChatTemplate(TokenText(config, "bos_token", path.string()), TokenText(config, "eos_token", path.string()));
+}
+
+std::string ChatTemplate::Render(const std::vector<ChatMessage>& messages, bool add_generation_prompt) const {
+  std::string system;
+  bool first_system = true;
+  for (const ChatMessage& m : messages) {
+    if (m.role != "system") continue;
+    if (!first_system) system += "\n\n";
+    system += m.content;
+    first_system = false;
+  }
+  std::string text = bos_ + system;
+  for (const ChatMessage& m : messages) {
+    if (m.role == "system") continue;
+    if (m.role == "user") {
+      text += kUser + m.content;
+    } else if (m.role == "assistant") {
+      text += kAssistant + m.content + eos_;
+    } else {
+      throw ModelError(fmt::format("chat: role '{}' is not supported (system, user, assistant)", m.role));
+    }
+  }
+  if (add_generation_prompt) text += kAssistant;
+  return text;
+}
+
+}  // namespace tandem::rt

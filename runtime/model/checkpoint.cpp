@@ -1,0 +1,214 @@
+#include "runtime/model/checkpoint.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
+
+#include "runtime/model/model_error.hpp"
+
+namespace tandem::rt {
+
+namespace {
+
+constexpr std::int64_t kFp8Block = 128;  // DeepSeek-V3's weight_scale_inv block size
+
+std::string ReadText(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  if (!in) throw ModelError(fmt::format("{}: cannot open", path.string()));
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// Shard file names from model.safetensors.index.json, in first-seen order, and the
+// tensor → file map.
+std::vector<std::string> ReadIndex(const std::filesystem::path& path, std::map<std::string, std::string>& weight_map) {
+  nlohmann::json index;
+  try {
+    index = nlohmann::json::parse(ReadText(path));
+  } catch (const nlohmann::json::exception& e) {
+    throw ModelError(fmt::format("{}: not valid JSON: {}", path.string(), e.what()));
+  }
+  const auto map = index.find("weight_map");
+  if (map == index.end() || !map->is_object()) throw ModelError(fmt::format("{}: 'weight_map' is missing", path.string()));
+  std::vector<std::string> files;
+  for (const auto& [tensor, file] : map->items()) {
+    if (!file.is_string()) throw ModelError(fmt::format("{}: weight_map['{}'] is not a file name", path.string(), tensor));
+    const std::string name = file.get<std::string>();
+    if (name.find('/') != std::string::npos || name == "..") {
+      throw ModelError(fmt::format("{}: weight_map['{}'] = '{}' is not a file in the checkpoint directory", path.string(), tensor, name));
+    }
+    if (std::find(files.begin(), files.end(), name) == files.end()) files.push_back(name);
+    weight_map[tensor] = name;
+  }
+  return files;
+}
+
+std::shared_ptr<float[]> NewFloats(std::int64_t n) { return std::shared_ptr<float[]>(new float[static_cast<std::size_t>(n)]); }
+
+}  // namespace
+
+Checkpoint Checkpoint::Open(const std::filesystem::path& dir) {
+  Checkpoint ckpt;
+  ckpt.dir_ = dir;
+  if (!std::filesystem::is_directory(dir)) throw ModelError(fmt::format("{}: not a checkpoint directory", dir.string()));
+  ckpt.config_ = LoadModelConfig(dir);
+
+  std::vector<std::string> file_names;
+  std::map<std::string, std::string> weight_map;
+  const auto index_path = dir / "model.safetensors.index.json";
+  if (std::filesystem::exists(index_path)) {
+    file_names = ReadIndex(index_path, weight_map);
+  } else if (std::filesystem::exists(dir / "model.safetensors")) {
+    file_names = {"model.safetensors"};
+  } else {
+    throw ModelError(fmt::format("{}: has neither model.safetensors nor model.safetensors.index.json", dir.string()));
+  }
+
+  for (std::size_t f = 0; f < file_names.size(); ++f) {
+    const auto path = dir / file_names[f];
+    auto mapping = std::make_shared<MappedFile>(path);
+    SafetensorsHeader header = ParseSafetensorsHeader(mapping->bytes(), path.string());
+    for (auto& [name, info] : header.tensors) {
+      if (!weight_map.empty()) {
+        const auto it = weight_map.find(name);
+        if (it == weight_map.end() || it->second != file_names[f]) continue;  // the index assigns it elsewhere
+      }
+      if (ckpt.tensors_.contains(name)) {
+        throw ModelError(fmt::format("{}: tensor '{}' appears in more than one file", path.string(), name));
+      }
+      ckpt.tensors_.emplace(name, Entry{f, std::move(info)});
+    }
+    ckpt.files_.push_back({std::move(mapping), header.data_offset});
+  }
+  for (const auto& [tensor, file] : weight_map) {
+    if (!ckpt.tensors_.contains(tensor)) {
+      throw ModelError(fmt::format("{}: tensor '{}' is listed in model.safetensors.index.json but missing from the file",
+                                   (dir / file).string(), tensor));
+    }
+  }
+  return ckpt;
+}
+
+const Checkpoint::Entry& Checkpoint::Find(std::string_view name) const {
+  const auto it = tensors_.find(name);
+  if (it == tensors_.end()) {
+    throw ModelError(fmt::format("{}: tensor '{}' is missing from the checkpoint", dir_.string(), name));
+  }
+  return it->second;
+}
+
+const TensorInfo& Checkpoint::Info(std::string_view name) const { return Find(name).info; }
+
+std::vector<std::string> Checkpoint::TensorNames() const {
+  std::vector<std::string> names;
+  for (const auto& [name, entry] : tensors_) names.push_back(name);
+  return names;
+}
+
+std::vector<std::filesystem::path> Checkpoint::WeightFiles() const {
+  std::vector<std::filesystem::path> paths;
+  for (const File& f : files_) paths.push_back(f.mapping->path());
+  return paths;
+}
+
+std::string Checkpoint::Where(const Entry& entry, std::string_view name) const {
+  return fmt::format("{}: tensor '{}'", files_[entry.file].mapping->path().string(), name);
+}
+
+const std::byte* Checkpoint::DataOf(const Entry& entry) const {
+  const File& f = files_[entry.file];
+  return f.mapping->bytes().data() + f.data_offset + entry.info.begin;
+}
+
+WeightMatrix Checkpoint::Matrix(std::string_view name, std::int64_t rows, std::int64_t cols) const {
+  const Entry& e = Find(name);
+  if (e.info.shape != std::vector<std::int64_t>{rows, cols}) {
+    throw ModelError(fmt::format("{}: shape [{}] but the config implies [{}, {}]", Where(e, name),
+                                 fmt::join(e.info.shape, ", "), rows, cols));
+  }
+  const std::byte* data = DataOf(e);
+  const std::int64_t n = rows * cols;
+  WeightMatrix m;
+  m.rows = rows;
+  m.cols = cols;
+  switch (e.info.dtype) {
+    case DType::kF32:
+    case DType::kBF16: {
+      m.type = e.info.dtype == DType::kF32 ? WeightMatrix::Type::kF32 : WeightMatrix::Type::kBF16;
+      const std::size_t align = m.element_size();
+      if (reinterpret_cast<std::uintptr_t>(data) % align == 0) {
+        m.data = data;
+        m.owner = files_[e.file].mapping;
+      } else {  // misaligned by the file layout: copy rather than read unaligned
+        auto copy = std::shared_ptr<std::byte[]>(new std::byte[m.bytes()]);
+        std::memcpy(copy.get(), data, m.bytes());
+        m.data = copy.get();
+        m.owner = std::move(copy);
+      }
+      return m;
+    }
+    case DType::kF16: {
+      auto values = NewFloats(n);
+      for (std::int64_t i = 0; i < n; ++i) {
+        std::uint16_t bits;
+        std::memcpy(&bits, data + 2 * i, 2);
+        values[i] = F16ToF32(bits);
+      }
+      return WeightMatrix::OwnedF32(rows, cols, std::move(values));
+    }
+    case DType::kF8E4M3: {
+      const std::string scale_name = std::string(name) + "_scale_inv";
+      const std::int64_t block_rows = (rows + kFp8Block - 1) / kFp8Block;
+      const std::int64_t block_cols = (cols + kFp8Block - 1) / kFp8Block;
+      if (!Has(scale_name)) throw ModelError(fmt::format("{}: F8_E4M3 weight without '{}'", Where(e, name), scale_name));
+      const WeightMatrix scales = Matrix(scale_name, block_rows, block_cols);
+      auto values = NewFloats(n);
+      for (std::int64_t r = 0; r < rows; ++r) {
+        for (std::int64_t c = 0; c < cols; ++c) {
+          const auto byte = static_cast<std::uint8_t>(data[r * cols + c]);
+          values[r * cols + c] = F8E4M3ToF32(byte) * scales.At(r / kFp8Block, c / kFp8Block);
+        }
+      }
+      return WeightMatrix::OwnedF32(rows, cols, std::move(values));
+    }
+    default:
+      throw ModelError(fmt::format("{}: dtype {} is not a floating-point weight type", Where(e, name), DTypeName(e.info.dtype)));
+  }
+}
+
+std::vector<float> Checkpoint::Vector(std::string_view name, std::int64_t n) const {
+  const Entry& e = Find(name);
+  if (e.info.shape != std::vector<std::int64_t>{n}) {
+    throw ModelError(fmt::format("{}: shape [{}] but the config implies [{}]", Where(e, name), fmt::join(e.info.shape, ", "), n));
+  }
+  std::vector<float> out(static_cast<std::size_t>(n));
+  const std::byte* data = DataOf(e);
+  for (std::int64_t i = 0; i < n; ++i) {
+    switch (e.info.dtype) {
+      case DType::kF32: std::memcpy(&out[i], data + 4 * i, 4); break;
+      case DType::kBF16: {
+        std::uint16_t bits;
+        std::memcpy(&bits, data + 2 * i, 2);
+        out[i] = Bf16ToF32(bits);
+        break;
+      }
+      case DType::kF16: {
+        std::uint16_t bits;
+        std::memcpy(&bits, data + 2 * i, 2);
+        out[i] = F16ToF32(bits);
+        break;
+      }
+      default:
+        throw ModelError(fmt::format("{}: dtype {} is not supported for a vector", Where(e, name), DTypeName(e.info.dtype)));
+    }
+  }
+  return out;
+}
+
+}  // namespace tandem::rt

@@ -1,0 +1,60 @@
+#pragma once
+
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "runtime/kernels/weight_matrix.hpp"
+#include "runtime/model/mapped_file.hpp"
+#include "runtime/model/model_config.hpp"
+#include "runtime/model/safetensors.hpp"
+
+namespace tandem::rt {
+
+// An HF-layout checkpoint directory: config.json plus model.safetensors, or shards
+// listed in model.safetensors.index.json. Files are memory-mapped; tensors are
+// returned as views where the kernels can read them directly (F32, BF16), and
+// converted to fp32 otherwise (F16; F8_E4M3 with its 128×128 `weight_scale_inv`).
+class Checkpoint {
+ public:
+  static Checkpoint Open(const std::filesystem::path& dir);  // throws ModelError
+
+  const std::filesystem::path& dir() const { return dir_; }
+  const ModelConfig& config() const { return config_; }
+
+  bool Has(std::string_view name) const { return tensors_.contains(name); }
+  const TensorInfo& Info(std::string_view name) const;
+  std::vector<std::string> TensorNames() const;
+  // The weight files, in the order they were listed.
+  std::vector<std::filesystem::path> WeightFiles() const;
+
+  // A 2-D tensor of exactly [rows × cols]; a missing tensor or another shape is a
+  // ModelError naming the file and tensor.
+  WeightMatrix Matrix(std::string_view name, std::int64_t rows, std::int64_t cols) const;
+  // A 1-D tensor of exactly n elements, as fp32.
+  std::vector<float> Vector(std::string_view name, std::int64_t n) const;
+
+ private:
+  struct Entry {
+    std::size_t file = 0;
+    TensorInfo info;
+  };
+  struct File {
+    std::shared_ptr<MappedFile> mapping;
+    std::uint64_t data_offset = 0;
+  };
+
+  const std::byte* DataOf(const Entry& entry) const;
+  const Entry& Find(std::string_view name) const;
+  std::string Where(const Entry& entry, std::string_view name) const;
+
+  std::filesystem::path dir_;
+  ModelConfig config_;
+  std::vector<File> files_;
+  std::map<std::string, Entry, std::less<>> tensors_;
+};
+
+}  // namespace tandem::rt

@@ -1,0 +1,68 @@
+#include "runtime/model/dtype.hpp"
+
+#include <array>
+#include <cmath>
+#include <limits>
+
+namespace tandem::rt {
+
+namespace {
+
+struct DTypeEntry {
+  DType dtype;
+  std::string_view name;
+  std::size_t size;
+};
+
+constexpr std::array<DTypeEntry, 11> kDTypes = {{
+    {DType::kF64, "F64", 8},
+    {DType::kF32, "F32", 4},
+    {DType::kF16, "F16", 2},
+    {DType::kBF16, "BF16", 2},
+    {DType::kF8E4M3, "F8_E4M3", 1},
+    {DType::kI64, "I64", 8},
+    {DType::kI32, "I32", 4},
+    {DType::kI16, "I16", 2},
+    {DType::kI8, "I8", 1},
+    {DType::kU8, "U8", 1},
+    {DType::kBool, "BOOL", 1},
+}};
+
+const DTypeEntry& Entry(DType dtype) {
+  for (const auto& e : kDTypes) {
+    if (e.dtype == dtype) return e;
+  }
+  return kDTypes[0];  // unreachable: every enumerator has an entry
+}
+
+}  // namespace
+
+std::optional<DType> DTypeFromName(std::string_view name) {
+  for (const auto& e : kDTypes) {
+    if (e.name == name) return e.dtype;
+  }
+  return std::nullopt;
+}
+
+std::string_view DTypeName(DType dtype) { return Entry(dtype).name; }
+std::size_t DTypeSize(DType dtype) { return Entry(dtype).size; }
+
+float F16ToF32(std::uint16_t bits) {
+  const float sign = (bits & 0x8000u) ? -1.0f : 1.0f;
+  const int exponent = (bits >> 10) & 0x1f;
+  const int mantissa = bits & 0x3ff;
+  if (exponent == 0) return sign * std::ldexp(static_cast<float>(mantissa), -24);
+  if (exponent == 31) return mantissa ? std::numeric_limits<float>::quiet_NaN() : sign * std::numeric_limits<float>::infinity();
+  return sign * std::ldexp(static_cast<float>(mantissa | 0x400), exponent - 25);
+}
+
+float F8E4M3ToF32(std::uint8_t bits) {
+  const float sign = (bits & 0x80u) ? -1.0f : 1.0f;
+  const int exponent = (bits >> 3) & 0xf;
+  const int mantissa = bits & 0x7;
+  if (exponent == 0xf && mantissa == 0x7) return std::numeric_limits<float>::quiet_NaN();
+  if (exponent == 0) return sign * std::ldexp(static_cast<float>(mantissa), -9);  // subnormal: m/8 · 2^-6
+  return sign * std::ldexp(static_cast<float>(mantissa | 0x8), exponent - 10);    // (1 + m/8) · 2^(e−7)
+}
+
+}  // namespace tandem::rt

@@ -1,0 +1,103 @@
+#include "runtime/model/model_revision.hpp"
+
+#include <algorithm>
+#include <fstream>
+#include <memory>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#include <openssl/evp.h>
+
+#include "runtime/model/checkpoint.hpp"
+#include "runtime/model/model_error.hpp"
+
+namespace tandem::rt {
+
+namespace {
+
+constexpr const char* kCacheName = ".tandem-revision.json";
+
+struct FileStamp {
+  std::filesystem::path path;
+  std::uint64_t size = 0;
+  std::int64_t mtime_ns = 0;
+};
+
+FileStamp Stamp(const std::filesystem::path& path) {
+  std::error_code ec;
+  FileStamp s{path, std::filesystem::file_size(path, ec), 0};
+  if (ec) throw ModelError(fmt::format("{}: cannot stat: {}", path.string(), ec.message()));
+  const auto t = std::filesystem::last_write_time(path, ec);
+  if (ec) throw ModelError(fmt::format("{}: cannot stat: {}", path.string(), ec.message()));
+  s.mtime_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+  return s;
+}
+
+nlohmann::json StampsJson(const std::vector<FileStamp>& stamps) {
+  nlohmann::json files = nlohmann::json::array();
+  for (const FileStamp& s : stamps) {
+    files.push_back({{"name", s.path.filename().string()}, {"size", s.size}, {"mtime_ns", s.mtime_ns}});
+  }
+  return files;
+}
+
+std::string Sha256Files(const std::vector<FileStamp>& stamps) {
+  std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> ctx(EVP_MD_CTX_new(), EVP_MD_CTX_free);
+  if (!ctx || EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr) != 1) throw ModelError("sha256: cannot initialise OpenSSL digest");
+  std::vector<char> buffer(1 << 20);
+  for (const FileStamp& s : stamps) {
+    const std::string prefix = fmt::format("{}\n{}\n", s.path.filename().string(), s.size);
+    EVP_DigestUpdate(ctx.get(), prefix.data(), prefix.size());
+    std::ifstream in(s.path, std::ios::binary);
+    if (!in) throw ModelError(fmt::format("{}: cannot open for hashing", s.path.string()));
+    std::uint64_t total = 0;
+    while (in) {
+      in.read(buffer.data(), static_cast<std::streamsize>(buffer.size()));
+      const auto got = static_cast<std::size_t>(in.gcount());
+      EVP_DigestUpdate(ctx.get(), buffer.data(), got);
+      total += got;
+    }
+    if (total != s.size) throw ModelError(fmt::format("{}: changed while it was being hashed", s.path.string()));
+  }
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  EVP_DigestFinal_ex(ctx.get(), digest, &len);
+  std::string hex;
+  for (unsigned int i = 0; i < len; ++i) hex += fmt::format("{:02x}", digest[i]);
+  return hex;
+}
+
+}  // namespace
+
+std::string ModelRevision(const Checkpoint& checkpoint) {
+  std::vector<std::filesystem::path> weights = checkpoint.WeightFiles();
+  std::sort(weights.begin(), weights.end());
+  std::vector<FileStamp> stamps = {Stamp(checkpoint.dir() / "config.json")};
+  for (const auto& w : weights) stamps.push_back(Stamp(w));
+  const nlohmann::json files = StampsJson(stamps);
+
+  const auto cache_path = checkpoint.dir() / kCacheName;
+  try {
+    std::ifstream in(cache_path);
+    if (in) {
+      const auto cached = nlohmann::json::parse(in);
+      if (cached.at("files") == files) return cached.at("revision").get<std::string>();
+    }
+  } catch (const nlohmann::json::exception&) {
+    // A damaged cache is recomputed and rewritten.
+  }
+
+  const std::string revision = Sha256Files(stamps);
+  const auto tmp = cache_path.string() + ".tmp";
+  {
+    std::ofstream out(tmp);
+    out << nlohmann::json{{"revision", revision}, {"files", files}}.dump(1) << "\n";
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, cache_path, ec);  // atomic; failure (read-only dir) only costs a rehash next time
+  if (ec) std::filesystem::remove(tmp, ec);
+  return revision;
+}
+
+}  // namespace tandem::rt

@@ -1,0 +1,53 @@
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "runtime/model/dtype.hpp"
+
+// The safetensors container: an 8-byte little-endian header length, a JSON header
+// {name: {dtype, shape, data_offsets}}, then the tensor bytes.
+namespace tandem::rt {
+
+struct TensorInfo {
+  DType dtype = DType::kF32;
+  std::vector<std::int64_t> shape;
+  std::uint64_t begin = 0;  // byte offsets relative to the start of the data section
+  std::uint64_t end = 0;
+
+  std::int64_t elements() const;
+};
+
+struct SafetensorsHeader {
+  std::uint64_t data_offset = 0;  // where the data section starts in the file
+  std::map<std::string, TensorInfo, std::less<>> tensors;
+  std::map<std::string, std::string> metadata;
+};
+
+// Validates everything a reader relies on: header length within the file, JSON
+// shape, known dtypes, shapes whose byte size matches the offsets, and offsets
+// within the file. Throws ModelError naming `file` and the tensor at fault.
+SafetensorsHeader ParseSafetensorsHeader(std::span<const std::byte> file_bytes, std::string_view file);
+
+// Builds a safetensors file: declare every tensor, then write their bytes in the
+// same order. Tensors are laid out in name order, as HF's writer does.
+class SafetensorsWriter {
+ public:
+  void Add(std::string name, DType dtype, std::vector<std::int64_t> shape);
+  void SetMetadata(std::string key, std::string value);
+
+  // The header bytes (length prefix + JSON padded to 8 bytes) for the declared tensors.
+  std::string HeaderBytes() const;
+  // Tensor names in file order, with their byte sizes.
+  std::vector<std::pair<std::string, std::uint64_t>> Layout() const;
+
+ private:
+  std::map<std::string, TensorInfo, std::less<>> tensors_;
+  std::map<std::string, std::string> metadata_;
+};
+
+}  // namespace tandem::rt

@@ -1,0 +1,49 @@
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace tandem::rt {
+
+using TokenId = std::int32_t;
+
+// An HF tokenizer.json byte-level BPE tokenizer: added/special tokens are split out
+// first (leftmost, longest), then the pre-tokenizer (a Sequence of Split regexes,
+// PCRE2 with Unicode classes, and ByteLevel) cuts the text into pieces, and each
+// piece is byte-mapped and merged by BPE rank. Cheap to copy (shared, immutable).
+class Tokenizer {
+ public:
+  // Throws ModelError naming `source` and the key that cannot be used.
+  static Tokenizer FromJson(std::string_view json_text, std::string_view source);
+  static Tokenizer Load(const std::filesystem::path& tokenizer_json);
+
+  // Token ids for `text`, without BOS. Text that is not valid UTF-8 still
+  // encodes: invalid bytes become byte tokens.
+  std::vector<TokenId> Encode(std::string_view text) const;
+
+  // The bytes `ids` stand for. Ids outside the vocabulary decode to nothing.
+  std::string Decode(std::span<const TokenId> ids, bool skip_special = false) const;
+  // The bytes one token stands for (empty for an unknown id).
+  std::string_view TokenBytes(TokenId id) const;
+
+  // The id of a vocabulary or added token, by its tokenizer.json content.
+  std::optional<TokenId> Find(std::string_view content) const;
+  bool IsSpecial(TokenId id) const;
+  bool IsAdded(TokenId id) const;
+  // One more than the largest id.
+  int vocab_size() const;
+
+  struct Impl;
+
+ private:
+  explicit Tokenizer(std::shared_ptr<const Impl> impl) : impl_(std::move(impl)) {}
+  std::shared_ptr<const Impl> impl_;
+};
+
+}  // namespace tandem::rt

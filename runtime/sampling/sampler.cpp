@@ -1,0 +1,72 @@
+#include "runtime/sampling/sampler.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <vector>
+
+namespace tandem::rt {
+
+std::uint64_t SplitMix64(std::uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+double UniformDraw(std::uint64_t seed, std::int64_t position) {
+  const std::uint64_t bits = SplitMix64(seed ^ SplitMix64(static_cast<std::uint64_t>(position)));
+  return static_cast<double>(bits >> 11) * 0x1.0p-53;
+}
+
+TokenId ArgMax(std::span<const float> logits) {
+  return static_cast<TokenId>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+}
+
+TokenId Sample(std::span<const float> logits, const SamplingParams& params, std::int64_t position) {
+  if (logits.empty()) return 0;
+  if (!(params.temperature > 0.0f)) return ArgMax(logits);
+
+  // Candidates sorted by logit (descending), ties by id; top-k cuts the list.
+  std::vector<TokenId> order(logits.size());
+  std::iota(order.begin(), order.end(), 0);
+  const auto by_logit = [&](TokenId a, TokenId b) { return logits[a] != logits[b] ? logits[a] > logits[b] : a < b; };
+  std::size_t keep = order.size();
+  if (params.top_k > 0 && static_cast<std::size_t>(params.top_k) < keep) {
+    keep = static_cast<std::size_t>(params.top_k);
+    std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(keep), order.end(), by_logit);
+  } else {
+    std::sort(order.begin(), order.end(), by_logit);
+  }
+  order.resize(keep);
+
+  std::vector<double> prob(keep);
+  const double inv_t = 1.0 / params.temperature;
+  const double max = logits[order[0]];
+  double total = 0.0;
+  for (std::size_t i = 0; i < keep; ++i) total += prob[i] = std::exp((logits[order[i]] - max) * inv_t);
+  for (double& p : prob) p /= total;
+
+  if (params.top_p < 1.0f) {
+    double mass = 0.0;
+    std::size_t n = 0;
+    while (n < keep && mass < params.top_p) mass += prob[n++];
+    keep = std::max<std::size_t>(n, 1);
+  }
+  if (params.min_p > 0.0f) {
+    const double floor = params.min_p * prob[0];
+    std::size_t n = 1;
+    while (n < keep && prob[n] >= floor) ++n;
+    keep = n;
+  }
+  total = std::accumulate(prob.begin(), prob.begin() + static_cast<std::ptrdiff_t>(keep), 0.0);
+  const double target = UniformDraw(params.seed, position) * total;
+  double mass = 0.0;
+  for (std::size_t i = 0; i < keep; ++i) {
+    mass += prob[i];
+    if (mass > target) return order[i];
+  }
+  return order[keep - 1];
+}
+
+}  // namespace tandem::rt

@@ -1,0 +1,37 @@
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "runtime/model/tokenizer.hpp"
+
+namespace tandem::rt {
+
+struct SamplingParams {
+  float temperature = 0.0f;  // 0: greedy
+  int top_k = 0;             // 0: off
+  float top_p = 1.0f;        // 1: off
+  float min_p = 0.0f;        // 0: off
+  std::uint64_t seed = 0;
+};
+
+// SplitMix64: a stateless 64-bit mix, the basis of every random draw.
+std::uint64_t SplitMix64(std::uint64_t x);
+
+// The uniform draw in [0, 1) for a request's token at an absolute position: a
+// function of (seed, position) only, so a seeded request samples the same tokens
+// however it is batched, drafted or resumed.
+double UniformDraw(std::uint64_t seed, std::int64_t position);
+
+// Greedy: the largest logit, lowest id on ties.
+TokenId ArgMax(std::span<const float> logits);
+
+// Picks the token at `position` from `logits`. Order (documented in
+// docs/architecture.md): temperature 0 → greedy; otherwise logits / T; keep the
+// top_k largest; softmax; keep the smallest prefix (by probability, ties by id)
+// whose mass reaches top_p; drop tokens below min_p × the largest probability;
+// renormalise; walk the survivors in that order until the cumulative mass exceeds
+// u · total, u = UniformDraw(seed, position).
+TokenId Sample(std::span<const float> logits, const SamplingParams& params, std::int64_t position);
+
+}  // namespace tandem::rt
