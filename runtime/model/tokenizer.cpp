@@ -464,13 +464,16 @@ Tokenizer Tokenizer::FromJson(std::string_view json_text, std::string_view sourc
       const TokenId id = id_json.get<TokenId>();
       grow(id);
       t->vocab[content] = id;
-      // Byte-level content maps back to raw bytes one code point at a time.
+      // Byte-level content maps back to raw bytes one code point at a time. Entries
+      // outside that alphabet (special tokens also listed in the vocab) stand for
+      // their own text; BPE never produces them.
       std::string raw;
       for (std::size_t i = 0; i < content.size();) {
         const std::size_t n = Utf8Length(content, i);
         const auto it = Bytes().utf8_to_byte.find(content.substr(i, n));
         if (it == Bytes().utf8_to_byte.end()) {
-          throw ModelError(fmt::format("{}: vocab token '{}' is not in the byte-level alphabet (not a byte-level BPE?)", src, content));
+          raw = content;
+          break;
         }
         raw += static_cast<char>(it->second);
         i += n;

@@ -1,0 +1,188 @@
+#include "runtime/model/checkpoint.hpp"
+
+#include <cstring>
+#include <fstream>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "runtime/model/dtype.hpp"
+#include "runtime/model/model_error.hpp"
+#include "runtime/model/model_revision.hpp"
+#include "runtime/model/safetensors.hpp"
+#include "runtime/model/synthetic_checkpoint.hpp"
+#include "tests/runtime/tiny_model.hpp"
+
+namespace tandem::rt {
+namespace {
+
+using tandem::testing::TempDir;
+using tandem::testing::TinyCheckpoint;
+
+std::string ErrorOf(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const ModelError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+std::string ReadFile(const std::filesystem::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+void WriteFile(const std::filesystem::path& p, const std::string& bytes) {
+  std::ofstream out(p, std::ios::binary | std::ios::trunc);
+  out << bytes;
+}
+
+std::span<const std::byte> AsBytes(const std::string& s) { return {reinterpret_cast<const std::byte*>(s.data()), s.size()}; }
+
+TEST(DType, Conversions) {
+  EXPECT_EQ(Bf16ToF32(0x3f80), 1.0f);
+  EXPECT_EQ(F32ToBf16(1.0f), 0x3f80);
+  EXPECT_EQ(F32ToBf16(1.00390625f), 0x3f80) << "halfway rounds to even";
+  EXPECT_EQ(F32ToBf16(1.01171875f), 0x3f82);
+  EXPECT_EQ(F16ToF32(0x3c00), 1.0f);
+  EXPECT_EQ(F16ToF32(0xc000), -2.0f);
+  EXPECT_EQ(F16ToF32(0x0001), std::ldexp(1.0f, -24));
+  EXPECT_TRUE(std::isinf(F16ToF32(0x7c00)));
+  EXPECT_EQ(F8E4M3ToF32(0x7e), 448.0f);
+  EXPECT_EQ(F8E4M3ToF32(0x38), 1.0f);
+  EXPECT_EQ(F8E4M3ToF32(0x01), std::ldexp(1.0f, -9));
+  EXPECT_EQ(F8E4M3ToF32(0xb8), -1.0f);
+  EXPECT_TRUE(std::isnan(F8E4M3ToF32(0x7f)));
+  EXPECT_TRUE(std::isnan(F8E4M3ToF32(0xff)));
+  EXPECT_EQ(DTypeFromName("F8_E4M3"), DType::kF8E4M3);
+  EXPECT_FALSE(DTypeFromName("Q4_K").has_value());
+}
+
+TEST(Safetensors, WriterOutputParsesBack) {
+  SafetensorsWriter w;
+  w.Add("b", DType::kBF16, {2, 3});
+  w.Add("a", DType::kF32, {4});
+  w.SetMetadata("format", "pt");
+  std::string file = w.HeaderBytes();
+  EXPECT_EQ((file.size() - 8) % 8, 0u);
+  file.append(16 + 12, '\0');
+  const SafetensorsHeader h = ParseSafetensorsHeader(AsBytes(file), "x.safetensors");
+  EXPECT_EQ(h.metadata.at("format"), "pt");
+  EXPECT_EQ(h.tensors.at("a").begin, 0u);  // name order
+  EXPECT_EQ(h.tensors.at("b").begin, 16u);
+  EXPECT_EQ(h.tensors.at("b").shape, (std::vector<std::int64_t>{2, 3}));
+}
+
+TEST(Safetensors, BadFilesAreErrorsNamingFileAndTensor) {
+  auto header = [](const std::string& json, std::size_t data) {
+    std::string f(8, '\0');
+    std::uint64_t n = json.size();
+    for (int i = 0; i < 8; ++i, n >>= 8) f[i] = static_cast<char>(n & 0xff);
+    return f + json + std::string(data, '\0');
+  };
+  auto error = [&](const std::string& file) { return ErrorOf([&] { ParseSafetensorsHeader(AsBytes(file), "m.safetensors"); }); };
+  EXPECT_EQ(error("abc"), "m.safetensors: 3 bytes is too short for a safetensors file");
+  EXPECT_NE(error(header("{\"t\":", 0)).find("m.safetensors: header is not valid JSON"), std::string::npos);
+  EXPECT_NE(error(std::string("\xff\xff\xff\xff\0\0\0\0", 8) + "{}").find("does not fit in the file"), std::string::npos);
+  EXPECT_EQ(error(header(R"({"w":{"dtype":"Q4","shape":[2],"data_offsets":[0,2]}})", 2)),
+            "m.safetensors: tensor 'w': unknown dtype 'Q4'");
+  EXPECT_EQ(error(header(R"({"w":{"dtype":"BF16","shape":[2,2],"data_offsets":[0,6]}})", 8)),
+            "m.safetensors: tensor 'w': shape [2,2] of BF16 needs 8 bytes but data_offsets span 6");
+  EXPECT_EQ(error(header(R"({"w":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})", 10)),
+            "m.safetensors: tensor 'w': data ends at byte 16 but the file has only 10 data bytes (truncated file?)");
+  EXPECT_EQ(error(header(R"({"w":{"dtype":"F32","shape":[-1],"data_offsets":[0,4]}})", 4)),
+            "m.safetensors: tensor 'w': shape [-1] has a non-integer or negative dimension");
+  EXPECT_EQ(error(header(R"({"w":{"dtype":"F32","shape":[1],"data_offsets":[4,0]}})", 4)),
+            "m.safetensors: tensor 'w': data_offsets begin after they end");
+}
+
+// A copy of the tiny checkpoint that a test may damage.
+std::filesystem::path CopyOfTiny() {
+  const auto dir = TempDir("ckpt");
+  std::filesystem::copy(TinyCheckpoint(), dir, std::filesystem::copy_options::recursive | std::filesystem::copy_options::overwrite_existing);
+  std::filesystem::remove(dir / ".tandem-revision.json");
+  return dir;
+}
+
+TEST(Checkpoint, OpensTheTinyPresetAndChecksShapes) {
+  const Checkpoint ckpt = Checkpoint::Open(TinyCheckpoint());
+  EXPECT_EQ(ckpt.config().hidden_size, 128);
+  EXPECT_TRUE(ckpt.Has("model.layers.4.eh_proj.weight")) << "the MTP layer";
+  const WeightMatrix m = ckpt.Matrix("model.layers.0.mlp.gate_proj.weight", 256, 128);
+  EXPECT_EQ(m.type, WeightMatrix::Type::kBF16);
+  const std::string wrong = ErrorOf([&] { ckpt.Matrix("model.layers.0.mlp.gate_proj.weight", 128, 256); });
+  EXPECT_NE(wrong.find("tensor 'model.layers.0.mlp.gate_proj.weight': shape [256, 128] but the config implies [128, 256]"),
+            std::string::npos)
+      << wrong;
+  EXPECT_NE(wrong.find("model.safetensors"), std::string::npos) << "names the file: " << wrong;
+  EXPECT_NE(ErrorOf([&] { ckpt.Matrix("model.layers.9.nothing", 1, 1); }).find("tensor 'model.layers.9.nothing' is missing"),
+            std::string::npos);
+}
+
+TEST(Checkpoint, TruncatedWeightsAreAnError) {
+  const auto dir = CopyOfTiny();
+  const std::string bytes = ReadFile(dir / "model.safetensors");
+  WriteFile(dir / "model.safetensors", bytes.substr(0, bytes.size() - 1000));
+  const std::string e = ErrorOf([&] { Checkpoint::Open(dir); });
+  EXPECT_NE(e.find("model.safetensors: tensor '"), std::string::npos) << e;
+  EXPECT_NE(e.find("truncated"), std::string::npos) << e;
+}
+
+TEST(Checkpoint, ConfigErrorsNameTheKey) {
+  const auto dir = CopyOfTiny();
+  auto config = nlohmann::json::parse(ReadFile(dir / "config.json"));
+  config.erase("kv_lora_rank");
+  WriteFile(dir / "config.json", config.dump());
+  EXPECT_EQ(ErrorOf([&] { Checkpoint::Open(dir); }), (dir / "config.json").string() + ": 'kv_lora_rank' is missing");
+  config["kv_lora_rank"] = 32;
+  config["architectures"] = {"LlamaForCausalLM"};
+  WriteFile(dir / "config.json", config.dump());
+  EXPECT_EQ(ErrorOf([&] { Checkpoint::Open(dir); }),
+            (dir / "config.json").string() +
+                ": 'architectures' names 'LlamaForCausalLM'; supported: DeepseekV3ForCausalLM, DeepseekV2ForCausalLM");
+  config["architectures"] = {"DeepseekV3ForCausalLM"};
+  config["n_group"] = 3;
+  WriteFile(dir / "config.json", config.dump());
+  EXPECT_EQ(ErrorOf([&] { Checkpoint::Open(dir); }), (dir / "config.json").string() + ": 'n_group' must divide n_routed_experts");
+  config["n_group"] = "four";
+  WriteFile(dir / "config.json", config.dump());
+  EXPECT_EQ(ErrorOf([&] { Checkpoint::Open(dir); }), (dir / "config.json").string() + ": 'n_group' must be an integer, got \"four\"");
+}
+
+TEST(Checkpoint, ShardIndexMustMatchTheFiles) {
+  const auto dir = CopyOfTiny();
+  nlohmann::json index = {{"weight_map", {{"model.norm.weight", "model.safetensors"}, {"ghost.weight", "model.safetensors"}}}};
+  WriteFile(dir / "model.safetensors.index.json", index.dump());
+  const std::string e = ErrorOf([&] { Checkpoint::Open(dir); });
+  EXPECT_NE(e.find("tensor 'ghost.weight' is listed in model.safetensors.index.json but missing from the file"), std::string::npos) << e;
+}
+
+TEST(ModelRevision, IsCachedAndFollowsTheFiles) {
+  const auto dir = CopyOfTiny();
+  const std::string first = ModelRevision(Checkpoint::Open(dir));
+  EXPECT_EQ(first.size(), 64u);
+  EXPECT_TRUE(std::filesystem::exists(dir / ".tandem-revision.json"));
+  EXPECT_EQ(ModelRevision(Checkpoint::Open(dir)), first);
+  auto config = nlohmann::json::parse(ReadFile(dir / "config.json"));
+  config["rms_norm_eps"] = 1e-5;
+  WriteFile(dir / "config.json", config.dump());
+  EXPECT_NE(ModelRevision(Checkpoint::Open(dir)), first) << "a changed config.json must change the revision";
+}
+
+TEST(SyntheticCheckpoint, IsBitIdenticalForASeedAndDiffersAcrossSeeds) {
+  const auto a = TempDir("seed-a"), b = TempDir("seed-b"), c = TempDir("seed-c");
+  const auto no_tokenizer = a / "none";
+  WriteSyntheticCheckpoint(FindPreset("tiny"), 5, a, no_tokenizer);
+  WriteSyntheticCheckpoint(FindPreset("tiny"), 5, b, no_tokenizer);
+  WriteSyntheticCheckpoint(FindPreset("tiny"), 6, c, no_tokenizer);
+  for (const char* f : {"config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"}) {
+    EXPECT_EQ(ReadFile(a / f), ReadFile(b / f)) << f;
+  }
+  EXPECT_NE(ReadFile(a / "model.safetensors"), ReadFile(c / "model.safetensors"));
+  EXPECT_LT(std::filesystem::file_size(a / "model.safetensors"), 10u << 20) << "tiny must stay under 10 MB";
+  EXPECT_THROW(FindPreset("huge"), ModelError);
+}
+
+}  // namespace
+}  // namespace tandem::rt

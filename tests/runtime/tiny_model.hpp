@@ -1,0 +1,15 @@
+#pragma once
+
+#include <filesystem>
+
+namespace tandem::testing {
+
+// A synthetic "tiny" checkpoint (seed 1) with a byte-level tokenizer, written once
+// per test process into a temporary directory that is removed at exit. Byte-level
+// keeps the engine tests independent of the downloaded DeepSeek-V3 tokenizer.
+const std::filesystem::path& TinyCheckpoint();
+
+// A fresh temporary directory, removed at process exit.
+std::filesystem::path TempDir(const char* tag);
+
+}  // namespace tandem::testing

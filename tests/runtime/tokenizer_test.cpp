@@ -1,0 +1,129 @@
+#include "runtime/model/tokenizer.hpp"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "runtime/model/chat_template.hpp"
+#include "runtime/model/incremental_detokenizer.hpp"
+#include "runtime/model/model_error.hpp"
+#include "runtime/model/synthetic_tokenizer.hpp"
+
+namespace tandem::rt {
+namespace {
+
+// The byte-level synthetic tokenizer (3 specials, 256 bytes, chat markers) with a
+// few merges added by hand.
+nlohmann::json SmallTokenizerJson() {
+  auto t = nlohmann::json::parse(DeriveSyntheticTokenizer("/nonexistent", 0).tokenizer_json);
+  auto& vocab = t["model"]["vocab"];
+  int next = 0;
+  for (const auto& [k, v] : vocab.items()) next = std::max(next, v.get<int>() + 1);
+  for (const auto& a : t["added_tokens"]) next = std::max(next, a["id"].get<int>() + 1);
+  for (const char* merged : {"ab", "abc", "Ġa", "cd"}) vocab[merged] = next++;
+  t["model"]["merges"] = {"a b", "ab c", "Ġ a", "c d"};
+  return t;
+}
+
+Tokenizer Small() { return Tokenizer::FromJson(SmallTokenizerJson().dump(), "small.json"); }
+
+TEST(Tokenizer, MergesByRank) {
+  const Tokenizer t = Small();
+  const TokenId abc = *t.Find("abc"), cd = *t.Find("cd"), d = *t.Find("d");
+  // "abcd": (a,b) has rank 0, then (ab,c) rank 1 beats (c,d) rank 3.
+  EXPECT_EQ(t.Encode("abcd"), (std::vector<TokenId>{abc, d}));
+  // "acd": no (a,c) merge, so (c,d) applies.
+  EXPECT_EQ(t.Encode("acd"), (std::vector<TokenId>{*t.Find("a"), cd}));
+  EXPECT_EQ(t.Decode(t.Encode("abcd acd")), "abcd acd");
+}
+
+TEST(Tokenizer, AddedTokensAreSplitOutFirst) {
+  const Tokenizer t = Small();
+  const TokenId user = *t.Find("<\uff5cUser\uff5c>");
+  const auto ids = t.Encode("x<\uff5cUser\uff5c>ab");
+  ASSERT_EQ(ids.size(), 3u);
+  EXPECT_EQ(ids[1], user);
+  EXPECT_TRUE(t.IsAdded(user));
+  EXPECT_FALSE(t.IsSpecial(user));
+  EXPECT_TRUE(t.IsSpecial(0));
+  EXPECT_EQ(t.Decode(ids), "x<\uff5cUser\uff5c>ab");
+  EXPECT_EQ(t.Decode(std::vector<TokenId>{0, ids[0]}, /*skip_special=*/true), "x");
+}
+
+TEST(Tokenizer, EveryByteStringRoundTrips) {
+  const Tokenizer t = Small();
+  std::string all;
+  for (int b = 0; b < 256; ++b) all += static_cast<char>(b);
+  EXPECT_EQ(t.Decode(t.Encode(all)), all) << "invalid UTF-8 still encodes, byte by byte";
+  EXPECT_TRUE(t.Encode("").empty());
+  EXPECT_EQ(t.Decode(std::vector<TokenId>{-1, 1 << 20}), "") << "unknown ids decode to nothing";
+}
+
+TEST(Tokenizer, PreTokenizerKeepsDigitsInRunsOfThree) {
+  const Tokenizer t = Small();
+  // No merges between digits exist, but the split must still isolate "123" | "45".
+  EXPECT_EQ(t.Encode("12345").size(), 5u);
+  EXPECT_EQ(t.Decode(t.Encode("12345 678\n\n  x")), "12345 678\n\n  x");
+}
+
+TEST(Tokenizer, UnsupportedOrBrokenFilesAreErrors) {
+  auto error = [](const nlohmann::json& j) {
+    try {
+      Tokenizer::FromJson(j.dump(), "t.json");
+    } catch (const ModelError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(no error)");
+  };
+  auto t = SmallTokenizerJson();
+  t["model"]["type"] = "Unigram";
+  EXPECT_EQ(error(t), "t.json: model.type 'Unigram' is not supported (only BPE)");
+  t = SmallTokenizerJson();
+  t["model"]["merges"].push_back("q zz");
+  EXPECT_EQ(error(t), "t.json: merge 4 ('q' + 'zz') uses a token missing from the vocab");
+  t = SmallTokenizerJson();
+  t["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = "(unclosed";
+  EXPECT_NE(error(t).find("t.json: pre_tokenizer.pretokenizers[0].pattern.Regex: regex error"), std::string::npos) << error(t);
+  t = SmallTokenizerJson();
+  t["normalizer"] = {{"type", "NFKC"}};
+  EXPECT_NE(error(t).find("normalizer"), std::string::npos);
+  EXPECT_NE(error(nlohmann::json::array()).find("t.json: expected a JSON object"), std::string::npos);
+  try {
+    Tokenizer::FromJson("{not json", "t.json");
+    FAIL();
+  } catch (const ModelError& e) {
+    EXPECT_NE(std::string(e.what()).find("t.json: not valid JSON"), std::string::npos);
+  }
+}
+
+TEST(IncrementalDetokenizer, HoldsBackSplitCharactersAndReplacesBrokenOnes) {
+  const Tokenizer t = Small();
+  IncrementalDetokenizer d(t);
+  const std::string euro = "\xE2\x82\xAC";  // one character, three byte tokens
+  const auto ids = t.Encode("a" + euro + "b");
+  ASSERT_EQ(ids.size(), 5u);
+  EXPECT_EQ(d.Push(ids[0]), "a");
+  EXPECT_EQ(d.Push(ids[1]), "");
+  EXPECT_EQ(d.Push(ids[2]), "");
+  EXPECT_EQ(d.Push(ids[3]), euro);
+  EXPECT_EQ(d.Push(ids[4]), "b");
+  // A lead byte followed by a non-continuation: U+FFFD, then the next character.
+  const auto broken = t.Encode("\xE2" "c");
+  EXPECT_EQ(d.Push(broken[0]), "");
+  EXPECT_EQ(d.Push(broken[1]), "\xEF\xBF\xBD" "c");
+  // A dangling prefix at the end is flushed as U+FFFD.
+  EXPECT_EQ(d.Push(t.Encode("\xF0\x9F")[0]), "");
+  EXPECT_EQ(d.Push(t.Encode("\xF0\x9F")[1]), "");
+  EXPECT_EQ(d.Flush(), "\xEF\xBF\xBD");
+  EXPECT_EQ(d.Push(t.Encode("\xFF")[0]), "\xEF\xBF\xBD") << "a byte that never starts a character";
+}
+
+TEST(ChatTemplate, RendersTheDeepSeekFormat) {
+  const ChatTemplate chat("<BOS>", "<EOS>");
+  EXPECT_EQ(chat.Render({{"system", "Be brief."}, {"user", "Hi"}, {"assistant", "Hello."}, {"user", "Bye"}}),
+            "<BOS>Be brief.<\uff5cUser\uff5c>Hi<\uff5cAssistant\uff5c>Hello.<EOS><\uff5cUser\uff5c>Bye<\uff5cAssistant\uff5c>");
+  EXPECT_EQ(chat.Render({{"system", "A"}, {"system", "B"}, {"user", "x"}}, false), "<BOS>A\n\nB<\uff5cUser\uff5c>x");
+  EXPECT_THROW(chat.Render({{"tool", "x"}}), ModelError);
+}
+
+}  // namespace
+}  // namespace tandem::rt
