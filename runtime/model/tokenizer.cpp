@@ -65,6 +65,7 @@ enum class SplitBehavior { kIsolated, kRemoved, kMergedWithPrevious, kMergedWith
 
 struct Regex {
   std::shared_ptr<pcre2_code> code;
+  std::shared_ptr<pcre2_match_context> context;  // bounds backtracking on hostile patterns
 
   static Regex Compile(const std::string& pattern, bool literal, std::string_view where) {
     int error = 0;
@@ -78,7 +79,10 @@ struct Regex {
       throw ModelError(fmt::format("{}: regex error at offset {}: {}", where, offset, reinterpret_cast<const char*>(message.data())));
     }
     pcre2_jit_compile(code, PCRE2_JIT_COMPLETE);  // falls back to the interpreter if JIT is unavailable
-    return Regex{std::shared_ptr<pcre2_code>(code, pcre2_code_free)};
+    std::shared_ptr<pcre2_match_context> context(pcre2_match_context_create(nullptr), pcre2_match_context_free);
+    pcre2_set_match_limit(context.get(), 10'000'000);
+    pcre2_set_depth_limit(context.get(), 100'000);
+    return Regex{std::shared_ptr<pcre2_code>(code, pcre2_code_free), std::move(context)};
   }
 
   // [begin, end) of every non-overlapping match in `text`.
@@ -89,8 +93,13 @@ struct Regex {
     std::size_t start = 0;
     while (start <= text.size()) {
       const int rc = pcre2_match(code.get(), reinterpret_cast<PCRE2_SPTR>(text.data()), text.size(), start, 0,
-                                 data.get(), nullptr);
-      if (rc < 0) break;  // PCRE2_ERROR_NOMATCH, or a resource limit: the rest is one gap
+                                 data.get(), context.get());
+      if (rc == PCRE2_ERROR_NOMATCH) break;  // the rest is one gap
+      if (rc < 0) {
+        std::array<PCRE2_UCHAR, 256> message{};
+        pcre2_get_error_message(rc, message.data(), message.size());
+        throw ModelError(fmt::format("tokenizer: pre-tokenizer regex failed: {}", reinterpret_cast<const char*>(message.data())));
+      }
       const PCRE2_SIZE* ovector = pcre2_get_ovector_pointer(data.get());
       const std::size_t b = ovector[0];
       const std::size_t e = ovector[1];

@@ -1,0 +1,46 @@
+#include "bench/memory_bandwidth.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "runtime/kernels/thread_pool.hpp"
+
+namespace tandem::bench {
+
+namespace {
+
+float SumRange(const float* p, std::int64_t n) {
+  float acc[16] = {};
+  for (std::int64_t i = 0; i + 16 <= n; i += 16) {
+    for (int l = 0; l < 16; ++l) acc[l] += p[i + l];
+  }
+  float s = 0;
+  for (float a : acc) s += a;
+  return s;
+}
+
+}  // namespace
+
+double MeasureReadBandwidth(tandem::rt::ThreadPool& pool, std::size_t bytes, int repeats) {
+  const auto n = static_cast<std::int64_t>(bytes / sizeof(float));
+  std::unique_ptr<float[]> buffer(new float[static_cast<std::size_t>(n)]);
+  pool.ParallelFor(n, [&](std::int64_t b, std::int64_t e) { std::fill(buffer.get() + b, buffer.get() + e, 1.0f); });
+  std::vector<float> sums(static_cast<std::size_t>(pool.size()));
+  double best = 0.0;
+  for (int r = 0; r < repeats; ++r) {
+    const auto t0 = std::chrono::steady_clock::now();
+    pool.ParallelFor(n, [&](std::int64_t b, std::int64_t e) {
+      sums[static_cast<std::size_t>(b * pool.size() / n)] += SumRange(buffer.get() + b, e - b);
+    });
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    best = std::max(best, static_cast<double>(bytes) / s);
+  }
+  volatile float sink = sums[0];  // keeps the reads from being optimised away
+  (void)sink;
+  return best;
+}
+
+}  // namespace tandem::bench
