@@ -15,7 +15,7 @@ target_compile_options(tandem_build_flags INTERFACE
 
 if(TANDEM_SANITIZE)
   # Applied globally so that every object, including GoogleTest's main, agrees on the ABI.
-  add_compile_options(-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
+  add_compile_options(-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all)
   add_link_options(-fsanitize=address,undefined)
 endif()
 
@@ -24,6 +24,6 @@ if(TANDEM_FUZZ)
     message(FATAL_ERROR "TANDEM_FUZZ needs clang: configure with -DCMAKE_CXX_COMPILER=clang++")
   endif()
   # Coverage instrumentation everywhere; each fuzz target adds the libFuzzer main.
-  add_compile_options(-fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer)
+  add_compile_options(-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer)
   add_link_options(-fsanitize=address,undefined)
 endif()

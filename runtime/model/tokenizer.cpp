@@ -132,6 +132,14 @@ struct AddedToken {
 constexpr const char* kGpt2Pattern =
     R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
 
+// A token id from JSON: an integer in [0, 10M] (no float, which would be UB to convert).
+TokenId ReadTokenId(const json& value, std::string_view where) {
+  if (!value.is_number_integer()) throw ModelError(fmt::format("{}: token id must be an integer, got {}", where, value.dump()));
+  const auto id = value.get<std::int64_t>();
+  if (id < 0 || id > 10'000'000) throw ModelError(fmt::format("{}: token id {} is out of range", where, id));
+  return static_cast<TokenId>(id);
+}
+
 std::uint64_t PairKey(TokenId a, TokenId b) {
   return (static_cast<std::uint64_t>(static_cast<std::uint32_t>(a)) << 32) | static_cast<std::uint32_t>(b);
 }
@@ -463,14 +471,13 @@ Tokenizer Tokenizer::FromJson(std::string_view json_text, std::string_view sourc
     CheckDecoder(doc.value("decoder", json()), src + ": decoder");
 
     auto grow = [&](TokenId id) {
-      if (id < 0 || id > 10'000'000) throw ModelError(fmt::format("{}: token id {} is out of range", src, id));
       if (static_cast<std::size_t>(id) >= t->id_bytes.size()) {
         t->id_bytes.resize(static_cast<std::size_t>(id) + 1);
         t->id_kind.resize(static_cast<std::size_t>(id) + 1, 0);
       }
     };
     for (const auto& [content, id_json] : model.at("vocab").items()) {
-      const TokenId id = id_json.get<TokenId>();
+      const TokenId id = ReadTokenId(id_json, fmt::format("{}: model.vocab['{}']", src, content));
       grow(id);
       t->vocab[content] = id;
       // Byte-level content maps back to raw bytes one code point at a time. Entries
@@ -519,7 +526,8 @@ Tokenizer Tokenizer::FromJson(std::string_view json_text, std::string_view sourc
     }
 
     for (const json& a : doc.value("added_tokens", json::array())) {
-      AddedToken token{a.at("content").get<std::string>(), a.at("id").get<TokenId>(), a.value("special", false)};
+      AddedToken token{a.at("content").get<std::string>(), ReadTokenId(a.at("id"), src + ": added_tokens[].id"),
+                       a.value("special", false)};
       if (token.content.empty()) throw ModelError(fmt::format("{}: added token {} has empty content", src, token.id));
       if (a.value("lstrip", false) || a.value("rstrip", false) || a.value("single_word", false)) {
         throw ModelError(fmt::format("{}: added token '{}' uses lstrip/rstrip/single_word, which is not supported", src, token.content));

@@ -86,6 +86,9 @@ TEST(Tokenizer, UnsupportedOrBrokenFilesAreErrors) {
   t = SmallTokenizerJson();
   t["normalizer"] = {{"type", "NFKC"}};
   EXPECT_NE(error(t).find("normalizer"), std::string::npos);
+  t = SmallTokenizerJson();
+  t["model"]["vocab"]["a"] = 1e97;  // found by fuzz_tokenizer_json: float → int conversion was UB
+  EXPECT_EQ(error(t), "t.json: model.vocab['a']: token id must be an integer, got 1e+97");
   EXPECT_NE(error(nlohmann::json::array()).find("t.json: expected a JSON object"), std::string::npos);
   try {
     Tokenizer::FromJson("{not json", "t.json");
