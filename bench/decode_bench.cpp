@@ -25,13 +25,21 @@ using namespace tandem::rt;
 // init-model; removed when the benchmark exits.
 std::filesystem::path BenchModel() {
   if (const char* dir = std::getenv("TANDEM_BENCH_MODEL"); dir != nullptr && *dir != '\0') return dir;
-  static const std::filesystem::path dir = [] {
-    auto d = std::filesystem::temp_directory_path() / fmt::format("tandem-bench-small-{}", ::getpid());
-    WriteSyntheticCheckpoint(FindPreset("small"), 1, d, DefaultTokenizerSource());
-    std::atexit([] { std::error_code ec; std::filesystem::remove_all(BenchModel(), ec); });
+  // Never destroyed: the exit handler that removes the directory still needs it.
+  static const auto* dir = [] {
+    auto* d = new std::filesystem::path(std::filesystem::temp_directory_path() /
+                                        fmt::format("tandem-bench-small-{}", ::getpid()));
+    WriteSyntheticCheckpoint(FindPreset("small"), 1, *d, DefaultTokenizerSource());
     return d;
   }();
-  return dir;
+  static const bool cleanup = [] {
+    return std::atexit([] {
+             std::error_code ec;
+             std::filesystem::remove_all(*dir, ec);
+           }) == 0;
+  }();
+  (void)cleanup;
+  return *dir;
 }
 
 // Bytes one decode step reads: every weight of the main model except the routed

@@ -8,19 +8,26 @@
 
 #include "runtime/kernels/thread_pool.hpp"
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 namespace tandem::rt {
 
 namespace {
 
 constexpr int kLanes = 16;
 
-inline float Load(const float* p, std::int64_t i) { return p[i]; }
-inline float Load(const std::uint16_t* p, std::int64_t i) { return std::bit_cast<float>(static_cast<std::uint32_t>(p[i]) << 16); }
+__attribute__((always_inline)) inline float Load(const float* p, std::int64_t i) { return p[i]; }
+__attribute__((always_inline)) inline float Load(const std::uint16_t* p, std::int64_t i) { return std::bit_cast<float>(static_cast<std::uint32_t>(p[i]) << 16); }
 
 // Σ w[i]·x[i] with kLanes independent partial sums combined in a fixed tree: the
 // compiler vectorises the lanes, and the order never depends on the caller.
+// Always inlined, so each target clone below gets its own vectorised copy.
+#define TANDEM_INLINE __attribute__((always_inline)) inline
+
 template <typename T>
-float Dot(const T* w, const float* x, std::int64_t n) {
+TANDEM_INLINE float Dot(const T* w, const float* x, std::int64_t n) {
   float acc[kLanes] = {};
   std::int64_t i = 0;
   for (; i + kLanes <= n; i += kLanes) {
@@ -34,7 +41,7 @@ float Dot(const T* w, const float* x, std::int64_t n) {
 }
 
 template <typename T>
-void MatMulRows(const T* w, std::int64_t cols, std::int64_t rows, const float* x, std::int64_t batch, float* y,
+TANDEM_INLINE void MatMulRows(const T* w, std::int64_t cols, std::int64_t rows, const float* x, std::int64_t batch, float* y,
                 std::int64_t begin, std::int64_t end) {
   for (std::int64_t o = begin; o < end; ++o) {
     const T* row = w + o * cols;
@@ -56,6 +63,64 @@ void MatMulTransposedCols(const T* w, std::int64_t rows, std::int64_t cols, cons
   }
 }
 
+// The hot loops, compiled once per instruction set and chosen at load time by the
+// CPU (GCC function multi-versioning): AVX2+FMA, AVX+FMA, or baseline SSE2. The
+// lanes and the reduction tree are the same in every version, so batch invariance
+// holds on any machine; FMA contraction means results may differ in the last bits
+// between machines, never between batches.
+#define TANDEM_KERNEL_CLONES __attribute__((target_clones("arch=haswell", "fma", "default")))
+
+#if defined(__x86_64__)
+// bf16 · fp32 dot for AVX+FMA (no AVX2 needed): widen bf16 by interleaving zero
+// halfwords below each value, multiply-add into two 8-lane accumulators (lanes
+// 0–7 and 8–15 of Dot's sixteen), then the same tail and reduction tree as Dot.
+__attribute__((target("avx,fma"))) float DotBf16Avx(const std::uint16_t* w, const float* x, std::int64_t n) {
+  const __m128i zero = _mm_setzero_si128();
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+  std::int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w + i));
+    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w + i + 8));
+    const __m256 wa = _mm256_castsi256_ps(_mm256_insertf128_si256(
+        _mm256_castsi128_si256(_mm_unpacklo_epi16(zero, a)), _mm_unpackhi_epi16(zero, a), 1));
+    const __m256 wb = _mm256_castsi256_ps(_mm256_insertf128_si256(
+        _mm256_castsi128_si256(_mm_unpacklo_epi16(zero, b)), _mm_unpackhi_epi16(zero, b), 1));
+    acc0 = _mm256_fmadd_ps(wa, _mm256_loadu_ps(x + i), acc0);
+    acc1 = _mm256_fmadd_ps(wb, _mm256_loadu_ps(x + i + 8), acc1);
+  }
+  alignas(32) float acc[kLanes];
+  _mm256_store_ps(acc, acc0);
+  _mm256_store_ps(acc + 8, acc1);
+  for (int l = 0; i < n; ++i, ++l) acc[l] += Load(w, i) * x[i];
+  for (int width = kLanes / 2; width > 0; width /= 2) {
+    for (int l = 0; l < width; ++l) acc[l] += acc[l + width];
+  }
+  return acc[0];
+}
+
+__attribute__((target("avx,fma"))) void RowsBf16Avx(const std::uint16_t* w, std::int64_t cols, std::int64_t rows,
+                                                    const float* x, std::int64_t batch, float* y, std::int64_t begin,
+                                                    std::int64_t end) {
+  for (std::int64_t o = begin; o < end; ++o) {
+    for (std::int64_t b = 0; b < batch; ++b) y[b * rows + o] = DotBf16Avx(w + o * cols, x + b * cols, cols);
+  }
+}
+
+const bool kHasAvxFma = __builtin_cpu_supports("avx") && __builtin_cpu_supports("fma");
+#endif
+
+TANDEM_KERNEL_CLONES void RowsBf16(const std::uint16_t* w, std::int64_t cols, std::int64_t rows, const float* x,
+                                   std::int64_t batch, float* y, std::int64_t begin, std::int64_t end) {
+  MatMulRows(w, cols, rows, x, batch, y, begin, end);
+}
+
+TANDEM_KERNEL_CLONES void RowsF32(const float* w, std::int64_t cols, std::int64_t rows, const float* x, std::int64_t batch,
+                                  float* y, std::int64_t begin, std::int64_t end) {
+  MatMulRows(w, cols, rows, x, batch, y, begin, end);
+}
+
+TANDEM_KERNEL_CLONES float DotF32(const float* a, const float* b, std::int64_t n) { return Dot(a, b, n); }
+
 void Run(ThreadPool* pool, std::int64_t n, std::int64_t min_chunk, const std::function<void(std::int64_t, std::int64_t)>& fn) {
   if (pool == nullptr) {
     fn(0, n);
@@ -71,9 +136,15 @@ void MatMul(const WeightMatrix& w, const float* x, std::int64_t batch, float* y,
   const std::int64_t min_chunk = std::max<std::int64_t>(1, 16384 / std::max<std::int64_t>(1, w.cols * batch));
   Run(pool, w.rows, min_chunk, [&](std::int64_t begin, std::int64_t end) {
     if (w.type == WeightMatrix::Type::kF32) {
-      MatMulRows(static_cast<const float*>(w.data), w.cols, w.rows, x, batch, y, begin, end);
+      RowsF32(static_cast<const float*>(w.data), w.cols, w.rows, x, batch, y, begin, end);
     } else {
-      MatMulRows(static_cast<const std::uint16_t*>(w.data), w.cols, w.rows, x, batch, y, begin, end);
+#if defined(__x86_64__)
+      if (kHasAvxFma) {
+        RowsBf16Avx(static_cast<const std::uint16_t*>(w.data), w.cols, w.rows, x, batch, y, begin, end);
+        return;
+      }
+#endif
+      RowsBf16(static_cast<const std::uint16_t*>(w.data), w.cols, w.rows, x, batch, y, begin, end);
     }
   });
 }
@@ -89,7 +160,7 @@ void MatMulTransposed(const WeightMatrix& w, const float* x, std::int64_t batch,
   });
 }
 
-float Dot(const float* a, const float* b, std::int64_t n) { return Dot<float>(a, b, n); }
+float Dot(const float* a, const float* b, std::int64_t n) { return DotF32(a, b, n); }
 
 void CopyRow(const WeightMatrix& w, std::int64_t row, float* dst) {
   if (w.type == WeightMatrix::Type::kF32) {

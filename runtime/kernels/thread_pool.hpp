@@ -1,5 +1,6 @@
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -13,6 +14,10 @@ namespace tandem::rt {
 // into one contiguous chunk per thread; the calling thread runs the first chunk.
 // Chunking never changes what is computed for an index, only where, so results
 // are identical for any thread count.
+//
+// A decode step issues hundreds of small parallel loops, so dispatch latency
+// matters more than throughput: idle workers spin briefly on an atomic before
+// sleeping on a condition variable, and the caller spins for the stragglers.
 class ThreadPool {
  public:
   explicit ThreadPool(int threads);  // total threads including the caller; <= 0 means all cores
@@ -32,13 +37,13 @@ class ThreadPool {
   std::vector<std::thread> workers_;
   std::mutex mutex_;
   std::condition_variable wake_;
-  std::condition_variable done_;
+  // The current task; written before `generation_` is bumped, read after.
   const std::function<void(std::int64_t, std::int64_t)>* task_ = nullptr;
   std::int64_t task_n_ = 0;
   int task_chunks_ = 0;
-  std::uint64_t generation_ = 0;
-  int pending_ = 0;
-  bool stopping_ = false;
+  std::atomic<std::uint64_t> generation_{0};
+  std::atomic<int> pending_{0};
+  std::atomic<bool> stopping_{false};
 };
 
 }  // namespace tandem::rt
