@@ -32,7 +32,7 @@ struct Engine::State {
   float softmax_scale;
 
   // Workspace, reused between steps.
-  std::vector<float> x, xn, attn, mlp, shared, q, q_a, kv_a, q_part, q_abs, latent, v_part, o, scores, router_logits,
+  std::vector<float> x, xn, attn, mlp, q, q_a, kv_a, q_part, q_abs, latent, v_part, o, scores, router_logits,
       mlp_scratch, logits_in;
   std::vector<ExpertRoute> routes;
 
@@ -207,12 +207,8 @@ void Engine::Forward(std::span<const Row> rows, ForwardOutput& out) {
             std::span<ExpertRoute>(s.routes.data() + b * k, static_cast<std::size_t>(k)));
       }
       if (s.options.record_routes) out.routes.push_back(s.routes);
-      s.experts->Run(l, s.xn.data(), b_rows, s.routes, k, s.mlp.data());
-      if (lw.shared) {
-        s.shared.resize(n);
-        MlpForward(*lw.shared, s.xn.data(), b_rows, s.shared.data(), s.mlp_scratch, &s.pool);
-        for (std::size_t i = 0; i < n; ++i) s.mlp[i] += s.shared[i];
-      }
+      s.experts->Start(l, rows, s.xn.data(), s.routes);
+      s.experts->Finish(s.mlp.data());
     }
     for (std::size_t i = 0; i < n; ++i) s.x[i] += s.mlp[i];
   }

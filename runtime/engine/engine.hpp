@@ -7,6 +7,7 @@
 
 #include "runtime/engine/expert_executor.hpp"
 #include "runtime/engine/kv_cache.hpp"
+#include "runtime/engine/row.hpp"
 #include "runtime/model/model_config.hpp"
 #include "runtime/model/tokenizer.hpp"
 
@@ -14,16 +15,6 @@ namespace tandem::rt {
 
 class Checkpoint;
 class ThreadPool;
-
-// One token to compute: a row of the batch. Rows of one batch may come from
-// different sequences; rows of one sequence must be consecutive positions
-// starting at that sequence's cache length (its KV is written at `position`).
-struct Row {
-  SequenceId sequence = 0;
-  std::int32_t position = 0;
-  TokenId token = 0;
-  bool logits = true;  // whether the LM head runs for this row
-};
 
 struct ForwardOutput {
   std::vector<float> logits;                 // [rows with logits × vocab], in row order

@@ -4,21 +4,27 @@
 #include <span>
 
 #include "runtime/engine/router.hpp"
+#include "runtime/engine/row.hpp"
 
 namespace tandem::rt {
 
-// Runs the routed experts of one MoE layer for a batch of rows. The engine calls
-// it once per MoE layer and step; implementations run the experts locally or on
-// remote expert workers.
+// Computes the expert part of one MoE layer for a batch of rows: the routed
+// experts and the shared experts. The engine calls Start once the routes are
+// known and Finish when it needs the result, so an implementation can have
+// remote workers compute while it does its own share. Implementations run
+// everything locally (LocalExpertExecutor) or fan out to expert workers.
 class ExpertExecutor {
  public:
   virtual ~ExpertExecutor() = default;
 
-  // x: [rows × hidden] normalised hidden states; routes: rows × top_k (row-major);
-  // out: [rows × hidden] = Σ_k routes[r, k].weight · expert_{routes[r, k].expert}(x[r]),
-  // summed in k order so the result is independent of the batch.
-  virtual void Run(int layer, const float* x, std::int64_t rows, std::span<const ExpertRoute> routes, int top_k,
-                   float* out) = 0;
+  // x: [rows × hidden] normalised hidden states; routes: rows × num_experts_per_tok
+  // (row-major). `rows`, `x` and `routes` stay valid until Finish returns.
+  virtual void Start(int layer, std::span<const Row> rows, const float* x, std::span<const ExpertRoute> routes) = 0;
+
+  // out: [rows × hidden] = Σ_k weight·expert(x[r]) over the routes, plus the shared
+  // experts, summed in a fixed order so the result never depends on the batch.
+  // Throws std::runtime_error when a remote part cannot be computed.
+  virtual void Finish(float* out) = 0;
 };
 
 }  // namespace tandem::rt

@@ -1,31 +1,28 @@
 #pragma once
 
-#include <map>
-#include <vector>
-
 #include "runtime/engine/expert_executor.hpp"
-#include "runtime/engine/mlp.hpp"
+#include "runtime/engine/moe_slices.hpp"
 
 namespace tandem::rt {
 
 class Checkpoint;
 class ThreadPool;
 
-// Runs routed experts in this process, from the checkpoint's weights. Rows routed
-// to the same expert are gathered and computed together.
+// Runs every routed and shared expert in this process, from the checkpoint.
 class LocalExpertExecutor : public ExpertExecutor {
  public:
-  // Loads the routed experts of every MoE layer.
   LocalExpertExecutor(const Checkpoint& ckpt, ThreadPool* pool);
 
-  void Run(int layer, const float* x, std::int64_t rows, std::span<const ExpertRoute> routes, int top_k,
-           float* out) override;
+  void Start(int layer, std::span<const Row> rows, const float* x, std::span<const ExpertRoute> routes) override;
+  void Finish(float* out) override;
 
  private:
-  std::int64_t hidden_;
-  ThreadPool* pool_;
-  std::map<int, std::vector<MlpWeights>> experts_;  // layer → experts
-  std::vector<float> gathered_, results_, expert_out_, scratch_;
+  MoeSlices slices_;
+  int top_k_;
+  int layer_ = -1;
+  std::int64_t rows_ = 0;
+  const float* x_ = nullptr;
+  std::span<const ExpertRoute> routes_;
 };
 
 }  // namespace tandem::rt

@@ -45,10 +45,6 @@ ModelWeights ModelWeights::Load(const Checkpoint& ckpt) {
       if (c.topk_method == TopkMethod::kNoauxTc) {
         layer.router_bias = ckpt.Vector(p + ".mlp.gate.e_score_correction_bias", c.n_routed_experts);
       }
-      if (c.n_shared_experts > 0) {
-        layer.shared = MlpWeights::Load(ckpt, p + ".mlp.shared_experts", c.hidden_size,
-                                        static_cast<std::int64_t>(c.moe_intermediate_size) * c.n_shared_experts);
-      }
     } else {
       layer.dense = MlpWeights::Load(ckpt, p + ".mlp", c.hidden_size, c.intermediate_size);
     }

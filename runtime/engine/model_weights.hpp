@@ -29,11 +29,10 @@ struct LayerWeights {
   MlpWeights dense;             // dense layers
   WeightMatrix router;          // [n_routed × hidden], MoE layers
   std::vector<float> router_bias;  // e_score_correction_bias (noaux_tc), may be empty
-  std::optional<MlpWeights> shared;  // shared experts, MoE layers with n_shared_experts > 0
 };
 
-// Everything the coordinator computes with, i.e. all weights but the routed
-// experts (those belong to an ExpertExecutor).
+// Everything the coordinator computes with itself: all weights but the routed and
+// shared experts (those belong to an ExpertExecutor).
 struct ModelWeights {
   WeightMatrix embed;  // [vocab × hidden]
   std::vector<LayerWeights> layers;
