@@ -10,7 +10,8 @@ endif()
 
 add_library(tandem_build_flags INTERFACE)
 target_compile_options(tandem_build_flags INTERFACE
-  $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wpedantic -Wshadow -Wconversion -Wno-sign-conversion>
+  $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wpedantic -Wshadow -Wconversion -Wno-sign-conversion
+                               -Wno-missing-field-initializers>  # designated initializers rely on member defaults
   $<$<AND:$<COMPILE_LANGUAGE:CXX>,$<BOOL:${TANDEM_WERROR}>>:-Werror>)
 
 if(TANDEM_SANITIZE)

@@ -13,5 +13,6 @@ void AddInspectCommand(CLI::App& app);
 void AddTokenizeCommand(CLI::App& app);
 void AddEvalCommand(CLI::App& app);
 void AddGenerateCommand(CLI::App& app);
+void AddExpertCommand(CLI::App& app);
 
 }  // namespace tandem::rt::cli

@@ -7,6 +7,8 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/cli/commands.hpp"
+#include "runtime/cli/layout_flags.hpp"
+#include "runtime/dist/remote_expert_executor.hpp"
 #include "runtime/engine/engine.hpp"
 #include "runtime/model/checkpoint.hpp"
 #include "runtime/model/model_revision.hpp"
@@ -23,6 +25,7 @@ struct Options {
   std::string logits_out;
   std::string routes_out;
   int threads = 0;
+  LayoutFlags layout;
 };
 
 // The prompt in one forward (logits at every position), then `decode` greedy steps
@@ -34,7 +37,9 @@ void Eval(const Options& opt) {
   for (TokenId t : opt.tokens) {
     if (t < 0 || t >= c.vocab_size) throw std::invalid_argument(fmt::format("eval: token {} is outside [0, {})", t, c.vocab_size));
   }
-  Engine engine(ckpt, EngineOptions{.threads = opt.threads, .record_routes = !opt.routes_out.empty()});
+  Engine engine(ckpt, EngineOptions{.threads = opt.threads, .record_routes = !opt.routes_out.empty(),
+                              .expert_input = ExpertInput(opt.layout)},
+                MakeExpertExecutor(ckpt, opt.layout));
   const int total = static_cast<int>(opt.tokens.size()) + opt.decode;
   engine.kv().Open(1, total);
 
@@ -104,6 +109,7 @@ void AddEvalCommand(CLI::App& app) {
   cmd->add_option("--logits-out", opt->logits_out, "Raw little-endian fp32 [positions × vocab]")->required();
   cmd->add_option("--routes-out", opt->routes_out, "JSON: per MoE layer, the experts chosen at each position");
   cmd->add_option("--threads", opt->threads, "Threads (0: all cores)")->check(CLI::Range(0, 1024));
+  AddLayoutFlags(cmd, opt->layout);
   cmd->callback([opt] { Eval(*opt); });
 }
 

@@ -6,6 +6,8 @@
 #include <fmt/format.h>
 
 #include "runtime/cli/commands.hpp"
+#include "runtime/cli/layout_flags.hpp"
+#include "runtime/dist/remote_expert_executor.hpp"
 #include "runtime/engine/engine.hpp"
 #include "runtime/model/chat_template.hpp"
 #include "runtime/model/checkpoint.hpp"
@@ -23,7 +25,9 @@ struct Options {
   int max_tokens = 128;
   SamplingParams sampling;
   int threads = 0;
+  LayoutFlags layout;
   bool ignore_eos = false;
+  bool stats = false;
 };
 
 using Clock = std::chrono::steady_clock;
@@ -48,7 +52,8 @@ void Generate(const Options& opt) {
                                             prompt.size(), opt.max_tokens, c.max_position_embeddings));
   }
 
-  Engine engine(ckpt, EngineOptions{.threads = opt.threads});
+  std::shared_ptr<RemoteExpertExecutor> remote;
+  Engine engine(ckpt, EngineOptions{.threads = opt.threads, .expert_input = ExpertInput(opt.layout)}, MakeExpertExecutor(ckpt, opt.layout, &remote));
   engine.kv().Open(1, capacity);
   IncrementalDetokenizer detok(tokenizer, /*skip_special=*/true);
 
@@ -79,6 +84,7 @@ void Generate(const Options& opt) {
   fmt::print(stderr, "\n[prompt: {} tokens in {:.3f} s, {:.1f} tok/s | decode: {} tokens in {:.3f} s, {:.1f} tok/s]\n",
              prompt.size(), prefill_s, static_cast<double>(prompt.size()) / prefill_s, generated, decode_s,
              generated > 1 ? (generated - 1) / decode_s : 0.0);
+  if (remote && opt.stats) fmt::print(stderr, "{}", FormatRankStats(*remote));
 }
 
 }  // namespace
@@ -97,6 +103,8 @@ void AddGenerateCommand(CLI::App& app) {
   cmd->add_option("--seed", opt->sampling.seed, "Seed of the stateless (seed, position) draws");
   cmd->add_option("--threads", opt->threads, "Threads (0: all cores)")->check(CLI::Range(0, 1024));
   cmd->add_flag("--ignore-eos", opt->ignore_eos, "Keep generating past the end-of-sequence token");
+  cmd->add_flag("--stats", opt->stats, "Print per-rank traffic and round-trip times at the end (hybrid layouts)");
+  AddLayoutFlags(cmd, opt->layout);
   cmd->callback([opt] { Generate(*opt); });
 }
 

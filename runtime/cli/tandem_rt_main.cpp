@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "runtime/cli/commands.hpp"
+#include "runtime/dist/remote_expert_executor.hpp"
 #include "runtime/model/model_error.hpp"
 
 int main(int argc, char** argv) {
@@ -16,6 +17,7 @@ int main(int argc, char** argv) {
   tandem::rt::cli::AddTokenizeCommand(app);
   tandem::rt::cli::AddEvalCommand(app);
   tandem::rt::cli::AddGenerateCommand(app);
+  tandem::rt::cli::AddExpertCommand(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -28,6 +30,9 @@ int main(int argc, char** argv) {
   } catch (const tandem::rt::ModelError& e) {
     fmt::print(stderr, "tandem-rt: error: {}\n", e.what());
     return 2;
+  } catch (const tandem::rt::RemoteExpertError& e) {
+    fmt::print(stderr, "tandem-rt: error: {}\n", e.what());
+    return 3;
   } catch (const std::invalid_argument& e) {
     fmt::print(stderr, "tandem-rt: error: {}\n", e.what());
     return 2;

@@ -36,13 +36,13 @@ struct Engine::State {
       mlp_scratch, logits_in;
   std::vector<ExpertRoute> routes;
 
-  State(const Checkpoint& ckpt, EngineOptions opts, std::shared_ptr<ExpertExecutor> exec)
+  State(const Checkpoint& ckpt, EngineOptions opts, const ExpertExecutorFactory& factory)
       : config(ckpt.config()),
         options(opts),
         weights(ModelWeights::Load(ckpt)),
         rope(config),
         pool(opts.threads),
-        experts(std::move(exec)),
+        experts(factory ? factory(pool) : std::make_shared<LocalExpertExecutor>(ckpt, &pool)),
         kv(config.num_hidden_layers, config.kv_lora_rank + config.qk_rope_head_dim),
         softmax_scale(static_cast<float>(rope.softmax_scale_factor() / std::sqrt(static_cast<double>(config.q_head_dim())))) {
     for (int l = 0; l < config.num_hidden_layers; ++l) {
@@ -52,7 +52,6 @@ struct Engine::State {
         routers.emplace_back();
       }
     }
-    if (!experts) experts = std::make_shared<LocalExpertExecutor>(ckpt, &pool);
   }
 
   void Attention(int layer, std::span<const Row> rows);
@@ -159,8 +158,8 @@ void Engine::State::Attention(int layer, std::span<const Row> rows) {
   MatMul(w.o_proj, o.data(), b_rows, attn.data(), &pool);
 }
 
-Engine::Engine(const Checkpoint& ckpt, EngineOptions options, std::shared_ptr<ExpertExecutor> experts)
-    : state_(std::make_unique<State>(ckpt, options, std::move(experts))) {}
+Engine::Engine(const Checkpoint& ckpt, EngineOptions options, const ExpertExecutorFactory& experts)
+    : state_(std::make_unique<State>(ckpt, options, experts)) {}
 
 Engine::~Engine() = default;
 
@@ -207,6 +206,7 @@ void Engine::Forward(std::span<const Row> rows, ForwardOutput& out) {
             std::span<ExpertRoute>(s.routes.data() + b * k, static_cast<std::size_t>(k)));
       }
       if (s.options.record_routes) out.routes.push_back(s.routes);
+      RoundExpertInput(s.xn.data(), b_rows, hidden, s.options.expert_input);
       s.experts->Start(l, rows, s.xn.data(), s.routes);
       s.experts->Finish(s.mlp.data());
     }

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <vector>
@@ -8,6 +9,7 @@
 #include "runtime/engine/expert_executor.hpp"
 #include "runtime/engine/kv_cache.hpp"
 #include "runtime/engine/row.hpp"
+#include "runtime/kernels/ops.hpp"
 #include "runtime/model/model_config.hpp"
 #include "runtime/model/tokenizer.hpp"
 
@@ -30,6 +32,9 @@ struct ForwardOutput {
 struct EngineOptions {
   int threads = 0;  // 0: all cores
   bool record_routes = false;
+  // Rounds the experts' input rows as a hybrid layout's wire does, so a single
+  // process can be compared like with like against a distributed run.
+  ExpertInputPrecision expert_input = ExpertInputPrecision::kF32;
 };
 
 // The forward pass of a DeepSeek-V3-family model over batches of rows, with a
@@ -37,8 +42,11 @@ struct EngineOptions {
 // bit-identical whether it is computed alone or among other rows.
 class Engine {
  public:
-  // `experts` runs the routed experts; null → a LocalExpertExecutor on `ckpt`.
-  Engine(const Checkpoint& ckpt, EngineOptions options, std::shared_ptr<ExpertExecutor> experts = nullptr);
+  // Makes the executor of the MoE layers' experts, given the engine's thread pool.
+  using ExpertExecutorFactory = std::function<std::shared_ptr<ExpertExecutor>(ThreadPool& pool)>;
+
+  // An empty `experts` factory runs every expert in this process (LocalExpertExecutor).
+  Engine(const Checkpoint& ckpt, EngineOptions options, const ExpertExecutorFactory& experts = {});
   ~Engine();
 
   const ModelConfig& config() const;

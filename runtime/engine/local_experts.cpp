@@ -14,6 +14,10 @@ void LocalExpertExecutor::Start(int layer, std::span<const Row> rows, const floa
   routes_ = routes;
 }
 
-void LocalExpertExecutor::Finish(float* out) { slices_.Compute(layer_, x_, rows_, routes_, top_k_, out); }
+void LocalExpertExecutor::Finish(float* out) {
+  sum_.resize(static_cast<std::size_t>(rows_ * slices_.hidden()));
+  slices_.Compute(layer_, x_, rows_, routes_, top_k_, sum_.data());
+  for (std::size_t i = 0; i < sum_.size(); ++i) out[i] = static_cast<float>(sum_[i]);  // rounded once
+}
 
 }  // namespace tandem::rt

@@ -24,4 +24,16 @@ void MlpForward(const MlpWeights& w, const float* x, std::int64_t batch, float* 
   MatMul(w.down, gate, batch, out, pool);
 }
 
+void MlpForwardF64(const MlpWeights& w, const float* x, std::int64_t batch, double* out, std::vector<float>& scratch,
+                   ThreadPool* pool) {
+  const std::int64_t inter = w.intermediate();
+  scratch.resize(static_cast<std::size_t>(2 * batch * inter));
+  float* gate = scratch.data();
+  float* up = gate + batch * inter;
+  MatMul(w.gate, x, batch, gate, pool);
+  MatMul(w.up, x, batch, up, pool);
+  SwiGlu(gate, up, batch * inter);
+  MatMulF64(w.down, gate, batch, out, pool);
+}
+
 }  // namespace tandem::rt

@@ -81,16 +81,16 @@ std::vector<LayerSlice> MoeSlices::Everything(const ModelConfig& c) {
 }
 
 void MoeSlices::Compute(int layer, const float* x, std::int64_t rows, std::span<const ExpertRoute> routes, int top_k,
-                        float* out) {
+                        double* out) {
   const auto it = layers_.find(layer);
   if (it == layers_.end()) throw std::invalid_argument(fmt::format("expert slices: layer {} is not held here", layer));
   Layer& l = it->second;
   const auto h = static_cast<std::size_t>(hidden_);
-  std::fill_n(out, static_cast<std::size_t>(rows) * h, 0.0f);
+  std::fill_n(out, static_cast<std::size_t>(rows) * h, 0.0);
 
   if (!l.experts.empty()) {
     // results_[r, k] = this slice's share of expert_{routes[r, k]}(x[r]), filled expert by expert.
-    results_.assign(static_cast<std::size_t>(rows * top_k) * h, 0.0f);
+    results_.assign(static_cast<std::size_t>(rows * top_k) * h, 0.0);
     for (std::size_t i = 0; i < l.experts.size(); ++i) {
       const int expert = l.slice.expert_begin + static_cast<int>(i);
       slots_.clear();
@@ -102,22 +102,22 @@ void MoeSlices::Compute(int layer, const float* x, std::int64_t rows, std::span<
       gathered_.resize(static_cast<std::size_t>(n) * h);
       for (std::int64_t j = 0; j < n; ++j) std::copy_n(x + (slots_[j] / top_k) * hidden_, h, gathered_.data() + j * hidden_);
       expert_out_.resize(static_cast<std::size_t>(n) * h);
-      MlpForward(l.experts[i], gathered_.data(), n, expert_out_.data(), scratch_, pool_);
+      MlpForwardF64(l.experts[i], gathered_.data(), n, expert_out_.data(), scratch_, pool_);
       for (std::int64_t j = 0; j < n; ++j) std::copy_n(expert_out_.data() + j * hidden_, h, results_.data() + slots_[j] * hidden_);
     }
     for (std::int64_t r = 0; r < rows; ++r) {
-      float* o = out + r * hidden_;
+      double* o = out + r * hidden_;
       for (int k = 0; k < top_k; ++k) {
         const ExpertRoute& route = routes[static_cast<std::size_t>(r * top_k + k)];
         if (route.expert < l.slice.expert_begin || route.expert >= l.slice.expert_end) continue;
-        const float* v = results_.data() + (r * top_k + k) * hidden_;
-        for (std::size_t i = 0; i < h; ++i) o[i] += route.weight * v[i];
+        const double* v = results_.data() + (r * top_k + k) * hidden_;
+        for (std::size_t i = 0; i < h; ++i) o[i] += static_cast<double>(route.weight) * v[i];
       }
     }
   }
   if (l.shared) {
     expert_out_.resize(static_cast<std::size_t>(rows) * h);
-    MlpForward(*l.shared, x, rows, expert_out_.data(), scratch_, pool_);
+    MlpForwardF64(*l.shared, x, rows, expert_out_.data(), scratch_, pool_);
     for (std::size_t i = 0; i < static_cast<std::size_t>(rows) * h; ++i) out[i] += expert_out_[i];
   }
 }

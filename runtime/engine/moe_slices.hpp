@@ -40,11 +40,14 @@ class MoeSlices {
   bool Holds(int layer) const { return layers_.contains(layer); }
   const std::vector<LayerSlice>& slices() const { return slices_; }
   std::uint64_t weight_bytes() const { return weight_bytes_; }
+  std::int64_t hidden() const { return hidden_; }
 
   // out[r] = Σ_k routes[r·top_k + k].weight · expert(x[r]) over the routes to held
   // experts, in k order, then + the held shared slice; zero rows when nothing is
-  // held. Expert ids must be < n_routed_experts.
-  void Compute(int layer, const float* x, std::int64_t rows, std::span<const ExpertRoute> routes, int top_k, float* out);
+  // held. Expert ids must be < n_routed_experts. Everything after the gate/up
+  // projections is accumulated in double, so the parts of an expert computed by
+  // different ranks add up (in double) to what one process computes.
+  void Compute(int layer, const float* x, std::int64_t rows, std::span<const ExpertRoute> routes, int top_k, double* out);
 
   // Every slice of a single process: all experts and shared experts of all MoE layers.
   static std::vector<LayerSlice> Everything(const ModelConfig& config);
@@ -61,7 +64,8 @@ class MoeSlices {
   std::vector<LayerSlice> slices_;
   std::map<int, Layer> layers_;
   std::uint64_t weight_bytes_ = 0;
-  std::vector<float> results_, gathered_, expert_out_, scratch_;
+  std::vector<double> results_, expert_out_;
+  std::vector<float> gathered_, scratch_;
   std::vector<std::int64_t> slots_;
 };
 

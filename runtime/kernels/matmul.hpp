@@ -14,6 +14,12 @@ class ThreadPool;
 // threads split outputs, never a sum. `pool` may be null (one thread).
 void MatMul(const WeightMatrix& w, const float* x, std::int64_t batch, float* y, ThreadPool* pool);
 
+// MatMul with double accumulation and double output. Splitting such a sum (the
+// intermediate dimension over tensor-parallel ranks) and adding the parts in
+// double gives, once rounded to float, the same value as the whole sum: this is
+// what makes a hybrid layout reproduce a single process.
+void MatMulF64(const WeightMatrix& w, const float* x, std::int64_t batch, double* y, ThreadPool* pool);
+
 // Y[b, c] = Σ_r W[r, c] · X[b, r]: the product with Wᵀ (X is [batch × W.rows],
 // Y is [batch × W.cols]); sums run over r in order.
 void MatMulTransposed(const WeightMatrix& w, const float* x, std::int64_t batch, float* y, ThreadPool* pool);

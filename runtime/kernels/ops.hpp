@@ -16,4 +16,19 @@ void SwiGlu(float* gate, const float* up, std::int64_t n);
 // In-place softmax over n values (max-subtracted).
 void Softmax(float* x, std::int64_t n);
 
+// The precision the experts see their input rows in. A hybrid layout sends rows
+// over the wire in bf16 or block-scaled fp8; every rank, the coordinator included,
+// computes from the rounded rows, so placement never changes what is computed.
+// A single process can use the same rounding to compare like with like.
+enum class ExpertInputPrecision { kF32, kBf16, kFp8Block32 };
+
+constexpr int kFp8BlockSize = 32;
+// The power-of-two exponent of a block of fp8 values: the smallest e with
+// max|x| / 2^e <= 448 (e4m3's largest finite value), clamped to [−127, 127]; 0 for zeros.
+int Fp8BlockExponent(const float* block, int n);
+
+// Rounds `rows` rows of `width` values in place to `precision` (bf16: round to
+// nearest even; fp8: per 32-value block, scale by 2^−e, round to e4m3, scale back).
+void RoundExpertInput(float* x, std::int64_t rows, std::int64_t width, ExpertInputPrecision precision);
+
 }  // namespace tandem::rt

@@ -1,5 +1,6 @@
 #include "runtime/model/dtype.hpp"
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <limits>
@@ -63,6 +64,26 @@ float F8E4M3ToF32(std::uint8_t bits) {
   if (exponent == 0xf && mantissa == 0x7) return std::numeric_limits<float>::quiet_NaN();
   if (exponent == 0) return sign * std::ldexp(static_cast<float>(mantissa), -9);  // subnormal: m/8 · 2^-6
   return sign * std::ldexp(static_cast<float>(mantissa | 0x8), exponent - 10);    // (1 + m/8) · 2^(e−7)
+}
+
+std::uint8_t F32ToF8E4M3(float value) {
+  // The 127 non-negative finite codes are increasing in value (0x00 … 0x7e), so the
+  // nearest code is found by binary search; a tie goes to the even code.
+  static const std::array<float, 127> kValues = [] {
+    std::array<float, 127> v{};
+    for (int c = 0; c < 127; ++c) v[static_cast<std::size_t>(c)] = F8E4M3ToF32(static_cast<std::uint8_t>(c));
+    return v;
+  }();
+  if (std::isnan(value)) return 0x7f;
+  const std::uint8_t sign = std::signbit(value) ? 0x80 : 0x00;
+  const float a = std::fabs(value);
+  if (a >= kValues.back()) return sign | 0x7e;  // saturate at 448
+  const auto hi = static_cast<int>(std::upper_bound(kValues.begin(), kValues.end(), a) - kValues.begin());
+  const int lo = hi - 1;  // kValues[lo] <= a < kValues[hi]
+  const float below = a - kValues[static_cast<std::size_t>(lo)];
+  const float above = kValues[static_cast<std::size_t>(hi)] - a;
+  const int code = below < above ? lo : above < below ? hi : (lo % 2 == 0 ? lo : hi);
+  return sign | static_cast<std::uint8_t>(code);
 }
 
 }  // namespace tandem::rt

@@ -28,5 +28,7 @@ inline std::uint16_t F32ToBf16(float value) {
 float F16ToF32(std::uint16_t bits);
 // OCP FP8 E4M3 ("e4m3fn"): no infinities, 0x7f/0xff are NaN.
 float F8E4M3ToF32(std::uint8_t bits);
+// Round to nearest even, saturating at ±448; NaN → 0x7f.
+std::uint8_t F32ToF8E4M3(float value);
 
 }  // namespace tandem::rt

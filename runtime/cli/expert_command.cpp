@@ -1,0 +1,34 @@
+#include <cstdio>
+#include <memory>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "runtime/cli/commands.hpp"
+#include "runtime/dist/expert_worker.hpp"
+
+namespace tandem::rt::cli {
+
+void AddExpertCommand(CLI::App& app) {
+  auto opt = std::make_shared<ExpertWorkerOptions>();
+  auto frame_timeout_ms = std::make_shared<int>(30000);
+  auto model = std::make_shared<std::string>();
+  CLI::App* cmd = app.add_subcommand("expert", "Serve routed experts (or a coordinator's TP2 half, --role peer) over TCP");
+  cmd->add_option("--listen", opt->listen, "HOST:PORT to listen on; port 0 picks a free one (printed on stdout)")->required();
+  cmd->add_option("--model", *model, "Checkpoint directory (opened at the coordinator's handshake)")->required();
+  cmd->add_option("--threads", opt->threads, "Threads (0: all cores)")->check(CLI::Range(0, 1024));
+  cmd->add_option("--role", opt->role, "worker (routed experts) or peer (second coordinator rank)")
+      ->check(CLI::IsMember({"worker", "peer"}))
+      ->capture_default_str();
+  cmd->add_option("--frame-timeout-ms", *frame_timeout_ms, "A frame that has started must finish within this")->check(CLI::Range(1, 3600000));
+  cmd->callback([opt, model, frame_timeout_ms] {
+    opt->model = *model;
+    opt->frame_timeout = std::chrono::milliseconds(*frame_timeout_ms);
+    ExpertWorker worker(*opt);
+    fmt::print("tandem-rt expert: listening on {}\n", worker.address());
+    std::fflush(stdout);
+    worker.Run();
+  });
+}
+
+}  // namespace tandem::rt::cli

@@ -1,0 +1,95 @@
+#include "runtime/cli/layout_flags.hpp"
+
+#include <fstream>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "runtime/dist/placement_plan.hpp"
+#include "runtime/dist/remote_expert_executor.hpp"
+#include "runtime/model/checkpoint.hpp"
+
+namespace tandem::rt::cli {
+
+void AddLayoutFlags(CLI::App* cmd, LayoutFlags& f) {
+  const char* group = "Hybrid layout";
+  cmd->add_option("--experts", f.experts, "Expert workers, host:port,host:port,... (rank order)")->group(group);
+  cmd->add_option("--expert-parallel", f.parallel, "tp: each worker a 1/N intermediate slice of every expert; ep: 1/N of the experts")
+      ->check(CLI::IsMember({"tp", "ep"}))
+      ->capture_default_str()
+      ->group(group);
+  cmd->add_option("--local-expert-layers", f.local_expert_layers, "The first K MoE layers keep their experts on the coordinator")
+      ->check(CLI::Range(0, 1 << 20))
+      ->group(group);
+  cmd->add_option("--coordinator-ranks", f.coordinator_ranks, "2: a peer process holds a TP2 half of the coordinator's experts")
+      ->check(CLI::IsMember({1, 2}))
+      ->group(group);
+  cmd->add_option("--peer", f.peer, "host:port of the `tandem-rt expert --role peer` (with --coordinator-ranks 2)")->group(group);
+  cmd->add_option("--wire-dtype", f.wire, "Hidden rows on the wire")->check(CLI::IsMember({"bf16", "fp8"}))->capture_default_str()->group(group);
+  cmd->add_option("--partial-dtype", f.partial, "Partial rows coming back: f64 is exact, f32/bf16 halve/quarter the bytes")
+      ->check(CLI::IsMember({"f64", "f32", "bf16"}))
+      ->capture_default_str()
+      ->group(group);
+  cmd->add_option("--plan-out", f.plan_out, "Write the placement plan as JSON")->group(group);
+  cmd->add_option("--connect-timeout-ms", f.connect_timeout_ms, "Connect + handshake limit per rank")->check(CLI::Range(1, 3600000))->group(group);
+  cmd->add_option("--expert-input-dtype", f.expert_input,
+                  "Round expert inputs as a bf16 or fp8 wire would (to compare a single process with a hybrid run)")
+      ->check(CLI::IsMember({"f32", "bf16", "fp8"}))
+      ->capture_default_str()
+      ->group(group);
+  cmd->add_option("--round-trip-timeout-ms", f.round_trip_timeout_ms, "Limit for one layer's partials")->check(CLI::Range(1, 3600000))->group(group);
+}
+
+Engine::ExpertExecutorFactory MakeExpertExecutor(const Checkpoint& ckpt, const LayoutFlags& f,
+                                                 std::shared_ptr<RemoteExpertExecutor>* remote) {
+  Layout layout;
+  for (std::size_t start = 0; start < f.experts.size();) {
+    const auto comma = f.experts.find(',', start);
+    const std::string item = f.experts.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    if (item.empty()) throw std::invalid_argument(fmt::format("--experts '{}' has an empty entry", f.experts));
+    layout.workers.push_back(item);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  layout.parallel = f.parallel == "ep" ? ExpertParallel::kExpert : ExpertParallel::kTensor;
+  layout.local_expert_layers = f.local_expert_layers;
+  layout.coordinator_ranks = f.coordinator_ranks;
+  layout.peer = f.peer;
+  layout.wire = f.wire == "fp8" ? WireDtype::kFp8 : WireDtype::kBf16;
+  layout.partial = f.partial == "bf16" ? PartialDtype::kBf16 : f.partial == "f32" ? PartialDtype::kF32 : PartialDtype::kF64;
+  PlacementPlan plan = PlacementPlan::Compute(ckpt.config(), layout);
+  if (!f.plan_out.empty()) {
+    std::ofstream out(f.plan_out);
+    out << plan.ToJson();
+    if (!out) throw std::invalid_argument(fmt::format("--plan-out {}: cannot write", f.plan_out));
+  }
+  if (!layout.distributed()) return {};
+  fmt::print(stderr, "placement ({} over {} workers, wire {}, partials {}):\n{}", ToString(layout.parallel), layout.workers.size(),
+             ToString(layout.wire), ToString(layout.partial), plan.Summary());
+  const RemoteOptions options{std::chrono::milliseconds(f.connect_timeout_ms), std::chrono::milliseconds(f.round_trip_timeout_ms)};
+  return [&ckpt, plan = std::move(plan), layout, options, remote](ThreadPool& pool) -> std::shared_ptr<ExpertExecutor> {
+    auto executor = std::make_shared<RemoteExpertExecutor>(ckpt, plan, layout, &pool, options);
+    if (remote != nullptr) *remote = executor;
+    return executor;
+  };
+}
+
+ExpertInputPrecision ExpertInput(const LayoutFlags& f) {
+  const bool distributed = !f.experts.empty() || f.coordinator_ranks == 2;
+  const std::string& name = distributed ? f.wire : f.expert_input;
+  return name == "bf16" ? ExpertInputPrecision::kBf16 : name == "fp8" ? ExpertInputPrecision::kFp8Block32 : ExpertInputPrecision::kF32;
+}
+
+std::string FormatRankStats(const RemoteExpertExecutor& remote) {
+  std::string text;
+  for (const RankStats& s : remote.Stats()) {
+    text += fmt::format("rank {} {}: {} requests, {:.1f} KB sent, {:.1f} KB received, round trip p50 ≤ {:.0f} µs p99 ≤ {:.0f} µs, "
+                        "worker compute {:.1f} ms\n",
+                        s.rank, s.address, s.frames_sent, static_cast<double>(s.bytes_sent) / 1e3,
+                        static_cast<double>(s.bytes_received) / 1e3, s.RoundTripQuantileMicros(0.5),
+                        s.RoundTripQuantileMicros(0.99), static_cast<double>(s.compute_ns) / 1e6);
+  }
+  return text;
+}
+
+}  // namespace tandem::rt::cli

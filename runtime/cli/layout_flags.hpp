@@ -1,0 +1,49 @@
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "runtime/engine/engine.hpp"
+
+namespace CLI {
+class App;
+}
+
+namespace tandem::rt {
+class Checkpoint;
+class RemoteExpertExecutor;
+}
+
+namespace tandem::rt::cli {
+
+// The coordinator's layout flags, shared by generate, eval and (later) serve.
+struct LayoutFlags {
+  std::string experts;  // comma-separated host:port list
+  std::string parallel = "tp";
+  int local_expert_layers = 0;
+  int coordinator_ranks = 1;
+  std::string peer;
+  std::string wire = "bf16";
+  std::string partial = "f64";
+  std::string plan_out;
+  int connect_timeout_ms = 10000;
+  int round_trip_timeout_ms = 10000;
+  std::string expert_input = "f32";  // single process: round expert inputs as a wire would
+};
+
+void AddLayoutFlags(CLI::App* command, LayoutFlags& flags);
+
+// The factory for Engine: local experts when the flags name no other rank;
+// otherwise computes the placement plan, logs it (and writes --plan-out), connects
+// and hands every rank its slices. `remote` receives the executor, for its stats.
+Engine::ExpertExecutorFactory MakeExpertExecutor(const Checkpoint& ckpt, const LayoutFlags& flags,
+                                                 std::shared_ptr<RemoteExpertExecutor>* remote = nullptr);
+
+// The precision experts see their inputs in: --expert-input-dtype, or the wire's
+// when the flags name other ranks.
+ExpertInputPrecision ExpertInput(const LayoutFlags& flags);
+
+// One line per remote rank: frames, bytes, round-trip p50/p99, worker compute.
+std::string FormatRankStats(const RemoteExpertExecutor& remote);
+
+}  // namespace tandem::rt::cli

@@ -1,0 +1,136 @@
+#include "runtime/dist/handshake.hpp"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+namespace tandem::rt {
+
+namespace {
+
+using nlohmann::json;
+
+const json& Field(const json& j, const char* key) {
+  const auto it = j.find(key);
+  if (it == j.end()) throw wire::WireError(fmt::format("handshake: '{}' is missing", key));
+  return *it;
+}
+
+int Int(const json& j, const char* key, int min, int max) {
+  const json& v = Field(j, key);
+  if (!v.is_number_integer() || v.get<std::int64_t>() < min || v.get<std::int64_t>() > max) {
+    throw wire::WireError(fmt::format("handshake: '{}' must be an integer in [{}, {}], got {}", key, min, max, v.dump()));
+  }
+  return static_cast<int>(v.get<std::int64_t>());
+}
+
+std::string String(const json& j, const char* key) {
+  const json& v = Field(j, key);
+  if (!v.is_string()) throw wire::WireError(fmt::format("handshake: '{}' must be a string", key));
+  return v.get<std::string>();
+}
+
+std::pair<int, int> Range(const json& j, const char* key) {
+  const json& v = Field(j, key);
+  if (!v.is_array() || v.size() != 2 || !v[0].is_number_integer() || !v[1].is_number_integer()) {
+    throw wire::WireError(fmt::format("handshake: slice '{}' must be [begin, end]", key));
+  }
+  const auto b = v[0].get<std::int64_t>(), e = v[1].get<std::int64_t>();
+  if (b < 0 || e < b || e > 1'000'000'000) throw wire::WireError(fmt::format("handshake: slice '{}' [{}, {}] is not a range", key, b, e));
+  return {static_cast<int>(b), static_cast<int>(e)};
+}
+
+const char* DtypeName(wire::Dtype d) {
+  switch (d) {
+    case wire::Dtype::kF32: return "f32";
+    case wire::Dtype::kBf16: return "bf16";
+    case wire::Dtype::kFp8Block32: return "fp8";
+    case wire::Dtype::kF64: return "f64";
+  }
+  return "?";
+}
+
+wire::Dtype ParseDtype(const json& j, const char* key) {
+  const std::string name = String(j, key);
+  if (name == "f32") return wire::Dtype::kF32;
+  if (name == "bf16") return wire::Dtype::kBf16;
+  if (name == "fp8") return wire::Dtype::kFp8Block32;
+  if (name == "f64") return wire::Dtype::kF64;
+  throw wire::WireError(fmt::format("handshake: '{}' is '{}', not f64, f32, bf16 or fp8", key, name));
+}
+
+json Parse(const std::string& text) {
+  try {
+    json j = json::parse(text);
+    if (!j.is_object()) throw wire::WireError("handshake: not a JSON object");
+    return j;
+  } catch (const json::exception& e) {
+    throw wire::WireError(fmt::format("handshake: not valid JSON: {}", e.what()));
+  }
+}
+
+}  // namespace
+
+std::string HelloJson(const Hello& h) {
+  json slices = json::array();
+  for (const LayerSlice& s : h.slices) {
+    slices.push_back({{"layer", s.layer},
+                      {"experts", {s.expert_begin, s.expert_end}},
+                      {"intermediate", {s.inter_begin, s.inter_end}},
+                      {"shared_intermediate", {s.shared_begin, s.shared_end}}});
+  }
+  return json{{"protocol", h.protocol},         {"model_revision", h.model_revision},
+              {"rank", h.rank},                 {"world", h.world},
+              {"role", h.role},                 {"hidden", h.shape.hidden},
+              {"top_k", h.shape.top_k},         {"n_experts", h.shape.n_experts},
+              {"wire_dtype", DtypeName(h.wire_dtype)}, {"partial_dtype", DtypeName(h.partial_dtype)},
+              {"slices", slices}}
+      .dump();
+}
+
+Hello ParseHello(const std::string& text) {
+  const json j = Parse(text);
+  Hello h;
+  h.protocol = Int(j, "protocol", 0, 65535);
+  if (h.protocol != wire::kVersion) throw wire::WireError(fmt::format("handshake: protocol {} is not the supported {}", h.protocol, wire::kVersion));
+  h.model_revision = String(j, "model_revision");
+  h.world = Int(j, "world", 1, 4096);
+  h.rank = Int(j, "rank", 1, h.world - 1);
+  h.role = String(j, "role");
+  if (h.role != "worker" && h.role != "peer") throw wire::WireError(fmt::format("handshake: role '{}' is not worker or peer", h.role));
+  h.shape.hidden = Int(j, "hidden", 1, 1 << 20);
+  h.shape.top_k = Int(j, "top_k", 1, 255);
+  h.shape.n_experts = Int(j, "n_experts", 1, 1 << 20);
+  h.wire_dtype = ParseDtype(j, "wire_dtype");
+  h.partial_dtype = ParseDtype(j, "partial_dtype");
+  const json& slices = Field(j, "slices");
+  if (!slices.is_array()) throw wire::WireError("handshake: 'slices' must be a list");
+  for (const json& s : slices) {
+    if (!s.is_object()) throw wire::WireError("handshake: a slice must be an object");
+    LayerSlice slice;
+    slice.layer = Int(s, "layer", 0, 1 << 20);
+    std::tie(slice.expert_begin, slice.expert_end) = Range(s, "experts");
+    std::tie(slice.inter_begin, slice.inter_end) = Range(s, "intermediate");
+    std::tie(slice.shared_begin, slice.shared_end) = Range(s, "shared_intermediate");
+    h.slices.push_back(slice);
+  }
+  return h;
+}
+
+std::string HelloAckJson(const HelloAck& a) {
+  return json{{"model_revision", a.model_revision}, {"weight_bytes", a.weight_bytes}, {"load_seconds", a.load_seconds}}.dump();
+}
+
+HelloAck ParseHelloAck(const std::string& text) {
+  const json j = Parse(text);
+  HelloAck a;
+  a.model_revision = String(j, "model_revision");
+  const json& bytes = Field(j, "weight_bytes");
+  if (!bytes.is_number_unsigned()) throw wire::WireError("handshake: 'weight_bytes' must be a non-negative integer");
+  a.weight_bytes = bytes.get<std::uint64_t>();
+  const json& seconds = Field(j, "load_seconds");
+  if (!seconds.is_number()) throw wire::WireError("handshake: 'load_seconds' must be a number");
+  a.load_seconds = seconds.get<double>();
+  return a;
+}
+
+}  // namespace tandem::rt

@@ -1,0 +1,235 @@
+#include "runtime/dist/remote_expert_executor.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+
+#include <boost/asio/io_context.hpp>
+#include <fmt/format.h>
+
+#include "runtime/dist/frame_channel.hpp"
+#include "runtime/dist/handshake.hpp"
+#include "runtime/engine/moe_slices.hpp"
+#include "runtime/kernels/ops.hpp"
+#include "runtime/model/checkpoint.hpp"
+#include "runtime/model/model_revision.hpp"
+
+namespace tandem::rt {
+
+namespace {
+
+constexpr int kBucketsPerDoubling = 8;
+constexpr int kBuckets = 26 * kBucketsPerDoubling;  // 1 µs · 2^26 ≈ 67 s
+
+}  // namespace
+
+int RankStats::Bucket(std::uint64_t ns) {
+  const double us = std::max(1.0, static_cast<double>(ns) / 1000.0);
+  return std::min(kBuckets - 1, static_cast<int>(std::floor(std::log2(us) * kBucketsPerDoubling)));
+}
+
+double RankStats::BucketUpperMicros(int bucket) { return std::exp2(static_cast<double>(bucket + 1) / kBucketsPerDoubling); }
+
+double RankStats::RoundTripQuantileMicros(double q) const {
+  std::vector<std::uint64_t> total(kBuckets);
+  std::uint64_t n = 0;
+  for (const auto& [layer, counts] : rtt_histogram) {
+    for (int b = 0; b < kBuckets; ++b) total[b] += counts[b];
+  }
+  for (std::uint64_t c : total) n += c;
+  if (n == 0) return 0.0;
+  const auto target = static_cast<std::uint64_t>(std::ceil(q * static_cast<double>(n)));
+  std::uint64_t seen = 0;
+  for (int b = 0; b < kBuckets; ++b) {
+    seen += total[b];
+    if (seen >= std::max<std::uint64_t>(target, 1)) return BucketUpperMicros(b);
+  }
+  return BucketUpperMicros(kBuckets - 1);
+}
+
+struct RemoteExpertExecutor::State {
+  PlacementPlan plan;
+  RemoteOptions options;
+  wire::RequestShape shape;
+  wire::Dtype wire_dtype;
+  std::optional<MoeSlices> local;  // rank 0's own slices
+  boost::asio::io_context io;
+  std::map<int, std::unique_ptr<FrameChannel>> channels;  // rank → connection
+  std::map<int, RankStats> stats;
+  std::map<int, std::vector<int>> owners;  // layer → ranks, ascending
+  std::string failure;
+  std::uint64_t next_request = 1;
+
+  // The step in flight.
+  int layer = -1;
+  std::int64_t rows = 0;
+  const float* x = nullptr;
+  std::span<const ExpertRoute> routes;
+  std::vector<int> remote;  // ranks asked this step
+  Clock::time_point started;
+  std::vector<double> own, partial, sum;
+  std::vector<float> x_wire;
+  ExpertInputPrecision input_precision = ExpertInputPrecision::kBf16;
+
+  [[noreturn]] void Fail(std::string reason) {
+    failure = std::move(reason);
+    for (auto& [rank, channel] : channels) channel->Close();
+    throw RemoteExpertError(failure);
+  }
+
+  std::string Name(int rank) const {
+    const RankPlan& r = plan.ranks[static_cast<std::size_t>(rank)];
+    return fmt::format("expert {} rank {} ({})", r.role, rank, r.address);
+  }
+};
+
+RemoteExpertExecutor::RemoteExpertExecutor(const Checkpoint& ckpt, PlacementPlan plan, const Layout& layout, ThreadPool* pool,
+                                           RemoteOptions options)
+    : state_(std::make_unique<State>()) {
+  State& s = *state_;
+  s.plan = std::move(plan);
+  s.options = options;
+  const ModelConfig& c = ckpt.config();
+  s.shape = {c.hidden_size, c.num_experts_per_tok, c.n_routed_experts};
+  s.wire_dtype = wire::ToWire(layout.wire);
+  s.input_precision = layout.wire == WireDtype::kBf16 ? ExpertInputPrecision::kBf16 : ExpertInputPrecision::kFp8Block32;
+  for (int l = 0; l < c.num_hidden_layers; ++l) {
+    if (c.IsMoeLayer(l)) s.owners[l] = s.plan.OwnersOf(l);
+  }
+  s.local.emplace(ckpt, s.plan.ranks[0].slices, pool);
+
+  const std::string revision = ModelRevision(ckpt);
+  const auto world = static_cast<int>(s.plan.ranks.size());
+  for (int rank = 1; rank < world; ++rank) {
+    const RankPlan& r = s.plan.ranks[static_cast<std::size_t>(rank)];
+    const auto deadline = Clock::now() + options.connect_timeout;
+    std::unique_ptr<FrameChannel> channel;
+    try {
+      channel = FrameChannel::Connect(s.io, r.address, options.connect_timeout);
+    } catch (const std::exception& e) {
+      throw RemoteExpertError(fmt::format("{}: {}", s.Name(rank), e.what()));
+    }
+    Hello hello{wire::kVersion, revision, rank, world, r.role, s.shape, s.wire_dtype, wire::ToWire(layout.partial), r.slices};
+    channel->StartSend(std::make_shared<const std::vector<std::byte>>(wire::EncodeTextFrame(wire::FrameType::kHello, HelloJson(hello))));
+    channel->StartReceive();
+    FrameChannel* one[] = {channel.get()};
+    RunUntilIdle(s.io, one, deadline, fmt::format("no handshake answer within {} ms", options.connect_timeout.count()));
+    if (channel->error()) throw RemoteExpertError(fmt::format("{}: {}", s.Name(rank), *channel->error()));
+    if (channel->header().type == wire::FrameType::kError) {
+      throw RemoteExpertError(fmt::format("{} refused the handshake: {}", s.Name(rank), wire::PayloadText(channel->payload())));
+    }
+    if (channel->header().type != wire::FrameType::kHelloAck) {
+      throw RemoteExpertError(fmt::format("{}: answered the handshake with frame type {}", s.Name(rank),
+                                           static_cast<int>(channel->header().type)));
+    }
+    try {
+      ParseHelloAck(wire::PayloadText(channel->payload()));
+    } catch (const wire::WireError& e) {
+      throw RemoteExpertError(fmt::format("{}: {}", s.Name(rank), e.what()));
+    }
+    RankStats& st = s.stats[rank];
+    st.rank = rank;
+    st.address = r.address;
+    s.channels.emplace(rank, std::move(channel));
+  }
+}
+
+RemoteExpertExecutor::~RemoteExpertExecutor() {
+  for (auto& [rank, channel] : state_->channels) channel->Close();
+}
+
+bool RemoteExpertExecutor::healthy() const { return state_->failure.empty(); }
+const std::string& RemoteExpertExecutor::failure() const { return state_->failure; }
+const PlacementPlan& RemoteExpertExecutor::plan() const { return state_->plan; }
+
+std::vector<RankStats> RemoteExpertExecutor::Stats() const {
+  std::vector<RankStats> out;
+  for (const auto& [rank, st] : state_->stats) {
+    RankStats copy = st;
+    const auto& channel = state_->channels.at(rank);
+    copy.bytes_sent = channel->bytes_sent();
+    copy.bytes_received = channel->bytes_received();
+    out.push_back(std::move(copy));
+  }
+  return out;
+}
+
+void RemoteExpertExecutor::Start(int layer, std::span<const Row> rows, const float* x, std::span<const ExpertRoute> routes) {
+  State& s = *state_;
+  if (!s.failure.empty()) throw RemoteExpertError(fmt::format("expert workers unavailable: {}", s.failure));
+  s.layer = layer;
+  s.rows = static_cast<std::int64_t>(rows.size());
+  // Every rank computes from the rows as the wire carries them, this one included.
+  s.x_wire.assign(x, x + s.rows * s.shape.hidden);
+  RoundExpertInput(s.x_wire.data(), s.rows, s.shape.hidden, s.input_precision);
+  s.x = s.x_wire.data();
+  s.routes = routes;
+  s.remote.clear();
+  for (int rank : s.owners.at(layer)) {
+    if (rank != 0) s.remote.push_back(rank);
+  }
+  if (s.remote.empty()) return;
+  // One canonical request, the same bytes for every rank.
+  const auto frame = std::make_shared<const std::vector<std::byte>>(
+      wire::EncodeLayerRequest(s.next_request++, layer, rows, routes, s.x, s.shape, s.wire_dtype));
+  s.started = Clock::now();
+  for (int rank : s.remote) {
+    FrameChannel& channel = *s.channels.at(rank);
+    channel.StartSend(frame);
+    channel.StartReceive();
+    ++s.stats[rank].frames_sent;
+  }
+  // Hand the requests to the kernel now; the answers are collected in Finish.
+  s.io.restart();
+  s.io.poll();
+}
+
+void RemoteExpertExecutor::Finish(float* out) {
+  State& s = *state_;
+  const auto n = static_cast<std::size_t>(s.rows) * static_cast<std::size_t>(s.shape.hidden);
+  const std::vector<int>& owners = s.owners.at(s.layer);
+  const bool own_share = !owners.empty() && owners.front() == 0;
+  if (own_share) {
+    s.own.resize(n);
+    s.local->Compute(s.layer, s.x, s.rows, s.routes, s.shape.top_k, s.own.data());  // overlaps the remote ranks' work
+  }
+  if (!s.remote.empty()) {
+    std::vector<FrameChannel*> waiting;
+    for (int rank : s.remote) waiting.push_back(s.channels.at(rank).get());
+    RunUntilIdle(s.io, waiting, s.started + s.options.round_trip_timeout,
+                 fmt::format("did not answer layer {} within {} ms", s.layer, s.options.round_trip_timeout.count()));
+  }
+  s.sum.assign(n, 0.0);
+  for (int rank : owners) {
+    const double* partial = s.own.data();
+    if (rank != 0) {
+      FrameChannel& channel = *s.channels.at(rank);
+      if (channel.error()) s.Fail(fmt::format("{}: {}", s.Name(rank), *channel.error()));
+      if (channel.header().type == wire::FrameType::kError) {
+        s.Fail(fmt::format("{}: {}", s.Name(rank), wire::PayloadText(channel.payload())));
+      }
+      try {
+        wire::LayerResponse response = wire::ParseLayerResponse(channel.header(), channel.payload(),
+                                                                static_cast<std::uint32_t>(s.rows), s.shape.hidden);
+        if (channel.header().layer != static_cast<std::uint32_t>(s.layer)) {
+          throw wire::WireError(fmt::format("answered layer {} instead of {}", channel.header().layer, s.layer));
+        }
+        s.partial = std::move(response.partial);
+        RankStats& st = s.stats[rank];
+        ++st.frames_received;
+        st.compute_ns += response.compute_ns;
+        auto& histogram = st.rtt_histogram[s.layer];
+        if (histogram.empty()) histogram.resize(kBuckets);
+        ++histogram[static_cast<std::size_t>(RankStats::Bucket(
+            static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - s.started).count())))];
+      } catch (const wire::WireError& e) {
+        s.Fail(fmt::format("{}: malformed response: {}", s.Name(rank), e.what()));
+      }
+      partial = s.partial.data();
+    }
+    for (std::size_t i = 0; i < n; ++i) s.sum[i] += partial[i];
+  }
+  for (std::size_t i = 0; i < n; ++i) out[i] = static_cast<float>(s.sum[i]);  // rounded once
+}
+
+}  // namespace tandem::rt

@@ -1,0 +1,78 @@
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "runtime/dist/placement_plan.hpp"
+#include "runtime/engine/expert_executor.hpp"
+
+namespace tandem::rt {
+
+class Checkpoint;
+class ThreadPool;
+
+// A remote rank failed: it could not be reached, refused the handshake, closed the
+// connection, stalled past the timeout or sent a malformed frame. The message names it.
+class RemoteExpertError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct RemoteOptions {
+  std::chrono::milliseconds connect_timeout{10000};     // connect + handshake (which includes loading the slices)
+  std::chrono::milliseconds round_trip_timeout{10000};  // one layer's request → all partials
+};
+
+// Round-trip times of one rank, per layer, in a log-spaced histogram (8 buckets
+// per doubling, 1 µs … ~70 s), plus traffic counters.
+struct RankStats {
+  int rank = 0;
+  std::string address;
+  std::uint64_t frames_sent = 0;
+  std::uint64_t frames_received = 0;
+  std::uint64_t bytes_sent = 0;
+  std::uint64_t bytes_received = 0;
+  std::uint64_t compute_ns = 0;  // as the worker reported it
+  std::map<int, std::vector<std::uint64_t>> rtt_histogram;  // layer → bucket counts
+
+  static int Bucket(std::uint64_t ns);
+  static double BucketUpperMicros(int bucket);
+  // An upper bound of the q-quantile (0..1) of round-trip times over all layers, in µs.
+  double RoundTripQuantileMicros(double q) const;
+};
+
+// The coordinator side of the hybrid layout: per MoE layer it sends one canonical
+// request (all rows, all routes, hidden rows in the wire dtype) to every remote rank
+// that holds part of the layer, computes its own share (the shared experts, and the
+// routed experts of coordinator-resident layers) while they work, then sums every
+// rank's partial in rank order in fp32. Results never depend on arrival order.
+//
+// A rank that fails, stalls past the round-trip timeout or sends a malformed frame
+// makes Finish throw RemoteExpertError naming the rank; from then on the executor
+// is unhealthy and every call throws at once. The constructor throws it too when
+// a rank cannot be reached or refuses the handshake.
+class RemoteExpertExecutor : public ExpertExecutor {
+ public:
+  RemoteExpertExecutor(const Checkpoint& ckpt, PlacementPlan plan, const Layout& layout, ThreadPool* pool,
+                       RemoteOptions options = {});
+  ~RemoteExpertExecutor() override;
+
+  void Start(int layer, std::span<const Row> rows, const float* x, std::span<const ExpertRoute> routes) override;
+  void Finish(float* out) override;
+
+  bool healthy() const;
+  const std::string& failure() const;  // empty while healthy
+  std::vector<RankStats> Stats() const;
+  const PlacementPlan& plan() const;
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace tandem::rt

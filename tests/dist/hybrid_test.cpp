@@ -1,0 +1,241 @@
+// The hybrid runtime end to end: real `tandem-rt expert` processes on loopback
+// ports chosen at run time, and `tandem-rt eval` / `generate` as the coordinator.
+#include <fstream>
+#include <map>
+
+#include <boost/asio/connect.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/write.hpp>
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "runtime/model/synthetic_checkpoint.hpp"
+#include "tests/runtime/tiny_model.hpp"
+#include "tests/support/child_process.hpp"
+#include "tests/support/run_command.hpp"
+
+namespace tandem::rt {
+namespace {
+
+using tandem::testing::ChildProcess;
+using tandem::testing::CommandResult;
+using tandem::testing::RunCommand;
+using tandem::testing::TempDir;
+using namespace std::chrono_literals;
+
+const std::filesystem::path& SmallCheckpoint() {
+  static const std::filesystem::path dir = [] {
+    const auto d = TempDir("small");
+    WriteSyntheticCheckpoint(FindPreset("small"), 1, d, d / "no-tokenizer-source");
+    return d;
+  }();
+  return dir;
+}
+
+const std::filesystem::path& ModelFor(const std::string& preset) {
+  return preset == "tiny" ? tandem::testing::TinyCheckpoint() : SmallCheckpoint();
+}
+
+struct Worker {
+  std::unique_ptr<ChildProcess> process;
+  std::string address;
+  std::filesystem::path log;
+};
+
+Worker StartWorker(const std::filesystem::path& model, const std::string& role = "worker") {
+  Worker w;
+  w.log = TempDir("worker") / "stderr.log";
+  w.process = std::make_unique<ChildProcess>(
+      TANDEM_RT_BIN, std::vector<std::string>{"expert", "--listen", "127.0.0.1:0", "--model", model.string(), "--threads", "1", "--role", role},
+      w.log.string());
+  const auto line = w.process->ReadLine(20s);
+  if (!line || line->find("listening on ") == std::string::npos) throw std::runtime_error("worker did not start: " + line.value_or("(nothing)"));
+  w.address = line->substr(line->rfind(' ') + 1);
+  return w;
+}
+
+std::string Join(const std::vector<Worker>& workers) {
+  std::string out;
+  for (const Worker& w : workers) out += (out.empty() ? "" : ",") + w.address;
+  return out;
+}
+
+struct EvalResult {
+  CommandResult run;
+  std::vector<float> logits;
+  std::vector<int> tokens;
+  int vocab = 0;
+};
+
+const std::string kPrompt = "0,72,101,108,108,111,44,32,119,111,114,108,100,33,10,84";
+
+EvalResult Eval(const std::filesystem::path& model, std::vector<std::string> extra, int decode = 64) {
+  EvalResult r;
+  const auto logits = TempDir("eval") / "logits.bin";
+  std::vector<std::string> args = {"eval", "--model", model.string(), "--tokens", kPrompt, "--decode", std::to_string(decode),
+                                   "--logits-out", logits.string(), "--threads", "1"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  r.run = RunCommand(TANDEM_RT_BIN, args, 240s);
+  if (r.run.exit_code != 0) return r;
+  const auto summary = nlohmann::json::parse(r.run.out);
+  r.vocab = summary["vocab"];
+  r.tokens = summary["tokens"].get<std::vector<int>>();
+  r.logits.resize(std::filesystem::file_size(logits) / 4);
+  std::ifstream(logits, std::ios::binary).read(reinterpret_cast<char*>(r.logits.data()), static_cast<std::streamsize>(r.logits.size() * 4));
+  return r;
+}
+
+// max over positions of max|a − b| / max|b|
+double MaxRelativeError(const EvalResult& a, const EvalResult& b) {
+  double worst = 0.0;
+  for (std::size_t row = 0; row < b.logits.size() / static_cast<std::size_t>(b.vocab); ++row) {
+    double diff = 0.0, scale = 0.0;
+    for (int v = 0; v < b.vocab; ++v) {
+      const std::size_t i = row * static_cast<std::size_t>(b.vocab) + static_cast<std::size_t>(v);
+      diff = std::max(diff, static_cast<double>(std::fabs(a.logits[i] - b.logits[i])));
+      scale = std::max(scale, static_cast<double>(std::fabs(b.logits[i])));
+    }
+    worst = std::max(worst, diff / scale);
+  }
+  return worst;
+}
+
+// The single-process run with the experts' inputs rounded as the wire rounds them.
+const EvalResult& SingleProcess(const std::string& preset, const std::string& precision) {
+  static std::map<std::string, EvalResult> cache;
+  const std::string key = preset + "/" + precision;
+  if (!cache.contains(key)) cache[key] = Eval(ModelFor(preset), {"--expert-input-dtype", precision});
+  return cache[key];
+}
+
+struct LayoutCase {
+  std::string name;
+  int workers;
+  std::vector<std::string> flags;  // besides --experts
+  bool peer = false;
+};
+
+class HybridLayouts : public ::testing::TestWithParam<std::tuple<std::string, LayoutCase>> {};
+
+TEST_P(HybridLayouts, MatchSingleProcessLogitsAndGreedyTokens) {
+  const auto& [preset, layout] = GetParam();
+  const auto& model = ModelFor(preset);
+  std::vector<Worker> workers;
+  for (int i = 0; i < layout.workers; ++i) workers.push_back(StartWorker(model));
+  std::vector<std::string> flags = layout.flags;
+  flags.insert(flags.end(), {"--experts", Join(workers)});
+  std::optional<Worker> peer;
+  if (layout.peer) {
+    peer = StartWorker(model, "peer");
+    flags.insert(flags.end(), {"--coordinator-ranks", "2", "--peer", peer->address});
+  }
+  const EvalResult& single = SingleProcess(preset, "bf16");
+  ASSERT_EQ(single.run.exit_code, 0) << single.run.err;
+  const EvalResult hybrid = Eval(model, flags);
+  ASSERT_EQ(hybrid.run.exit_code, 0) << hybrid.run.err;
+  EXPECT_LE(MaxRelativeError(hybrid, single), 1e-4);
+  EXPECT_EQ(hybrid.tokens, single.tokens) << "greedy 64-token outputs must be identical";
+  EXPECT_EQ(hybrid.tokens.size(), 16u + 64u);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Layouts, HybridLayouts,
+    ::testing::Combine(::testing::Values("tiny", "small"),
+                       ::testing::Values(LayoutCase{"tp4", 4, {"--expert-parallel", "tp"}},
+                                         LayoutCase{"ep4", 4, {"--expert-parallel", "ep"}},
+                                         LayoutCase{"tp2_local2", 2, {"--expert-parallel", "tp", "--local-expert-layers", "2"}},
+                                         LayoutCase{"coordinator_ranks2_tp4", 4, {"--expert-parallel", "tp"}, true})),
+    [](const auto& test) { return std::get<0>(test.param) + "_" + std::get<1>(test.param).name; });
+
+TEST(Hybrid, Fp8WireMatchesLikeForLikeAndStaysWithinItsBound) {
+  const auto& model = ModelFor("tiny");
+  std::vector<Worker> workers;
+  for (int i = 0; i < 4; ++i) workers.push_back(StartWorker(model));
+  const EvalResult hybrid = Eval(model, {"--experts", Join(workers), "--wire-dtype", "fp8"});
+  ASSERT_EQ(hybrid.run.exit_code, 0) << hybrid.run.err;
+  EXPECT_LE(MaxRelativeError(hybrid, SingleProcess("tiny", "fp8")), 1e-4);
+  EXPECT_EQ(hybrid.tokens, SingleProcess("tiny", "fp8").tokens);
+  // Against unrounded fp32 experts, on the same tokens (the prompt, teacher-forced):
+  // fp8's 3-bit mantissa costs a few percent of the logit scale (docs/wire-protocol.md);
+  // beyond 0.1 the codec would be broken.
+  const EvalResult fp8_prompt = Eval(model, {"--experts", Join(workers), "--wire-dtype", "fp8"}, 0);
+  const EvalResult f32_prompt = Eval(model, {}, 0);
+  ASSERT_EQ(fp8_prompt.run.exit_code, 0) << fp8_prompt.run.err;
+  const double vs_f32 = MaxRelativeError(fp8_prompt, f32_prompt);
+  EXPECT_LT(vs_f32, 0.1);
+  EXPECT_GT(vs_f32, 0.0);
+}
+
+TEST(Hybrid, KillingAWorkerMidGenerationFailsClearlyAndNothingHangs) {
+  const auto& model = ModelFor("tiny");
+  std::vector<Worker> workers;
+  for (int i = 0; i < 4; ++i) workers.push_back(StartWorker(model));
+  const auto log = TempDir("generate") / "stderr.log";
+  ChildProcess coordinator(TANDEM_RT_BIN,
+                           {"generate", "--model", model.string(), "--prompt", "Hello", "--max-tokens", "2000", "--ignore-eos",
+                            "--threads", "1", "--experts", Join(workers), "--round-trip-timeout-ms", "5000"},
+                           log.string());
+  std::this_thread::sleep_for(300ms);
+  workers[1].process->Kill();
+  const auto exit = coordinator.WaitExit(15s);
+  ASSERT_TRUE(exit.has_value()) << "the coordinator hung after a worker died";
+  EXPECT_EQ(*exit, 3);
+  std::ifstream in(log);
+  const std::string err((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(err.find("expert worker rank 2 (" + workers[1].address + ")"), std::string::npos) << err;
+  for (std::size_t i : {0u, 2u, 3u}) EXPECT_TRUE(workers[i].process->running()) << "other workers keep serving";
+}
+
+TEST(Hybrid, AStalledWorkerTimesOut) {
+  const auto& model = ModelFor("tiny");
+  std::vector<Worker> workers;
+  for (int i = 0; i < 2; ++i) workers.push_back(StartWorker(model));
+  workers[0].process->Pause();
+  const auto t0 = std::chrono::steady_clock::now();
+  const EvalResult r = Eval(model, {"--experts", Join(workers), "--connect-timeout-ms", "800", "--round-trip-timeout-ms", "500"}, 4);
+  EXPECT_EQ(r.run.exit_code, 3);
+  EXPECT_NE(r.run.err.find("expert worker rank 1"), std::string::npos) << r.run.err;
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 10s);
+  workers[0].process->Resume();
+}
+
+TEST(Hybrid, AWorkerWithAnotherModelIsRefusedAtHandshake) {
+  const auto other = TempDir("other") / "tiny-seed2";
+  WriteSyntheticCheckpoint(FindPreset("tiny"), 2, other, other / "none");
+  Worker w = StartWorker(other);
+  const EvalResult r = Eval(ModelFor("tiny"), {"--experts", w.address}, 2);
+  EXPECT_EQ(r.run.exit_code, 3);
+  EXPECT_NE(r.run.err.find("refused the handshake: model revision mismatch: the coordinator has "), std::string::npos) << r.run.err;
+  EXPECT_NE(r.run.err.find("this worker (" + other.string() + ") has "), std::string::npos) << r.run.err;
+  EXPECT_TRUE(w.process->running()) << "a refused handshake does not stop the worker";
+}
+
+TEST(Hybrid, GarbageOnTheWireClosesThatConnectionOnly) {
+  const auto& model = ModelFor("tiny");
+  Worker w = StartWorker(model);
+  {
+    // A client that speaks HTTP to the worker.
+    namespace asio = boost::asio;
+    asio::io_context io;
+    asio::ip::tcp::socket socket(io);
+    const auto colon = w.address.rfind(':');
+    socket.connect({asio::ip::make_address(w.address.substr(0, colon)),
+                    static_cast<unsigned short>(std::stoi(w.address.substr(colon + 1)))});
+    const std::string junk = "GET / HTTP/1.1\r\nHost: x\r\n\r\n" + std::string(64, 'x');
+    asio::write(socket, asio::buffer(junk));
+    char byte;
+    boost::system::error_code ec;
+    socket.read_some(asio::buffer(&byte, 1), ec);  // the worker answers by closing
+    EXPECT_TRUE(ec == asio::error::eof || ec == asio::error::connection_reset) << ec.message();
+  }
+  const EvalResult ok = Eval(model, {"--experts", w.address}, 2);
+  EXPECT_EQ(ok.run.exit_code, 0) << ok.run.err;
+  std::ifstream in(w.log);
+  const std::string err((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(err.find("bad magic"), std::string::npos) << err;
+}
+
+}  // namespace
+}  // namespace tandem::rt

@@ -1,0 +1,66 @@
+#include "runtime/dist/placement_plan.hpp"
+
+#include <gtest/gtest.h>
+
+#include "runtime/model/synthetic_checkpoint.hpp"
+
+namespace tandem::rt {
+namespace {
+
+ModelConfig Tiny() { return FindPreset("tiny").config; }  // MoE layers 1, 2, 3; 16 experts; intermediate 64
+
+TEST(PlacementPlan, TensorParallelSlicesEveryExpert) {
+  const PlacementPlan p = PlacementPlan::Compute(Tiny(), {.workers = {"a:1", "b:2", "c:3"}});
+  ASSERT_EQ(p.ranks.size(), 4u);
+  EXPECT_EQ(p.OwnersOf(1), (std::vector<int>{0, 1, 2, 3})) << "rank 0 keeps the shared experts";
+  const LayerSlice& s = p.ranks[2].slices[0];
+  EXPECT_EQ(s.expert_begin, 0);
+  EXPECT_EQ(s.expert_end, 16);
+  EXPECT_EQ(s.inter_begin, 22);  // 64 = 22 + 21 + 21
+  EXPECT_EQ(s.inter_end, 43);
+  EXPECT_FALSE(p.ranks[0].slices[0].HoldsRouted());
+  EXPECT_EQ(p.ranks[0].slices[0].shared_end, 64);
+}
+
+TEST(PlacementPlan, ExpertParallelPartitionsExperts) {
+  const PlacementPlan p = PlacementPlan::Compute(Tiny(), {.workers = {"a:1", "b:2", "c:3", "d:4"}, .parallel = ExpertParallel::kExpert});
+  for (int w = 0; w < 4; ++w) {
+    const LayerSlice& s = p.ranks[static_cast<std::size_t>(w + 1)].slices[0];
+    EXPECT_EQ(s.expert_begin, 4 * w);
+    EXPECT_EQ(s.expert_end, 4 * w + 4);
+    EXPECT_EQ(s.inter_end, 64);
+  }
+}
+
+TEST(PlacementPlan, LocalLayersAndTwoCoordinatorRanks) {
+  const PlacementPlan p = PlacementPlan::Compute(
+      Tiny(), {.workers = {"a:1", "b:2"}, .local_expert_layers = 2, .coordinator_ranks = 2, .peer = "p:9"});
+  ASSERT_EQ(p.ranks.size(), 4u);
+  EXPECT_EQ(p.ranks[1].role, "peer");
+  EXPECT_EQ(p.OwnersOf(1), (std::vector<int>{0, 1}));
+  EXPECT_EQ(p.OwnersOf(2), (std::vector<int>{0, 1}));
+  EXPECT_EQ(p.OwnersOf(3), (std::vector<int>{0, 1, 2, 3})) << "shared halves on 0 and 1, routed on the workers";
+  const LayerSlice& peer = p.ranks[1].slices[0];
+  EXPECT_EQ(peer.inter_begin, 32);
+  EXPECT_EQ(peer.inter_end, 64);
+  EXPECT_EQ(peer.shared_begin, 32);
+  EXPECT_NE(p.ToJson().find("\"role\": \"peer\""), std::string::npos);
+}
+
+TEST(PlacementPlan, NoWorkersMeansEverythingLocal) {
+  const PlacementPlan p = PlacementPlan::Compute(Tiny(), {});
+  ASSERT_EQ(p.ranks.size(), 1u);
+  EXPECT_EQ(p.ranks[0].slices.size(), 3u);
+  EXPECT_TRUE(p.ranks[0].slices[0].HoldsRouted());
+}
+
+TEST(PlacementPlan, RejectsImpossibleLayouts) {
+  EXPECT_THROW(PlacementPlan::Compute(Tiny(), {.coordinator_ranks = 2}), std::invalid_argument);
+  EXPECT_THROW(PlacementPlan::Compute(Tiny(), {.peer = "p:1"}), std::invalid_argument);
+  EXPECT_THROW(PlacementPlan::Compute(Tiny(), {.coordinator_ranks = 3}), std::invalid_argument);
+  std::vector<std::string> many(17, "w:1");
+  EXPECT_THROW(PlacementPlan::Compute(Tiny(), {.workers = many, .parallel = ExpertParallel::kExpert}), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace tandem::rt

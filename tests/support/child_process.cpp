@@ -1,0 +1,74 @@
+#include "tests/support/child_process.hpp"
+
+#include <csignal>
+
+#include <boost/process.hpp>
+
+namespace tandem::testing {
+
+namespace bp = boost::process;
+
+struct ChildProcess::Impl {
+  bp::ipstream out;
+  bp::child child;
+  std::thread reader;
+  std::mutex mutex;
+  std::condition_variable ready;
+  std::deque<std::string> lines;
+  bool closed = false;
+};
+
+ChildProcess::ChildProcess(const std::string& program, const std::vector<std::string>& args, const std::string& stderr_path)
+    : impl_(std::make_unique<Impl>()) {
+  Impl& s = *impl_;
+  s.child = bp::child(bp::exe = program, bp::args = args, bp::std_in.close(), bp::std_out > s.out, bp::std_err > stderr_path);
+  s.reader = std::thread([&s] {
+    std::string line;
+    while (std::getline(s.out, line)) {
+      std::lock_guard lock(s.mutex);
+      s.lines.push_back(line);
+      s.ready.notify_all();
+    }
+    std::lock_guard lock(s.mutex);
+    s.closed = true;
+    s.ready.notify_all();
+  });
+}
+
+ChildProcess::~ChildProcess() {
+  Kill();
+  if (impl_->reader.joinable()) impl_->reader.join();
+}
+
+std::optional<std::string> ChildProcess::ReadLine(std::chrono::milliseconds timeout) {
+  std::unique_lock lock(impl_->mutex);
+  if (!impl_->ready.wait_for(lock, timeout, [&] { return !impl_->lines.empty() || impl_->closed; })) return std::nullopt;
+  if (impl_->lines.empty()) return std::nullopt;
+  std::string line = std::move(impl_->lines.front());
+  impl_->lines.pop_front();
+  return line;
+}
+
+int ChildProcess::pid() const { return impl_->child.id(); }
+
+bool ChildProcess::running() { return impl_->child.valid() && impl_->child.running(); }
+
+void ChildProcess::Kill() {
+  std::error_code ec;
+  if (impl_->child.valid() && impl_->child.running(ec)) {
+    ::kill(impl_->child.id(), SIGCONT);  // a stopped child must be able to die
+    impl_->child.terminate(ec);
+  }
+  if (impl_->child.valid()) impl_->child.wait(ec);
+}
+
+std::optional<int> ChildProcess::WaitExit(std::chrono::milliseconds timeout) {
+  std::error_code ec;
+  if (!impl_->child.wait_for(timeout, ec)) return std::nullopt;
+  return impl_->child.exit_code();
+}
+
+void ChildProcess::Pause() { ::kill(impl_->child.id(), SIGSTOP); }
+void ChildProcess::Resume() { ::kill(impl_->child.id(), SIGCONT); }
+
+}  // namespace tandem::testing
