@@ -2,45 +2,25 @@
 // measured read bandwidth. Decode is memory-bound: each token reads every active
 // weight once, so tok/s × bytes per token ÷ bandwidth says how close we are.
 //
-// The checkpoint is $TANDEM_BENCH_MODEL, or the "small" preset (seed 1).
-#include <cstdlib>
-#include <unistd.h>
+// The checkpoint is bench::BenchModel().
+#include <chrono>
 #include <filesystem>
 
 #include <benchmark/benchmark.h>
 #include <fmt/format.h>
 
+#include "bench/bench_model.hpp"
 #include "bench/memory_bandwidth.hpp"
+#include "runtime/dist/local_workers.hpp"
+#include "runtime/dist/placement_plan.hpp"
+#include "runtime/dist/remote_expert_executor.hpp"
 #include "runtime/engine/engine.hpp"
 #include "runtime/kernels/thread_pool.hpp"
 #include "runtime/model/checkpoint.hpp"
-#include "runtime/model/synthetic_checkpoint.hpp"
-#include "runtime/model/synthetic_tokenizer.hpp"
 
 namespace {
 
 using namespace tandem::rt;
-
-// Written fresh (about a second) rather than cached, so it always matches this build's
-// init-model; removed when the benchmark exits.
-std::filesystem::path BenchModel() {
-  if (const char* dir = std::getenv("TANDEM_BENCH_MODEL"); dir != nullptr && *dir != '\0') return dir;
-  // Never destroyed: the exit handler that removes the directory still needs it.
-  static const auto* dir = [] {
-    auto* d = new std::filesystem::path(std::filesystem::temp_directory_path() /
-                                        fmt::format("tandem-bench-small-{}", ::getpid()));
-    WriteSyntheticCheckpoint(FindPreset("small"), 1, *d, DefaultTokenizerSource());
-    return d;
-  }();
-  static const bool cleanup = [] {
-    return std::atexit([] {
-             std::error_code ec;
-             std::filesystem::remove_all(*dir, ec);
-           }) == 0;
-  }();
-  (void)cleanup;
-  return *dir;
-}
 
 // Bytes one decode step reads: every weight of the main model except the routed
 // experts, num_experts_per_tok experts per MoE layer, the whole LM head, one
@@ -65,26 +45,42 @@ double BytesPerToken(const Checkpoint& ckpt, int context) {
   return bytes;
 }
 
-void BM_Decode(benchmark::State& state) {
-  const Checkpoint ckpt = Checkpoint::Open(BenchModel());
-  Engine engine(ckpt, EngineOptions{.threads = static_cast<int>(state.range(0))});
-  const int prompt = 32, window = 128;
-  engine.kv().Open(1, prompt + window);
-  std::vector<Row> rows;
-  for (int i = 0; i < prompt; ++i) rows.push_back({1, i, static_cast<TokenId>(100 + i), i + 1 == prompt});
-  ForwardOutput out;
-  engine.Forward(rows, out);
-  int position = prompt;
-  for (auto _ : state) {
-    if (position == prompt + window) {  // keep the context between 32 and 160 tokens
-      engine.kv().Get(1).Truncate(prompt);
-      position = prompt;
-    }
-    const Row row{1, position, static_cast<TokenId>(position % 1000), true};
-    engine.Forward(std::span<const Row>(&row, 1), out);
-    ++position;
+// One sequence decoding with its context cycling between 32 and 160 tokens.
+class DecodeLoop {
+ public:
+  explicit DecodeLoop(Engine& engine) : engine_(engine) {
+    engine_.kv().Open(1, kPrompt + kWindow);
+    std::vector<Row> rows;
+    for (int i = 0; i < kPrompt; ++i) rows.push_back({1, i, static_cast<TokenId>(100 + i), i + 1 == kPrompt});
+    engine_.Forward(rows, out_);
   }
-  const double bytes = BytesPerToken(ckpt, prompt + window / 2);
+  void Step() {
+    if (position_ == kPrompt + kWindow) {
+      engine_.kv().Get(1).Truncate(kPrompt);
+      position_ = kPrompt;
+    }
+    const Row row{1, position_, static_cast<TokenId>(position_ % 1000), true};
+    engine_.Forward(std::span<const Row>(&row, 1), out_);
+    ++position_;
+  }
+  static constexpr int kPrompt = 32, kWindow = 128;
+
+ private:
+  Engine& engine_;
+  ForwardOutput out_;
+  int position_ = kPrompt;
+};
+
+double Seconds(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+void BM_Decode(benchmark::State& state) {
+  const Checkpoint ckpt = Checkpoint::Open(tandem::bench::BenchModel());
+  Engine engine(ckpt, EngineOptions{.threads = static_cast<int>(state.range(0))});
+  DecodeLoop loop(engine);
+  for (auto _ : state) loop.Step();
+  const double bytes = BytesPerToken(ckpt, DecodeLoop::kPrompt + DecodeLoop::kWindow / 2);
   const double bandwidth = tandem::bench::MeasureReadBandwidth(engine.pool());
   state.SetItemsProcessed(state.iterations());
   state.counters["tok/s"] = benchmark::Counter(static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
@@ -94,5 +90,57 @@ void BM_Decode(benchmark::State& state) {
       benchmark::Counter(static_cast<double>(state.iterations()) * bytes / bandwidth, benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_Decode)->Arg(1)->Arg(0)->Unit(benchmark::kMillisecond)->MinTime(3.0);
+
+// Greedy decode with 1 coordinator + 4 expert workers (tp, bf16 wire, 1 thread each)
+// on loopback, against the single process on the same machine in the same run:
+// blocks of 64 steps alternate between the two so drift hits both alike.
+void BM_HybridDecodeVsSingle(benchmark::State& state) {
+  const Checkpoint ckpt = Checkpoint::Open(tandem::bench::BenchModel());
+  LocalWorkers workers(tandem::bench::BenchModel(), 4, false, 1, TANDEM_RT_BIN);
+  Layout layout;
+  layout.workers = workers.worker_addresses();
+  std::shared_ptr<RemoteExpertExecutor> remote;
+  Engine hybrid(ckpt, EngineOptions{}, [&](ThreadPool& pool) {
+    remote = std::make_shared<RemoteExpertExecutor>(ckpt, PlacementPlan::Compute(ckpt.config(), layout), layout, &pool);
+    return remote;
+  });
+  Engine single(ckpt, EngineOptions{});
+  DecodeLoop hybrid_loop(hybrid), single_loop(single);
+  constexpr int kBlock = 64;
+  double hybrid_s = 0, single_s = 0;
+  const CoordinatorTimes before = remote->Times();
+  std::uint64_t worker_compute_before = 0, bytes_before = 0;
+  for (const RankStats& r : remote->Stats()) {
+    worker_compute_before += r.compute_ns;
+    bytes_before += r.bytes_sent + r.bytes_received;
+  }
+  for (auto _ : state) {
+    auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < kBlock; ++i) single_loop.Step();
+    single_s += Seconds(t0);
+    t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < kBlock; ++i) hybrid_loop.Step();
+    hybrid_s += Seconds(t0);
+  }
+  const double tokens = static_cast<double>(state.iterations()) * kBlock;
+  const CoordinatorTimes& t = remote->Times();
+  std::uint64_t worker_compute = 0, bytes = 0;
+  for (const RankStats& r : remote->Stats()) {
+    worker_compute += r.compute_ns;
+    bytes += r.bytes_sent + r.bytes_received;
+  }
+  const auto per_token_us = [&](std::uint64_t ns) { return static_cast<double>(ns) / 1e3 / tokens; };
+  state.counters["single_tok/s"] = tokens / single_s;
+  state.counters["hybrid_tok/s"] = tokens / hybrid_s;
+  state.counters["hybrid/single"] = single_s / hybrid_s;
+  state.counters["us/tok_step"] = hybrid_s * 1e6 / tokens;
+  state.counters["us/tok_serialise"] = per_token_us(t.encode_ns - before.encode_ns);
+  state.counters["us/tok_own_share"] = per_token_us(t.local_ns - before.local_ns);
+  state.counters["us/tok_waiting"] = per_token_us(t.wait_ns - before.wait_ns);
+  state.counters["us/tok_reduce"] = per_token_us(t.reduce_ns - before.reduce_ns);
+  state.counters["us/tok_worker_compute"] = per_token_us(worker_compute - worker_compute_before) / 4.0;  // per worker
+  state.counters["net_KB/tok"] = static_cast<double>(bytes - bytes_before) / 1e3 / tokens;
+}
+BENCHMARK(BM_HybridDecodeVsSingle)->Unit(benchmark::kMillisecond)->MinTime(6.0);
 
 }  // namespace

@@ -8,6 +8,7 @@
 
 #include "runtime/cli/commands.hpp"
 #include "runtime/cli/layout_flags.hpp"
+#include "runtime/dist/local_workers.hpp"
 #include "runtime/dist/remote_expert_executor.hpp"
 #include "runtime/engine/engine.hpp"
 #include "runtime/model/checkpoint.hpp"
@@ -37,9 +38,11 @@ void Eval(const Options& opt) {
   for (TokenId t : opt.tokens) {
     if (t < 0 || t >= c.vocab_size) throw std::invalid_argument(fmt::format("eval: token {} is outside [0, {})", t, c.vocab_size));
   }
+  LayoutFlags layout = opt.layout;
+  const std::unique_ptr<LocalWorkers> spawned = SpawnRequestedWorkers(opt.model, layout);
   Engine engine(ckpt, EngineOptions{.threads = opt.threads, .record_routes = !opt.routes_out.empty(),
-                              .expert_input = ExpertInput(opt.layout)},
-                MakeExpertExecutor(ckpt, opt.layout));
+                              .expert_input = ExpertInput(layout)},
+                MakeExpertExecutor(ckpt, layout));
   const int total = static_cast<int>(opt.tokens.size()) + opt.decode;
   engine.kv().Open(1, total);
 

@@ -21,6 +21,8 @@ void AddExpertCommand(CLI::App& app) {
       ->check(CLI::IsMember({"worker", "peer"}))
       ->capture_default_str();
   cmd->add_option("--frame-timeout-ms", *frame_timeout_ms, "A frame that has started must finish within this")->check(CLI::Range(1, 3600000));
+  cmd->add_flag("--transport-only", opt->transport_only,
+                "Benchmarking aid: hold no weights, answer every request with zeros (measures the transport alone)");
   cmd->callback([opt, model, frame_timeout_ms] {
     opt->model = *model;
     opt->frame_timeout = std::chrono::milliseconds(*frame_timeout_ms);

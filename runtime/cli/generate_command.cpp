@@ -7,6 +7,7 @@
 
 #include "runtime/cli/commands.hpp"
 #include "runtime/cli/layout_flags.hpp"
+#include "runtime/dist/local_workers.hpp"
 #include "runtime/dist/remote_expert_executor.hpp"
 #include "runtime/engine/engine.hpp"
 #include "runtime/model/chat_template.hpp"
@@ -52,8 +53,10 @@ void Generate(const Options& opt) {
                                             prompt.size(), opt.max_tokens, c.max_position_embeddings));
   }
 
+  LayoutFlags layout = opt.layout;
+  const std::unique_ptr<LocalWorkers> spawned = SpawnRequestedWorkers(opt.model, layout);
   std::shared_ptr<RemoteExpertExecutor> remote;
-  Engine engine(ckpt, EngineOptions{.threads = opt.threads, .expert_input = ExpertInput(opt.layout)}, MakeExpertExecutor(ckpt, opt.layout, &remote));
+  Engine engine(ckpt, EngineOptions{.threads = opt.threads, .expert_input = ExpertInput(layout)}, MakeExpertExecutor(ckpt, layout, &remote));
   engine.kv().Open(1, capacity);
   IncrementalDetokenizer detok(tokenizer, /*skip_special=*/true);
 

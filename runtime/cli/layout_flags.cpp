@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include "runtime/dist/local_workers.hpp"
 #include "runtime/dist/placement_plan.hpp"
 #include "runtime/dist/remote_expert_executor.hpp"
 #include "runtime/model/checkpoint.hpp"
@@ -37,6 +38,12 @@ void AddLayoutFlags(CLI::App* cmd, LayoutFlags& f) {
       ->check(CLI::IsMember({"f32", "bf16", "fp8"}))
       ->capture_default_str()
       ->group(group);
+  auto* spawn = cmd->add_option("--spawn-workers", f.spawn_workers,
+                                "Start N expert workers on loopback (and a peer with --coordinator-ranks 2) for this run")
+                    ->check(CLI::Range(0, 64))
+                    ->group(group);
+  cmd->add_option("--spawned-threads", f.spawned_threads, "Threads of each spawned worker")->check(CLI::Range(1, 1024))->group(group);
+  cmd->get_option("--experts")->excludes(spawn);
   cmd->add_option("--round-trip-timeout-ms", f.round_trip_timeout_ms, "Limit for one layer's partials")->check(CLI::Range(1, 3600000))->group(group);
 }
 
@@ -74,6 +81,17 @@ Engine::ExpertExecutorFactory MakeExpertExecutor(const Checkpoint& ckpt, const L
   };
 }
 
+std::unique_ptr<LocalWorkers> SpawnRequestedWorkers(const std::filesystem::path& model, LayoutFlags& f) {
+  if (f.spawn_workers == 0) return nullptr;
+  const bool peer = f.coordinator_ranks == 2 && f.peer.empty();
+  auto spawned = std::make_unique<LocalWorkers>(model, f.spawn_workers, peer, f.spawned_threads);
+  std::string list;
+  for (const std::string& a : spawned->worker_addresses()) list += (list.empty() ? "" : ",") + a;
+  f.experts = list;
+  if (peer) f.peer = spawned->peer_address();
+  return spawned;
+}
+
 ExpertInputPrecision ExpertInput(const LayoutFlags& f) {
   const bool distributed = !f.experts.empty() || f.coordinator_ranks == 2;
   const std::string& name = distributed ? f.wire : f.expert_input;
@@ -81,7 +99,12 @@ ExpertInputPrecision ExpertInput(const LayoutFlags& f) {
 }
 
 std::string FormatRankStats(const RemoteExpertExecutor& remote) {
-  std::string text;
+  const CoordinatorTimes& t = remote.Times();
+  const auto ms = [](std::uint64_t ns) { return static_cast<double>(ns) / 1e6; };
+  std::string text = fmt::format(
+      "coordinator, {} MoE layer steps ({} with remote ranks): serialise {:.1f} ms, own share {:.1f} ms, waiting {:.1f} ms, "
+      "reduce {:.1f} ms\n",
+      t.layers, t.remote_layers, ms(t.encode_ns), ms(t.local_ns), ms(t.wait_ns), ms(t.reduce_ns));
   for (const RankStats& s : remote.Stats()) {
     text += fmt::format("rank {} {}: {} requests, {:.1f} KB sent, {:.1f} KB received, round trip p50 ≤ {:.0f} µs p99 ≤ {:.0f} µs, "
                         "worker compute {:.1f} ms\n",

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <filesystem>
 #include <memory>
 #include <string>
 
@@ -11,6 +12,7 @@ class App;
 
 namespace tandem::rt {
 class Checkpoint;
+class LocalWorkers;
 class RemoteExpertExecutor;
 }
 
@@ -29,9 +31,16 @@ struct LayoutFlags {
   int connect_timeout_ms = 10000;
   int round_trip_timeout_ms = 10000;
   std::string expert_input = "f32";  // single process: round expert inputs as a wire would
+  int spawn_workers = 0;             // start N local workers (and a peer if needed) instead of --experts
+  int spawned_threads = 1;
 };
 
 void AddLayoutFlags(CLI::App* command, LayoutFlags& flags);
+
+
+// Starts the workers `--spawn-workers` asks for (null when it is 0) and fills their
+// addresses into `flags`. Keep it alive as long as the engine.
+std::unique_ptr<LocalWorkers> SpawnRequestedWorkers(const std::filesystem::path& model, LayoutFlags& flags);
 
 // The factory for Engine: local experts when the flags name no other rank;
 // otherwise computes the placement plan, logs it (and writes --plan-out), connects

@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <optional>
+#include <set>
 
 #include <boost/asio/ip/tcp.hpp>
 #include <fmt/format.h>
@@ -94,7 +95,7 @@ struct ExpertWorker::State {
       return refuse("request shape does not match the model");
     }
     try {
-      MoeSlices slices(*checkpoint, hello.slices, &pool);
+      MoeSlices slices(*checkpoint, options.transport_only ? std::vector<LayerSlice>{} : hello.slices, &pool);
       HelloAck ack{revision, slices.weight_bytes(), std::chrono::duration<double>(Clock::now() - t0).count()};
       if (!Send(channel, wire::EncodeTextFrame(wire::FrameType::kHelloAck, HelloAckJson(ack)))) return std::nullopt;
       Log(fmt::format("{}: serving rank {} of {}: {} slices, {:.1f} MB of expert weights, loaded in {:.3f} s", channel.peer(),
@@ -111,6 +112,8 @@ struct ExpertWorker::State {
     std::optional<MoeSlices> slices = Handshake(channel, hello);
     if (!slices) return;
     std::vector<double> partial;
+    std::set<int> held;
+    for (const LayerSlice& s : hello.slices) held.insert(s.layer);
     for (;;) {
       if (!Receive(channel)) {
         Log(fmt::format("{}: {}; waiting for the next coordinator", channel.peer(), *channel.error()));
@@ -122,10 +125,14 @@ struct ExpertWorker::State {
         }
         const wire::LayerRequest request = wire::ParseLayerRequest(channel.header(), channel.payload(), hello.shape);
         const auto layer = static_cast<int>(request.header.layer);
-        if (!slices->Holds(layer)) throw wire::WireError(fmt::format("layer {} is not held by this rank", layer));
+        if (!held.contains(layer)) throw wire::WireError(fmt::format("layer {} is not held by this rank", layer));
         const auto t0 = Clock::now();
         partial.resize(request.hidden.size());
-        slices->Compute(layer, request.hidden.data(), request.header.rows, request.routes, hello.shape.top_k, partial.data());
+        if (options.transport_only) {
+          std::fill(partial.begin(), partial.end(), 0.0);
+        } else {
+          slices->Compute(layer, request.hidden.data(), request.header.rows, request.routes, hello.shape.top_k, partial.data());
+        }
         const auto compute_ns = static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count());
         if (!Send(channel, wire::EncodeLayerResponse(request.header.request_id, layer, request.header.rows, partial.data(),
                                                      hello.shape.hidden, hello.partial_dtype, compute_ns))) {

@@ -14,6 +14,9 @@ struct ExpertWorkerOptions {
   int threads = 0;
   std::string role = "worker";  // "worker" | "peer"
   std::chrono::milliseconds frame_timeout{30000};  // a frame that has started must finish within this
+  // Benchmarking aid: load no weights and answer every request with zero partials,
+  // so a round trip measures the transport alone. Never for real use.
+  bool transport_only = false;
 };
 
 // `tandem-rt expert`: serves one coordinator connection at a time. The first frame

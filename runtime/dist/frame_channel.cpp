@@ -1,6 +1,7 @@
 #include "runtime/dist/frame_channel.hpp"
 
 #include <stdexcept>
+#include <thread>
 
 #include <boost/asio/connect.hpp>
 #include <boost/asio/read.hpp>
@@ -34,6 +35,10 @@ FrameChannel::FrameChannel(asio::io_context&, tcp::socket socket, std::string pe
   boost::system::error_code ec;
   socket_.set_option(tcp::no_delay(true), ec);
   socket_.set_option(asio::socket_base::keep_alive(true), ec);
+  // A prefill's rows or a batch's partials can be megabytes: let a whole frame sit
+  // in the kernel so a send never waits for the reader in small steps.
+  socket_.set_option(asio::socket_base::send_buffer_size(4 << 20), ec);
+  socket_.set_option(asio::socket_base::receive_buffer_size(4 << 20), ec);
 }
 
 std::unique_ptr<FrameChannel> FrameChannel::Connect(asio::io_context& io, const std::string& address,
@@ -113,7 +118,7 @@ void FrameChannel::StartReceive() {
 }
 
 void RunUntilIdle(asio::io_context& io, std::span<FrameChannel* const> channels, Clock::time_point deadline,
-                  const std::string& timeout_reason) {
+                  const std::string& timeout_reason, std::chrono::microseconds spin) {
   auto any_busy = [&] {
     for (FrameChannel* c : channels) {
       if (c->busy()) return true;
@@ -121,6 +126,13 @@ void RunUntilIdle(asio::io_context& io, std::span<FrameChannel* const> channels,
     return false;
   };
   io.restart();
+  if (spin.count() > 0) {
+    const auto spin_until = std::min(deadline, Clock::now() + spin);
+    while (any_busy() && Clock::now() < spin_until) {
+      if (io.poll() == 0) std::this_thread::yield();
+      io.restart();
+    }
+  }
   while (any_busy()) {
     if (io.run_one_until(deadline) != 0) continue;
     const bool timed_out = Clock::now() >= deadline;

@@ -64,9 +64,12 @@ class FrameChannel {
 };
 
 // Runs `io` until no channel in `channels` is busy or `deadline` passes; on a
-// timeout every still-busy channel fails with `timeout_reason`.
+// timeout every still-busy channel fails with `timeout_reason`. For the first
+// `spin` it polls without blocking, yielding the core between polls: on virtual
+// machines a blocked thread's wake-up costs tens of microseconds, a round trip's
+// whole budget, while yielding still lets co-located workers run.
 void RunUntilIdle(boost::asio::io_context& io, std::span<FrameChannel* const> channels, Clock::time_point deadline,
-                  const std::string& timeout_reason);
+                  const std::string& timeout_reason, std::chrono::microseconds spin = std::chrono::microseconds(0));
 
 // Splits "host:port"; throws std::invalid_argument naming the text.
 std::pair<std::string, std::uint16_t> SplitHostPort(const std::string& address);

@@ -1,6 +1,8 @@
 #include "runtime/dist/handshake.hpp"
 
 #include <fmt/format.h>
+
+#include "runtime/dist/frame_channel.hpp"
 #include <nlohmann/json.hpp>
 
 namespace tandem::rt {
@@ -131,6 +133,30 @@ HelloAck ParseHelloAck(const std::string& text) {
   if (!seconds.is_number()) throw wire::WireError("handshake: 'load_seconds' must be a number");
   a.load_seconds = seconds.get<double>();
   return a;
+}
+
+std::unique_ptr<FrameChannel> ConnectAndHandshake(boost::asio::io_context& io, const std::string& address, const Hello& hello,
+                                                  std::chrono::milliseconds timeout, HelloAck* ack) {
+  const auto deadline = Clock::now() + timeout;
+  std::unique_ptr<FrameChannel> channel = FrameChannel::Connect(io, address, timeout);
+  channel->StartSend(std::make_shared<const std::vector<std::byte>>(wire::EncodeTextFrame(wire::FrameType::kHello, HelloJson(hello))));
+  channel->StartReceive();
+  FrameChannel* one[] = {channel.get()};
+  RunUntilIdle(io, one, deadline, fmt::format("no handshake answer within {} ms", timeout.count()));
+  if (channel->error()) throw std::runtime_error(*channel->error());
+  if (channel->header().type == wire::FrameType::kError) {
+    throw std::runtime_error(fmt::format("refused the handshake: {}", wire::PayloadText(channel->payload())));
+  }
+  if (channel->header().type != wire::FrameType::kHelloAck) {
+    throw std::runtime_error(fmt::format("answered the handshake with frame type {}", static_cast<int>(channel->header().type)));
+  }
+  try {
+    const HelloAck parsed = ParseHelloAck(wire::PayloadText(channel->payload()));
+    if (ack != nullptr) *ack = parsed;
+  } catch (const wire::WireError& e) {
+    throw std::runtime_error(e.what());
+  }
+  return channel;
 }
 
 }  // namespace tandem::rt

@@ -1,7 +1,11 @@
 #pragma once
 
+#include <chrono>
+#include <memory>
 #include <string>
 #include <vector>
+
+#include <boost/asio/io_context.hpp>
 
 #include "runtime/dist/wire_protocol.hpp"
 #include "runtime/engine/moe_slices.hpp"
@@ -33,5 +37,13 @@ std::string HelloJson(const Hello& hello);
 Hello ParseHello(const std::string& json);  // throws wire::WireError naming the field
 std::string HelloAckJson(const HelloAck& ack);
 HelloAck ParseHelloAck(const std::string& json);
+
+class FrameChannel;
+
+// Connects to a rank and performs the handshake within `timeout`: sends `hello`,
+// waits for HelloAck. Throws std::runtime_error with the rank's own reason when it
+// refuses (e.g. a model revision mismatch), cannot be reached or times out.
+std::unique_ptr<FrameChannel> ConnectAndHandshake(boost::asio::io_context& io, const std::string& address, const Hello& hello,
+                                                  std::chrono::milliseconds timeout, HelloAck* ack = nullptr);
 
 }  // namespace tandem::rt

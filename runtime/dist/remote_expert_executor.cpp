@@ -11,6 +11,7 @@
 #include "runtime/dist/handshake.hpp"
 #include "runtime/engine/moe_slices.hpp"
 #include "runtime/kernels/ops.hpp"
+#include "runtime/kernels/thread_pool.hpp"
 #include "runtime/model/checkpoint.hpp"
 #include "runtime/model/model_revision.hpp"
 
@@ -53,12 +54,14 @@ struct RemoteExpertExecutor::State {
   wire::RequestShape shape;
   wire::Dtype wire_dtype;
   std::optional<MoeSlices> local;  // rank 0's own slices
+  ThreadPool* pool = nullptr;
   boost::asio::io_context io;
   std::map<int, std::unique_ptr<FrameChannel>> channels;  // rank → connection
   std::map<int, RankStats> stats;
   std::map<int, std::vector<int>> owners;  // layer → ranks, ascending
   std::string failure;
   std::uint64_t next_request = 1;
+  CoordinatorTimes times;
 
   // The step in flight.
   int layer = -1;
@@ -97,34 +100,17 @@ RemoteExpertExecutor::RemoteExpertExecutor(const Checkpoint& ckpt, PlacementPlan
     if (c.IsMoeLayer(l)) s.owners[l] = s.plan.OwnersOf(l);
   }
   s.local.emplace(ckpt, s.plan.ranks[0].slices, pool);
+  s.pool = pool;
 
   const std::string revision = ModelRevision(ckpt);
   const auto world = static_cast<int>(s.plan.ranks.size());
   for (int rank = 1; rank < world; ++rank) {
     const RankPlan& r = s.plan.ranks[static_cast<std::size_t>(rank)];
-    const auto deadline = Clock::now() + options.connect_timeout;
+    const Hello hello{wire::kVersion, revision, rank, world, r.role, s.shape, s.wire_dtype, wire::ToWire(layout.partial), r.slices};
     std::unique_ptr<FrameChannel> channel;
     try {
-      channel = FrameChannel::Connect(s.io, r.address, options.connect_timeout);
+      channel = ConnectAndHandshake(s.io, r.address, hello, options.connect_timeout);
     } catch (const std::exception& e) {
-      throw RemoteExpertError(fmt::format("{}: {}", s.Name(rank), e.what()));
-    }
-    Hello hello{wire::kVersion, revision, rank, world, r.role, s.shape, s.wire_dtype, wire::ToWire(layout.partial), r.slices};
-    channel->StartSend(std::make_shared<const std::vector<std::byte>>(wire::EncodeTextFrame(wire::FrameType::kHello, HelloJson(hello))));
-    channel->StartReceive();
-    FrameChannel* one[] = {channel.get()};
-    RunUntilIdle(s.io, one, deadline, fmt::format("no handshake answer within {} ms", options.connect_timeout.count()));
-    if (channel->error()) throw RemoteExpertError(fmt::format("{}: {}", s.Name(rank), *channel->error()));
-    if (channel->header().type == wire::FrameType::kError) {
-      throw RemoteExpertError(fmt::format("{} refused the handshake: {}", s.Name(rank), wire::PayloadText(channel->payload())));
-    }
-    if (channel->header().type != wire::FrameType::kHelloAck) {
-      throw RemoteExpertError(fmt::format("{}: answered the handshake with frame type {}", s.Name(rank),
-                                           static_cast<int>(channel->header().type)));
-    }
-    try {
-      ParseHelloAck(wire::PayloadText(channel->payload()));
-    } catch (const wire::WireError& e) {
       throw RemoteExpertError(fmt::format("{}: {}", s.Name(rank), e.what()));
     }
     RankStats& st = s.stats[rank];
@@ -141,6 +127,15 @@ RemoteExpertExecutor::~RemoteExpertExecutor() {
 bool RemoteExpertExecutor::healthy() const { return state_->failure.empty(); }
 const std::string& RemoteExpertExecutor::failure() const { return state_->failure; }
 const PlacementPlan& RemoteExpertExecutor::plan() const { return state_->plan; }
+const CoordinatorTimes& RemoteExpertExecutor::Times() const { return state_->times; }
+
+namespace {
+
+std::uint64_t Since(Clock::time_point t) {
+  return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t).count());
+}
+
+}  // namespace
 
 std::vector<RankStats> RemoteExpertExecutor::Stats() const {
   std::vector<RankStats> out;
@@ -157,6 +152,8 @@ std::vector<RankStats> RemoteExpertExecutor::Stats() const {
 void RemoteExpertExecutor::Start(int layer, std::span<const Row> rows, const float* x, std::span<const ExpertRoute> routes) {
   State& s = *state_;
   if (!s.failure.empty()) throw RemoteExpertError(fmt::format("expert workers unavailable: {}", s.failure));
+  const auto t0 = Clock::now();
+  ++s.times.layers;
   s.layer = layer;
   s.rows = static_cast<std::int64_t>(rows.size());
   // Every rank computes from the rows as the wire carries them, this one included.
@@ -168,7 +165,11 @@ void RemoteExpertExecutor::Start(int layer, std::span<const Row> rows, const flo
   for (int rank : s.owners.at(layer)) {
     if (rank != 0) s.remote.push_back(rank);
   }
-  if (s.remote.empty()) return;
+  if (s.remote.empty()) {
+    s.times.encode_ns += Since(t0);
+    return;
+  }
+  ++s.times.remote_layers;
   // One canonical request, the same bytes for every rank.
   const auto frame = std::make_shared<const std::vector<std::byte>>(
       wire::EncodeLayerRequest(s.next_request++, layer, rows, routes, s.x, s.shape, s.wire_dtype));
@@ -182,6 +183,7 @@ void RemoteExpertExecutor::Start(int layer, std::span<const Row> rows, const flo
   // Hand the requests to the kernel now; the answers are collected in Finish.
   s.io.restart();
   s.io.poll();
+  s.times.encode_ns += Since(t0);
 }
 
 void RemoteExpertExecutor::Finish(float* out) {
@@ -189,16 +191,23 @@ void RemoteExpertExecutor::Finish(float* out) {
   const auto n = static_cast<std::size_t>(s.rows) * static_cast<std::size_t>(s.shape.hidden);
   const std::vector<int>& owners = s.owners.at(s.layer);
   const bool own_share = !owners.empty() && owners.front() == 0;
+  auto t = Clock::now();
   if (own_share) {
     s.own.resize(n);
     s.local->Compute(s.layer, s.x, s.rows, s.routes, s.shape.top_k, s.own.data());  // overlaps the remote ranks' work
   }
+  s.times.local_ns += Since(t);
+  t = Clock::now();
   if (!s.remote.empty()) {
+    if (s.pool != nullptr) s.pool->Park();  // the workers on this machine need the cores while we wait
     std::vector<FrameChannel*> waiting;
     for (int rank : s.remote) waiting.push_back(s.channels.at(rank).get());
     RunUntilIdle(s.io, waiting, s.started + s.options.round_trip_timeout,
-                 fmt::format("did not answer layer {} within {} ms", s.layer, s.options.round_trip_timeout.count()));
+                 fmt::format("did not answer layer {} within {} ms", s.layer, s.options.round_trip_timeout.count()),
+                 s.options.spin);
   }
+  s.times.wait_ns += Since(t);
+  t = Clock::now();
   s.sum.assign(n, 0.0);
   for (int rank : owners) {
     const double* partial = s.own.data();
@@ -230,6 +239,7 @@ void RemoteExpertExecutor::Finish(float* out) {
     for (std::size_t i = 0; i < n; ++i) s.sum[i] += partial[i];
   }
   for (std::size_t i = 0; i < n; ++i) out[i] = static_cast<float>(s.sum[i]);  // rounded once
+  s.times.reduce_ns += Since(t);
 }
 
 }  // namespace tandem::rt

@@ -26,6 +26,8 @@ class RemoteExpertError : public std::runtime_error {
 struct RemoteOptions {
   std::chrono::milliseconds connect_timeout{10000};     // connect + handshake (which includes loading the slices)
   std::chrono::milliseconds round_trip_timeout{10000};  // one layer's request → all partials
+  // How long to poll (yielding) for partials before blocking; see RunUntilIdle.
+  std::chrono::microseconds spin{0};
 };
 
 // Round-trip times of one rank, per layer, in a log-spaced histogram (8 buckets
@@ -44,6 +46,16 @@ struct RankStats {
   static double BucketUpperMicros(int bucket);
   // An upper bound of the q-quantile (0..1) of round-trip times over all layers, in µs.
   double RoundTripQuantileMicros(double q) const;
+};
+
+// Where the coordinator's time in the MoE layers goes, summed over steps.
+struct CoordinatorTimes {
+  std::uint64_t layers = 0;         // MoE layer steps
+  std::uint64_t remote_layers = 0;  // of which some rank other than this one took part
+  std::uint64_t encode_ns = 0;      // rounding and serialising the request, handing it to the kernel
+  std::uint64_t local_ns = 0;       // this rank's own share (shared experts, local layers)
+  std::uint64_t wait_ns = 0;        // after the local share, until every partial has arrived
+  std::uint64_t reduce_ns = 0;      // parsing the partials and summing them
 };
 
 // The coordinator side of the hybrid layout: per MoE layer it sends one canonical
@@ -68,6 +80,7 @@ class RemoteExpertExecutor : public ExpertExecutor {
   bool healthy() const;
   const std::string& failure() const;  // empty while healthy
   std::vector<RankStats> Stats() const;
+  const CoordinatorTimes& Times() const;
   const PlacementPlan& plan() const;
 
  private:

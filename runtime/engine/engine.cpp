@@ -42,7 +42,9 @@ struct Engine::State {
         weights(ModelWeights::Load(ckpt)),
         rope(config),
         pool(opts.threads),
-        experts(factory ? factory(pool) : std::make_shared<LocalExpertExecutor>(ckpt, &pool)),
+        // Rounded expert inputs mean a comparison with a hybrid run: sum exactly as it does.
+        experts(factory ? factory(pool)
+                        : std::make_shared<LocalExpertExecutor>(ckpt, &pool, opts.expert_input != ExpertInputPrecision::kF32)),
         kv(config.num_hidden_layers, config.kv_lora_rank + config.qk_rope_head_dim),
         softmax_scale(static_cast<float>(rope.softmax_scale_factor() / std::sqrt(static_cast<double>(config.q_head_dim())))) {
     for (int l = 0; l < config.num_hidden_layers; ++l) {

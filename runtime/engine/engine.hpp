@@ -32,8 +32,9 @@ struct ForwardOutput {
 struct EngineOptions {
   int threads = 0;  // 0: all cores
   bool record_routes = false;
-  // Rounds the experts' input rows as a hybrid layout's wire does, so a single
-  // process can be compared like with like against a distributed run.
+  // Rounds the experts' input rows as a hybrid layout's wire does, and sums the
+  // experts exactly as it does, so a single process can be compared like with
+  // like against a distributed run.
   ExpertInputPrecision expert_input = ExpertInputPrecision::kF32;
 };
 

@@ -4,8 +4,8 @@
 
 namespace tandem::rt {
 
-LocalExpertExecutor::LocalExpertExecutor(const Checkpoint& ckpt, ThreadPool* pool)
-    : slices_(ckpt, MoeSlices::Everything(ckpt.config()), pool), top_k_(ckpt.config().num_experts_per_tok) {}
+LocalExpertExecutor::LocalExpertExecutor(const Checkpoint& ckpt, ThreadPool* pool, bool exact)
+    : slices_(ckpt, MoeSlices::Everything(ckpt.config()), pool, exact), top_k_(ckpt.config().num_experts_per_tok) {}
 
 void LocalExpertExecutor::Start(int layer, std::span<const Row> rows, const float* x, std::span<const ExpertRoute> routes) {
   layer_ = layer;

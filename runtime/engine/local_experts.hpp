@@ -9,9 +9,10 @@ class Checkpoint;
 class ThreadPool;
 
 // Runs every routed and shared expert in this process, from the checkpoint.
+// `exact` as for MoeSlices: what a like-for-like comparison with a hybrid run needs.
 class LocalExpertExecutor : public ExpertExecutor {
  public:
-  LocalExpertExecutor(const Checkpoint& ckpt, ThreadPool* pool);
+  LocalExpertExecutor(const Checkpoint& ckpt, ThreadPool* pool, bool exact = false);
 
   void Start(int layer, std::span<const Row> rows, const float* x, std::span<const ExpertRoute> routes) override;
   void Finish(float* out) override;

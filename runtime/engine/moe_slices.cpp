@@ -40,8 +40,8 @@ std::uint64_t Bytes(const MlpWeights& m) { return m.gate.bytes() + m.up.bytes() 
 
 }  // namespace
 
-MoeSlices::MoeSlices(const Checkpoint& ckpt, const std::vector<LayerSlice>& slices, ThreadPool* pool)
-    : hidden_(ckpt.config().hidden_size), pool_(pool), slices_(slices) {
+MoeSlices::MoeSlices(const Checkpoint& ckpt, const std::vector<LayerSlice>& slices, ThreadPool* pool, bool exact)
+    : hidden_(ckpt.config().hidden_size), pool_(pool), exact_(exact), slices_(slices) {
   const ModelConfig& c = ckpt.config();
   const std::int64_t shared_inter = static_cast<std::int64_t>(c.moe_intermediate_size) * c.n_shared_experts;
   for (const LayerSlice& s : slices) {
@@ -69,6 +69,16 @@ MoeSlices::MoeSlices(const Checkpoint& ckpt, const std::vector<LayerSlice>& slic
       weight_bytes_ += Bytes(*layer.shared);
     }
   }
+}
+
+void MoeSlices::Mlp(const MlpWeights& w, const float* x, std::int64_t rows, double* out) {
+  if (exact_) {
+    MlpForwardF64(w, x, rows, out, scratch_, pool_);
+    return;
+  }
+  expert_out_f32_.resize(static_cast<std::size_t>(rows * hidden_));
+  MlpForward(w, x, rows, expert_out_f32_.data(), scratch_, pool_);
+  std::copy(expert_out_f32_.begin(), expert_out_f32_.end(), out);
 }
 
 std::vector<LayerSlice> MoeSlices::Everything(const ModelConfig& c) {
@@ -102,7 +112,7 @@ void MoeSlices::Compute(int layer, const float* x, std::int64_t rows, std::span<
       gathered_.resize(static_cast<std::size_t>(n) * h);
       for (std::int64_t j = 0; j < n; ++j) std::copy_n(x + (slots_[j] / top_k) * hidden_, h, gathered_.data() + j * hidden_);
       expert_out_.resize(static_cast<std::size_t>(n) * h);
-      MlpForwardF64(l.experts[i], gathered_.data(), n, expert_out_.data(), scratch_, pool_);
+      Mlp(l.experts[i], gathered_.data(), n, expert_out_.data());
       for (std::int64_t j = 0; j < n; ++j) std::copy_n(expert_out_.data() + j * hidden_, h, results_.data() + slots_[j] * hidden_);
     }
     for (std::int64_t r = 0; r < rows; ++r) {
@@ -117,7 +127,7 @@ void MoeSlices::Compute(int layer, const float* x, std::int64_t rows, std::span<
   }
   if (l.shared) {
     expert_out_.resize(static_cast<std::size_t>(rows) * h);
-    MlpForwardF64(*l.shared, x, rows, expert_out_.data(), scratch_, pool_);
+    Mlp(*l.shared, x, rows, expert_out_.data());
     for (std::size_t i = 0; i < static_cast<std::size_t>(rows) * h; ++i) out[i] += expert_out_[i];
   }
 }

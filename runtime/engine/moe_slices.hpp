@@ -35,7 +35,10 @@ struct LayerSlice {
 // contiguously); its output is that slice's additive share of the expert.
 class MoeSlices {
  public:
-  MoeSlices(const Checkpoint& ckpt, const std::vector<LayerSlice>& slices, ThreadPool* pool);
+  // `exact`: accumulate the down projections in double (MatMulF64), so that slices
+  // of an expert computed on different ranks add up to exactly what one process
+  // computes; hybrid layouts need it, a plain single process can skip it (faster).
+  MoeSlices(const Checkpoint& ckpt, const std::vector<LayerSlice>& slices, ThreadPool* pool, bool exact = true);
 
   bool Holds(int layer) const { return layers_.contains(layer); }
   const std::vector<LayerSlice>& slices() const { return slices_; }
@@ -44,9 +47,8 @@ class MoeSlices {
 
   // out[r] = Σ_k routes[r·top_k + k].weight · expert(x[r]) over the routes to held
   // experts, in k order, then + the held shared slice; zero rows when nothing is
-  // held. Expert ids must be < n_routed_experts. Everything after the gate/up
-  // projections is accumulated in double, so the parts of an expert computed by
-  // different ranks add up (in double) to what one process computes.
+  // held. Expert ids must be < n_routed_experts. The route-sum is accumulated in
+  // double; so are the down projections when `exact`.
   void Compute(int layer, const float* x, std::int64_t rows, std::span<const ExpertRoute> routes, int top_k, double* out);
 
   // Every slice of a single process: all experts and shared experts of all MoE layers.
@@ -59,13 +61,16 @@ class MoeSlices {
     std::optional<MlpWeights> shared;
   };
 
+  void Mlp(const MlpWeights& w, const float* x, std::int64_t rows, double* out);
+
   std::int64_t hidden_;
   ThreadPool* pool_;
+  bool exact_;
   std::vector<LayerSlice> slices_;
   std::map<int, Layer> layers_;
   std::uint64_t weight_bytes_ = 0;
   std::vector<double> results_, expert_out_;
-  std::vector<float> gathered_, scratch_;
+  std::vector<float> gathered_, scratch_, expert_out_f32_;
   std::vector<std::int64_t> slots_;
 };
 

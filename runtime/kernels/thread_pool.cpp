@@ -63,6 +63,7 @@ void ThreadPool::ParallelFor(std::int64_t n, const std::function<void(std::int64
     fn(0, n);
     return;
   }
+  parked_.store(false, std::memory_order_relaxed);
   task_ = &fn;
   task_n_ = n;
   task_chunks_ = chunks;
@@ -82,12 +83,16 @@ void ThreadPool::ParallelFor(std::int64_t n, const std::function<void(std::int64
   }
 }
 
+void ThreadPool::Park() { parked_.store(true, std::memory_order_relaxed); }
+
 void ThreadPool::WorkerLoop(int index) {
   std::uint64_t seen = 0;
   for (;;) {
-    const bool idle = SpinWhile([&] {
-      return generation_.load(std::memory_order_acquire) == seen && !stopping_.load(std::memory_order_relaxed);
+    bool idle = SpinWhile([&] {
+      return generation_.load(std::memory_order_acquire) == seen && !stopping_.load(std::memory_order_relaxed) &&
+             !parked_.load(std::memory_order_relaxed);
     });
+    idle = idle || generation_.load(std::memory_order_acquire) == seen;
     if (idle) {
       std::unique_lock lock(mutex_);
       wake_.wait(lock, [&] { return stopping_.load() || generation_.load(std::memory_order_acquire) != seen; });

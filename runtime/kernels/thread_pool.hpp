@@ -31,6 +31,11 @@ class ThreadPool {
   // `min_chunk` long, so small ranges run on fewer threads. Not reentrant.
   void ParallelFor(std::int64_t n, const std::function<void(std::int64_t, std::int64_t)>& fn, std::int64_t min_chunk = 1);
 
+  // Tells spinning workers to sleep now rather than at the end of their spin: the
+  // caller is about to wait on something else (the network) and other processes
+  // on this machine (expert workers) need the cores. The next ParallelFor wakes them.
+  void Park();
+
  private:
   void WorkerLoop(int index);
 
@@ -44,6 +49,7 @@ class ThreadPool {
   std::atomic<std::uint64_t> generation_{0};
   std::atomic<int> pending_{0};
   std::atomic<bool> stopping_{false};
+  std::atomic<bool> parked_{false};
 };
 
 }  // namespace tandem::rt

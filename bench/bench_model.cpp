@@ -1,0 +1,28 @@
+#include "bench/bench_model.hpp"
+
+#include <cstdlib>
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include "runtime/model/synthetic_checkpoint.hpp"
+#include "runtime/model/synthetic_tokenizer.hpp"
+
+namespace tandem::bench {
+
+const std::filesystem::path& BenchModel() {
+  static const std::filesystem::path* model = [] {
+    if (const char* dir = std::getenv("TANDEM_BENCH_MODEL"); dir != nullptr && *dir != '\0') return new std::filesystem::path(dir);
+    // Never destroyed: the exit handler that removes the directory still needs it.
+    auto* d = new std::filesystem::path(std::filesystem::temp_directory_path() / fmt::format("tandem-bench-small-{}", ::getpid()));
+    rt::WriteSyntheticCheckpoint(rt::FindPreset("small"), 1, *d, rt::DefaultTokenizerSource());
+    std::atexit([] {
+      std::error_code ec;
+      std::filesystem::remove_all(*model, ec);
+    });
+    return d;
+  }();
+  return *model;
+}
+
+}  // namespace tandem::bench

@@ -1,0 +1,34 @@
+#pragma once
+
+#include <chrono>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace tandem::rt {
+
+// Expert workers (and a peer) started on loopback, on ports the system picks, for a
+// one-command hybrid run (`--spawn-workers N`) and for benchmarks. Each is
+// `<tandem_rt> expert --listen 127.0.0.1:0 ...`; the destructor kills and reaps them.
+class LocalWorkers {
+ public:
+  // `tandem_rt`: the executable to run; empty means this process's own (/proc/self/exe).
+  LocalWorkers(const std::filesystem::path& model, int workers, bool peer, int threads_each,
+               std::filesystem::path tandem_rt = {}, std::vector<std::string> extra_args = {},
+               std::chrono::milliseconds start_timeout = std::chrono::seconds(30));
+  ~LocalWorkers();
+  LocalWorkers(const LocalWorkers&) = delete;
+  LocalWorkers& operator=(const LocalWorkers&) = delete;
+
+  const std::vector<std::string>& worker_addresses() const { return workers_; }
+  const std::string& peer_address() const { return peer_; }
+
+ private:
+  struct Child;
+  std::vector<std::unique_ptr<Child>> children_;
+  std::vector<std::string> workers_;
+  std::string peer_;
+};
+
+}  // namespace tandem::rt
