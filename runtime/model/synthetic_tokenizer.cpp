@@ -11,6 +11,7 @@
 
 #include "runtime/model/cache_dir.hpp"
 #include "runtime/model/model_error.hpp"
+#include "runtime/model/tokenizer.hpp"
 
 namespace tandem::rt {
 
@@ -47,22 +48,6 @@ json ReadJson(const std::filesystem::path& path) {
   }
 }
 
-std::string ByteLevelChar(int b) {
-  int extra = 0, cp = -1;
-  for (int i = 0; i <= b; ++i) {
-    const bool printable = (i >= '!' && i <= '~') || (i >= 0xA1 && i <= 0xAC) || (i >= 0xAE && i <= 0xFF);
-    cp = printable ? i : 256 + extra++;
-  }
-  std::string s;
-  if (cp < 0x80) {
-    s = static_cast<char>(cp);
-  } else {
-    s += static_cast<char>(0xC0 | (cp >> 6));
-    s += static_cast<char>(0x80 | (cp & 0x3F));
-  }
-  return s;
-}
-
 json AddedTokenJson(int id, const std::string& content, bool special) {
   return json{{"id", id},          {"content", content}, {"single_word", false}, {"lstrip", false},
               {"rstrip", false},   {"normalized", !special}, {"special", special}};
@@ -94,7 +79,7 @@ SyntheticTokenizerFiles ByteLevelFallback(const std::filesystem::path& source_di
     vocab[added[i].first] = id;
     added_json.push_back(AddedTokenJson(id, added[i].first, added[i].second));
   }
-  for (int b = 0; b < 256; ++b) vocab[ByteLevelChar(b)] = id++;
+  for (int b = 0; b < 256; ++b) vocab[ByteLevelText(static_cast<std::uint8_t>(b))] = id++;
   for (std::size_t i = 3; i < added.size(); ++i, ++id) added_json.push_back(AddedTokenJson(id, added[i].first, added[i].second));
   json tokenizer = {{"version", "1.0"},
                     {"truncation", nullptr},
@@ -139,7 +124,7 @@ SyntheticTokenizerFiles DeriveSyntheticTokenizer(const std::filesystem::path& so
     std::map<int, std::string> kept;
     std::set<std::string> have;
     for (int b = 0; b < 256; ++b) {
-      const std::string ch = ByteLevelChar(b);
+      const std::string ch = ByteLevelText(static_cast<std::uint8_t>(b));
       kept[vocab.at(ch).get<int>()] = ch;
       have.insert(ch);
     }

@@ -146,6 +146,8 @@ std::uint64_t PairKey(TokenId a, TokenId b) {
 
 }  // namespace
 
+const std::string& ByteLevelText(std::uint8_t byte) { return Bytes().byte_to_utf8[byte]; }
+
 struct Tokenizer::Impl {
   std::string source;
   std::unordered_map<std::string, TokenId> vocab;          // content (byte-level alphabet) → id

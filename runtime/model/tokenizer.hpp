@@ -13,6 +13,10 @@ namespace tandem::rt {
 
 using TokenId = std::int32_t;
 
+// The printable UTF-8 text ByteLevel (GPT-2's reversible byte → code point map)
+// writes for one raw byte.
+const std::string& ByteLevelText(std::uint8_t byte);
+
 // An HF tokenizer.json byte-level BPE tokenizer: added/special tokens are split out
 // first (leftmost, longest), then the pre-tokenizer (a Sequence of Split regexes,
 // PCRE2 with Unicode classes, and ByteLevel) cuts the text into pieces, and each
