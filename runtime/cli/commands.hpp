@@ -14,5 +14,6 @@ void AddTokenizeCommand(CLI::App& app);
 void AddEvalCommand(CLI::App& app);
 void AddGenerateCommand(CLI::App& app);
 void AddExpertCommand(CLI::App& app);
+void AddServeCommand(CLI::App& app);
 
 }  // namespace tandem::rt::cli

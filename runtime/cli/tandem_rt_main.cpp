@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
   tandem::rt::cli::AddEvalCommand(app);
   tandem::rt::cli::AddGenerateCommand(app);
   tandem::rt::cli::AddExpertCommand(app);
+  tandem::rt::cli::AddServeCommand(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

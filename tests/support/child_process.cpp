@@ -68,6 +68,8 @@ std::optional<int> ChildProcess::WaitExit(std::chrono::milliseconds timeout) {
   return impl_->child.exit_code();
 }
 
+void ChildProcess::Signal(int signal) { ::kill(impl_->child.id(), signal); }
+
 void ChildProcess::Pause() { ::kill(impl_->child.id(), SIGSTOP); }
 void ChildProcess::Resume() { ::kill(impl_->child.id(), SIGCONT); }
 

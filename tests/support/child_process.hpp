@@ -29,6 +29,7 @@ class ChildProcess {
   // The exit code once the child has ended within `timeout`; nullopt if it still runs.
   std::optional<int> WaitExit(std::chrono::milliseconds timeout);
   void Kill();      // SIGKILL and reap
+  void Signal(int signal);
   void Pause();     // SIGSTOP
   void Resume();    // SIGCONT
 

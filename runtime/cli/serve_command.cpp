@@ -1,0 +1,109 @@
+#include <csignal>
+#include <cstdio>
+#include <memory>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <pthread.h>
+
+#include "runtime/cli/commands.hpp"
+#include "runtime/cli/layout_flags.hpp"
+#include "runtime/dist/local_workers.hpp"
+#include "runtime/dist/remote_expert_executor.hpp"
+#include "runtime/engine/engine.hpp"
+#include "runtime/model/chat_template.hpp"
+#include "runtime/model/checkpoint.hpp"
+#include "runtime/model/model_revision.hpp"
+#include "runtime/serve/api_server.hpp"
+#include "runtime/serve/scheduler.hpp"
+
+namespace tandem::rt::cli {
+
+namespace {
+
+struct Options {
+  std::string model;
+  ApiServerOptions api;
+  SchedulerOptions scheduler;
+  int max_context = 0;
+  int max_output_tokens = 0;
+  int queue_wait_ms = 30000;
+  int drain_timeout_s = 30;
+  int threads = 0;
+  LayoutFlags layout;
+};
+
+// SIGTERM / SIGINT are blocked in every thread and collected here, so shutdown runs
+// in ordinary code rather than in a signal handler.
+sigset_t ShutdownSignals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  return set;
+}
+
+void Serve(Options opt) {
+  const sigset_t signals = ShutdownSignals();
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  if (opt.api.served_model.empty()) opt.api.served_model = std::filesystem::path(opt.model).filename().string();
+  opt.api.threads = std::max(8, opt.scheduler.concurrency + 8);
+  ApiServer api(opt.api);  // answers 503 "loading" from here on
+  fmt::print("tandem-rt serve: listening on http://{}\n", api.address());
+  std::fflush(stdout);
+
+  const Checkpoint ckpt = Checkpoint::Open(opt.model);
+  const ModelConfig& c = ckpt.config();
+  const Tokenizer tokenizer = Tokenizer::Load(std::filesystem::path(opt.model) / "tokenizer.json");
+  ChatTemplate chat = ChatTemplate::Load(opt.model);
+  opt.scheduler.max_context = opt.max_context > 0 ? std::min(opt.max_context, c.max_position_embeddings) : c.max_position_embeddings;
+  opt.scheduler.queue_wait = std::chrono::milliseconds(opt.queue_wait_ms);
+  opt.scheduler.eos = static_cast<TokenId>(c.eos_token_id);
+  LayoutFlags layout = opt.layout;
+  const std::unique_ptr<LocalWorkers> spawned = SpawnRequestedWorkers(opt.model, layout);
+  std::shared_ptr<RemoteExpertExecutor> remote;
+  Engine engine(ckpt, EngineOptions{.threads = opt.threads, .expert_input = ExpertInput(layout)},
+                MakeExpertExecutor(ckpt, layout, &remote));
+  ServedModel served{ModelRevision(ckpt), opt.scheduler.max_context,
+                     opt.max_output_tokens > 0 ? std::min(opt.max_output_tokens, opt.scheduler.max_context)
+                                               : opt.scheduler.max_context,
+                     c.vocab_size, static_cast<TokenId>(c.bos_token_id)};
+  Scheduler scheduler(engine, tokenizer, opt.scheduler, remote.get());
+  api.Attach(&scheduler, &tokenizer, std::move(chat), served);
+  fmt::print("tandem-rt serve: ready ({} as '{}', context {}, concurrency {})\n", opt.model, opt.api.served_model,
+             served.max_context, opt.scheduler.concurrency);
+  std::fflush(stdout);
+
+  int signal = 0;
+  sigwait(&signals, &signal);
+  fmt::print(stderr, "tandem-rt serve: {} received; draining (up to {} s)\n", signal == SIGTERM ? "SIGTERM" : "SIGINT",
+             opt.drain_timeout_s);
+  api.SetDraining();
+  scheduler.Drain(std::chrono::seconds(opt.drain_timeout_s));
+  api.Stop();
+}
+
+}  // namespace
+
+void AddServeCommand(CLI::App& app) {
+  auto opt = std::make_shared<Options>();
+  CLI::App* cmd = app.add_subcommand("serve", "OpenAI-compatible HTTP server with continuous batching");
+  cmd->add_option("--model", opt->model, "Checkpoint directory")->required();
+  cmd->add_option("--listen", opt->api.listen, "HOST:PORT; port 0 picks a free one (printed on stdout)")->capture_default_str();
+  cmd->add_option("--served-model-name", opt->api.served_model, "The model id clients use (default: the directory's name)");
+  cmd->add_option("--api-key", opt->api.api_key, "Require 'Authorization: Bearer KEY' on /v1/*");
+  cmd->add_option("--concurrency", opt->scheduler.concurrency, "Sequences decoding at once")->check(CLI::Range(1, 1024))->capture_default_str();
+  cmd->add_option("--max-context", opt->max_context, "Prompt + output tokens per request (default: the model's)")->check(CLI::Range(1, 1 << 24));
+  cmd->add_option("--max-output-tokens", opt->max_output_tokens, "Output tokens per request (default: the context)")->check(CLI::Range(1, 1 << 24));
+  cmd->add_option("--queue-depth", opt->scheduler.queue_depth, "Requests waiting for a slot; beyond: 429")->check(CLI::Range(0, 1 << 20))->capture_default_str();
+  cmd->add_option("--queue-wait-ms", opt->queue_wait_ms, "Longest wait for a slot; then 429")->check(CLI::Range(0, 1 << 30))->capture_default_str();
+  cmd->add_option("--prefix-cache-entries", opt->scheduler.prefix_cache_entries, "Finished sequences kept for prefix reuse")->capture_default_str();
+  cmd->add_option("--prefill-chunk", opt->scheduler.prefill_chunk, "Prompt tokens per step over all requests")->check(CLI::Range(1, 1 << 20))->capture_default_str();
+  cmd->add_option("--drain-timeout-s", opt->drain_timeout_s, "On SIGTERM, how long in-flight requests may finish")->check(CLI::Range(0, 3600))->capture_default_str();
+  cmd->add_option("--threads", opt->threads, "Engine threads (0: all cores)")->check(CLI::Range(0, 1024));
+  AddLayoutFlags(cmd, opt->layout);
+  cmd->callback([opt] { Serve(*opt); });
+}
+
+}  // namespace tandem::rt::cli

@@ -1,0 +1,183 @@
+#include "runtime/serve/completion_request.hpp"
+
+#include <cmath>
+#include <random>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "runtime/serve/api_error.hpp"
+
+namespace tandem::rt {
+
+namespace {
+
+using nlohmann::json;
+
+const json* Find(const json& body, const char* key) {
+  const auto it = body.find(key);
+  return it == body.end() || it->is_null() ? nullptr : &*it;
+}
+
+double Number(const json& body, const char* key, double fallback, double min, double max) {
+  const json* v = Find(body, key);
+  if (v == nullptr) return fallback;
+  if (!v->is_number()) throw ApiError::BadRequest(fmt::format("'{}' must be a number", key), key);
+  const double x = v->get<double>();
+  if (!(x >= min && x <= max)) throw ApiError::BadRequest(fmt::format("'{}' must be in [{}, {}], got {}", key, min, max, v->dump()), key);
+  return x;
+}
+
+std::int64_t Integer(const json& body, const char* key, std::int64_t fallback, std::int64_t min, std::int64_t max) {
+  const json* v = Find(body, key);
+  if (v == nullptr) return fallback;
+  if (!v->is_number_integer()) throw ApiError::BadRequest(fmt::format("'{}' must be an integer, got {}", key, v->dump()), key);
+  if (v->is_number_unsigned() && v->get<std::uint64_t>() > static_cast<std::uint64_t>(max)) {
+    throw ApiError::BadRequest(fmt::format("'{}' must be in [{}, {}], got {}", key, min, max, v->dump()), key);
+  }
+  const auto x = v->get<std::int64_t>();
+  if (x < min || x > max) throw ApiError::BadRequest(fmt::format("'{}' must be in [{}, {}], got {}", key, min, max, x), key);
+  return x;
+}
+
+bool Bool(const json& body, const char* key, bool fallback) {
+  const json* v = Find(body, key);
+  if (v == nullptr) return fallback;
+  if (!v->is_boolean()) throw ApiError::BadRequest(fmt::format("'{}' must be true or false", key), key);
+  return v->get<bool>();
+}
+
+// OpenAI content is a string or a list of parts; only text parts carry meaning here.
+std::string Content(const json& content, const std::string& where) {
+  if (content.is_string()) return content.get<std::string>();
+  if (!content.is_array()) throw ApiError::BadRequest(fmt::format("'{}' must be a string or a list of text parts", where), where);
+  std::string text;
+  for (std::size_t i = 0; i < content.size(); ++i) {
+    const json& part = content[i];
+    const std::string at = fmt::format("{}[{}]", where, i);
+    if (!part.is_object() || part.value("type", json()) != "text" || !part.contains("text") || !part["text"].is_string()) {
+      throw ApiError::BadRequest(fmt::format("'{}' must be {{\"type\": \"text\", \"text\": ...}}", at), at);
+    }
+    text += part["text"].get<std::string>();
+  }
+  return text;
+}
+
+void Unsupported(const json& body) {
+  auto refuse = [](const char* key, const std::string& why) {
+    throw ApiError(400, fmt::format("'{}' {}", key, why), "invalid_request_error", "unsupported_parameter", key);
+  };
+  if (Integer(body, "n", 1, 1, 1 << 20) != 1) refuse("n", "must be 1: one choice per request");
+  for (const char* penalty : {"presence_penalty", "frequency_penalty", "repetition_penalty"}) {
+    if (Number(body, penalty, 0.0, -1e9, 1e9) != 0.0) refuse(penalty, "is not supported (only 0)");
+  }
+  if (const json* v = Find(body, "logit_bias"); v != nullptr && !(v->is_object() && v->empty())) refuse("logit_bias", "is not supported");
+  if (const json* v = Find(body, "tools"); v != nullptr && !(v->is_array() && v->empty())) refuse("tools", "are not supported");
+  if (const json* v = Find(body, "logprobs"); v != nullptr && !(v->is_boolean() && !v->get<bool>())) {
+    refuse("logprobs", "is not supported");
+  }
+  if (const json* v = Find(body, "response_format"); v != nullptr) {
+    if (!v->is_object() || v->value("type", json()) != "text") refuse("response_format", "is not supported yet (only {\"type\": \"text\"})");
+  }
+}
+
+}  // namespace
+
+CompletionRequest ParseCompletionRequest(std::string_view text, Endpoint endpoint, int vocab_size) {
+  json body;
+  try {
+    body = json::parse(text);
+  } catch (const json::exception& e) {
+    throw ApiError(400, fmt::format("the body is not valid JSON: {}", e.what()), "invalid_request_error", "invalid_json");
+  }
+  if (!body.is_object()) throw ApiError(400, "the body must be a JSON object", "invalid_request_error", "invalid_json");
+
+  CompletionRequest r;
+  r.endpoint = endpoint;
+  try {
+    Unsupported(body);
+    if (const json* model = Find(body, "model")) {
+      if (!model->is_string()) throw ApiError::BadRequest("'model' must be a string", "model");
+      r.model = model->get<std::string>();
+    }
+    if (endpoint == Endpoint::kChatCompletions) {
+      const json* messages = Find(body, "messages");
+      if (messages == nullptr || !messages->is_array() || messages->empty()) {
+        throw ApiError::BadRequest("'messages' must be a non-empty list", "messages");
+      }
+      for (std::size_t i = 0; i < messages->size(); ++i) {
+        const json& m = (*messages)[i];
+        const std::string at = fmt::format("messages[{}]", i);
+        if (!m.is_object()) throw ApiError::BadRequest(fmt::format("'{}' must be an object", at), at);
+        const json* role = Find(m, "role");
+        if (role == nullptr || !role->is_string()) throw ApiError::BadRequest(fmt::format("'{}.role' must be a string", at), at + ".role");
+        const std::string name = role->get<std::string>();
+        if (name != "system" && name != "user" && name != "assistant" && name != "developer") {
+          throw ApiError::BadRequest(fmt::format("'{}.role' '{}' is not system, user or assistant", at, name), at + ".role");
+        }
+        const json* content = Find(m, "content");
+        if (content == nullptr) throw ApiError::BadRequest(fmt::format("'{}.content' is missing", at), at + ".content");
+        r.messages.push_back({name == "developer" ? "system" : name, Content(*content, at + ".content")});
+      }
+    } else {
+      const json* prompt = Find(body, "prompt");
+      if (prompt == nullptr) throw ApiError::BadRequest("'prompt' is missing", "prompt");
+      if (prompt->is_string()) {
+        r.prompt_text = prompt->get<std::string>();
+      } else if (prompt->is_array() && prompt->size() == 1 && (*prompt)[0].is_string()) {
+        r.prompt_text = (*prompt)[0].get<std::string>();
+      } else if (prompt->is_array() && !prompt->empty()) {
+        r.prompt_is_tokens = true;
+        for (std::size_t i = 0; i < prompt->size(); ++i) {
+          const json& t = (*prompt)[i];
+          if (!t.is_number_integer() || t.get<std::int64_t>() < 0 || t.get<std::int64_t>() >= vocab_size) {
+            throw ApiError::BadRequest(fmt::format("'prompt[{}]' must be a token id in [0, {})", i, vocab_size), "prompt");
+          }
+          r.prompt_tokens.push_back(static_cast<TokenId>(t.get<std::int64_t>()));
+        }
+      } else {
+        throw ApiError::BadRequest("'prompt' must be a string or a non-empty list of token ids", "prompt");
+      }
+    }
+
+    const std::int64_t max_completion = Integer(body, "max_completion_tokens", 0, 1, 1 << 30);
+    r.max_tokens = static_cast<int>(Integer(body, "max_tokens", max_completion, 1, 1 << 30));
+    r.sampling.temperature = static_cast<float>(Number(body, "temperature", 1.0, 0.0, 2.0));
+    r.sampling.top_p = static_cast<float>(Number(body, "top_p", 1.0, 1e-9, 1.0));
+    r.sampling.top_k = static_cast<int>(Integer(body, "top_k", 0, 0, 1 << 30));
+    r.sampling.min_p = static_cast<float>(Number(body, "min_p", 0.0, 0.0, 1.0));
+    if (const json* seed = Find(body, "seed")) {
+      if (!seed->is_number_integer()) throw ApiError::BadRequest("'seed' must be an integer", "seed");
+      r.sampling.seed = seed->is_number_unsigned() ? seed->get<std::uint64_t>() : static_cast<std::uint64_t>(seed->get<std::int64_t>());
+      r.seeded = true;
+    } else {
+      r.sampling.seed = std::random_device{}() * 0x100000000ull + std::random_device{}();
+    }
+    if (const json* stop = Find(body, "stop")) {
+      if (stop->is_string()) {
+        r.stop.push_back(stop->get<std::string>());
+      } else if (stop->is_array() && stop->size() <= 4) {
+        for (const json& s : *stop) {
+          if (!s.is_string()) throw ApiError::BadRequest("'stop' must be a string or a list of up to 4 strings", "stop");
+          r.stop.push_back(s.get<std::string>());
+        }
+      } else {
+        throw ApiError::BadRequest("'stop' must be a string or a list of up to 4 strings", "stop");
+      }
+      for (const std::string& s : r.stop) {
+        if (s.empty()) throw ApiError::BadRequest("'stop' strings must not be empty", "stop");
+      }
+    }
+    r.stream = Bool(body, "stream", false);
+    r.ignore_eos = Bool(body, "ignore_eos", false);
+    if (const json* options = Find(body, "stream_options")) {
+      if (!options->is_object()) throw ApiError::BadRequest("'stream_options' must be an object", "stream_options");
+      r.include_usage = Bool(*options, "include_usage", false);
+    }
+  } catch (const json::exception& e) {
+    throw ApiError(400, fmt::format("malformed request: {}", e.what()), "invalid_request_error", "invalid_value");
+  }
+  return r;
+}
+
+}  // namespace tandem::rt

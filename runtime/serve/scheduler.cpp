@@ -1,0 +1,440 @@
+#include "runtime/serve/scheduler.hpp"
+
+#include <algorithm>
+#include <condition_variable>
+#include <deque>
+#include <future>
+#include <list>
+#include <mutex>
+#include <thread>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "runtime/dist/remote_expert_executor.hpp"
+#include "runtime/engine/engine.hpp"
+#include "runtime/serve/api_error.hpp"
+#include "runtime/serve/completion_text.hpp"
+#include "runtime/serve/prefix_cache.hpp"
+
+namespace tandem::rt {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+StreamEvent Failure(int status, std::string message, std::string type, int retry_after_s = 0) {
+  StreamEvent e;
+  e.kind = StreamEvent::Kind::kFailed;
+  e.status = status;
+  e.text = std::move(message);
+  e.error_type = std::move(type);
+  e.retry_after_s = retry_after_s;
+  return e;
+}
+
+struct Counters {
+  std::uint64_t completed = 0, cancelled = 0, failed = 0, invalid = 0;
+  std::uint64_t rejected_queue_full = 0, rejected_queue_timeout = 0, rejected_unavailable = 0;
+  std::uint64_t prompt_tokens = 0, cached_tokens = 0, completion_tokens = 0;
+  std::uint64_t steps = 0, rows = 0, prefill_rows = 0, decode_rows = 0;
+  std::uint64_t admitted = 0, admitted_after_wait = 0, queue_wait_us = 0;
+  std::uint64_t request_rounds = 0;
+};
+
+}  // namespace
+
+struct Scheduler::State {
+  Engine& engine;
+  const Tokenizer& tokenizer;
+  SchedulerOptions options;
+  RemoteExpertExecutor* remote;
+  PrefixCache prefix_cache;
+
+  struct Queued {
+    std::shared_ptr<RequestStream> stream;
+    Submission submission;
+    Clock::time_point enqueued;
+  };
+  struct Active {
+    std::shared_ptr<RequestStream> stream;
+    Submission submission;
+    SequenceId sequence = 0;
+    std::vector<TokenId> tokens;  // every token whose KV is (or is being) computed, prompt first
+    int prompt_length = 0;
+    int fed = 0;                  // positions in the KV cache
+    int cached = 0;
+    int generated = 0;
+    TokenId pending = 0;          // sampled, not yet fed
+    std::unique_ptr<CompletionText> text;
+  };
+
+  // Shared with other threads, under `mutex`.
+  mutable std::mutex mutex;
+  std::condition_variable wake;
+  std::deque<Queued> queue;
+  std::vector<std::promise<std::string>> stats_requests;
+  std::string unhealthy;
+  bool draining = false;
+  bool stopping = false;
+  Counters counters;
+
+  // The scheduler thread's own.
+  std::list<Active> active;
+  SequenceId next_sequence = 1;
+  std::size_t prefill_turn = 0;
+  std::thread thread;
+
+  State(Engine& e, const Tokenizer& t, SchedulerOptions o, RemoteExpertExecutor* r)
+      : engine(e), tokenizer(t), options(o), remote(r), prefix_cache(e.kv(), o.prefix_cache_entries, SequenceId{1} << 62) {}
+
+  void Run();
+  bool Step();
+  void Admit();
+  void Finish(Active& a, const std::string& reason);
+  void FailEverything(const std::string& reason);
+  std::string Stats();
+};
+
+void Scheduler::State::Admit() {
+  std::vector<Queued> admitted;
+  {
+    std::lock_guard lock(mutex);
+    const auto now = Clock::now();
+    // Expired waits and cancelled requests leave the queue first.
+    for (auto it = queue.begin(); it != queue.end();) {
+      if (it->stream->cancelled()) {
+        ++counters.cancelled;
+        it = queue.erase(it);
+      } else if (now - it->enqueued > options.queue_wait) {
+        ++counters.rejected_queue_timeout;
+        it->stream->Push(Failure(429, fmt::format("no slot became free within {} ms; retry later", options.queue_wait.count()),
+                                 "rate_limit_error", 1));
+        it = queue.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    while (!queue.empty() && static_cast<int>(active.size() + admitted.size()) < options.concurrency) {
+      const auto waited = std::chrono::duration_cast<std::chrono::microseconds>(now - queue.front().enqueued).count();
+      ++counters.admitted;
+      if (waited > 1000) ++counters.admitted_after_wait;
+      counters.queue_wait_us += static_cast<std::uint64_t>(waited);
+      admitted.push_back(std::move(queue.front()));
+      queue.pop_front();
+    }
+  }
+  for (Queued& q : admitted) {
+    Active a;
+    a.stream = std::move(q.stream);
+    a.submission = std::move(q.submission);
+    a.sequence = next_sequence++;
+    a.tokens = a.submission.prompt;
+    a.prompt_length = static_cast<int>(a.tokens.size());
+    const int capacity = std::min(options.max_context, a.prompt_length + a.submission.max_new_tokens);
+    // Reuse the longest cached prefix, keeping at least one prompt token to compute.
+    const PrefixCache::Match match = prefix_cache.Lookup(a.tokens, a.prompt_length - 1);
+    if (match.length > 0) {
+      engine.kv().Fork(match.sequence, a.sequence, match.length, capacity);
+    } else {
+      engine.kv().Open(a.sequence, capacity);
+    }
+    a.fed = a.cached = match.length;
+    a.text = std::make_unique<CompletionText>(tokenizer, a.submission.stop);
+    {
+      std::lock_guard lock(mutex);
+      counters.prompt_tokens += static_cast<std::uint64_t>(a.prompt_length);
+      counters.cached_tokens += static_cast<std::uint64_t>(a.cached);
+    }
+    a.stream->Push({StreamEvent::Kind::kAdmitted});
+    active.push_back(std::move(a));
+  }
+}
+
+void Scheduler::State::Finish(Active& a, const std::string& reason) {
+  StreamEvent done;
+  const std::string rest = a.text->Flush();
+  if (!rest.empty()) a.stream->Push({StreamEvent::Kind::kDelta, rest});
+  done.kind = StreamEvent::Kind::kFinished;
+  done.finish_reason = reason;
+  done.usage = {a.prompt_length, a.generated, a.cached};
+  a.stream->Push(std::move(done));
+  // The tokens whose KV exists go back into the cache for later requests.
+  prefix_cache.Insert(std::span<const TokenId>(a.tokens.data(), static_cast<std::size_t>(a.fed)), a.sequence);
+  engine.kv().Close(a.sequence);
+  std::lock_guard lock(mutex);
+  ++counters.completed;
+  counters.completion_tokens += static_cast<std::uint64_t>(a.generated);
+}
+
+void Scheduler::State::FailEverything(const std::string& reason) {
+  for (Active& a : active) {
+    a.stream->Push(Failure(503, reason, "server_error"));
+    if (engine.kv().Contains(a.sequence)) engine.kv().Close(a.sequence);
+  }
+  std::lock_guard lock(mutex);
+  counters.failed += active.size();
+  active.clear();
+  unhealthy = reason;
+  for (Queued& q : queue) q.stream->Push(Failure(503, reason, "server_error"));
+  counters.rejected_unavailable += queue.size();
+  queue.clear();
+}
+
+bool Scheduler::State::Step() {
+  // Cancelled streams free their slot at the step boundary.
+  for (auto it = active.begin(); it != active.end();) {
+    if (it->stream->cancelled()) {
+      engine.kv().Close(it->sequence);
+      it = active.erase(it);
+      std::lock_guard lock(mutex);
+      ++counters.cancelled;
+    } else {
+      ++it;
+    }
+  }
+  if (active.empty()) return false;
+
+  // One row per decoding sequence; prompt chunks round-robin within the budget.
+  std::vector<Row> rows;
+  std::vector<Active*> row_owner;
+  std::vector<Active*> prefilling;
+  for (Active& a : active) {
+    if (a.fed < a.prompt_length) {
+      prefilling.push_back(&a);
+    } else {
+      rows.push_back({a.sequence, a.fed, a.pending, true});
+      row_owner.push_back(&a);
+    }
+  }
+  const std::size_t decode_rows = rows.size();
+  int budget = options.prefill_chunk;
+  for (std::size_t i = 0; i < prefilling.size() && budget > 0; ++i) {
+    Active& a = *prefilling[(prefill_turn + i) % prefilling.size()];
+    const int n = std::min(budget, a.prompt_length - a.fed);
+    for (int k = 0; k < n; ++k) {
+      const int position = a.fed + k;
+      rows.push_back({a.sequence, position, a.tokens[static_cast<std::size_t>(position)], position + 1 == a.prompt_length});
+      row_owner.push_back(&a);
+    }
+    budget -= n;
+  }
+  if (!prefilling.empty()) prefill_turn = (prefill_turn + 1) % prefilling.size();
+
+  ForwardOutput out;
+  try {
+    engine.Forward(rows, out);
+  } catch (const std::exception& e) {
+    FailEverything(fmt::format("the engine failed: {}", e.what()));
+    return false;
+  }
+  {
+    std::lock_guard lock(mutex);
+    ++counters.steps;
+    counters.rows += rows.size();
+    counters.decode_rows += decode_rows;
+    counters.prefill_rows += rows.size() - decode_rows;
+  }
+  // Positions advance for every row fed; decode rows fed their pending token.
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    Active& a = *row_owner[i];
+    if (i < decode_rows) a.tokens.push_back(rows[i].token);
+    ++a.fed;
+  }
+  const int vocab = engine.config().vocab_size;
+  std::vector<Active*> finished;
+  std::vector<std::string> reasons;
+  for (std::size_t j = 0; j < out.logit_rows.size(); ++j) {
+    Active& a = *row_owner[out.logit_rows[j]];
+    const TokenId token = Sample(out.LogitsOf(j, vocab), a.submission.sampling, a.fed);
+    ++a.generated;
+    {
+      std::lock_guard lock(mutex);
+      ++counters.request_rounds;
+    }
+    std::string reason;
+    if (token == options.eos && !a.submission.ignore_eos) {
+      reason = "stop";
+    } else {
+      const std::string delta = a.text->Push(token);
+      if (!delta.empty()) a.stream->Push({StreamEvent::Kind::kDelta, delta});
+      if (a.text->stopped()) {
+        reason = "stop";
+      } else if (a.generated >= a.submission.max_new_tokens || a.fed >= engine.kv().Get(a.sequence).capacity()) {
+        reason = "length";
+      }
+    }
+    if (reason.empty()) {
+      a.pending = token;
+    } else {
+      finished.push_back(&a);
+      reasons.push_back(reason);
+    }
+  }
+  for (std::size_t i = 0; i < finished.size(); ++i) Finish(*finished[i], reasons[i]);
+  active.remove_if([&](const Active& a) { return std::find(finished.begin(), finished.end(), &a) != finished.end(); });
+  return true;
+}
+
+std::string Scheduler::State::Stats() {
+  nlohmann::json workers = nlohmann::json::array();
+  if (remote != nullptr) {
+    for (const RankStats& r : remote->Stats()) {
+      workers.push_back({{"rank", r.rank},
+                         {"address", r.address},
+                         {"requests", r.frames_sent},
+                         {"responses", r.frames_received},
+                         {"bytes_sent", r.bytes_sent},
+                         {"bytes_received", r.bytes_received},
+                         {"round_trip_p50_us", r.RoundTripQuantileMicros(0.5)},
+                         {"round_trip_p99_us", r.RoundTripQuantileMicros(0.99)},
+                         {"compute_ms", static_cast<double>(r.compute_ns) / 1e6}});
+    }
+  }
+  std::lock_guard lock(mutex);
+  const Counters& c = counters;
+  nlohmann::json stats = {
+      {"requests",
+       {{"completed", c.completed},
+        {"cancelled", c.cancelled},
+        {"failed", c.failed},
+        {"invalid", c.invalid},
+        {"rejected", c.rejected_queue_full + c.rejected_queue_timeout + c.rejected_unavailable},
+        {"active", active.size()}}},
+      {"tokens", {{"prompt", c.prompt_tokens}, {"cached", c.cached_tokens}, {"completion", c.completion_tokens}}},
+      {"decode", {{"steps", c.steps}, {"rows", c.rows}, {"decode_rows", c.decode_rows}, {"prefill_rows", c.prefill_rows}}},
+      {"queue",
+       {{"length", queue.size()},
+        {"admitted", c.admitted},
+        {"waited", c.admitted_after_wait},
+        {"wait_ms_total", static_cast<double>(c.queue_wait_us) / 1e3},
+        {"rejected_full", c.rejected_queue_full},
+        {"rejected_timeout", c.rejected_queue_timeout},
+        {"rejected_unavailable", c.rejected_unavailable}}},
+      {"prefix_cache", {{"entries", prefix_cache.entries()}}},
+      {"workers", workers},
+      {"draft", {{"accepted_drafts", 0}, {"verified_drafts", 0}, {"request_rounds", c.request_rounds}}},
+      {"healthy", unhealthy.empty() && !draining}};
+  return stats.dump();
+}
+
+void Scheduler::State::Run() {
+  for (;;) {
+    std::vector<std::promise<std::string>> requests;
+    {
+      std::unique_lock lock(mutex);
+      // Idle: sleep until a request, a stats read or shutdown. With queued requests
+      // but no free slot, wake regularly to expire waits.
+      wake.wait_for(lock, std::chrono::milliseconds(10), [&] {
+        return stopping || !stats_requests.empty() || !active.empty() ||
+               (!queue.empty() && static_cast<int>(active.size()) < options.concurrency);
+      });
+      if (stopping) break;
+      requests = std::move(stats_requests);
+      stats_requests.clear();
+    }
+    if (!requests.empty()) {
+      const std::string json = Stats();
+      for (auto& p : requests) p.set_value(json);
+    }
+    Admit();
+    Step();
+  }
+  for (Active& a : active) {
+    a.stream->Push(Failure(503, "the server is shutting down", "server_error"));
+    engine.kv().Close(a.sequence);
+  }
+  active.clear();
+  std::lock_guard lock(mutex);
+  for (Queued& q : queue) q.stream->Push(Failure(503, "the server is shutting down", "server_error"));
+  queue.clear();
+  for (auto& p : stats_requests) p.set_value("{}");
+  stats_requests.clear();
+}
+
+Scheduler::Scheduler(Engine& engine, const Tokenizer& tokenizer, SchedulerOptions options, RemoteExpertExecutor* remote)
+    : state_(std::make_unique<State>(engine, tokenizer, options, remote)) {
+  state_->thread = std::thread([this] { state_->Run(); });
+}
+
+Scheduler::~Scheduler() {
+  {
+    std::lock_guard lock(state_->mutex);
+    state_->stopping = true;
+  }
+  state_->wake.notify_all();
+  state_->thread.join();
+}
+
+std::shared_ptr<RequestStream> Scheduler::Submit(Submission submission) {
+  auto stream = std::make_shared<RequestStream>();
+  {
+    std::lock_guard lock(state_->mutex);
+    if (!state_->unhealthy.empty()) {
+      ++state_->counters.rejected_unavailable;
+      throw ApiError(503, fmt::format("the server is unhealthy: {}", state_->unhealthy), "server_error", "unavailable");
+    }
+    if (state_->draining || state_->stopping) {
+      ++state_->counters.rejected_unavailable;
+      throw ApiError(503, "the server is shutting down", "server_error", "unavailable");
+    }
+    if (static_cast<int>(state_->queue.size()) >= state_->options.queue_depth) {
+      ++state_->counters.rejected_queue_full;
+      throw ApiError(429, fmt::format("the queue is full ({} requests waiting); retry later", state_->queue.size()),
+                     "rate_limit_error", "queue_full");
+    }
+    state_->queue.push_back({stream, std::move(submission), Clock::now()});
+  }
+  state_->wake.notify_all();
+  return stream;
+}
+
+std::string Scheduler::StatsJson() {
+  std::future<std::string> result;
+  {
+    std::lock_guard lock(state_->mutex);
+    if (state_->stopping) return "{}";
+    state_->stats_requests.emplace_back();
+    result = state_->stats_requests.back().get_future();
+  }
+  state_->wake.notify_all();
+  return result.get();
+}
+
+void Scheduler::CountInvalidRequest() {
+  std::lock_guard lock(state_->mutex);
+  ++state_->counters.invalid;
+}
+
+std::string Scheduler::Unhealthy() const {
+  std::lock_guard lock(state_->mutex);
+  if (!state_->unhealthy.empty()) return state_->unhealthy;
+  if (state_->draining) return "draining";
+  return "";
+}
+
+void Scheduler::Drain(std::chrono::milliseconds timeout) {
+  {
+    std::lock_guard lock(state_->mutex);
+    state_->draining = true;
+    for (State::Queued& q : state_->queue) q.stream->Push(Failure(503, "the server is shutting down", "server_error"));
+    state_->counters.rejected_unavailable += state_->queue.size();
+    state_->queue.clear();
+  }
+  const auto deadline = Clock::now() + timeout;
+  for (;;) {
+    // `active` belongs to the scheduler thread: ask it through a stats read.
+    const auto stats = nlohmann::json::parse(StatsJson(), nullptr, false);
+    if (stats.is_discarded() || stats.value("requests", nlohmann::json::object()).value("active", 0) == 0) return;
+    if (Clock::now() >= deadline) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  // Out of time: stop the loop; what still runs is failed with 503 as it ends.
+  {
+    std::lock_guard lock(state_->mutex);
+    state_->stopping = true;
+  }
+  state_->wake.notify_all();
+}
+
+}  // namespace tandem::rt

@@ -1,0 +1,73 @@
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "runtime/model/tokenizer.hpp"
+#include "runtime/sampling/sampler.hpp"
+#include "runtime/serve/request_stream.hpp"
+
+namespace tandem::rt {
+
+class Engine;
+class RemoteExpertExecutor;
+
+struct SchedulerOptions {
+  int concurrency = 16;     // sequences decoding at once
+  int max_context = 4096;   // prompt + output tokens per sequence
+  int queue_depth = 64;     // requests waiting for a slot; beyond: 429 at once
+  std::chrono::milliseconds queue_wait{30000};  // longest wait for a slot; then 429
+  std::size_t prefix_cache_entries = 64;
+  int prefill_chunk = 256;  // prompt tokens per step, over all prefilling requests
+  TokenId eos = 1;
+};
+
+// One request as the scheduler takes it: already tokenized and checked.
+struct Submission {
+  std::vector<TokenId> prompt;
+  int max_new_tokens = 1;
+  SamplingParams sampling;
+  std::vector<std::string> stop;
+  bool ignore_eos = false;
+};
+
+// Continuous batching over one Engine, on its own thread. Each step forms one batch:
+// a row for every decoding sequence plus prompt chunks of the prefilling ones (at
+// most `prefill_chunk` tokens per step, served round-robin, so a long prompt cannot
+// starve running streams), i.e. one worker round trip per MoE layer for all of them.
+// Requests are admitted at step boundaries, up to `concurrency`; a new one starts
+// from the longest prefix the PrefixCache holds, and its tokens go back into the
+// cache when it ends. Greedy outputs do not depend on what else is in the batch
+// (the engine is batch-invariant) and seeded sampling depends only on (seed, position).
+class Scheduler {
+ public:
+  Scheduler(Engine& engine, const Tokenizer& tokenizer, SchedulerOptions options, RemoteExpertExecutor* remote);
+  ~Scheduler();  // cancels everything and joins the thread
+  Scheduler(const Scheduler&) = delete;
+  Scheduler& operator=(const Scheduler&) = delete;
+
+  // Queues a request; its stream reports kAdmitted, then tokens. Throws ApiError:
+  // 429 when the queue is full, 503 when draining or after an engine failure.
+  std::shared_ptr<RequestStream> Submit(Submission submission);
+
+  // The lifetime counters as JSON (GET /v1/stats), read by the scheduler thread
+  // between steps, so never a stale snapshot.
+  std::string StatsJson();
+  void CountInvalidRequest();
+
+  // Why the server cannot serve (engine or worker failure, draining); empty when healthy.
+  std::string Unhealthy() const;
+
+  // Stops admitting (queued requests get 503) and waits up to `timeout` for the
+  // running ones to finish; the rest are cancelled.
+  void Drain(std::chrono::milliseconds timeout);
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace tandem::rt

@@ -1,0 +1,84 @@
+#include "runtime/serve/completion_request.hpp"
+
+#include <gtest/gtest.h>
+
+#include "runtime/model/synthetic_tokenizer.hpp"
+#include "runtime/serve/api_error.hpp"
+#include "runtime/serve/completion_text.hpp"
+
+namespace tandem::rt {
+namespace {
+
+std::pair<int, std::string> ErrorOf(const std::string& body, Endpoint endpoint = Endpoint::kChatCompletions) {
+  try {
+    ParseCompletionRequest(body, endpoint, 100);
+  } catch (const ApiError& e) {
+    return {e.status(), e.what()};
+  }
+  return {0, "(no error)"};
+}
+
+TEST(CompletionRequest, ParsesTheOpenAIFields) {
+  const CompletionRequest r = ParseCompletionRequest(
+      R"({"model":"m","messages":[{"role":"system","content":"be brief"},{"role":"user","content":[{"type":"text","text":"hi"}]}],
+          "max_completion_tokens":7,"temperature":0.5,"top_p":0.9,"top_k":40,"min_p":0.05,"seed":3,"stop":["\n\n"],
+          "stream":true,"stream_options":{"include_usage":true},"user":"ignored","n":1})",
+      Endpoint::kChatCompletions, 100);
+  EXPECT_EQ(r.model, "m");
+  ASSERT_EQ(r.messages.size(), 2u);
+  EXPECT_EQ(r.messages[1].content, "hi");
+  EXPECT_EQ(r.max_tokens, 7);
+  EXPECT_FLOAT_EQ(r.sampling.temperature, 0.5f);
+  EXPECT_EQ(r.sampling.top_k, 40);
+  EXPECT_EQ(r.sampling.seed, 3u);
+  EXPECT_TRUE(r.seeded);
+  EXPECT_EQ(r.stop, std::vector<std::string>{"\n\n"});
+  EXPECT_TRUE(r.stream);
+  EXPECT_TRUE(r.include_usage);
+
+  const CompletionRequest t = ParseCompletionRequest(R"({"prompt":[1,2,3],"max_tokens":2})", Endpoint::kCompletions, 100);
+  EXPECT_TRUE(t.prompt_is_tokens);
+  EXPECT_EQ(t.prompt_tokens, (std::vector<TokenId>{1, 2, 3}));
+  EXPECT_FLOAT_EQ(t.sampling.temperature, 1.0f) << "OpenAI's default";
+  EXPECT_FALSE(t.seeded);
+}
+
+TEST(CompletionRequest, BadInputIsA400NamingTheField) {
+  EXPECT_EQ(ErrorOf("{not json").first, 400);
+  EXPECT_EQ(ErrorOf("[1,2]").second, "the body must be a JSON object");
+  EXPECT_EQ(ErrorOf(R"({"messages":[]})").second, "'messages' must be a non-empty list");
+  EXPECT_EQ(ErrorOf(R"({"messages":[{"role":"robot","content":"x"}]})").second, "'messages[0].role' 'robot' is not system, user or assistant");
+  EXPECT_EQ(ErrorOf(R"({"messages":[{"role":"user"}]})").second, "'messages[0].content' is missing");
+  EXPECT_EQ(ErrorOf(R"({"messages":[{"role":"user","content":"x"}],"temperature":"hot"})").second, "'temperature' must be a number");
+  EXPECT_EQ(ErrorOf(R"({"messages":[{"role":"user","content":"x"}],"temperature":7})").second, "'temperature' must be in [0, 2], got 7");
+  EXPECT_EQ(ErrorOf(R"({"messages":[{"role":"user","content":"x"}],"max_tokens":1e30})").second, "'max_tokens' must be an integer, got 1e+30");
+  EXPECT_EQ(ErrorOf(R"({"messages":[{"role":"user","content":"x"}],"max_tokens":18446744073709551615})").first, 400);
+  EXPECT_EQ(ErrorOf(R"({"messages":[{"role":"user","content":"x"}],"max_tokens":0})").second, "'max_tokens' must be in [1, 1073741824], got 0");
+  EXPECT_EQ(ErrorOf(R"({"messages":[{"role":"user","content":"x"}],"n":2})").second, "'n' must be 1: one choice per request");
+  EXPECT_EQ(ErrorOf(R"({"messages":[{"role":"user","content":"x"}],"stop":["a","b","c","d","e"]})").second,
+            "'stop' must be a string or a list of up to 4 strings");
+  EXPECT_EQ(ErrorOf(R"({"messages":[{"role":"user","content":"x"}],"logprobs":true})").second, "'logprobs' is not supported");
+  EXPECT_EQ(ErrorOf(R"({"prompt":[1,200]})", Endpoint::kCompletions).second, "'prompt[1]' must be a token id in [0, 100)");
+  EXPECT_EQ(ErrorOf("{\"messages\":[{\"role\":\"user\",\"content\":\"\xff\"}]}").first, 400) << "invalid UTF-8";
+}
+
+TEST(CompletionText, StopStringsEndTheTextAndAreNeverEmittedInPart) {
+  const Tokenizer t = Tokenizer::FromJson(DeriveSyntheticTokenizer("/nonexistent", 0).tokenizer_json, "t");
+  CompletionText text(t, {"END", "\n\n"});
+  std::string out;
+  for (TokenId id : t.Encode("abc EN")) out += text.Push(id);
+  EXPECT_EQ(out, "abc ") << "'EN' could begin 'END': held back";
+  for (TokenId id : t.Encode("D tail")) out += text.Push(id);
+  EXPECT_EQ(out, "abc ");
+  EXPECT_TRUE(text.stopped());
+  EXPECT_EQ(text.Flush(), "");
+
+  CompletionText unfinished(t, {"END"});
+  std::string out2;
+  for (TokenId id : t.Encode("xyz EN")) out2 += unfinished.Push(id);
+  out2 += unfinished.Flush();
+  EXPECT_EQ(out2, "xyz EN") << "a stop string that never completed is ordinary text";
+}
+
+}  // namespace
+}  // namespace tandem::rt

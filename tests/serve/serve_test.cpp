@@ -1,0 +1,366 @@
+// `tandem-rt serve` end to end: a real server process, real expert workers on
+// loopback ports chosen at run time, and an HTTP client.
+#include <csignal>
+#include <fstream>
+#include <random>
+#include <thread>
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <nlohmann/json.hpp>
+
+#include "tests/runtime/tiny_model.hpp"
+#include "tests/support/child_process.hpp"
+
+namespace tandem::rt {
+namespace {
+
+using nlohmann::json;
+using tandem::testing::ChildProcess;
+using tandem::testing::TempDir;
+using namespace std::chrono_literals;
+
+struct Worker {
+  std::unique_ptr<ChildProcess> process;
+  std::string address;
+};
+
+Worker StartWorker() {
+  Worker w;
+  w.process = std::make_unique<ChildProcess>(
+      TANDEM_RT_BIN,
+      std::vector<std::string>{"expert", "--listen", "127.0.0.1:0", "--model", tandem::testing::TinyCheckpoint().string(), "--threads", "1"},
+      (TempDir("worker") / "stderr.log").string());
+  const auto line = w.process->ReadLine(20s);
+  if (!line) throw std::runtime_error("worker did not start");
+  w.address = line->substr(line->rfind(' ') + 1);
+  return w;
+}
+
+// A server on the tiny preset; `workers` real expert workers unless 0.
+class Server {
+ public:
+  explicit Server(int workers, std::vector<std::string> flags = {}) {
+    for (int i = 0; i < workers; ++i) workers_.push_back(StartWorker());
+    std::vector<std::string> args = {"serve", "--model", tandem::testing::TinyCheckpoint().string(), "--listen", "127.0.0.1:0",
+                                     "--served-model-name", "tiny", "--threads", "1"};
+    if (!workers_.empty()) {
+      std::string list;
+      for (const Worker& w : workers_) list += (list.empty() ? "" : ",") + w.address;
+      args.insert(args.end(), {"--experts", list});
+    }
+    args.insert(args.end(), flags.begin(), flags.end());
+    log_ = TempDir("serve") / "stderr.log";
+    process_ = std::make_unique<ChildProcess>(TANDEM_RT_BIN, args, log_.string());
+    const auto listening = process_->ReadLine(30s);
+    if (!listening || listening->find("http://") == std::string::npos) throw std::runtime_error("server did not start: " + Log());
+    address_ = listening->substr(listening->find("http://") + 7);
+    const auto ready = process_->ReadLine(60s);
+    if (!ready || ready->find("ready") == std::string::npos) throw std::runtime_error("server not ready: " + Log());
+  }
+
+  httplib::Client Client() const {
+    const auto colon = address_.rfind(':');
+    httplib::Client c(address_.substr(0, colon), std::stoi(address_.substr(colon + 1)));
+    c.set_read_timeout(60s);
+    c.set_connection_timeout(5s);
+    return c;
+  }
+  std::string Log() const {
+    std::ifstream in(log_);
+    return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  }
+  json Stats() const {
+    auto r = Client().Get("/v1/stats");
+    return r ? json::parse(r->body) : json();
+  }
+  ChildProcess& process() { return *process_; }
+  std::vector<Worker>& workers() { return workers_; }
+
+ private:
+  std::vector<Worker> workers_;
+  std::unique_ptr<ChildProcess> process_;
+  std::string address_;
+  std::filesystem::path log_;
+};
+
+json Chat(const std::string& text, int max_tokens, bool stream = false) {
+  json body = {{"model", "tiny"}, {"messages", {{{"role", "user"}, {"content", text}}}}, {"max_tokens", max_tokens}, {"temperature", 0},
+               {"ignore_eos", true}};
+  if (stream) {
+    body["stream"] = true;
+    body["stream_options"] = {{"include_usage", true}};
+  }
+  return body;
+}
+
+struct Streamed {
+  int status = 0;
+  std::vector<json> events;
+  bool done = false;  // saw data: [DONE]
+  std::string text;
+  json usage;
+  std::string finish_reason;
+};
+
+// POSTs and reads the SSE stream; `keep_reading(chunks so far)` may stop early (disconnect).
+Streamed Stream(Server& server, const json& body, const std::function<bool(int)>& keep_reading = [](int) { return true; }) {
+  Streamed out;
+  auto client = server.Client();
+  std::string buffer;
+  httplib::Request req;
+  req.method = "POST";
+  req.path = "/v1/chat/completions";
+  req.body = body.dump();
+  req.set_header("Content-Type", "application/json");
+  req.content_receiver = [&](const char* data, std::size_t len, std::uint64_t, std::uint64_t) {
+    buffer.append(data, len);
+    std::size_t end;
+    while ((end = buffer.find("\n\n")) != std::string::npos) {
+      const std::string event = buffer.substr(0, end);
+      buffer.erase(0, end + 2);
+      EXPECT_EQ(event.rfind("data: ", 0), 0u) << "every SSE event is a data line: " << event;
+      const std::string payload = event.substr(6);
+      EXPECT_FALSE(out.done) << "nothing may follow [DONE]";
+      if (payload == "[DONE]") {
+        out.done = true;
+        continue;
+      }
+      json j = json::parse(payload);
+      if (j.contains("choices") && !j["choices"].empty()) {
+        const json& c = j["choices"][0];
+        if (c["delta"].contains("content")) out.text += c["delta"]["content"].get<std::string>();
+        if (!c["finish_reason"].is_null()) out.finish_reason = c["finish_reason"];
+      }
+      if (j.contains("usage")) out.usage = j["usage"];
+      out.events.push_back(std::move(j));
+    }
+    return keep_reading(static_cast<int>(out.events.size()));
+  };
+  httplib::Response res;
+  httplib::Error error;
+  client.send(req, res, error);
+  out.status = res.status;
+  return out;
+}
+
+std::string Text(const json& completion) { return completion["choices"][0]["message"]["content"]; }
+
+std::pair<int, json> Post(Server& server, const std::string& path, const std::string& body,
+                          const httplib::Headers& headers = {}) {
+  auto r = server.Client().Post(path.c_str(), headers, body, "application/json");
+  if (!r) return {0, json()};
+  return {r->status, json::parse(r->body, nullptr, false)};
+}
+
+class ServeTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { server_ = new Server(4); }
+  static void TearDownTestSuite() {
+    delete server_;
+    server_ = nullptr;
+  }
+  static Server* server_;
+};
+Server* ServeTest::server_ = nullptr;
+
+TEST_F(ServeTest, HealthModelsAndStats) {
+  auto health = server_->Client().Get("/health");
+  ASSERT_TRUE(health);
+  EXPECT_EQ(health->status, 200);
+  auto models = server_->Client().Get("/v1/models");
+  ASSERT_TRUE(models);
+  const json m = json::parse(models->body);
+  EXPECT_EQ(m["data"][0]["id"], "tiny");
+  EXPECT_EQ(m["data"][0]["model_revision"].get<std::string>().size(), 64u);
+  EXPECT_FALSE(m["data"][0]["runtime_revision"].get<std::string>().empty());
+  EXPECT_EQ(m["data"][0]["max_context"], 2048);
+  const json stats = server_->Stats();
+  EXPECT_EQ(stats["workers"].size(), 4u);
+  EXPECT_TRUE(stats["healthy"].get<bool>());
+}
+
+TEST_F(ServeTest, SseFramingOrderAndUsage) {
+  const Streamed s = Stream(*server_, Chat("Tell me about SSE.", 9, true));
+  EXPECT_EQ(s.status, 200);
+  ASSERT_GE(s.events.size(), 4u);
+  EXPECT_EQ(s.events.front()["choices"][0]["delta"]["role"], "assistant") << "the first chunk names the role";
+  EXPECT_TRUE(s.done);
+  EXPECT_EQ(s.finish_reason, "length");
+  EXPECT_TRUE(s.events.back()["choices"].empty()) << "usage comes last, with no choices";
+  EXPECT_EQ(s.usage["completion_tokens"], 9) << "usage counts the tokens generated";
+  EXPECT_EQ(s.usage["total_tokens"], s.usage["prompt_tokens"].get<int>() + 9);
+  // The same request without streaming gives the same text and usage.
+  const auto [status, full] = Post(*server_, "/v1/chat/completions", Chat("Tell me about SSE.", 9).dump());
+  ASSERT_EQ(status, 200);
+  EXPECT_EQ(Text(full), s.text);
+  EXPECT_EQ(full["usage"]["completion_tokens"], 9);
+  EXPECT_EQ(full["choices"][0]["finish_reason"], "length");
+}
+
+TEST_F(ServeTest, SixteenConcurrentStreamsMatchTheirSoloOutputs) {
+  std::vector<std::string> alone(16), together(16);
+  for (int i = 0; i < 16; ++i) {
+    const auto [status, r] = Post(*server_, "/v1/chat/completions", Chat(fmt::format("Prompt number {} of 16", i), 24).dump());
+    ASSERT_EQ(status, 200);
+    alone[i] = Text(r);
+  }
+  std::vector<std::thread> threads;
+  std::vector<int> finished(16);
+  for (int i = 0; i < 16; ++i) {
+    threads.emplace_back([&, i] {
+      const Streamed s = Stream(*server_, Chat(fmt::format("Prompt number {} of 16", i), 24, true));
+      together[i] = s.text;
+      finished[i] = s.done ? 1 : 0;
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int i = 0; i < 16; ++i) {
+    EXPECT_EQ(finished[i], 1) << i;
+    EXPECT_EQ(together[i], alone[i]) << "stream " << i << " changed when batched with 15 others";
+  }
+}
+
+TEST_F(ServeTest, RepeatedPromptHitsThePrefixCacheWithoutChangingOutput) {
+  const json body = Chat("A system prompt that repeats, followed by a question about caches.", 16);
+  const auto [s1, first] = Post(*server_, "/v1/chat/completions", body.dump());
+  const auto [s2, second] = Post(*server_, "/v1/chat/completions", body.dump());
+  ASSERT_EQ(s1, 200);
+  ASSERT_EQ(s2, 200);
+  EXPECT_EQ(Text(first), Text(second));
+  const int prompt = second["usage"]["prompt_tokens"];
+  EXPECT_EQ(second["usage"]["prompt_tokens_details"]["cached_tokens"], prompt - 1) << "all but the last prompt token";
+  EXPECT_EQ(second["usage"]["prompt_cache_hit_tokens"], prompt - 1);
+  EXPECT_EQ(second["usage"]["prompt_cache_miss_tokens"], 1);
+}
+
+TEST_F(ServeTest, DisconnectCancelsAndFreesTheSlot) {
+  const json before = server_->Stats();
+  const Streamed s = Stream(*server_, Chat("Keep talking for a long time.", 1500, true), [](int events) { return events < 4; });
+  EXPECT_FALSE(s.done);
+  json after;
+  for (int i = 0; i < 100; ++i) {
+    after = server_->Stats();
+    if (after["requests"]["cancelled"] > before["requests"]["cancelled"] && after["requests"]["active"] == 0) break;
+    std::this_thread::sleep_for(50ms);
+  }
+  EXPECT_EQ(after["requests"]["cancelled"].get<int>(), before["requests"]["cancelled"].get<int>() + 1);
+  EXPECT_EQ(after["requests"]["active"], 0);
+  EXPECT_LT(after["tokens"]["completion"].get<int>() - before["tokens"]["completion"].get<int>(), 1500) << "it stopped early";
+}
+
+TEST_F(ServeTest, ErrorsHaveTheirStatusAndOpenAIShape) {
+  struct Case {
+    std::string path, body;
+    int status;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {"/v1/chat/completions", "{not json", 400, "not valid JSON"},
+      {"/v1/chat/completions", R"({"messages":"hi"})", 400, "'messages' must be a non-empty list"},
+      {"/v1/chat/completions", R"({"messages":[{"role":"user","content":"x"}],"top_p":"most"})", 400, "'top_p' must be a number"},
+      {"/v1/chat/completions", R"({"messages":[{"role":"user","content":"x"}],"max_tokens":2047})", 400, "exceeds the context of 2048"},
+      {"/v1/chat/completions", R"({"model":"gpt-9","messages":[{"role":"user","content":"x"}]})", 404, "'gpt-9' does not exist"},
+      {"/v1/completions", R"({"prompt":[1,99999]})", 400, "must be a token id"},
+      {"/v1/nothing", "{}", 404, "no route POST /v1/nothing"},
+  };
+  for (const Case& c : cases) {
+    const auto [status, body] = Post(*server_, c.path, c.body);
+    EXPECT_EQ(status, c.status) << c.body;
+    ASSERT_TRUE(body.contains("error")) << c.body;
+    EXPECT_NE(body["error"]["message"].get<std::string>().find(c.message), std::string::npos) << body.dump();
+    EXPECT_TRUE(body["error"].contains("type"));
+  }
+  EXPECT_GE(server_->Stats()["requests"]["invalid"].get<int>(), 6);
+}
+
+TEST_F(ServeTest, MalformedBodiesNeverHurtTheServer) {
+  std::mt19937 rng(11);
+  const std::vector<std::string> pieces = {"{", "}", "[", "]", "\"messages\"", ":", ",", "\"role\"", "\"user\"", "\"content\"",
+                                           "1e400", "-1", "18446744073709551616", "null", "true", "\"\xff\xfe\"", "\"max_tokens\"",
+                                           "\"temperature\"", "\"stream\"", "0.5", "\"prompt\"", "[1,2]"};
+  int responses = 0;
+  for (int i = 0; i < 300; ++i) {
+    std::string body;
+    const int n = 1 + static_cast<int>(rng() % 24);
+    for (int k = 0; k < n; ++k) body += pieces[rng() % pieces.size()];
+    const auto [status, reply] = Post(*server_, i % 2 ? "/v1/chat/completions" : "/v1/completions", body);
+    if (status != 0) ++responses;
+    EXPECT_TRUE(status == 400 || status == 200) << status << " for " << body;
+  }
+  EXPECT_EQ(responses, 300);
+  auto health = server_->Client().Get("/health");
+  ASSERT_TRUE(health);
+  EXPECT_EQ(health->status, 200);
+}
+
+TEST(Serve, ApiKeyIsRequiredWhenSet) {
+  Server server(0, {"--api-key", "sesame"});
+  const std::string body = Chat("x", 2).dump();
+  auto missing = Post(server, "/v1/chat/completions", body);
+  EXPECT_EQ(missing.first, 401);
+  EXPECT_EQ(missing.second["error"]["type"], "authentication_error");
+  EXPECT_EQ(Post(server, "/v1/chat/completions", body, {{"Authorization", "Bearer wrong"}}).first, 401);
+  EXPECT_EQ(Post(server, "/v1/chat/completions", body, {{"Authorization", "Bearer sesame"}}).first, 200);
+  auto health = server.Client().Get("/health");
+  EXPECT_EQ(health->status, 200) << "health needs no key";
+}
+
+TEST(Serve, AFullQueueOrAnExpiredWaitIs429WithRetryAfter) {
+  Server server(0, {"--concurrency", "1", "--queue-depth", "1", "--queue-wait-ms", "300"});
+  std::thread busy([&] { Stream(server, Chat("occupy the only slot", 1800, true)); });
+  std::this_thread::sleep_for(300ms);
+  std::pair<int, json> waited;
+  std::thread queued([&] { waited = Post(server, "/v1/chat/completions", Chat("wait", 2).dump()); });
+  std::this_thread::sleep_for(100ms);
+  auto full = server.Client().Post("/v1/chat/completions", Chat("no room", 2).dump(), "application/json");
+  queued.join();
+  busy.join();
+  ASSERT_TRUE(full);
+  EXPECT_EQ(full->status, 429);
+  EXPECT_EQ(full->get_header_value("Retry-After"), "1");
+  EXPECT_NE(full->body.find("the queue is full"), std::string::npos);
+  EXPECT_EQ(waited.first, 429);
+  EXPECT_NE(waited.second.dump().find("no slot became free within 300 ms"), std::string::npos);
+}
+
+TEST(Serve, KillingAWorkerFailsStreamsCleanlyAndTurnsHealthTo503) {
+  Server server(4, {"--round-trip-timeout-ms", "3000"});
+  Streamed s;
+  std::thread reader([&] {
+    s = Stream(server, Chat("a long answer please", 1800, true));
+  });
+  std::this_thread::sleep_for(400ms);
+  server.workers()[2].process->Kill();
+  reader.join();
+  EXPECT_EQ(s.status, 200);
+  EXPECT_FALSE(s.done) << "a failed stream has no [DONE]";
+  ASSERT_FALSE(s.events.empty());
+  ASSERT_TRUE(s.events.back().contains("error"));
+  EXPECT_NE(s.events.back()["error"]["message"].get<std::string>().find("expert worker rank 3"), std::string::npos)
+      << s.events.back().dump();
+  auto health = server.Client().Get("/health");
+  ASSERT_TRUE(health);
+  EXPECT_EQ(health->status, 503);
+  const auto [status, body] = Post(server, "/v1/chat/completions", Chat("anyone there?", 2).dump());
+  EXPECT_EQ(status, 503);
+  EXPECT_TRUE(server.process().running()) << "the server stays up to report its state";
+}
+
+TEST(Serve, SigtermDrainsInFlightStreamsAndExitsZero) {
+  Server server(0, {"--drain-timeout-s", "30"});
+  Streamed s;
+  std::thread reader([&] { s = Stream(server, Chat("finish me", 200, true)); });
+  std::this_thread::sleep_for(200ms);
+  server.process().Signal(SIGTERM);
+  reader.join();
+  EXPECT_TRUE(s.done) << "the in-flight stream completes";
+  EXPECT_EQ(s.usage["completion_tokens"], 200);
+  const auto exit = server.process().WaitExit(20s);
+  ASSERT_TRUE(exit.has_value());
+  EXPECT_EQ(*exit, 0);
+}
+
+}  // namespace
+}  // namespace tandem::rt
