@@ -1,0 +1,140 @@
+#!/usr/bin/python3
+"""Aggregate decode throughput of `tandem-rt serve` at concurrency 1, 2, 4, 8, 16.
+
+Starts a server on the small preset (written fresh unless --model is given), with
+4 expert workers on loopback (--workers 0 for a single process), and for each
+concurrency level C runs C streaming chat requests at once (greedy, ignore_eos,
+--max-tokens each), --rounds times. Per DESIGN.md, a batch's aggregate throughput is
+sum(completion_tokens - 1) / (max t_finish - min t_first_output); the table reports
+the median over rounds, the scaling against C1, and the median per-request decode
+rate. Standard library only; run with Debian's python3:
+
+    bench/serve_scaling.py [--tandem-rt build/bin/tandem-rt] [--workers 4] [--max-tokens 128]
+"""
+import argparse
+import http.client
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+
+def stream_request(host, port, prompt, max_tokens, results, index):
+    body = json.dumps({"messages": [{"role": "user", "content": prompt}], "max_tokens": max_tokens, "temperature": 0,
+                       "ignore_eos": True, "stream": True, "stream_options": {"include_usage": True}})
+    conn = http.client.HTTPConnection(host, port, timeout=600)
+    t_start = time.monotonic()
+    conn.request("POST", "/v1/chat/completions", body, {"Content-Type": "application/json"})
+    resp = conn.getresponse()
+    if resp.status != 200:
+        results[index] = {"error": f"HTTP {resp.status}: {resp.read()[:200]!r}"}
+        return
+    t_first = t_finish = None
+    usage = None
+    done = False
+    buffer = b""
+    while True:
+        chunk = resp.read1(65536)
+        if not chunk:
+            break
+        buffer += chunk
+        while b"\n\n" in buffer:
+            event, buffer = buffer.split(b"\n\n", 1)
+            payload = event[len(b"data: "):]
+            now = time.monotonic()
+            if payload == b"[DONE]":
+                done = True
+                continue
+            j = json.loads(payload)
+            for c in j.get("choices", []):
+                if c.get("delta", {}).get("content") and t_first is None:
+                    t_first = now
+                if c.get("finish_reason"):
+                    t_finish = now
+            if "usage" in j:
+                usage = j["usage"]
+    conn.close()
+    if not done or usage is None or t_first is None or t_finish is None:
+        results[index] = {"error": "incomplete stream"}
+        return
+    results[index] = {"tokens": usage["completion_tokens"], "t_start": t_start, "t_first": t_first, "t_finish": t_finish}
+
+
+def run_batch(host, port, concurrency, max_tokens, round_index):
+    results = [None] * concurrency
+    threads = [threading.Thread(target=stream_request,
+                                args=(host, port, f"Round {round_index}, stream {i}: tell me a long story.", max_tokens, results, i))
+               for i in range(concurrency)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    errors = [r["error"] for r in results if "error" in r]
+    if errors:
+        raise RuntimeError(f"C{concurrency}: {errors[0]}")
+    decode_tokens = sum(r["tokens"] - 1 for r in results)
+    span = max(r["t_finish"] for r in results) - min(r["t_first"] for r in results)
+    per_request = [(r["tokens"] - 1) / (r["t_finish"] - r["t_first"]) for r in results]
+    return decode_tokens / span, statistics.median(per_request)
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--tandem-rt", default=os.path.join(os.path.dirname(__file__), "..", "build", "bin", "tandem-rt"))
+    p.add_argument("--model", help="checkpoint directory (default: the small preset, seed 1, written to a temporary directory)")
+    p.add_argument("--workers", type=int, default=4)
+    p.add_argument("--max-tokens", type=int, default=128)
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--levels", default="1,2,4,8,16")
+    a = p.parse_args()
+    levels = [int(x) for x in a.levels.split(",")]
+
+    scratch = tempfile.mkdtemp(prefix="tandem-serve-scaling-")
+    server = None
+    try:
+        model = a.model
+        if model is None:
+            model = os.path.join(scratch, "small")
+            subprocess.run([a.tandem_rt, "init-model", "--preset", "small", "--seed", "1", "--out", model], check=True,
+                           stdout=subprocess.DEVNULL)
+        cmd = [a.tandem_rt, "serve", "--model", model, "--listen", "127.0.0.1:0", "--concurrency", str(max(levels)),
+               "--prefix-cache-entries", "0"]
+        if a.workers > 0:
+            cmd += ["--spawn-workers", str(a.workers)]
+        server = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=open(os.path.join(scratch, "serve.log"), "w"), text=True)
+        address = re.search(r"http://([\d.]+):(\d+)", server.stdout.readline())
+        if not address or "ready" not in server.stdout.readline():
+            sys.exit(f"the server did not start; see {scratch}/serve.log")
+        host, port = address.group(1), int(address.group(2))
+        run_batch(host, port, 1, 8, -1)  # warm-up, discarded
+
+        print(f"# tandem-rt serve, {'%d expert workers' % a.workers if a.workers else 'single process'}, "
+              f"{a.max_tokens} tokens per stream, median of {a.rounds} rounds")
+        print("| concurrency | aggregate tok/s | × C1 | per-request tok/s |")
+        print("|---|---|---|---|")
+        base = None
+        for c in levels:
+            rounds = [run_batch(host, port, c, a.max_tokens, r) for r in range(a.rounds)]
+            aggregate = statistics.median(x[0] for x in rounds)
+            per_request = statistics.median(x[1] for x in rounds)
+            base = base or aggregate
+            print(f"| {c} | {aggregate:.1f} | {aggregate / base:.2f} | {per_request:.1f} |", flush=True)
+    finally:
+        if server is not None:
+            server.terminate()
+            try:
+                server.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                server.kill()
+                server.wait()
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
