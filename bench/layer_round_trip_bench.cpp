@@ -46,7 +46,7 @@ void BM_LayerRoundTrip(benchmark::State& state) {
   const wire::RequestShape shape{c.hidden_size, c.num_experts_per_tok, c.n_routed_experts};
   boost::asio::io_context io;
   std::vector<std::unique_ptr<FrameChannel>> channels;
-  const std::string revision = ModelRevision(ckpt);
+  const std::string revision = ModelRevision(ckpt.dir());
   for (int rank = 1; rank <= n_workers; ++rank) {
     const RankPlan& r = plan.ranks[static_cast<std::size_t>(rank)];
     const Hello hello{wire::kVersion, revision, rank, n_workers + 1, "worker", shape, wire::Dtype::kBf16, wire::ToWire(partial), r.slices};

@@ -97,7 +97,7 @@ void Eval(const Options& opt) {
                                     {"prompt_tokens", opt.tokens.size()},
                                     {"tokens", tokens},
                                     {"logits_file", opt.logits_out},
-                                    {"model_revision", ModelRevision(ckpt)}}
+                                    {"model_revision", ModelRevision(ckpt.dir())}}
                          .dump());
 }
 

@@ -48,7 +48,7 @@ void Inspect(const std::string& dir) {
   }
   fmt::print("parameters    {:.3f} M total ({:.3f} M in MTP), {:.3f} M active per token\n", Millions(total), Millions(mtp), Millions(active));
   for (const auto& [dtype, n] : by_dtype) fmt::print("dtype         {}: {:.3f} M parameters\n", dtype, Millions(n));
-  fmt::print("revision      {}\n", ModelRevision(ckpt));
+  fmt::print("revision      {}\n", ModelRevision(ckpt.dir()));
 }
 
 }  // namespace

@@ -65,7 +65,7 @@ void Serve(Options opt) {
   std::shared_ptr<RemoteExpertExecutor> remote;
   Engine engine(ckpt, EngineOptions{.threads = opt.threads, .expert_input = ExpertInput(layout)},
                 MakeExpertExecutor(ckpt, layout, &remote));
-  ServedModel served{ModelRevision(ckpt), opt.scheduler.max_context,
+  ServedModel served{ModelRevision(ckpt.dir()), opt.scheduler.max_context,
                      opt.max_output_tokens > 0 ? std::min(opt.max_output_tokens, opt.scheduler.max_context)
                                                : opt.scheduler.max_context,
                      c.vocab_size, static_cast<TokenId>(c.bos_token_id)};

@@ -80,7 +80,7 @@ struct ExpertWorker::State {
     try {
       if (!checkpoint) {
         checkpoint.emplace(Checkpoint::Open(options.model));
-        revision = ModelRevision(*checkpoint);
+        revision = ModelRevision(checkpoint->dir());
       }
     } catch (const ModelError& e) {
       return refuse(fmt::format("cannot open the model: {}", e.what()));

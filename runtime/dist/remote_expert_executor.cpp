@@ -102,7 +102,7 @@ RemoteExpertExecutor::RemoteExpertExecutor(const Checkpoint& ckpt, PlacementPlan
   s.local.emplace(ckpt, s.plan.ranks[0].slices, pool);
   s.pool = pool;
 
-  const std::string revision = ModelRevision(ckpt);
+  const std::string revision = ModelRevision(ckpt.dir());
   const auto world = static_cast<int>(s.plan.ranks.size());
   for (int rank = 1; rank < world; ++rank) {
     const RankPlan& r = s.plan.ranks[static_cast<std::size_t>(rank)];

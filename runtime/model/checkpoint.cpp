@@ -10,44 +10,13 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/model/model_error.hpp"
+#include "runtime/model/shard_index.hpp"
 
 namespace tandem::rt {
 
 namespace {
 
 constexpr std::int64_t kFp8Block = 128;  // DeepSeek-V3's weight_scale_inv block size
-
-std::string ReadText(const std::filesystem::path& path) {
-  std::ifstream in(path);
-  if (!in) throw ModelError(fmt::format("{}: cannot open", path.string()));
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-// Shard file names from model.safetensors.index.json, in first-seen order, and the
-// tensor → file map.
-std::vector<std::string> ReadIndex(const std::filesystem::path& path, std::map<std::string, std::string>& weight_map) {
-  nlohmann::json index;
-  try {
-    index = nlohmann::json::parse(ReadText(path));
-  } catch (const nlohmann::json::exception& e) {
-    throw ModelError(fmt::format("{}: not valid JSON: {}", path.string(), e.what()));
-  }
-  const auto map = index.find("weight_map");
-  if (map == index.end() || !map->is_object()) throw ModelError(fmt::format("{}: 'weight_map' is missing", path.string()));
-  std::vector<std::string> files;
-  for (const auto& [tensor, file] : map->items()) {
-    if (!file.is_string()) throw ModelError(fmt::format("{}: weight_map['{}'] is not a file name", path.string(), tensor));
-    const std::string name = file.get<std::string>();
-    if (name.find('/') != std::string::npos || name == "..") {
-      throw ModelError(fmt::format("{}: weight_map['{}'] = '{}' is not a file in the checkpoint directory", path.string(), tensor, name));
-    }
-    if (std::find(files.begin(), files.end(), name) == files.end()) files.push_back(name);
-    weight_map[tensor] = name;
-  }
-  return files;
-}
 
 std::shared_ptr<float[]> NewFloats(std::int64_t n) { return std::shared_ptr<float[]>(new float[static_cast<std::size_t>(n)]); }
 
@@ -59,16 +28,9 @@ Checkpoint Checkpoint::Open(const std::filesystem::path& dir) {
   if (!std::filesystem::is_directory(dir)) throw ModelError(fmt::format("{}: not a checkpoint directory", dir.string()));
   ckpt.config_ = LoadModelConfig(dir);
 
-  std::vector<std::string> file_names;
-  std::map<std::string, std::string> weight_map;
-  const auto index_path = dir / "model.safetensors.index.json";
-  if (std::filesystem::exists(index_path)) {
-    file_names = ReadIndex(index_path, weight_map);
-  } else if (std::filesystem::exists(dir / "model.safetensors")) {
-    file_names = {"model.safetensors"};
-  } else {
-    throw ModelError(fmt::format("{}: has neither model.safetensors nor model.safetensors.index.json", dir.string()));
-  }
+  const ShardIndex index = ReadShardIndex(dir);
+  const std::vector<std::string>& file_names = index.files;
+  const std::map<std::string, std::string>& weight_map = index.weight_map;
 
   for (std::size_t f = 0; f < file_names.size(); ++f) {
     const auto path = dir / file_names[f];

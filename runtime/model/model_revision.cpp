@@ -9,8 +9,8 @@
 #include <nlohmann/json.hpp>
 #include <openssl/evp.h>
 
-#include "runtime/model/checkpoint.hpp"
 #include "runtime/model/model_error.hpp"
+#include "runtime/model/shard_index.hpp"
 
 namespace tandem::rt {
 
@@ -70,14 +70,14 @@ std::string Sha256Files(const std::vector<FileStamp>& stamps) {
 
 }  // namespace
 
-std::string ModelRevision(const Checkpoint& checkpoint) {
-  std::vector<std::filesystem::path> weights = checkpoint.WeightFiles();
+std::string ModelRevision(const std::filesystem::path& dir) {
+  std::vector<std::string> weights = ReadShardIndex(dir).files;
   std::sort(weights.begin(), weights.end());
-  std::vector<FileStamp> stamps = {Stamp(checkpoint.dir() / "config.json")};
-  for (const auto& w : weights) stamps.push_back(Stamp(w));
+  std::vector<FileStamp> stamps = {Stamp(dir / "config.json")};
+  for (const auto& w : weights) stamps.push_back(Stamp(dir / w));
   const nlohmann::json files = StampsJson(stamps);
 
-  const auto cache_path = checkpoint.dir() / kCacheName;
+  const auto cache_path = dir / kCacheName;
   try {
     std::ifstream in(cache_path);
     if (in) {

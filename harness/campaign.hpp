@@ -1,0 +1,128 @@
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+// A campaign YAML, parsed and validated (reference: docs/campaign-yaml.md). Every
+// error names file:line:column and the key at fault; nothing starts until the whole
+// file is valid.
+namespace tandem::harness {
+
+enum class ArmSourceKind { kBinary, kGit, kCommand, kExternal };
+
+struct ArmSpec {
+  std::string label;
+  ArmSourceKind kind = ArmSourceKind::kBinary;
+  std::filesystem::path coordinator;  // binary: the executable serving HTTP
+  std::filesystem::path worker;       // binary: the expert-worker executable
+  std::string repository;             // git: repository path or URL
+  std::string ref;                    // git: commit, branch or tag
+  std::vector<std::string> cmake_flags;
+  std::string coordinator_command;    // command: template with {port} {model} {experts}
+  std::string worker_command;         // command: template with {port} {model} (optional)
+  std::string base_url;               // external
+  std::vector<std::string> options;         // extra coordinator arguments
+  std::vector<std::string> worker_options;  // extra worker arguments
+  std::map<std::string, std::string> env;
+  std::string declared_revision;      // command / external arms may name their revision
+};
+
+struct LayoutSpec {
+  std::string name;
+  int workers = 0;
+  std::string expert_parallel = "tp";
+  int local_expert_layers = 0;
+  int coordinator_ranks = 1;
+  std::string wire_dtype = "bf16";
+  std::string partial_dtype = "f64";
+  int coordinator_threads = 0;  // 0: the runtime's default (all cores)
+  int worker_threads = 1;
+  std::vector<std::string> options;
+  std::string coordinator_cpus;  // e.g. "0-1": pin with sched_setaffinity; empty: no pinning
+  std::string worker_cpus;
+};
+
+struct SamplingSpec {
+  bool greedy = true;
+  double temperature = 0.0;
+  double top_p = 1.0;
+  std::uint64_t seed = 0;
+};
+
+enum class WorkloadKind { kBattery, kConcurrency, kMixed, kRetainedContext };
+
+struct WorkloadSpec {
+  std::string name;
+  WorkloadKind kind = WorkloadKind::kBattery;
+  bool warmup = false;
+  std::vector<std::string> cases;  // battery: empty = every weighted case; concurrency: the cases swept
+  int repeats = 1;
+  std::uint64_t nonce_seed = 0;
+  SamplingSpec sampling;
+  std::vector<int> levels;   // concurrency, mixed
+  std::vector<int> contexts; // retained_context: prefix sizes in tokens
+  int children = 2;          // retained_context: follow-ups per parent
+  int max_tokens = 0;        // 0: each case's own
+  bool counting = true;      // battery: also send the counting diagnostic
+};
+
+struct SessionSpec {
+  int per_layout = 4;
+  enum class Order { kPattern, kRandom, kExplicit } order = Order::kPattern;
+  std::string pattern = "ABBA";        // kPattern: letters = arms in declaration order, repeated
+  std::uint64_t seed = 0;              // kRandom
+  std::vector<std::string> sequence;   // kExplicit: arm labels
+  int retry = 0;                       // attempts after a failed session
+  bool abort_on_failure = false;       // stop the campaign instead of moving on
+};
+
+struct QualitySpec {
+  int cache_bound = 4;             // cached prompt tokens a nonced request may report
+  bool fail_session = false;       // a failed integrity check fails the session
+};
+
+struct TimeoutSpec {
+  double launch_s = 300;
+  double request_s = 600;
+  double teardown_grace_s = 10;
+};
+
+struct ModelSpec {
+  std::filesystem::path path;  // a checkpoint directory, or
+  std::string preset;          // a synthetic preset written once into the cache
+  std::uint64_t seed = 1;
+};
+
+struct Campaign {
+  std::string name;
+  std::filesystem::path file;
+  std::string yaml_text;
+  std::string yaml_sha256;
+  ModelSpec model;
+  std::vector<ArmSpec> arms;
+  std::vector<LayoutSpec> layouts;
+  SessionSpec sessions;
+  std::vector<WorkloadSpec> warmup;
+  std::vector<WorkloadSpec> workloads;
+  QualitySpec quality;
+  std::filesystem::path store;
+  std::filesystem::path corpus;
+  TimeoutSpec timeouts;
+  std::string gate_json;  // the `gate` section as JSON, for `tandem gate`
+
+  const ArmSpec& Arm(std::string_view label) const;
+};
+
+// Reads and validates a campaign. Relative paths are resolved against the file's
+// directory. Throws InputError "FILE:LINE:COLUMN: ..." on the first problem.
+Campaign LoadCampaign(const std::filesystem::path& file);
+Campaign ParseCampaign(std::string_view yaml_text, const std::filesystem::path& file);
+
+std::string_view ToString(WorkloadKind kind);
+std::string_view ToString(ArmSourceKind kind);
+
+}  // namespace tandem::harness
