@@ -7,10 +7,11 @@
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
-#include <openssl/evp.h>
 #include <yaml-cpp/yaml.h>
 
+#include "harness/corpus.hpp"
 #include "harness/input_error.hpp"
+#include "harness/sha256.hpp"
 #include "harness/yaml_reader.hpp"
 
 namespace tandem::harness {
@@ -20,15 +21,6 @@ namespace {
 using yaml::At;
 using yaml::Map;
 using yaml::OneOf;
-
-std::string Sha256Hex(std::string_view text) {
-  unsigned char digest[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  EVP_Digest(text.data(), text.size(), digest, &len, EVP_sha256(), nullptr);
-  std::string hex;
-  for (unsigned int i = 0; i < len; ++i) hex += fmt::format("{:02x}", digest[i]);
-  return hex;
-}
 
 std::filesystem::path Resolve(const std::filesystem::path& base, const std::string& path) {
   const std::filesystem::path p(path);
@@ -199,6 +191,9 @@ SessionSpec ParseSessions(const At& at, const std::vector<ArmSpec>& arms) {
           throw order.Item(order.node()[i], i).Error(fmt::format("'{}' is not an arm label", s.sequence[i]));
         }
       }
+      if (m.Has("per_layout") && s.per_layout != static_cast<int>(s.sequence.size())) {
+        throw order.Error(fmt::format("lists {} sessions, but per_layout is {}", s.sequence.size(), s.per_layout));
+      }
       s.per_layout = static_cast<int>(s.sequence.size());
     } else if (order.String() == "random") {
       s.order = SessionSpec::Order::kRandom;
@@ -215,6 +210,22 @@ SessionSpec ParseSessions(const At& at, const std::vector<ArmSpec>& arms) {
       }
       if (s.pattern.empty()) throw order.Error("is empty");
     }
+  }
+  // Every arm needs sessions in every layout, or there is nothing to compare.
+  for (std::size_t a = 0; a < arms.size(); ++a) {
+    bool present = false;
+    switch (s.order) {
+      case SessionSpec::Order::kPattern:
+        for (int i = 0; i < s.per_layout; ++i) present = present || s.pattern[static_cast<std::size_t>(i) % s.pattern.size()] - 'A' == static_cast<int>(a);
+        break;
+      case SessionSpec::Order::kExplicit:
+        present = std::find(s.sequence.begin(), s.sequence.end(), arms[a].label) != s.sequence.end();
+        break;
+      case SessionSpec::Order::kRandom:
+        present = static_cast<std::size_t>(s.per_layout) >= arms.size();
+        break;
+    }
+    if (!present) throw at.Error(fmt::format("arm '{}' gets no session in this order", arms[a].label));
   }
   return s;
 }
@@ -304,6 +315,26 @@ Campaign ParseCampaign(std::string_view text, const std::filesystem::path& file)
   c.corpus = Resolve(base, m.String("corpus", "corpus.yaml"));
   if (!std::filesystem::exists(c.corpus)) {
     throw (m.Has("corpus") ? m.Get("corpus") : top).Error(fmt::format("corpus {} does not exist", c.corpus.string()));
+  }
+  // Every case a workload names must be in the corpus: say where, now, not mid-run.
+  const Corpus corpus = LoadCorpus(c.corpus);
+  for (const char* section : {"warmup", "workloads"}) {
+    if (!m.Has(section)) continue;
+    const At list = m.Get(section);
+    for (std::size_t i = 0; i < list.node().size(); ++i) {
+      const At w = list.Item(list.node()[i], i);
+      if (!w.node()["cases"]) continue;
+      const At cases = w.Child(w.node()["cases"], "cases");
+      for (std::size_t j = 0; j < cases.node().size(); ++j) {
+        const At id = cases.Item(cases.node()[j], j);
+        const auto known = std::find_if(corpus.cases.begin(), corpus.cases.end(), [&](const CorpusCase& k) { return k.id == id.String(); });
+        if (known == corpus.cases.end()) {
+          std::vector<std::string> ids;
+          for (const CorpusCase& k : corpus.cases) ids.push_back(k.id);
+          throw id.Error(fmt::format("'{}' is not a case of {} ({})", id.String(), c.corpus.string(), fmt::join(ids, ", ")));
+        }
+      }
+    }
   }
   if (m.Has("timeouts")) {
     const Map t(m.Get("timeouts"), {"launch_s", "request_s", "teardown_grace_s"});

@@ -1,10 +1,14 @@
 // `tandem`: the campaign harness command line.
 #include <exception>
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
 #include "harness/input_error.hpp"
+#include "harness/run_command.hpp"
 #include "harness/stats_command.hpp"
 #include "stats/stats_error.hpp"
 
@@ -12,12 +16,23 @@ namespace {
 
 constexpr int kBadInput = 2;
 
+// Started with stdin (or stdout/stderr) closed, the next file we open would take fd 0,
+// and the child processes we launch would inherit a log or socket as stdin: give the
+// standard descriptors /dev/null first.
+void OpenStandardDescriptors() {
+  for (int fd = 0; fd <= 2; ++fd) {
+    if (::fcntl(fd, F_GETFD) == -1 && ::open("/dev/null", O_RDWR) != fd) return;
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  OpenStandardDescriptors();
   CLI::App app("tandem: A/B campaigns between runtime versions, with statistics you can trust", "tandem");
   app.require_subcommand(1);
   tandem::harness::AddStatsCommand(app);
+  tandem::harness::AddRunCommands(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -27,6 +42,8 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     app.exit(e);  // prints the parser's message and usage hint
     return kBadInput;
+  } catch (const tandem::harness::CommandExit& e) {
+    return e.code;
   } catch (const tandem::harness::InputError& e) {
     fmt::print(stderr, "tandem: error: {}\n", e.what());
     return kBadInput;

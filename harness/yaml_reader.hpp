@@ -86,12 +86,14 @@ class Map {
  public:
   Map(const At& at, std::initializer_list<const char*> known) : at_(at) {
     if (!at.node().IsMap()) throw at.Error("must be a mapping (key: value)");
-    std::set<std::string> names(known.begin(), known.end());
+    std::set<std::string> names(known.begin(), known.end()), seen;
     for (const auto& kv : at.node()) {
       const std::string key = kv.first.Scalar();
       if (!names.contains(key)) {
         throw At(kv.first, at.file(), at.path()).Error(fmt::format("unknown key '{}' (known: {})", key, fmt::join(known, ", ")));
       }
+      // yaml-cpp keeps both and reads the first; a silently ignored setting is worse.
+      if (!seen.insert(key).second) throw At(kv.first, at.file(), at.path()).Error(fmt::format("key '{}' appears twice", key));
     }
   }
   bool Has(const char* key) const { return at_.node()[key] && !at_.node()[key].IsNull(); }

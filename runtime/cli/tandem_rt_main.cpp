@@ -8,10 +8,12 @@
 #include "runtime/cli/commands.hpp"
 #include "runtime/dist/remote_expert_executor.hpp"
 #include "runtime/model/model_error.hpp"
+#include "runtime/serve/runtime_revision.hpp"
 
 int main(int argc, char** argv) {
   CLI::App app("tandem-rt: DeepSeek-V3-family MoE decode runtime", "tandem-rt");
   app.require_subcommand(1);
+  app.set_version_flag("--version", "tandem-rt " + std::string(tandem::rt::RuntimeRevision()));
   tandem::rt::cli::AddInitModelCommand(app);
   tandem::rt::cli::AddInspectCommand(app);
   tandem::rt::cli::AddTokenizeCommand(app);
@@ -24,6 +26,8 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     app.exit(e);

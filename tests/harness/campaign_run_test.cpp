@@ -1,0 +1,307 @@
+// Whole campaigns with the real `tandem` and `tandem-rt` executables on loopback:
+// a complete run and its store, kill -9 in the middle and --resume, teardown that
+// leaves nothing running, and an external arm against a server this test started.
+#include <chrono>
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <thread>
+
+#include <dirent.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "harness/arm_instance.hpp"
+#include "harness/store.hpp"
+#include "tests/support/child_process.hpp"
+#include "tests/support/run_command.hpp"
+
+namespace tandem::harness {
+namespace {
+
+using nlohmann::json;
+using namespace std::chrono_literals;
+namespace fs = std::filesystem;
+
+// Processes whose command line mentions `text` (every arm process names the model
+// directory, which is unique to the test). Zombies have no command line.
+std::vector<int> ProcessesMentioning(const std::string& text) {
+  std::vector<int> out;
+  DIR* proc = ::opendir("/proc");
+  while (const dirent* e = proc ? ::readdir(proc) : nullptr) {
+    const int pid = std::atoi(e->d_name);
+    if (pid <= 0 || pid == ::getpid()) continue;
+    std::ifstream in(fmt::format("/proc/{}/cmdline", pid), std::ios::binary);
+    const std::string cmdline((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (cmdline.find(text) != std::string::npos) out.push_back(pid);
+  }
+  if (proc) ::closedir(proc);
+  return out;
+}
+
+// Waits (briefly: SIGKILLed processes vanish once reaped) until none is left.
+std::vector<int> LeftRunning(const std::string& text) {
+  std::vector<int> left;
+  for (int i = 0; i < 100; ++i) {
+    left = ProcessesMentioning(text);
+    if (left.empty()) break;
+    std::this_thread::sleep_for(50ms);
+  }
+  return left;
+}
+
+class Campaigns : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    root_ = new fs::path(fs::temp_directory_path() / fmt::format("tandem-campaigns-{}", ::getpid()));
+    fs::remove_all(*root_);
+    fs::create_directories(*root_);
+    const auto r = testing::RunCommand(TANDEM_RT_BIN, {"init-model", "--preset", "tiny", "--seed", "3", "--out", (*root_ / "model").string()});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+  }
+  static void TearDownTestSuite() {
+    fs::remove_all(*root_);
+    delete root_;
+  }
+
+  static fs::path Model() { return *root_ / "model"; }
+  fs::path Dir() const {
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    const fs::path d = *root_ / info->name();
+    fs::create_directories(d);
+    return d;
+  }
+
+  // A small campaign on the tiny model: 2 arms x 4 sessions ABBA, 8 requests each.
+  fs::path WriteCampaign(const std::string& second_arm, const std::string& order = "ABBA") const {
+    const std::string bin = TANDEM_RT_BIN;
+    const fs::path file = Dir() / "campaign.yaml";
+    std::ofstream(file) << fmt::format(R"(name: test
+model: {{path: {model}}}
+arms:
+  - label: one
+    source: {{kind: binary, coordinator: {bin}, worker: {bin}}}
+    options: [--threads, "1"]
+{second}
+layouts:
+  - name: tp2
+    workers: 2
+    expert_parallel: tp
+sessions: {{per_layout: 4, order: {order}, retry: 0}}
+warmup:
+  - {{name: warmup, kind: battery, cases: [hello], max_tokens: 8, counting: false}}
+workloads:
+  - {{name: battery, kind: battery, cases: [hello, code], repeats: 2, max_tokens: 16, counting: false}}
+  - {{name: sweep, kind: concurrency, cases: [code], levels: [1, 2], repeats: 1, max_tokens: 16}}
+quality: {{cache_bound: 4}}
+corpus: {corpus}
+store: {store}
+timeouts: {{launch_s: 60, request_s: 60, teardown_grace_s: 5}}
+)",
+                                       fmt::arg("model", Model().string()), fmt::arg("bin", bin), fmt::arg("second", second_arm),
+                                       fmt::arg("order", order), fmt::arg("corpus", std::string(TANDEM_SOURCE_DIR) + "/campaigns/corpus.yaml"),
+                                       fmt::arg("store", (Dir() / "store.db").string()));
+    return file;
+  }
+  static std::string BinaryArm() {
+    return fmt::format("  - label: two\n    source: {{kind: binary, coordinator: {0}, worker: {0}}}\n    options: [--threads, \"2\"]",
+                       TANDEM_RT_BIN);
+  }
+
+  static fs::path* root_;
+};
+
+fs::path* Campaigns::root_ = nullptr;
+
+struct SampleKey {
+  std::int64_t id;
+  std::string sha;
+  double t_start;
+  bool operator==(const SampleKey&) const = default;
+};
+
+std::vector<SampleKey> SamplesOf(const Store& store, int order_index) {
+  Statement s(store.handle(),
+              "SELECT x.id, x.content_sha256, x.t_start FROM sample x JOIN session se ON se.id = x.session_id "
+              "WHERE se.order_index = ? ORDER BY x.id");
+  s.Bind(1, static_cast<std::int64_t>(order_index));
+  std::vector<SampleKey> out;
+  while (s.Step()) out.push_back({s.Int(0), s.Text(1), s.Double(2)});
+  return out;
+}
+
+std::int64_t Count(const Store& store, const std::string& sql) {
+  Statement s(store.handle(), sql);
+  return s.Step() ? s.Int(0) : -1;
+}
+
+TEST_F(Campaigns, RunCompletesWithEverySampleStoredAndNothingLeftRunning) {
+  const fs::path file = WriteCampaign(BinaryArm());
+  const auto r = testing::RunCommand(TANDEM_BIN, {"run", file.string(), "--quiet"}, 300s);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("summary: candidate / baseline"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("battery: weighted decode"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("sweep: code C2"), std::string::npos) << r.out;
+  EXPECT_TRUE(LeftRunning(Model().string()).empty());
+
+  const Store store = Store::Open(Dir() / "store.db");
+  EXPECT_EQ(Count(store, "SELECT COUNT(*) FROM session WHERE status = 'complete'"), 4);
+  EXPECT_EQ(Count(store, "SELECT COUNT(*) FROM sample"), 4 * 8);
+  EXPECT_EQ(Count(store, "SELECT COUNT(*) FROM sample x JOIN workload_run w ON w.id = x.workload_run_id WHERE w.warmup = 1"), 4);
+  EXPECT_EQ(Count(store, "SELECT COUNT(*) FROM sample WHERE valid = 0"), 0);
+  EXPECT_EQ(Count(store, "SELECT COUNT(*) FROM workload_run WHERE stats_after IS NULL OR stats_before = ''"), 0);
+  // Arms: revisions and image ids; the campaign text and its sha256.
+  EXPECT_EQ(Count(store, "SELECT COUNT(*) FROM arm WHERE length(coordinator_image) = 64 AND runtime_revision <> ''"), 2);
+  EXPECT_EQ(Count(store, "SELECT COUNT(*) FROM campaign WHERE length(yaml_sha256) = 64 AND yaml LIKE '%name: test%'"), 1);
+  // Every session: host facts, the processes with their CPU time, and served model.
+  Statement s(store.handle(), "SELECT host_json, processes_json, served_json FROM session ORDER BY order_index");
+  int sessions = 0;
+  while (s.Step()) {
+    ++sessions;
+    const json host = json::parse(s.Text(0)), processes = json::parse(s.Text(1)), served = json::parse(s.Text(2));
+    EXPECT_TRUE(host.contains("cpu_model") && host.contains("load_average") && host.contains("busy_fraction")) << host;
+    ASSERT_EQ(processes.size(), 3u) << processes;  // 2 workers + the coordinator
+    for (const json& p : processes) {
+      EXPECT_GT(p["cpu_seconds"].get<double>(), 0.0) << p;
+      EXPECT_TRUE(fs::exists(p["log"].get<std::string>())) << p;
+    }
+    EXPECT_EQ(served.value("id", ""), "tandem");
+  }
+  EXPECT_EQ(sessions, 4);
+  // Nonces: no marker is used by two batches of a session (a C-level batch shares one).
+  EXPECT_EQ(Count(store, "SELECT COUNT(*) FROM (SELECT DISTINCT se.order_index, x.nonce, x.batch, w.name FROM sample x "
+                         "JOIN session se ON se.id = x.session_id JOIN workload_run w ON w.id = x.workload_run_id WHERE x.nonce <> '')"),
+            Count(store, "SELECT COUNT(*) FROM (SELECT DISTINCT se.order_index, x.nonce FROM sample x "
+                         "JOIN session se ON se.id = x.session_id WHERE x.nonce <> '')"));
+  // Greedy content agrees across the four sessions and both arms.
+  EXPECT_EQ(Count(store, "SELECT COUNT(*) FROM sample WHERE json_extract(checks_json, '$.greedy_match') = 0"), 0);
+  EXPECT_GT(Count(store, "SELECT COUNT(*) FROM sample WHERE json_extract(checks_json, '$.greedy_match') = 1"), 0);
+
+  const auto listed = testing::RunCommand(TANDEM_BIN, {"sessions", (Dir() / "store.db").string()});
+  EXPECT_EQ(listed.exit_code, 0) << listed.err;
+  EXPECT_NE(listed.out.find("complete"), std::string::npos) << listed.out;
+  const auto shown = testing::RunCommand(TANDEM_BIN, {"show", (Dir() / "store.db").string(), "2"});
+  EXPECT_EQ(shown.exit_code, 0) << shown.err;
+  EXPECT_NE(shown.out.find("[warmup] warmup"), std::string::npos) << shown.out;
+  EXPECT_NE(shown.out.find("process  coordinator"), std::string::npos) << shown.out;
+  const auto missing = testing::RunCommand(TANDEM_BIN, {"sessions", (Dir() / "nope.db").string()});
+  EXPECT_EQ(missing.exit_code, 2);
+  EXPECT_NE(missing.err.find("nope.db: no such store"), std::string::npos) << missing.err;
+  EXPECT_FALSE(fs::exists(Dir() / "nope.db"));
+}
+
+TEST_F(Campaigns, KillDuringASessionThenResumeLosesAndDuplicatesNothing) {
+  const fs::path file = WriteCampaign(BinaryArm());
+  const fs::path db = Dir() / "store.db";
+  {
+    testing::ChildProcess run(TANDEM_BIN, {"run", file.string(), "--quiet"}, (Dir() / "first.err").string());
+    // Wait until the second session is in its measured workloads, then kill -9.
+    bool midway = false;
+    for (int i = 0; i < 2400 && !midway && run.running(); ++i) {
+      std::this_thread::sleep_for(50ms);
+      if (!fs::exists(db)) continue;
+      const Store store = Store::Open(db);
+      midway = Count(store, "SELECT COUNT(*) FROM workload_run w JOIN session se ON se.id = w.session_id "
+                            "WHERE se.order_index = 1 AND se.status = 'running' AND w.name = 'battery'") > 0;
+    }
+    ASSERT_TRUE(midway) << "the campaign never reached its second session";
+    run.Kill();
+  }
+  // The kernel takes the arm's processes down with the harness.
+  EXPECT_TRUE(LeftRunning(Model().string()).empty());
+  std::vector<SampleKey> first_session;
+  {
+    const Store store = Store::Open(db);
+    EXPECT_EQ(Count(store, "SELECT status = 'complete' FROM session WHERE order_index = 0"), 1);
+    EXPECT_EQ(Count(store, "SELECT status = 'running' FROM session WHERE order_index = 1"), 1);
+    first_session = SamplesOf(store, 0);
+    ASSERT_EQ(first_session.size(), 8u);
+  }
+
+  const auto resumed = testing::RunCommand(TANDEM_BIN, {"run", "--resume", db.string(), "--quiet"}, 300s);
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.out << resumed.err;
+  EXPECT_TRUE(LeftRunning(Model().string()).empty());
+
+  const Store store = Store::Open(db);
+  EXPECT_EQ(Count(store, "SELECT COUNT(*) FROM campaign"), 1);
+  EXPECT_EQ(Count(store, "SELECT COUNT(*) FROM session WHERE status = 'complete'"), 4);
+  EXPECT_EQ(SamplesOf(store, 0), first_session);  // complete work is untouched
+  EXPECT_EQ(Count(store, "SELECT attempts FROM session WHERE order_index = 1"), 2);
+  EXPECT_EQ(Count(store, "SELECT COUNT(*) FROM sample"), 4 * 8);
+  EXPECT_EQ(Count(store, "SELECT COUNT(*) FROM workload_run"), 4 * 3);
+  EXPECT_EQ(Count(store, "SELECT COUNT(*) FROM (SELECT 1 FROM sample x JOIN workload_run w ON w.id = x.workload_run_id "
+                         "GROUP BY x.session_id, w.name, x.case_id, x.repeat, x.batch, x.slot HAVING COUNT(*) > 1)"),
+            0);
+  EXPECT_EQ(Count(store, "SELECT COUNT(*) FROM sample x LEFT JOIN workload_run w ON w.id = x.workload_run_id WHERE w.id IS NULL"), 0);
+  // The redone session repeated exactly the same requests (nonces are pure functions).
+  EXPECT_EQ(Count(store, "SELECT COUNT(*) FROM sample WHERE json_extract(checks_json, '$.greedy_match') = 0"), 0);
+  EXPECT_NE(resumed.out.find("summary"), std::string::npos) << resumed.out;
+}
+
+TEST_F(Campaigns, SecondRunOnTheSameStoreIsRefused) {
+  const fs::path file = WriteCampaign(BinaryArm());
+  testing::ChildProcess run(TANDEM_BIN, {"run", file.string(), "--quiet"}, (Dir() / "first.err").string());
+  for (int i = 0; i < 600 && !fs::exists(Dir() / "store.db"); ++i) std::this_thread::sleep_for(50ms);
+  std::this_thread::sleep_for(500ms);
+  const auto second = testing::RunCommand(TANDEM_BIN, {"run", "--resume", (Dir() / "store.db").string(), "--quiet"}, 60s);
+  EXPECT_EQ(second.exit_code, 2) << second.out << second.err;
+  EXPECT_NE(second.err.find("another `tandem run` is using this store"), std::string::npos) << second.err;
+  run.Kill();
+  EXPECT_TRUE(LeftRunning(Model().string()).empty());
+}
+
+TEST_F(Campaigns, TeardownKillsWhatIgnoresSigterm) {
+  // A command arm whose shell leaves a helper that ignores SIGTERM in the group.
+  ResolvedArm arm;
+  arm.spec.label = "cmd";
+  arm.spec.kind = ArmSourceKind::kCommand;
+  arm.spec.coordinator_command = fmt::format(
+      "sh -c 'trap \"\" TERM; while :; do sleep 1; done' {{model}} & exec {} serve --model {{model}} --listen 127.0.0.1:{{port}}",
+      TANDEM_RT_BIN);
+  LayoutSpec layout;
+  layout.workers = 0;
+  auto instance = ArmInstance::Launch(arm, layout, Model(), Dir() / "logs", 60);
+  EXPECT_EQ(ProcessesMentioning(Model().string()).size(), 2u);
+  const auto start = std::chrono::steady_clock::now();
+  instance->Teardown(2.0);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);
+  EXPECT_TRUE(LeftRunning(Model().string()).empty());
+}
+
+TEST_F(Campaigns, ExternalArmIsMeasuredButNeverRelaunched) {
+  testing::ChildProcess server(TANDEM_RT_BIN,
+                               {"serve", "--model", Model().string(), "--listen", "127.0.0.1:0", "--served-model-name", "ext-model"},
+                               (Dir() / "server.err").string());
+  std::string url;
+  for (int i = 0; i < 20 && url.empty(); ++i) {
+    const auto line = server.ReadLine(3s);
+    if (line && line->find("listening on ") != std::string::npos) url = line->substr(line->find("http://"));
+  }
+  ASSERT_FALSE(url.empty());
+  const fs::path file = WriteCampaign(fmt::format("  - label: ext\n    source: {{kind: external, base_url: {}}}\n    revision: v-ext", url));
+  const auto r = testing::RunCommand(TANDEM_BIN, {"run", file.string(), "--quiet"}, 300s);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("note: arm ext is an external server (" + url + "), not relaunched"), std::string::npos) << r.out;
+  EXPECT_TRUE(server.running());  // the harness never stops what it did not start
+
+  const Store store = Store::Open(Dir() / "store.db");
+  EXPECT_EQ(Count(store, "SELECT COUNT(*) FROM arm WHERE label = 'ext' AND source_kind = 'external' AND runtime_revision = 'v-ext'"), 1);
+  EXPECT_EQ(Count(store, "SELECT COUNT(*) FROM session WHERE status = 'complete'"), 4);
+  EXPECT_EQ(Count(store, "SELECT COUNT(*) FROM session se JOIN arm a ON a.id = se.arm_id WHERE a.label = 'ext' AND se.processes_json = '[]' "
+                         "AND json_extract(se.served_json, '$.id') = 'ext-model'"),
+            2);
+  // Its second session used other nonce markers, so its prompts missed the prefix
+  // cache the server kept: every sample passed cache_bound, no marker repeated.
+  EXPECT_EQ(Count(store, "SELECT COUNT(*) FROM sample WHERE valid = 0"), 0);
+  EXPECT_EQ(Count(store, "SELECT COUNT(*) FROM sample x JOIN session a ON a.id = x.session_id JOIN sample y ON y.nonce = x.nonce "
+                         "JOIN session b ON b.id = y.session_id WHERE a.order_index = 1 AND b.order_index = 2 AND x.nonce <> ''"),
+            0);
+}
+
+}  // namespace
+}  // namespace tandem::harness

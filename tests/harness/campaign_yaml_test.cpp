@@ -1,0 +1,215 @@
+// Campaign YAML validation (every error names file:line:column and the key), the
+// session order, and arm resolution failures (unknown git ref, a failing build).
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "harness/arm.hpp"
+#include "harness/campaign.hpp"
+#include "harness/input_error.hpp"
+#include "harness/session_plan.hpp"
+#include "tests/support/run_command.hpp"
+
+namespace tandem::harness {
+namespace {
+
+const std::string kFile = std::string(TANDEM_SOURCE_DIR) + "/campaigns/test.yaml";
+
+// A valid campaign; tests replace one line to break it.
+std::string Valid() {
+  const std::string bin = TANDEM_RT_BIN;
+  return "name: t\n"                                                               // 1
+         "model: {preset: tiny, seed: 3}\n"                                        // 2
+         "arms:\n"                                                                 // 3
+         "  - label: a\n"                                                          // 4
+         "    source: {kind: binary, coordinator: " + bin + ", worker: " + bin + "}\n"  // 5
+         "  - label: b\n"                                                          // 6
+         "    source: {kind: binary, coordinator: " + bin + ", worker: " + bin + "}\n"  // 7
+         "    options: [--threads, '2']\n"                                         // 8
+         "layouts:\n"                                                              // 9
+         "  - name: l\n"                                                           // 10
+         "    workers: 2\n"                                                        // 11
+         "sessions: {per_layout: 4, order: ABBA}\n"                                // 12
+         "workloads:\n"                                                            // 13
+         "  - name: w\n"                                                           // 14
+         "    kind: battery\n"                                                     // 15
+         "    cases: [hello, code]\n";                                             // 16
+}
+
+std::string ReplaceLine(std::string text, int line, const std::string& with) {
+  std::size_t start = 0;
+  for (int i = 1; i < line; ++i) start = text.find('\n', start) + 1;
+  const std::size_t end = text.find('\n', start);
+  return text.replace(start, end - start, with);
+}
+
+std::string ErrorOf(const std::string& yaml) {
+  try {
+    ParseCampaign(yaml, kFile);
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+TEST(CampaignYaml, TheValidOneParses) {
+  const Campaign c = ParseCampaign(Valid(), kFile);
+  EXPECT_EQ(c.name, "t");
+  ASSERT_EQ(c.arms.size(), 2u);
+  EXPECT_EQ(c.arms[1].options, (std::vector<std::string>{"--threads", "2"}));
+  EXPECT_EQ(c.layouts[0].workers, 2);
+  EXPECT_EQ(c.workloads[0].cases, (std::vector<std::string>{"hello", "code"}));
+  EXPECT_EQ(c.store, std::filesystem::path(TANDEM_SOURCE_DIR) / "campaigns/results/t.db");
+  EXPECT_EQ(c.yaml_sha256.size(), 64u);
+}
+
+TEST(CampaignYaml, ErrorsNameFileLineColumnAndKey) {
+  const std::map<std::string, std::pair<std::string, std::string>> cases = {
+      {"unknown top-level key", {ReplaceLine(Valid(), 12, "sesions: {per_layout: 4}"), ":12:1: (top level): unknown key 'sesions'"}},
+      {"unknown nested key", {ReplaceLine(Valid(), 11, "    wokers: 2"), ":11:5: layouts[0]: unknown key 'wokers'"}},
+      {"wrong type", {ReplaceLine(Valid(), 11, "    workers: two"), ":11:14: layouts[0].workers: 'two' is not a valid number here"}},
+      {"out of range", {ReplaceLine(Valid(), 11, "    workers: -1"), ":11:14: layouts[0].workers: -1 is outside"}},
+      {"missing executable",
+       {ReplaceLine(Valid(), 7, "    source: {kind: binary, coordinator: /no/such/tandem-rt, worker: /no/such/tandem-rt}"),
+        ":7:"}},
+      {"unknown source kind", {ReplaceLine(Valid(), 7, "    source: {kind: svn}"), ":7:20: arms[1].source.kind: 'svn' is not one of"}},
+      {"pattern letter without an arm", {ReplaceLine(Valid(), 12, "sessions: {per_layout: 4, order: ABCA}"), ":12:34: sessions.order:"}},
+      {"unknown case", {ReplaceLine(Valid(), 16, "    cases: [hello, poetry]"), ":16:20: workloads[0].cases[1]: 'poetry' is not a case of"}},
+      {"bad sampling", {ReplaceLine(Valid(), 16, "    sampling: hot"), ":16:15: workloads[0].sampling: must be 'greedy' or"}},
+      {"duplicate key", {ReplaceLine(Valid(), 16, "    kind: battery"), ":16:5: workloads[0]: key 'kind' appears twice"}},
+      {"duplicate label", {ReplaceLine(Valid(), 6, "  - label: a"), ": arms[1]: label 'a' is used twice"}},
+      {"missing name", {ReplaceLine(Valid(), 1, "# no name"), ": (top level): 'name' is missing"}},
+      {"not YAML", {ReplaceLine(Valid(), 10, "  - name: [l"), ": not valid YAML:"}},
+      {"one arm", {ReplaceLine(ReplaceLine(Valid(), 7, "    source: {kind: binary, coordinator: " + std::string(TANDEM_RT_BIN) + ", worker: " +
+                                                           std::string(TANDEM_RT_BIN) + "}"),
+                               6, "  # b removed"),
+                   "arms: must list at least two arms"}},
+  };
+  for (const auto& [what, c] : cases) {
+    const std::string error = ErrorOf(c.first);
+    EXPECT_EQ(error.rfind(kFile, 0), 0u) << what << ": " << error;
+    EXPECT_NE(error.find(c.second), std::string::npos) << what << ":\n  got  " << error << "\n  want " << c.second;
+  }
+}
+
+TEST(CampaignYaml, MissingFileIsAnError) {
+  try {
+    LoadCampaign("/no/such/campaign.yaml");
+    FAIL();
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("/no/such/campaign.yaml: cannot open"), std::string::npos) << e.what();
+  }
+}
+
+Campaign WithSessions(const std::string& sessions_line, int layouts = 1) {
+  std::string yaml = ReplaceLine(Valid(), 12, sessions_line);
+  if (layouts == 2) yaml = ReplaceLine(yaml, 11, "    workers: 2\n  - name: m\n    workers: 1");
+  return ParseCampaign(yaml, kFile);
+}
+
+std::string Arms(const std::vector<PlannedSession>& plan) {
+  std::string out;
+  for (const PlannedSession& s : plan) out += s.arm;
+  return out;
+}
+
+TEST(SessionPlan, PatternRepeatsToPerLayoutInEveryLayout) {
+  const auto plan = PlanSessions(WithSessions("sessions: {per_layout: 8, order: ABBA}", 2));
+  ASSERT_EQ(plan.size(), 16u);
+  EXPECT_EQ(Arms(plan), "abbaabbaabbaabba");
+  for (std::size_t i = 0; i < plan.size(); ++i) {
+    EXPECT_EQ(plan[i].order_index, static_cast<int>(i));
+    EXPECT_EQ(plan[i].layout, i < 8 ? "l" : "m");
+    EXPECT_EQ(plan[i].index_in_layout, static_cast<int>(i % 8));
+  }
+  EXPECT_EQ(Arms(PlanSessions(WithSessions("sessions: {per_layout: 5, order: AB}"))), "ababa");
+}
+
+TEST(SessionPlan, RandomIsBalancedSeededAndReproducible) {
+  const auto one = PlanSessions(WithSessions("sessions: {per_layout: 8, order: random, seed: 7}"));
+  const auto again = PlanSessions(WithSessions("sessions: {per_layout: 8, order: random, seed: 7}"));
+  EXPECT_EQ(Arms(one), Arms(again));
+  const std::string order = Arms(one);
+  EXPECT_EQ(std::count(order.begin(), order.end(), 'a'), 4);
+  // Different seeds give different orders (at least one of several).
+  bool differs = false;
+  for (int seed = 8; seed < 16; ++seed) {
+    differs = differs || Arms(PlanSessions(WithSessions("sessions: {per_layout: 8, order: random, seed: " + std::to_string(seed) + "}"))) !=
+                             Arms(one);
+  }
+  EXPECT_TRUE(differs);
+}
+
+TEST(SessionPlan, ExplicitListIsUsedAsWritten) {
+  EXPECT_EQ(Arms(PlanSessions(WithSessions("sessions: {per_layout: 4, order: [b, a, a, b]}"))), "baab");
+  EXPECT_NE(ErrorOf(ReplaceLine(Valid(), 12, "sessions: {per_layout: 4, order: [b, a, c, b]}")).find("'c' is not an arm label"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf(ReplaceLine(Valid(), 12, "sessions: {per_layout: 4, order: [b, a]}")).find("sessions.order: lists 2 sessions, but per_layout is 4"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf(ReplaceLine(Valid(), 12, "sessions: {order: [b, b]}")).find("arm 'a' gets no session"), std::string::npos);
+  EXPECT_NE(ErrorOf(ReplaceLine(Valid(), 12, "sessions: {per_layout: 2, order: AAB}")).find(":12:11: sessions: arm 'b' gets no session"),
+            std::string::npos);
+}
+
+// A git arm names its repository and ref; both failure modes must say which arm and why.
+class GitArm : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = std::filesystem::temp_directory_path() / ("tandem-gitarm-" + std::to_string(::getpid()));
+    std::filesystem::remove_all(root_);
+    std::filesystem::create_directories(root_ / "repo");
+    std::ofstream(root_ / "repo" / "CMakeLists.txt") << "cmake_minimum_required(VERSION 3.16)\nproject(broken CXX)\n"
+                                                        "message(FATAL_ERROR \"this revision does not configure\")\n";
+    const auto r = testing::RunCommand("/bin/sh", {"-c", "cd '" + (root_ / "repo").string() +
+                                                             "' && git init -q && git add . && git -c user.name=t -c user.email=t@t commit -qm broken"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+  }
+  void TearDown() override { std::filesystem::remove_all(root_); }
+
+  ArmSpec Spec(const std::string& ref) const {
+    ArmSpec a;
+    a.label = "old";
+    a.kind = ArmSourceKind::kGit;
+    a.repository = (root_ / "repo").string();
+    a.ref = ref;
+    return a;
+  }
+  std::filesystem::path root_;
+};
+
+TEST_F(GitArm, UnknownRefNamesTheArmAndRef) {
+  try {
+    ResolveArm(Spec("v99"), {.build = false, .build_cache = root_ / "cache"});
+    FAIL();
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("arm 'old': git cannot resolve ref 'v99'"), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(GitArm, DryRunResolvesWithoutBuilding) {
+  const ResolvedArm r = ResolveArm(Spec("HEAD"), {.build = false, .build_cache = root_ / "cache"});
+  EXPECT_EQ(r.revision.size(), 40u);
+  EXPECT_FALSE(r.built);
+  EXPECT_FALSE(std::filesystem::exists(root_ / "cache" / ("src-" + r.revision.substr(0, 12))));
+}
+
+TEST_F(GitArm, FailingBuildShowsTheEndOfItsLog) {
+  try {
+    ResolveArm(Spec("HEAD"), {.build = true, .build_cache = root_ / "cache"});
+    FAIL();
+  } catch (const InputError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("arm 'old': cmake configure failed"), std::string::npos) << what;
+    EXPECT_NE(what.find("this revision does not configure"), std::string::npos) << what;
+  }
+  // The worktree it checked out is registered with the repository (and reusable).
+  const auto r = testing::RunCommand("/bin/sh", {"-c", "git -C '" + (root_ / "repo").string() + "' worktree list"});
+  EXPECT_NE(r.out.find((root_ / "cache").string()), std::string::npos) << r.out;
+}
+
+}  // namespace
+}  // namespace tandem::harness
