@@ -112,11 +112,16 @@ void ArmInstance::WaitReady(double timeout_s) {
     if (status == 200) {
       const std::string models = HttpGet(base_url_, "/v1/models", 10, &status);
       const auto j = nlohmann::json::parse(models, nullptr, false);
-      if (!j.is_discarded() && j.contains("data") && j["data"].is_array() && !j["data"].empty()) {
+      if (!j.is_discarded() && j.is_object() && j.contains("data") && j["data"].is_array() && !j["data"].empty() &&
+          j["data"][0].is_object() && j["data"][0].contains("id") && j["data"][0]["id"].is_string()) {
         served_ = j["data"][0];
+        // Revisions are compared as strings; anything else is not a revision.
+        for (const char* key : {"model_revision", "runtime_revision"}) {
+          if (served_.contains(key) && !served_[key].is_string()) served_.erase(key);
+        }
         return;
       }
-      last = fmt::format("/v1/models answered {} without a model", status);
+      last = fmt::format("/v1/models answered {} without a model (data[0].id)", status);
     } else {
       last = status == 0 ? "no answer on /health" : fmt::format("/health answered {}", status);
     }

@@ -11,6 +11,7 @@
 
 #include "harness/corpus.hpp"
 #include "harness/input_error.hpp"
+#include "harness/managed_process.hpp"
 #include "harness/sha256.hpp"
 #include "harness/yaml_reader.hpp"
 
@@ -67,7 +68,7 @@ ArmSpec ParseArm(const At& at, const std::filesystem::path& base) {
     arm.coordinator = Resolve(base, src.Get("coordinator").String());
     arm.worker = src.Has("worker") ? Resolve(base, src.Get("worker").String()) : arm.coordinator;
     for (const auto& [key, path] : {std::pair{"coordinator", arm.coordinator}, std::pair{"worker", arm.worker}}) {
-      if (!std::filesystem::is_regular_file(path)) {
+      if (std::error_code ec; !std::filesystem::is_regular_file(path, ec)) {
         throw (src.Has(key) ? src.Get(key) : src.Get("coordinator")).Error(fmt::format("{} does not exist (build it first?)", path.string()));
       }
     }
@@ -119,6 +120,14 @@ LayoutSpec ParseLayout(const At& at) {
   l.options = m.StringList("options");
   l.coordinator_cpus = m.String("coordinator_cpus", "");
   l.worker_cpus = m.String("worker_cpus", "");
+  for (const char* key : {"coordinator_cpus", "worker_cpus"}) {
+    if (!m.Has(key)) continue;
+    try {
+      ParseCpuList(m.Get(key).String());
+    } catch (const InputError& e) {
+      throw m.Get(key).Error(e.what());
+    }
+  }
   return l;
 }
 
@@ -159,6 +168,10 @@ WorkloadSpec ParseWorkload(const At& at, bool warmup, std::size_t index) {
     throw m.Get("levels").Error(fmt::format("is not used by a {} workload", kind));
   }
   if (w.kind == WorkloadKind::kConcurrency && w.cases.empty()) throw at.Error("a concurrency workload needs 'cases'");
+  if ((w.kind == WorkloadKind::kMixed || w.kind == WorkloadKind::kRetainedContext) && m.Has("cases")) {
+    throw m.Get("cases").Error(fmt::format("is not used by a {} workload (its cases are fixed)", kind));
+  }
+  if (w.kind != WorkloadKind::kBattery && m.Has("counting")) throw m.Get("counting").Error("is only used by a battery workload");
   if (w.kind == WorkloadKind::kRetainedContext) {
     w.contexts = m.Has("contexts") ? m.Get("contexts").NumberList<int>(16, 1 << 20) : std::vector<int>{1024};
     w.children = m.Number<int>("children", 2, 1, 1000);
@@ -276,7 +289,7 @@ Campaign ParseCampaign(std::string_view text, const std::filesystem::path& file)
   if (model.Has("path") == model.Has("preset")) throw model.at().Error("give either 'path' or 'preset' (+ 'seed')");
   if (model.Has("path")) {
     c.model.path = Resolve(base, model.Get("path").String());
-    if (!std::filesystem::exists(c.model.path / "config.json")) {
+    if (std::error_code ec; !std::filesystem::exists(c.model.path / "config.json", ec)) {
       throw model.Get("path").Error(fmt::format("{} is not a checkpoint directory (no config.json)", c.model.path.string()));
     }
   } else {
@@ -295,7 +308,13 @@ Campaign ParseCampaign(std::string_view text, const std::filesystem::path& file)
   }
   const At layouts = m.Get("layouts");
   if (!layouts.node().IsSequence() || layouts.node().size() == 0) throw layouts.Error("must list at least one layout");
-  for (std::size_t i = 0; i < layouts.node().size(); ++i) c.layouts.push_back(ParseLayout(layouts.Item(layouts.node()[i], i)));
+  for (std::size_t i = 0; i < layouts.node().size(); ++i) {
+    const At item = layouts.Item(layouts.node()[i], i);
+    c.layouts.push_back(ParseLayout(item));
+    for (std::size_t k = 0; k + 1 < c.layouts.size(); ++k) {
+      if (c.layouts[k].name == c.layouts.back().name) throw item.Error(fmt::format("layout name '{}' is used twice", c.layouts.back().name));
+    }
+  }
   if (m.Has("sessions")) c.sessions = ParseSessions(m.Get("sessions"), c.arms);
   if (m.Has("warmup")) c.warmup = ParseWorkloads(m.Get("warmup"), true);
   c.workloads = ParseWorkloads(m.Get("workloads"), false);
@@ -313,7 +332,7 @@ Campaign ParseCampaign(std::string_view text, const std::filesystem::path& file)
   }
   c.store = Resolve(base, m.String("store", "results/" + c.name + ".db"));
   c.corpus = Resolve(base, m.String("corpus", "corpus.yaml"));
-  if (!std::filesystem::exists(c.corpus)) {
+  if (std::error_code ec; !std::filesystem::exists(c.corpus, ec)) {
     throw (m.Has("corpus") ? m.Get("corpus") : top).Error(fmt::format("corpus {} does not exist", c.corpus.string()));
   }
   // Every case a workload names must be in the corpus: say where, now, not mid-run.

@@ -22,6 +22,7 @@
 #include "harness/nonce.hpp"
 #include "harness/session_plan.hpp"
 #include "harness/session_scores.hpp"
+#include "harness/sha256.hpp"
 #include "harness/sse_client.hpp"
 #include "harness/store.hpp"
 #include "harness/workload_runner.hpp"
@@ -266,6 +267,7 @@ std::string RunSession(Store& store, const Prepared& p, const SessionRow& row, P
     instance = ArmInstance::Launch(arm, layout, p.model, logs, c.timeouts.launch_s);
     store.SetSessionProcesses(row.id, instance->Processes().dump());
     served = instance->served();
+    store.SetArmModel(row.arm_id, served.value("id", ""), served.value("model_revision", ""), "");
     const std::string served_revision = served.value("model_revision", "");
     if (!served_revision.empty() && !p.model_revision.empty() && served_revision != p.model_revision) {
       throw std::runtime_error(fmt::format("the server serves model revision {}, the campaign's model is {}", served_revision,
@@ -441,13 +443,18 @@ int RunCampaign(const Campaign& campaign, const RunOptions& options) {
   Store store = Store::Open(c.store);
   const StoreLock lock(c.store);
   std::int64_t id = 0;
+  const std::string host = HostFacts().dump();
+  const std::string config_sha256 = FileSha256(p.model / "config.json");
   store.Transaction([&] {
-    id = store.CreateCampaign(c.name, std::filesystem::absolute(c.file).string(), c.yaml_text, c.yaml_sha256, p.model.string(), p.model_revision, HostFacts().dump());
+    id = store.CreateCampaign(c.name, std::filesystem::absolute(c.file).string(), c.yaml_text, c.yaml_sha256, p.model.string(),
+                              p.model_revision, host);
     std::map<std::string, std::int64_t> arms, layouts;
     for (std::size_t i = 0; i < p.arms.size(); ++i) {
       const ResolvedArm& a = p.arms[i];
       arms[a.spec.label] = store.AddArm(id, static_cast<int>(i), a.spec.label, std::string(ToString(a.spec.kind)), a.revision,
                                         a.coordinator_image, a.worker_image, a.LaunchJson());
+      // An external server's checkpoint is not ours to read; the others serve the campaign's.
+      if (a.spec.kind != ArmSourceKind::kExternal) store.SetArmModel(arms[a.spec.label], "", "", config_sha256);
     }
     for (std::size_t i = 0; i < c.layouts.size(); ++i) {
       layouts[c.layouts[i].name] = store.AddLayout(id, static_cast<int>(i), c.layouts[i].name, LayoutJson(c.layouts[i]).dump());

@@ -1,6 +1,7 @@
 #include "harness/checks.hpp"
 
 #include <cmath>
+#include <cstdlib>
 #include <regex>
 
 #include <fmt/format.h>
@@ -112,6 +113,17 @@ void ApplyChecks(SampleRow& s, const StreamedCompletion& r, const CorpusCase& c,
   bool passed = true;
   for (const auto& [name, ok] : checks.items()) passed = passed && ok.get<bool>();
   s.checks_json = checks.dump();
+  // Token counts: the server's usage against the streamed chunks and our tokenizer.
+  // Re-encoding decoded text may merge tokens and drops a stop token, so only a gap
+  // beyond 1 + 10% is flagged; it fails nothing, it asks for a look.
+  nlohmann::json flags = nlohmann::json::object();
+  if (ctx.tokenizer != nullptr && r.complete()) {
+    const int gap = std::abs(s.tokenizer_tokens - r.completion_tokens);
+    if (gap > 1 + r.completion_tokens / 10) {
+      flags["token_count_mismatch"] = {{"usage", r.completion_tokens}, {"tokenizer", s.tokenizer_tokens}, {"chunks", r.chunks}};
+    }
+  }
+  s.flags_json = flags.dump();
   s.valid = valid;
   s.passed = passed;
 }

@@ -67,13 +67,14 @@ void Show(const std::string& db, std::int64_t session) {
     }
   }
   Statement w(store.handle(),
-              "SELECT w.name, w.kind, w.warmup, COUNT(x.id), SUM(x.valid), SUM(x.passed), w.result_json FROM workload_run w "
+              "SELECT w.name, w.kind, w.warmup, COUNT(x.id), SUM(x.valid), SUM(x.passed), w.result_json, SUM(x.flags_json <> '{}') "
+              "FROM workload_run w "
               "LEFT JOIN sample x ON x.workload_run_id = w.id WHERE w.session_id = ? GROUP BY w.id ORDER BY w.id");
   w.Bind(1, session);
   fmt::print("workloads\n");
   while (w.Step()) {
-    fmt::print("  {}{:<24} {:<16} {} samples, {} valid, {} passed every check\n", w.Int(2) ? "[warmup] " : "", w.Text(0), w.Text(1),
-               w.Int(3), w.Int(4), w.Int(5));
+    fmt::print("  {:<32} {:<16} {} samples, {} valid, {} passed every check{}\n", (w.Int(2) ? "[warmup] " : "") + w.Text(0), w.Text(1),
+               w.Int(3), w.Int(4), w.Int(5), w.Int(7) > 0 ? fmt::format(", {} flagged (token counts disagree)", w.Int(7)) : "");
     const auto result = nlohmann::json::parse(w.Text(6), nullptr, false);
     if (!result.is_discarded() && result.contains("weighted_decode_median")) {
       fmt::print("    weighted decode, median of repeats: {:.2f} tok/s\n", result["weighted_decode_median"].get<double>());

@@ -50,61 +50,9 @@ StreamedCompletion StreamChat(const std::string& base_url, nlohmann::json body, 
   req.body = body.dump();
   req.set_header("Content-Type", "application/json");
   if (!api_key.empty()) req.set_header("Authorization", "Bearer " + api_key);
-  std::string buffer, error_body;
+  SseCompletionParser parser(out);
   req.content_receiver = [&](const char* data, std::size_t len, std::uint64_t, std::uint64_t) {
-    const double now = MonotonicSeconds();
-    buffer.append(data, len);
-    std::size_t end;
-    while ((end = buffer.find("\n\n")) != std::string::npos) {
-      std::string event = buffer.substr(0, end);
-      buffer.erase(0, end + 2);
-      if (event.rfind("data: ", 0) != 0) {
-        error_body += event;  // not SSE: an error body, kept for the message
-        continue;
-      }
-      const std::string payload = event.substr(6);
-      if (payload == "[DONE]") {
-        out.done = true;
-        continue;
-      }
-      const auto j = nlohmann::json::parse(payload, nullptr, false);
-      if (j.is_discarded()) {
-        out.error = fmt::format("malformed event: {}", payload.substr(0, 200));
-        continue;
-      }
-      if (j.contains("error")) {
-        out.error = j["error"].value("message", j["error"].dump());
-        continue;
-      }
-      if (j.contains("usage") && j["usage"].is_object()) {
-        const auto& u = j["usage"];
-        out.has_usage = true;
-        out.prompt_tokens = u.value("prompt_tokens", 0);
-        out.completion_tokens = u.value("completion_tokens", 0);
-        if (u.contains("prompt_tokens_details") && u["prompt_tokens_details"].is_object()) {
-          out.cached_tokens = u["prompt_tokens_details"].value("cached_tokens", 0);
-        }
-      }
-      if (!j.contains("choices") || !j["choices"].is_array() || j["choices"].empty()) continue;
-      const auto& choice = j["choices"][0];
-      if (choice.contains("delta") && choice["delta"].is_object()) {
-        const auto& delta = choice["delta"];
-        const std::string content = delta.contains("content") && delta["content"].is_string() ? delta["content"].get<std::string>() : "";
-        const std::string reasoning =
-            delta.contains("reasoning_content") && delta["reasoning_content"].is_string() ? delta["reasoning_content"].get<std::string>() : "";
-        if (!content.empty() || !reasoning.empty()) {
-          ++out.chunks;
-          if (out.t_first_output == 0) out.t_first_output = now;
-        }
-        if (!content.empty() && out.t_first_content == 0) out.t_first_content = now;
-        out.content += content;
-        out.reasoning += reasoning;
-      }
-      if (choice.contains("finish_reason") && choice["finish_reason"].is_string()) {
-        out.finish_reason = choice["finish_reason"];
-        out.t_finish = now;
-      }
-    }
+    parser.Feed(std::string_view(data, len), MonotonicSeconds());
     return true;
   };
   out.t_start = MonotonicSeconds();
@@ -115,7 +63,7 @@ StreamedCompletion StreamChat(const std::string& base_url, nlohmann::json body, 
   if (!sent) {
     out.error = fmt::format("request failed: {}", httplib::to_string(error));
   } else if (res.status != 200 && out.error.empty()) {
-    const std::string text = !error_body.empty() ? error_body : !buffer.empty() ? buffer : res.body;
+    const std::string text = !parser.non_event_text().empty() ? parser.non_event_text() : res.body;
     const auto j = nlohmann::json::parse(text, nullptr, false);
     out.error = fmt::format("HTTP {}: {}", res.status,
                             !j.is_discarded() && j.contains("error") ? j["error"].value("message", text) : text.substr(0, 300));

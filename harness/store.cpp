@@ -36,7 +36,10 @@ CREATE TABLE IF NOT EXISTS arm (
   runtime_revision TEXT NOT NULL,
   coordinator_image TEXT NOT NULL,
   worker_image TEXT NOT NULL,
-  launch_json TEXT NOT NULL
+  launch_json TEXT NOT NULL,
+  model_id TEXT NOT NULL DEFAULT '',
+  model_revision TEXT NOT NULL DEFAULT '',
+  config_sha256 TEXT NOT NULL DEFAULT ''
 );
 CREATE TABLE IF NOT EXISTS layout (
   id INTEGER PRIMARY KEY,
@@ -103,6 +106,7 @@ CREATE TABLE IF NOT EXISTS sample (
   content_sha256 TEXT NOT NULL,
   finish_reason TEXT NOT NULL,
   checks_json TEXT NOT NULL,
+  flags_json TEXT NOT NULL,
   valid INTEGER NOT NULL,
   passed INTEGER NOT NULL
 );
@@ -245,6 +249,18 @@ std::int64_t Store::AddArm(std::int64_t campaign, int position, const std::strin
   return sqlite3_last_insert_rowid(db_);
 }
 
+void Store::SetArmModel(std::int64_t arm, const std::string& model_id, const std::string& model_revision,
+                        const std::string& config_sha256) {
+  Statement(db_, "UPDATE arm SET model_id = CASE WHEN model_id = '' THEN ? ELSE model_id END, "
+                 "model_revision = CASE WHEN model_revision = '' THEN ? ELSE model_revision END, "
+                 "config_sha256 = CASE WHEN config_sha256 = '' THEN ? ELSE config_sha256 END WHERE id = ?")
+      .Bind(1, model_id)
+      .Bind(2, model_revision)
+      .Bind(3, config_sha256)
+      .Bind(4, arm)
+      .Run();
+}
+
 std::int64_t Store::AddLayout(std::int64_t campaign, int position, const std::string& name, const std::string& spec_json) {
   Statement s(db_, "INSERT INTO layout (campaign_id, position, name, spec_json) VALUES (?,?,?,?)");
   s.Bind(1, campaign).Bind(2, static_cast<std::int64_t>(position)).Bind(3, name).Bind(4, spec_json).Run();
@@ -330,7 +346,7 @@ void Store::AddSample(std::int64_t run, std::int64_t session, const SampleRow& r
   Statement s(db_, "INSERT INTO sample (workload_run_id, session_id, case_id, repeat, level, batch, slot, context, role, nonce, "
                    "weight, request_json, status, error, t_start, t_first_output, t_first_content, t_finish, prompt_tokens, "
                    "completion_tokens, cached_tokens, chunks, tokenizer_tokens, content, reasoning, content_sha256, finish_reason, "
-                   "checks_json, valid, passed) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
+                   "checks_json, flags_json, valid, passed) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
   int i = 0;
   auto add = [&](auto value) {
     if constexpr (std::is_same_v<decltype(value), int> || std::is_same_v<decltype(value), bool>) {
@@ -343,6 +359,7 @@ void Store::AddSample(std::int64_t run, std::int64_t session, const SampleRow& r
   add(r.nonce), add(r.weight), add(r.request_json), add(r.status), add(r.error), add(r.t_start), add(r.t_first_output);
   add(r.t_first_content), add(r.t_finish), add(r.prompt_tokens), add(r.completion_tokens), add(r.cached_tokens), add(r.chunks);
   add(r.tokenizer_tokens), add(r.content), add(r.reasoning), add(r.content_sha256), add(r.finish_reason), add(r.checks_json);
+  add(r.flags_json);
   add(r.valid), add(r.passed);
   s.Run();
 }

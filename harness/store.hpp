@@ -44,6 +44,7 @@ struct SampleRow {
   int tokenizer_tokens = 0;
   std::string content, reasoning, content_sha256, finish_reason;
   std::string checks_json;  // {"check": true|false, ...}
+  std::string flags_json = "{}";  // disagreements worth a look that fail nothing, e.g. token counts
   bool valid = false;       // integrity: usable as a timing
   bool passed = false;      // every check passed
 };
@@ -66,6 +67,9 @@ class Store {
   std::int64_t AddArm(std::int64_t campaign, int position, const std::string& label, const std::string& kind,
                       const std::string& revision, const std::string& coordinator_image, const std::string& worker_image,
                       const std::string& launch_json);
+  // The model an arm serves, as first seen (fields already set are kept): its id and
+  // revision from /v1/models, and the SHA-256 of the checkpoint's config.json.
+  void SetArmModel(std::int64_t arm, const std::string& model_id, const std::string& model_revision, const std::string& config_sha256);
   std::int64_t AddLayout(std::int64_t campaign, int position, const std::string& name, const std::string& spec_json);
   std::int64_t AddSession(std::int64_t campaign, int order_index, std::int64_t layout, std::int64_t arm);
 

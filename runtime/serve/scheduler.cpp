@@ -168,6 +168,12 @@ void Scheduler::State::Finish(Active& a, const std::string& reason) {
 }
 
 void Scheduler::State::FailEverything(const std::string& reason) {
+  // Unhealthy first: a client that sees its stream fail and then asks /health must
+  // already get 503.
+  {
+    std::lock_guard lock(mutex);
+    unhealthy = reason;
+  }
   for (Active& a : active) {
     a.stream->Push(Failure(503, reason, "server_error"));
     if (engine.kv().Contains(a.sequence)) engine.kv().Close(a.sequence);
@@ -175,7 +181,6 @@ void Scheduler::State::FailEverything(const std::string& reason) {
   std::lock_guard lock(mutex);
   counters.failed += active.size();
   active.clear();
-  unhealthy = reason;
   for (Queued& q : queue) q.stream->Push(Failure(503, reason, "server_error"));
   counters.rejected_unavailable += queue.size();
   queue.clear();

@@ -157,6 +157,9 @@ TEST_F(Campaigns, RunCompletesWithEverySampleStoredAndNothingLeftRunning) {
   EXPECT_EQ(Count(store, "SELECT COUNT(*) FROM workload_run WHERE stats_after IS NULL OR stats_before = ''"), 0);
   // Arms: revisions and image ids; the campaign text and its sha256.
   EXPECT_EQ(Count(store, "SELECT COUNT(*) FROM arm WHERE length(coordinator_image) = 64 AND runtime_revision <> ''"), 2);
+  EXPECT_EQ(Count(store, "SELECT COUNT(*) FROM arm a JOIN campaign c ON c.id = a.campaign_id WHERE a.model_id = 'tandem' "
+                         "AND a.model_revision = c.model_revision AND length(a.config_sha256) = 64"),
+            2);
   EXPECT_EQ(Count(store, "SELECT COUNT(*) FROM campaign WHERE length(yaml_sha256) = 64 AND yaml LIKE '%name: test%'"), 1);
   // Every session: host facts, the processes with their CPU time, and served model.
   Statement s(store.handle(), "SELECT host_json, processes_json, served_json FROM session ORDER BY order_index");
@@ -290,7 +293,9 @@ TEST_F(Campaigns, ExternalArmIsMeasuredButNeverRelaunched) {
   EXPECT_TRUE(server.running());  // the harness never stops what it did not start
 
   const Store store = Store::Open(Dir() / "store.db");
-  EXPECT_EQ(Count(store, "SELECT COUNT(*) FROM arm WHERE label = 'ext' AND source_kind = 'external' AND runtime_revision = 'v-ext'"), 1);
+  EXPECT_EQ(Count(store, "SELECT COUNT(*) FROM arm WHERE label = 'ext' AND source_kind = 'external' AND runtime_revision = 'v-ext' "
+                         "AND model_id = 'ext-model' AND config_sha256 = ''"),
+            1);
   EXPECT_EQ(Count(store, "SELECT COUNT(*) FROM session WHERE status = 'complete'"), 4);
   EXPECT_EQ(Count(store, "SELECT COUNT(*) FROM session se JOIN arm a ON a.id = se.arm_id WHERE a.label = 'ext' AND se.processes_json = '[]' "
                          "AND json_extract(se.served_json, '$.id') = 'ext-model'"),

@@ -83,6 +83,8 @@ TEST(CampaignYaml, ErrorsNameFileLineColumnAndKey) {
       {"duplicate key", {ReplaceLine(Valid(), 16, "    kind: battery"), ":16:5: workloads[0]: key 'kind' appears twice"}},
       {"duplicate label", {ReplaceLine(Valid(), 6, "  - label: a"), ": arms[1]: label 'a' is used twice"}},
       {"missing name", {ReplaceLine(Valid(), 1, "# no name"), ": (top level): 'name' is missing"}},
+      {"bad CPU list", {ReplaceLine(Valid(), 11, "    workers: 2\n    worker_cpus: 3-1"), ":12:18: layouts[0].worker_cpus: '3-1' is not a CPU list"}},
+      {"key of another kind", {ReplaceLine(Valid(), 15, "    kind: mixed"), ":16:12: workloads[0].cases: is not used by a mixed workload"}},
       {"not YAML", {ReplaceLine(Valid(), 10, "  - name: [l"), ": not valid YAML:"}},
       {"one arm", {ReplaceLine(ReplaceLine(Valid(), 7, "    source: {kind: binary, coordinator: " + std::string(TANDEM_RT_BIN) + ", worker: " +
                                                            std::string(TANDEM_RT_BIN) + "}"),
