@@ -116,8 +116,13 @@ Prepared Prepare(const Campaign& c, bool dry_run, std::ostream& log) {
     }
   }
   for (const ArmSpec& arm : c.arms) {
-    if (!dry_run && arm.kind == ArmSourceKind::kGit) log << fmt::format("building arm {} ({} at {})...\n", arm.label, arm.repository, arm.ref);
-    p.arms.push_back(ResolveArm(arm, {.build = !dry_run, .build_cache = BuildCache()}));
+    ResolvedArm resolved = ResolveArm(arm, {.build = false, .build_cache = BuildCache()});
+    if (!resolved.built && !dry_run) {
+      log << fmt::format("building arm {}: {} at {} ({}) into {}...\n", arm.label, arm.repository, arm.ref, resolved.revision.substr(0, 12),
+                         BuildCache().string());
+      resolved = ResolveArm(arm, {.build = true, .build_cache = BuildCache()});
+    }
+    p.arms.push_back(std::move(resolved));
   }
   p.model = PrepareModel(c, p.arms, dry_run);
   const bool have_model = std::filesystem::exists(p.model / "config.json");
