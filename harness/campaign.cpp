@@ -28,27 +28,6 @@ std::filesystem::path Resolve(const std::filesystem::path& base, const std::stri
   return p.is_absolute() ? p : (base / p).lexically_normal();
 }
 
-// Dumps a YAML node as JSON (scalars that look numeric or boolean become numbers/booleans).
-nlohmann::json ToJson(const YAML::Node& node) {
-  if (node.IsMap()) {
-    nlohmann::json j = nlohmann::json::object();
-    for (const auto& kv : node) j[kv.first.Scalar()] = ToJson(kv.second);
-    return j;
-  }
-  if (node.IsSequence()) {
-    nlohmann::json j = nlohmann::json::array();
-    for (const auto& item : node) j.push_back(ToJson(item));
-    return j;
-  }
-  if (node.IsNull()) return nullptr;
-  const std::string& s = node.Scalar();
-  if (s == "true" || s == "false") return s == "true";
-  char* end = nullptr;
-  const double d = std::strtod(s.c_str(), &end);
-  if (!s.empty() && end == s.c_str() + s.size()) return d;
-  return s;
-}
-
 ArmSpec ParseArm(const At& at, const std::filesystem::path& base) {
   const Map m(at, {"label", "source", "options", "worker_options", "env", "revision"});
   ArmSpec arm;
@@ -362,9 +341,21 @@ Campaign ParseCampaign(std::string_view text, const std::filesystem::path& file)
     c.timeouts.teardown_grace_s = t.Number<double>("teardown_grace_s", 10, 0, 3600);
   }
   if (m.Has("gate")) {
-    const At gate = m.Get("gate");
-    if (!gate.node().IsMap()) throw gate.Error("must be a mapping");
-    c.gate_json = ToJson(gate.node()).dump();
+    // Defaults for `tandem gate`; its flags override them. Stored as JSON.
+    const Map g(m.Get("gate"), {"baseline", "candidate", "families", "max_regression", "rule"});
+    nlohmann::json gate = nlohmann::json::object();
+    for (const char* key : {"baseline", "candidate"}) {
+      if (!g.Has(key)) continue;
+      const std::string label = g.Get(key).String();
+      if (std::none_of(c.arms.begin(), c.arms.end(), [&](const ArmSpec& a) { return a.label == label; })) {
+        throw g.Get(key).Error(fmt::format("'{}' is not an arm label", label));
+      }
+      gate[key] = label;
+    }
+    if (g.Has("families")) gate["families"] = g.Get("families").StringList();
+    if (g.Has("max_regression")) gate["max_regression"] = g.Get("max_regression").Number<double>(0.0, 0.99);
+    if (g.Has("rule")) gate["rule"] = OneOf(g.Get("rule"), {"proven", "noninferior"});
+    c.gate_json = gate.dump();
   }
   return c;
 }

@@ -453,6 +453,7 @@ int RunCampaign(const Campaign& campaign, const RunOptions& options) {
   store.Transaction([&] {
     id = store.CreateCampaign(c.name, std::filesystem::absolute(c.file).string(), c.yaml_text, c.yaml_sha256, p.model.string(),
                               p.model_revision, host);
+    if (!c.gate_json.empty()) store.SetCampaignGate(id, c.gate_json);
     std::map<std::string, std::int64_t> arms, layouts;
     for (std::size_t i = 0; i < p.arms.size(); ++i) {
       const ResolvedArm& a = p.arms[i];

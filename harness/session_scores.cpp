@@ -1,5 +1,6 @@
 #include "harness/session_scores.hpp"
 
+#include <algorithm>
 #include <map>
 #include <tuple>
 
@@ -17,6 +18,8 @@ namespace {
 
 struct Row {
   std::int64_t session;
+  int layout_position;
+  bool greedy;
   std::string layout, arm, workload, kind, case_id, role;
   int repeat, level, batch, slot, context;
   double weight;
@@ -28,14 +31,15 @@ struct Row {
 std::vector<Row> LoadRows(const Store& store, std::int64_t campaign) {
   Statement s(store.handle(),
               "SELECT se.id, l.name, a.label, w.name, w.kind, x.case_id, x.role, x.repeat, x.level, x.batch, x.slot, x.context, "
-              "x.weight, x.completion_tokens, x.t_first_output, x.t_finish, x.valid "
+              "x.weight, x.completion_tokens, x.t_first_output, x.t_finish, x.valid, l.position, "
+              "coalesce(json_extract(w.spec_json, '$.greedy'), 1) "
               "FROM sample x JOIN workload_run w ON w.id = x.workload_run_id JOIN session se ON se.id = x.session_id "
               "JOIN layout l ON l.id = se.layout_id JOIN arm a ON a.id = se.arm_id "
               "WHERE se.campaign_id = ? AND se.status = 'complete' AND w.warmup = 0 ORDER BY se.order_index, x.id");
   s.Bind(1, campaign);
   std::vector<Row> rows;
   while (s.Step()) {
-    rows.push_back({s.Int(0), s.Text(1), s.Text(2), s.Text(3), s.Text(4), s.Text(5), s.Text(6), static_cast<int>(s.Int(7)),
+    rows.push_back({s.Int(0), static_cast<int>(s.Int(17)), s.Int(18) != 0, s.Text(1), s.Text(2), s.Text(3), s.Text(4), s.Text(5), s.Text(6), static_cast<int>(s.Int(7)),
                     static_cast<int>(s.Int(8)), static_cast<int>(s.Int(9)), static_cast<int>(s.Int(10)), static_cast<int>(s.Int(11)),
                     s.Double(12), static_cast<int>(s.Int(13)), s.Double(14), s.Double(15), s.Int(16) != 0});
   }
@@ -51,19 +55,40 @@ std::optional<double> Rate(const Row& r) {
   }
 }
 
+// Where a family sits in the report: batteries (greedy, then sampled; weighted before
+// cases), then every concurrency/mixed family at C1, then the higher levels grouped by
+// case, then retained context. Ties keep first-seen order.
+// `first_seen` orders families, `series_seen` the (workload, case) series of the
+// concurrency families.
+std::tuple<int, int, int, int> SortKey(const FamilyScores& f, int first_seen, int series_seen) {
+  switch (f.metric) {
+    case FamilyMetric::kWeighted: return {f.greedy ? 0 : 1, 0, first_seen, 0};
+    case FamilyMetric::kCase: return {f.greedy ? 0 : 1, 1, first_seen, 0};
+    case FamilyMetric::kAggregate: return {f.level == 1 ? 2 : 3, series_seen, f.level, 0};
+    case FamilyMetric::kRetained: return {4, first_seen, f.context, 0};
+  }
+  return {5, first_seen, 0, 0};
+}
+
 }  // namespace
 
 std::vector<FamilyScores> ComputeSessionScores(const Store& store, std::int64_t campaign) {
   const std::vector<Row> rows = LoadRows(store, campaign);
-  // (layout, family) → session → score, plus each session's arm and order.
-  std::map<std::pair<std::string, std::string>, std::map<std::int64_t, double>> scores;
-  std::map<std::int64_t, std::string> arm_of;
-  std::vector<std::pair<std::string, std::string>> family_order;
-  auto put = [&](const Row& any, const std::string& family, double value) {
-    const auto key = std::make_pair(any.layout, family);
-    if (!scores.contains(key)) family_order.push_back(key);
-    scores[key][any.session] = value;
-    arm_of[any.session] = any.arm;
+  // Families by (layout position, name), each with its scores by session.
+  std::map<std::pair<int, std::string>, FamilyScores> families;
+  std::map<std::pair<int, std::string>, std::map<std::int64_t, std::pair<std::string, std::vector<double>>>> scores;
+  std::map<std::string, int> first_seen;   // family name → order of first appearance
+  std::map<std::string, int> series_seen;  // "workload\x1fcase" of concurrency families → the same
+  auto put = [&](const Row& any, FamilyScores meta, std::vector<double> values) {
+    meta.layout = any.layout;
+    meta.workload = any.workload;
+    meta.kind = any.kind;
+    meta.greedy = any.greedy;
+    first_seen.try_emplace(meta.family, static_cast<int>(first_seen.size()));
+    series_seen.try_emplace(meta.workload + '\x1f' + meta.case_id, static_cast<int>(series_seen.size()));
+    const auto key = std::make_pair(any.layout_position, meta.family);
+    families.try_emplace(key, std::move(meta));
+    scores[key][any.session] = {any.arm, std::move(values)};
   };
 
   // Group samples by session and workload.
@@ -101,13 +126,17 @@ std::vector<FamilyScores> ComputeSessionScores(const Store& store, std::int64_t 
         } catch (const stats::StatsError&) {
         }
       }
-      if (!weighted.empty()) put(first, w + ": weighted decode", stats::Median(weighted));
-      for (const std::string& c : case_order) put(first, fmt::format("{}: {}", w, c), stats::Median(case_rates[c]));
+      if (!weighted.empty()) {
+        put(first, {.family = w + ": weighted decode", .metric = FamilyMetric::kWeighted}, weighted);
+      }
+      for (const std::string& c : case_order) {
+        put(first, {.family = fmt::format("{}: {}", w, c), .metric = FamilyMetric::kCase, .case_id = c}, case_rates[c]);
+      }
     } else if (first.kind == "concurrency" || first.kind == "mixed") {
       std::map<int, std::vector<const Row*>> batches;
       for (const Row* r : samples) batches[r->batch].push_back(r);
-      std::map<std::string, std::vector<double>> per_family;
-      std::vector<std::string> order;
+      std::map<std::pair<std::string, int>, std::vector<double>> per_family;  // (case, level) → aggregates
+      std::vector<std::pair<std::string, int>> order;
       for (const auto& [batch, members] : batches) {
         std::vector<stats::RequestTiming> timings;
         bool ok = true;
@@ -116,31 +145,54 @@ std::vector<FamilyScores> ComputeSessionScores(const Store& store, std::int64_t 
           timings.push_back({r->completion_tokens, r->t_first_output, r->t_finish});
         }
         if (!ok) continue;
-        const std::string family =
-            fmt::format("{}: {} C{}", w, first.kind == "mixed" ? std::string("mixed") : members.front()->case_id, members.front()->level);
+        double aggregate = 0;
         try {
-          if (!per_family.contains(family)) order.push_back(family);
-          per_family[family].push_back(stats::AggregateThroughput(timings));
+          aggregate = stats::AggregateThroughput(timings);
         } catch (const stats::StatsError&) {
+          continue;
         }
+        const auto id = std::make_pair(first.kind == "mixed" ? std::string("mixed") : members.front()->case_id, members.front()->level);
+        if (!per_family.contains(id)) order.push_back(id);
+        per_family[id].push_back(aggregate);
       }
-      for (const std::string& f : order) put(first, f, stats::Median(per_family[f]));
+      for (const auto& id : order) {
+        put(first,
+            {.family = fmt::format("{}: {} C{}", w, id.first, id.second), .metric = FamilyMetric::kAggregate, .case_id = id.first,
+             .level = id.second},
+            per_family[id]);
+      }
     } else if (first.kind == "retained_context") {
       std::map<int, std::vector<double>> per_context;
       for (const Row* r : samples) {
         if (r->role != "child") continue;
         if (const auto rate = Rate(*r)) per_context[r->context].push_back(*rate);
       }
-      for (const auto& [context, rates] : per_context) put(first, fmt::format("{}: retained {}", w, context), stats::Median(rates));
+      for (const auto& [context, rates] : per_context) {
+        put(first, {.family = fmt::format("{}: retained {}", w, context), .metric = FamilyMetric::kRetained, .context = context},
+            rates);
+      }
     }
   }
 
   std::vector<FamilyScores> out;
-  for (const auto& key : family_order) {
-    FamilyScores f{key.first, key.second, {}};
-    for (const auto& [session, value] : scores[key]) f.by_arm[arm_of[session]].push_back(value);
+  for (auto& [key, f] : families) {
+    for (const auto& [session, arm_values] : scores[key]) {  // session ids ascend with run order
+      const auto& [arm, values] = arm_values;
+      f.by_arm[arm].push_back(stats::Median(values));
+      f.sessions_by_arm[arm].push_back(session);
+      f.values_by_arm[arm].push_back(values);
+    }
     out.push_back(std::move(f));
   }
+  std::map<std::string, int> layout_position;
+  for (const auto& [key, f] : families) layout_position[f.layout] = key.first;
+  std::stable_sort(out.begin(), out.end(), [&](const FamilyScores& a, const FamilyScores& b) {
+    const auto ka = SortKey(a, first_seen[a.family], series_seen[a.workload + '\x1f' + a.case_id]);
+    const auto kb = SortKey(b, first_seen[b.family], series_seen[b.workload + '\x1f' + b.case_id]);
+    if (ka != kb) return ka < kb;
+    if (a.family != b.family) return first_seen[a.family] < first_seen[b.family];
+    return layout_position[a.layout] < layout_position[b.layout];
+  });
   return out;
 }
 

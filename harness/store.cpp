@@ -24,6 +24,7 @@ CREATE TABLE IF NOT EXISTS campaign (
   model_path TEXT NOT NULL,
   model_revision TEXT NOT NULL,
   host_json TEXT NOT NULL,
+  gate_json TEXT NOT NULL DEFAULT '{}',
   status TEXT NOT NULL DEFAULT 'running',
   created_at TEXT NOT NULL
 );
@@ -107,6 +108,7 @@ CREATE TABLE IF NOT EXISTS sample (
   finish_reason TEXT NOT NULL,
   checks_json TEXT NOT NULL,
   flags_json TEXT NOT NULL,
+  draft_json TEXT NOT NULL,
   valid INTEGER NOT NULL,
   passed INTEGER NOT NULL
 );
@@ -227,12 +229,16 @@ std::string Store::CampaignYaml(std::int64_t campaign) const { return CampaignFi
 
 std::string Store::CampaignField(std::int64_t campaign, const std::string& column) const {
   static const std::vector<std::string> allowed = {"name", "file", "yaml", "yaml_sha256", "model_path", "model_revision", "host_json",
-                                                   "status", "created_at"};
+                                                   "gate_json", "status", "created_at"};
   if (std::find(allowed.begin(), allowed.end(), column) == allowed.end()) throw InputError("store: no campaign column " + column);
   Statement s(db_, "SELECT " + column + " FROM campaign WHERE id = ?");
   s.Bind(1, campaign);
   if (!s.Step()) throw InputError(fmt::format("{}: no campaign {}", file_.string(), campaign));
   return s.Text(0);
+}
+
+void Store::SetCampaignGate(std::int64_t campaign, const std::string& gate_json) {
+  Statement(db_, "UPDATE campaign SET gate_json = ? WHERE id = ?").Bind(1, gate_json).Bind(2, campaign).Run();
 }
 
 void Store::SetCampaignStatus(std::int64_t campaign, const std::string& status) {
@@ -346,7 +352,7 @@ void Store::AddSample(std::int64_t run, std::int64_t session, const SampleRow& r
   Statement s(db_, "INSERT INTO sample (workload_run_id, session_id, case_id, repeat, level, batch, slot, context, role, nonce, "
                    "weight, request_json, status, error, t_start, t_first_output, t_first_content, t_finish, prompt_tokens, "
                    "completion_tokens, cached_tokens, chunks, tokenizer_tokens, content, reasoning, content_sha256, finish_reason, "
-                   "checks_json, flags_json, valid, passed) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
+                   "checks_json, flags_json, draft_json, valid, passed) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
   int i = 0;
   auto add = [&](auto value) {
     if constexpr (std::is_same_v<decltype(value), int> || std::is_same_v<decltype(value), bool>) {
@@ -359,7 +365,7 @@ void Store::AddSample(std::int64_t run, std::int64_t session, const SampleRow& r
   add(r.nonce), add(r.weight), add(r.request_json), add(r.status), add(r.error), add(r.t_start), add(r.t_first_output);
   add(r.t_first_content), add(r.t_finish), add(r.prompt_tokens), add(r.completion_tokens), add(r.cached_tokens), add(r.chunks);
   add(r.tokenizer_tokens), add(r.content), add(r.reasoning), add(r.content_sha256), add(r.finish_reason), add(r.checks_json);
-  add(r.flags_json);
+  add(r.flags_json), add(r.draft_json);
   add(r.valid), add(r.passed);
   s.Run();
 }

@@ -44,7 +44,8 @@ struct SampleRow {
   int tokenizer_tokens = 0;
   std::string content, reasoning, content_sha256, finish_reason;
   std::string checks_json;  // {"check": true|false, ...}
-  std::string flags_json = "{}";  // disagreements worth a look that fail nothing, e.g. token counts
+  std::string flags_json = "{}";
+  std::string draft_json = "{}";  // Δ of /v1/stats draft counters around the sample's batch  // disagreements worth a look that fail nothing, e.g. token counts
   bool valid = false;       // integrity: usable as a timing
   bool passed = false;      // every check passed
 };
@@ -63,6 +64,8 @@ class Store {
   std::string CampaignYaml(std::int64_t campaign) const;
   std::string CampaignField(std::int64_t campaign, const std::string& column) const;
   void SetCampaignStatus(std::int64_t campaign, const std::string& status);
+  // The campaign's `gate:` defaults (JSON), for `tandem gate`.
+  void SetCampaignGate(std::int64_t campaign, const std::string& gate_json);
 
   std::int64_t AddArm(std::int64_t campaign, int position, const std::string& label, const std::string& kind,
                       const std::string& revision, const std::string& coordinator_image, const std::string& worker_image,

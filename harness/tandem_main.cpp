@@ -10,6 +10,7 @@
 #include "harness/input_error.hpp"
 #include "harness/run_command.hpp"
 #include "harness/stats_command.hpp"
+#include "reports/report_commands.hpp"
 #include "stats/stats_error.hpp"
 
 namespace {
@@ -33,6 +34,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   tandem::harness::AddStatsCommand(app);
   tandem::harness::AddRunCommands(app);
+  tandem::reports::AddReportCommands(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -22,6 +22,19 @@ using nlohmann::json;
 
 const std::vector<std::string> kMixedRotation = {"code", "fable", "topic"};
 
+// The lifetime draft counters of a /v1/stats body, or nullopt when there are none.
+std::optional<json> DraftCounters(const std::string& stats) {
+  const json j = json::parse(stats, nullptr, false);
+  if (j.is_discarded() || !j.is_object() || !j.contains("draft") || !j["draft"].is_object()) return std::nullopt;
+  json out = json::object();
+  for (const char* key : {"accepted_drafts", "verified_drafts", "request_rounds"}) {
+    const auto it = j["draft"].find(key);
+    if (it == j["draft"].end() || !it->is_number_integer()) return std::nullopt;
+    out[key] = it->get<std::int64_t>();
+  }
+  return out;
+}
+
 // One request to send, and where its sample goes.
 struct Planned {
   const CorpusCase* c = nullptr;
@@ -69,14 +82,25 @@ class Runner {
 
   // Sends `batch` at once (one thread each) and records the samples.
   void Send(std::vector<Planned>& batch) {
+    // The server's draft counters around the batch: per-case acceptance (a batch holds
+    // one case, except in mixed traffic). Absent when the server has no /v1/stats.
+    const auto before = DraftCounters(HttpGet(ctx_.base_url, "/v1/stats", 30));
     std::vector<StreamedCompletion> responses(batch.size());
     std::vector<std::thread> threads;
     for (std::size_t i = 0; i < batch.size(); ++i) {
       threads.emplace_back([&, i] { responses[i] = StreamChat(ctx_.base_url, batch[i].body, ctx_.request_timeout_s); });
     }
     for (auto& t : threads) t.join();
+    const auto after = DraftCounters(HttpGet(ctx_.base_url, "/v1/stats", 30));
+    std::string draft = "{}";
+    if (before && after) {
+      json delta = json::object();
+      for (const auto& [key, value] : after->items()) delta[key] = value.get<std::int64_t>() - before->value(key, std::int64_t{0});
+      draft = delta.dump();
+    }
     for (std::size_t i = 0; i < batch.size(); ++i) {
       Planned& p = batch[i];
+      p.sample.draft_json = draft;
       p.sample.slot = static_cast<int>(i);
       p.sample.level = static_cast<int>(batch.size());
       p.sample.request_json = p.body.dump();

@@ -71,8 +71,11 @@ void Serve(Options opt) {
                      c.vocab_size, static_cast<TokenId>(c.bos_token_id)};
   Scheduler scheduler(engine, tokenizer, opt.scheduler, remote.get());
   api.Attach(&scheduler, &tokenizer, std::move(chat), served);
-  fmt::print("tandem-rt serve: ready ({} as '{}', context {}, concurrency {})\n", opt.model, opt.api.served_model,
-             served.max_context, opt.scheduler.concurrency);
+  fmt::print("tandem-rt serve: ready ({} as '{}', context {}, concurrency {}{})\n", opt.model, opt.api.served_model,
+             served.max_context, opt.scheduler.concurrency,
+             opt.scheduler.debug_slowdown > 0
+                 ? fmt::format("; DEBUG SLOWDOWN {:.0f}%: decode deliberately slowed", 100 * opt.scheduler.debug_slowdown)
+                 : "");
   std::fflush(stdout);
 
   int signal = 0;
@@ -101,6 +104,9 @@ void AddServeCommand(CLI::App& app) {
   cmd->add_option("--prefix-cache-entries", opt->scheduler.prefix_cache_entries, "Finished sequences kept for prefix reuse")->capture_default_str();
   cmd->add_option("--prefill-chunk", opt->scheduler.prefill_chunk, "Prompt tokens per step over all requests")->check(CLI::Range(1, 1 << 20))->capture_default_str();
   cmd->add_option("--drain-timeout-s", opt->drain_timeout_s, "On SIGTERM, how long in-flight requests may finish")->check(CLI::Range(0, 3600))->capture_default_str();
+  cmd->add_option("--debug-slowdown", opt->scheduler.debug_slowdown,
+                  "Test aid: make decode this fraction slower (0.15: throughput × 0.85) by padding each step")
+      ->check(CLI::Range(0.0, 0.9));
   cmd->add_option("--threads", opt->threads, "Engine threads (0: all cores)")->check(CLI::Range(0, 1024));
   AddLayoutFlags(cmd, opt->layout);
   cmd->callback([opt] { Serve(*opt); });

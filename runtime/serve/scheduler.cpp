@@ -343,7 +343,11 @@ void Scheduler::State::Run() {
       for (auto& p : requests) p.set_value(json);
     }
     Admit();
-    Step();
+    const auto step_start = Clock::now();
+    if (Step() && options.debug_slowdown > 0) {
+      const auto took = Clock::now() - step_start;
+      std::this_thread::sleep_for(std::chrono::duration_cast<Clock::duration>(took * (options.debug_slowdown / (1 - options.debug_slowdown))));
+    }
   }
   for (Active& a : active) {
     a.stream->Push(Failure(503, "the server is shutting down", "server_error"));

@@ -1,0 +1,17 @@
+#pragma once
+
+#include <ostream>
+#include <string>
+
+#include "reports/campaign_record.hpp"
+
+// `tandem export`: a campaign's raw samples or its session scores as CSV (RFC 4180,
+// one header row) or JSON (an array of objects with the same fields).
+namespace tandem::reports {
+
+enum class ExportFormat { kCsv, kJson };
+enum class ExportTable { kSamples, kScores };
+
+void Export(const CampaignRecord& record, ExportTable table, ExportFormat format, std::ostream& out);
+
+}  // namespace tandem::reports

@@ -1,0 +1,170 @@
+#include "reports/quality.hpp"
+
+#include <algorithm>
+#include <set>
+#include <tuple>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+namespace tandem::reports {
+
+namespace {
+
+// Sample ids as "#12, #13, … (+N more)" for messages.
+std::string Ids(const std::vector<std::int64_t>& ids, std::size_t most = 8) {
+  std::vector<std::string> parts;
+  for (std::size_t i = 0; i < ids.size() && i < most; ++i) parts.push_back(fmt::format("#{}", ids[i]));
+  std::string out = fmt::format("{}", fmt::join(parts, ", "));
+  if (ids.size() > most) out += fmt::format(" (+{} more)", ids.size() - most);
+  return out;
+}
+
+bool Greedy(const WorkloadRecord& w) { return w.spec.is_object() && w.spec.value("greedy", true); }
+
+}  // namespace
+
+bool GreedyPrompt::AllAgree() const {
+  std::set<std::string> shas;
+  for (const auto& [arm, by_sha] : outputs) {
+    for (const auto& [sha, ids] : by_sha) shas.insert(sha);
+  }
+  return shas.size() <= 1;
+}
+
+bool GreedyPrompt::Differs(const std::string& baseline, const std::string& candidate) const {
+  const auto a = outputs.find(baseline), b = outputs.find(candidate);
+  if (a == outputs.end() || b == outputs.end()) return false;
+  if (a->second.size() != 1) return false;  // the baseline disagrees with itself: not the candidate's doing
+  for (const auto& [sha, ids] : b->second) {
+    if (sha != a->second.begin()->first) return true;
+  }
+  return false;
+}
+
+std::vector<std::int64_t> GreedyPrompt::SampleIds() const {
+  std::vector<std::int64_t> ids;
+  for (const auto& [arm, by_sha] : outputs) {
+    for (const auto& [sha, list] : by_sha) ids.insert(ids.end(), list.begin(), list.end());
+  }
+  std::sort(ids.begin(), ids.end());
+  return ids;
+}
+
+std::vector<GreedyPrompt> GreedyPrompts(const CampaignRecord& r) {
+  using Key = std::tuple<std::string, std::string, std::string, int, int, int, std::string>;
+  std::map<Key, std::size_t> index;
+  std::vector<GreedyPrompt> out;
+  for (const SampleRecord& x : r.samples) {
+    const WorkloadRecord* w = r.Workload(x.run);
+    const SessionRecord* s = r.Session(x.session);
+    if (w == nullptr || s == nullptr || w->warmup || !Greedy(*w) || !x.valid || s->status != "complete") continue;
+    const Key key{s->layout, x.workload, x.case_id, x.repeat, x.batch, x.slot, x.nonce};
+    auto [it, fresh] = index.try_emplace(key, out.size());
+    if (fresh) out.push_back({s->layout, x.workload, x.case_id, x.nonce, x.repeat, x.batch, x.slot, {}});
+    out[it->second].outputs[s->arm][x.content_sha256].push_back(x.id);
+  }
+  return out;
+}
+
+Quality AssessQuality(const CampaignRecord& r) {
+  Quality q;
+  for (const SampleRecord& x : r.samples) {
+    const WorkloadRecord* w = r.Workload(x.run);
+    const SessionRecord* s = r.Session(x.session);
+    if (w == nullptr || s == nullptr) continue;
+    if (x.flags.is_object() && x.flags.contains("token_count_mismatch")) q.token_flags[s->arm].push_back(x.id);
+    if (x.passed) continue;
+    if (w->warmup) {
+      q.failed_warmup[s->arm].push_back(x.id);
+      continue;
+    }
+    for (const auto& [check, ok] : x.checks.items()) {
+      if (ok.is_boolean() && !ok.get<bool>()) q.failed_checks[check][s->arm].push_back(x.id);
+    }
+  }
+  for (const SessionRecord& s : r.sessions) {
+    if (s.status == "failed") q.failed_sessions.push_back(&s);
+    if (s.status == "planned" || s.status == "running") q.unfinished_sessions.push_back(&s);
+    if (s.attempts > 1) q.retried_sessions.push_back(&s);
+    if (s.host.is_object() && s.host.value("load_warning", false)) q.loaded_sessions.push_back(&s);
+  }
+  return q;
+}
+
+PairQuality AssessPair(const CampaignRecord& r, const std::string& baseline, const std::string& candidate) {
+  PairQuality out;
+  for (const SessionRecord& s : r.sessions) {
+    if (s.arm != baseline && s.arm != candidate) continue;
+    const std::string who = fmt::format("session {} ({}, {})", s.order_index + 1, s.layout, s.arm);
+    if (s.status == "failed") {
+      (s.arm == candidate ? out.failures : out.doubts).push_back(fmt::format("{} failed: {}", who, s.reason));
+    } else if (s.status != "complete") {
+      out.doubts.push_back(fmt::format("{} never completed (status {}): resume the campaign", who, s.status));
+    }
+  }
+  // Integrity: every measured candidate sample must be usable.
+  std::map<std::string, std::vector<std::int64_t>> invalid;  // failed integrity check → ids
+  for (const SampleRecord& x : r.samples) {
+    const WorkloadRecord* w = r.Workload(x.run);
+    const SessionRecord* s = r.Session(x.session);
+    if (w == nullptr || s == nullptr || w->warmup || s->arm != candidate || s->status != "complete" || x.valid) continue;
+    for (const char* check : {"stream_complete", "usage_consistent", "cache_bound"}) {
+      if (x.checks.contains(check) && x.checks[check].is_boolean() && !x.checks[check].get<bool>()) invalid[check].push_back(x.id);
+    }
+    if (!x.checks.contains("stream_complete")) invalid["stream_complete"].push_back(x.id);
+  }
+  for (const auto& [check, ids] : invalid) {
+    out.failures.push_back(fmt::format("{} candidate sample{} failed {}: {}", ids.size(), ids.size() == 1 ? "" : "s", check, Ids(ids)));
+  }
+  // Greedy output: the candidate must produce what the baseline produced.
+  std::vector<std::int64_t> changed;
+  int inconsistent_baseline = 0;
+  for (const GreedyPrompt& p : GreedyPrompts(r)) {
+    if (p.Differs(baseline, candidate)) {
+      for (const auto& [sha, ids] : p.outputs.at(candidate)) {
+        if (sha != p.outputs.at(baseline).begin()->first) changed.insert(changed.end(), ids.begin(), ids.end());
+      }
+    }
+    const auto a = p.outputs.find(baseline);
+    if (a != p.outputs.end() && a->second.size() > 1) ++inconsistent_baseline;
+  }
+  std::sort(changed.begin(), changed.end());
+  if (!changed.empty()) {
+    out.failures.push_back(fmt::format("greedy output changed: {} candidate sample{} differ from the baseline's output for the same prompt: {}",
+                                       changed.size(), changed.size() == 1 ? "" : "s", Ids(changed)));
+  }
+  if (inconsistent_baseline > 0) {
+    out.doubts.push_back(fmt::format("the baseline's greedy output varies between its own sessions for {} prompt{}", inconsistent_baseline,
+                                     inconsistent_baseline == 1 ? "" : "s"));
+  }
+  // Content checks of greedy workloads: the candidate may not fail more often.
+  std::map<std::string, std::pair<int, int>> content;  // check → (baseline failures, candidate failures)
+  std::map<std::string, std::vector<std::int64_t>> candidate_failed;
+  for (const SampleRecord& x : r.samples) {
+    const WorkloadRecord* w = r.Workload(x.run);
+    const SessionRecord* s = r.Session(x.session);
+    if (w == nullptr || s == nullptr || w->warmup || !Greedy(*w) || s->status != "complete" || !x.valid) continue;
+    if (s->arm != baseline && s->arm != candidate) continue;
+    for (const auto& [check, ok] : x.checks.items()) {
+      if (check == "stream_complete" || check == "usage_consistent" || check == "cache_bound" || check == "greedy_match") continue;
+      if (!ok.is_boolean() || ok.get<bool>()) continue;
+      (s->arm == baseline ? content[check].first : content[check].second) += 1;
+      if (s->arm == candidate) candidate_failed[check].push_back(x.id);
+    }
+  }
+  // Compare rates, not counts: the arms may have different numbers of sessions.
+  std::map<std::string, int> sessions;
+  for (const SessionRecord& s : r.sessions) sessions[s.arm] += s.status == "complete" ? 1 : 0;
+  for (const auto& [check, counts] : content) {
+    const double base = sessions[baseline] > 0 ? static_cast<double>(counts.first) / sessions[baseline] : 0;
+    const double cand = sessions[candidate] > 0 ? static_cast<double>(counts.second) / sessions[candidate] : 0;
+    if (cand > base) {
+      out.failures.push_back(fmt::format("content check {} fails more often in the candidate's greedy samples ({:.2f} vs {:.2f} per session): {}",
+                                         check, cand, base, Ids(candidate_failed[check])));
+    }
+  }
+  return out;
+}
+
+}  // namespace tandem::reports
