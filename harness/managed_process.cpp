@@ -20,6 +20,7 @@
 #include <boost/process/extend.hpp>
 #include <fmt/format.h>
 
+#include "harness/child_wait.hpp"
 #include "harness/input_error.hpp"
 
 namespace tandem::harness {
@@ -209,7 +210,7 @@ void ManagedProcess::Terminate(std::chrono::milliseconds grace) {
   if (s.child.valid() && s.child.running(ec)) {
     const pid_t group = s.child.id();
     ::kill(-group, SIGTERM);
-    if (!s.child.wait_for(grace, ec)) {
+    if (!WaitForExit(s.child, grace)) {
       ::kill(-group, SIGKILL);
     }
   }
@@ -235,7 +236,7 @@ int RunToCompletion(const std::vector<std::string>& argv, const std::filesystem:
                   bp::start_dir = cwd.empty() ? std::filesystem::current_path().string() : cwd.string(), bp::std_in.close(),
                   (bp::std_out & bp::std_err) > out, bp::extend::on_exec_setup = [](auto&) { ::setpgid(0, 0); });
   int code = -1;
-  if (child.wait_for(timeout, ec)) {
+  if (WaitForExit(child, timeout)) {
     code = child.exit_code();
   } else {
     ::kill(-child.id(), SIGKILL);

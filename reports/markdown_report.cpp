@@ -89,11 +89,12 @@ std::string Memory(const std::string& meminfo) {
   return meminfo;
 }
 
-std::string Header(const std::vector<std::string>& columns) {
+// A table head; columns from `numbers_from` on hold figures and align right.
+std::string Header(const std::vector<std::string>& columns, std::size_t numbers_from = 1) {
   std::string out = "|";
   for (const std::string& c : columns) out += " " + c + " |";
   out += "\n|";
-  for (std::size_t i = 0; i < columns.size(); ++i) out += i == 0 ? "---|" : "---:|";
+  for (std::size_t i = 0; i < columns.size(); ++i) out += i < numbers_from ? "---|" : "---:|";
   return out;
 }
 
@@ -191,7 +192,8 @@ void Arms(const CampaignRecord& r, Doc& d) {
   d.Line("## Arms");
   d.Blank();
   d.Line("{}", Header({"arm", "role", "source", "runtime revision", "coordinator image", "worker image", "model", "model revision",
-                       "config sha256"}));
+                       "config sha256"},
+                      9));
   for (const ArmRecord& a : r.arms) {
     d.Line("{}", Row({a.label, a.position == 0 ? "baseline" : "candidate", a.kind, a.revision.empty() ? kNone : "`" + a.revision + "`",
                       Short(a.coordinator_image), Short(a.worker_image), a.model_id.empty() ? kNone : a.model_id,
@@ -247,7 +249,8 @@ void Protocol(const CampaignRecord& r, Doc& d) {
   d.Line("## Protocol");
   d.Blank();
   d.Line("{}", Header({"layout", "workers", "experts", "local expert layers", "coordinator ranks", "wire", "partials", "threads (coordinator / worker)",
-                       "CPU pinning"}));
+                       "CPU pinning"},
+                      9));
   for (const LayoutRecord& l : r.layouts) {
     const json& s = l.spec;
     const int threads = s.value("coordinator_threads", 0);
@@ -373,7 +376,7 @@ void GreedyAgreement(const CampaignRecord& r, Doc& d) {
   }
   if (!differing.empty()) {
     d.Blank();
-    d.Line("{}", Header({"layout", "workload", "case", "repeat", "batch", "slot", "outputs by arm", "samples"}));
+    d.Line("{}", Header({"layout", "workload", "case", "repeat", "batch", "slot", "outputs by arm", "samples"}, 8));
     for (std::size_t i = 0; i < differing.size() && i < 20; ++i) {
       const GreedyPrompt& p = *differing[i];
       std::vector<std::string> by_arm;
@@ -415,10 +418,11 @@ void Headline(const CampaignRecord& r, Doc& d) {
   d.Line("tok/s: the median over every repeat of every session of the arm (bold), then the repeats in run order; {}.", fmt::join(what, "; "));
   d.Blank();
   std::vector<std::string> head = {"layout", "arm"};
+  const std::size_t text_columns = head.size();
   for (const std::string* f : {&counting, &weighted, &code_c1}) {
     if (!f->empty()) head.push_back(Cell(*f));
   }
-  d.Line("{}", Header(head));
+  d.Line("{}", Header(head, text_columns));
   for (const LayoutRecord& l : r.layouts) {
     for (const ArmRecord& a : r.arms) {
       std::vector<std::string> row = {l.name, a.label};
@@ -452,7 +456,7 @@ void ContentTypes(const CampaignRecord& r, Doc& d) {
     d.Blank();
     std::vector<std::string> head = {"case", "weight"};
     for (const Column& c : columns) head.push_back(c.head);
-    d.Line("{}", Header(head));
+    d.Line("{}", Header(head, 1));
     std::vector<std::string> cases;
     for (const FamilyScores& f : r.families) {
       if (f.workload == w && f.metric == FamilyMetric::kCase && std::find(cases.begin(), cases.end(), f.case_id) == cases.end()) {
@@ -511,7 +515,7 @@ void DraftAcceptance(const CampaignRecord& r, Doc& d) {
   const std::vector<Column> columns = LayoutArmColumns(r);
   std::vector<std::string> head = {"workload", "case"};
   for (const Column& c : columns) head.push_back(c.head);
-  d.Line("{}", Header(head));
+  d.Line("{}", Header(head, 2));
   for (const auto& [workload, case_id] : order) {
     std::vector<std::string> row = {workload, case_id};
     for (const Column& c : columns) {
@@ -610,7 +614,7 @@ void Retained(const CampaignRecord& r, Doc& d) {
   const std::vector<Column> columns = LayoutArmColumns(r);
   std::vector<std::string> head = {"workload", "context"};
   for (const Column& c : columns) head.push_back(c.head);
-  d.Line("{}", Header(head));
+  d.Line("{}", Header(head, 2));
   std::set<std::pair<std::string, int>> done;
   for (const FamilyScores* f : families) {
     if (!done.insert({f->workload, f->context}).second) continue;
@@ -730,7 +734,7 @@ void NoiseAndPower(const CampaignRecord& r, Doc& d) {
   std::vector<std::string> head = {"family", "layout"};
   for (const ArmRecord& a : r.arms) head.push_back("sd " + a.label);
   head.push_back("sessions for 2%");
-  d.Line("{}", Header(head));
+  d.Line("{}", Header(head, 2));
   for (const FamilyScores& f : r.families) {
     std::vector<std::string> row = {Cell(f.family), f.layout};
     double worst = -1;

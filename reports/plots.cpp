@@ -8,6 +8,7 @@
 #include <boost/process.hpp>
 #include <fmt/format.h>
 
+#include "harness/child_wait.hpp"
 #include "reports/comparison.hpp"
 #include "stats/descriptive.hpp"
 
@@ -43,7 +44,7 @@ std::string RunGnuplot(const std::string& program, const std::filesystem::path& 
   if (ec) return fmt::format("cannot run {}: {}", program, ec.message());
   std::string messages, line;
   while (std::getline(err, line)) messages += line + "\n";
-  if (!child.wait_for(std::chrono::seconds(60), ec)) {
+  if (!harness::WaitForExit(child, std::chrono::seconds(60))) {
     child.terminate(ec);
     return fmt::format("{} ran past 60 s on {}", program, script.string());
   }

@@ -90,6 +90,8 @@ struct Scheduler::State {
 
   void Run();
   bool Step();
+  void SlowDown(Clock::duration step);
+  double decode_share = 0;  // of the last step's rows; --debug-slowdown pads decode only
   void Admit();
   void Finish(Active& a, const std::string& reason);
   void FailEverything(const std::string& reason);
@@ -213,6 +215,7 @@ bool Scheduler::State::Step() {
     }
   }
   const std::size_t decode_rows = rows.size();
+  decode_share = 0;
   int budget = options.prefill_chunk;
   for (std::size_t i = 0; i < prefilling.size() && budget > 0; ++i) {
     Active& a = *prefilling[(prefill_turn + i) % prefilling.size()];
@@ -226,6 +229,7 @@ bool Scheduler::State::Step() {
   }
   if (!prefilling.empty()) prefill_turn = (prefill_turn + 1) % prefilling.size();
 
+  if (!rows.empty()) decode_share = static_cast<double>(decode_rows) / static_cast<double>(rows.size());
   ForwardOutput out;
   try {
     engine.Forward(rows, out);
@@ -323,6 +327,17 @@ std::string Scheduler::State::Stats() {
   return stats.dump();
 }
 
+// --debug-slowdown F: after each step the scheduler thread busy-waits F/(1−F) as long
+// as the step computed, times the share of its rows that were decode rows (prefill
+// is not what the aid slows). Busy-waiting behaves like extra compute on that thread; a
+// sleep would let the core go cold, making the next step slower and the slowdown
+// larger than asked.
+void Scheduler::State::SlowDown(Clock::duration step) {
+  const auto until = Clock::now() + std::chrono::duration_cast<Clock::duration>(step * (decode_share * options.debug_slowdown / (1 - options.debug_slowdown)));
+  while (Clock::now() < until) {
+  }
+}
+
 void Scheduler::State::Run() {
   for (;;) {
     std::vector<std::promise<std::string>> requests;
@@ -344,10 +359,7 @@ void Scheduler::State::Run() {
     }
     Admit();
     const auto step_start = Clock::now();
-    if (Step() && options.debug_slowdown > 0) {
-      const auto took = Clock::now() - step_start;
-      std::this_thread::sleep_for(std::chrono::duration_cast<Clock::duration>(took * (options.debug_slowdown / (1 - options.debug_slowdown))));
-    }
+    if (Step() && options.debug_slowdown > 0) SlowDown(Clock::now() - step_start);
   }
   for (Active& a : active) {
     a.stream->Push(Failure(503, "the server is shutting down", "server_error"));

@@ -23,9 +23,10 @@ struct SchedulerOptions {
   std::size_t prefix_cache_entries = 64;
   int prefill_chunk = 256;  // prompt tokens per step, over all prefilling requests
   TokenId eos = 1;
-  // Test aid (`--debug-slowdown F`): each step that computed something is padded with
-  // a sleep of F/(1−F) times its own duration, so decode throughput becomes (1 − F)
-  // times what it was. Lets the CI gate be tested against a known regression.
+  // Test aid (`--debug-slowdown F`): after each step the scheduler busy-waits F/(1−F)
+  // as long as the step computed (decode rows only), so decode throughput becomes (1 − F)
+  // times what it was. Lets the CI gate be tested against a known
+  // regression.
   double debug_slowdown = 0.0;
 };
 

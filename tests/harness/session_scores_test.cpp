@@ -11,6 +11,7 @@
 
 #include "harness/session_scores.hpp"
 #include "harness/store.hpp"
+#include "tests/support/fixture_store.hpp"
 
 namespace tandem::harness {
 namespace {
@@ -34,51 +35,14 @@ class TempStore {
   std::filesystem::path path_;
 };
 
-SampleRow FromJson(const json& j) {
-  SampleRow s;
-  s.case_id = j["case_id"];
-  s.weight = j["weight"];
-  s.repeat = j["repeat"];
-  s.level = j["level"];
-  s.batch = j["batch"];
-  s.slot = j["slot"];
-  s.context = j["context"];
-  s.role = j["role"];
-  s.completion_tokens = j["completion_tokens"];
-  s.t_first_output = j["t_first_output"];
-  s.t_first_content = s.t_first_output;
-  s.t_finish = j["t_finish"];
-  s.valid = j["valid"];
-  s.passed = s.valid;
-  s.status = 200;
-  s.checks_json = "{}";
-  return s;
-}
-
 TEST(SessionScores, MatchTheIndependentComputation) {
   std::ifstream in(TANDEM_SESSION_SCORES_GOLDEN);
   ASSERT_TRUE(in) << TANDEM_SESSION_SCORES_GOLDEN;
   const json golden = json::parse(in);
 
   TempStore file;
-  Store store = Store::Open(file.path());
-  const std::int64_t campaign = store.CreateCampaign("golden", "golden.yaml", "", "", "", "", "{}");
-  std::map<std::string, std::int64_t> arms;
-  arms["A"] = store.AddArm(campaign, 0, "A", "binary", "ra", "", "", "{}");
-  arms["B"] = store.AddArm(campaign, 1, "B", "binary", "rb", "", "", "{}");
-  const std::int64_t layout = store.AddLayout(campaign, 0, "tp4", "{}");
-  for (const json& sj : golden["sessions"]) {
-    const std::int64_t session = store.AddSession(campaign, sj["order_index"], layout, arms.at(sj["arm"]));
-    store.StartSession(session, "{}");
-    for (const json& wj : sj["workloads"]) {
-      const json spec = {{"greedy", true}};
-      const std::int64_t run = store.StartWorkloadRun(session, wj["name"], wj["kind"], wj["warmup"], spec.dump(), "{}");
-      for (const json& x : wj["samples"]) store.AddSample(run, session, FromJson(x));
-      store.FinishWorkloadRun(run, "{}", "{}");
-    }
-    store.FinishSession(session, sj["status"], "", "{}", "[]");
-  }
-
+  const std::int64_t campaign = testing::WriteFixtureStore(golden, file.path());
+  const Store store = Store::Open(file.path());
   const std::vector<FamilyScores> got = ComputeSessionScores(store, campaign);
   std::map<std::string, const FamilyScores*> by_family;
   for (const FamilyScores& f : got) {

@@ -1,5 +1,7 @@
 #include "tests/support/child_process.hpp"
 
+#include "harness/child_wait.hpp"
+
 #include <csignal>
 
 #include <boost/process.hpp>
@@ -63,8 +65,7 @@ void ChildProcess::Kill() {
 }
 
 std::optional<int> ChildProcess::WaitExit(std::chrono::milliseconds timeout) {
-  std::error_code ec;
-  if (!impl_->child.wait_for(timeout, ec)) return std::nullopt;
+  if (!harness::WaitForExit(impl_->child, timeout)) return std::nullopt;
   return impl_->child.exit_code();
 }
 

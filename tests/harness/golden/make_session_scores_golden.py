@@ -135,8 +135,8 @@ def build():
                 expected=[dict(layout="tp4", family=f, by_arm=v) for f, v in expected.items()])
 
 
-def main():
-    text = json.dumps(build(), indent=1) + "\n"
+def write_or_check(text, doc):
+    """`SCRIPT OUT.json` writes `text`; `SCRIPT --check OUT.json` fails when the file differs."""
     if len(sys.argv) == 3 and sys.argv[1] == "--check":
         with open(sys.argv[2]) as f:
             if f.read() != text:
@@ -144,11 +144,15 @@ def main():
                 return 1
         return 0
     if len(sys.argv) != 2:
-        print(__doc__, file=sys.stderr)
+        print(doc, file=sys.stderr)
         return 2
     with open(sys.argv[1], "w") as f:
         f.write(text)
     return 0
+
+
+def main():
+    return write_or_check(json.dumps(build(), indent=1) + "\n", __doc__)
 
 
 if __name__ == "__main__":

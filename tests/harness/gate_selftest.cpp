@@ -1,0 +1,98 @@
+// The CI self-test of the whole pipeline: real campaigns on the tiny preset, then
+// `tandem gate`. The same arm against itself (A/A) must pass; against itself with
+// `--debug-slowdown 0.15` (decode deliberately 15% slower) it must fail. Runs alone
+// (RUN_SERIAL): other tests on the same two cores would be noise it has to see through.
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "tests/support/run_command.hpp"
+
+namespace tandem::harness {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+
+class GateSelfTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    root_ = new fs::path(fs::temp_directory_path() / fmt::format("tandem-gate-selftest-{}", ::getpid()));
+    fs::remove_all(*root_);
+    fs::create_directories(*root_);
+    const auto r = testing::RunCommand(TANDEM_RT_BIN, {"init-model", "--preset", "tiny", "--seed", "11", "--out", (*root_ / "model").string()});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+  }
+  static void TearDownTestSuite() {
+    if (std::getenv("TANDEM_KEEP_SELFTEST") == nullptr) fs::remove_all(*root_);
+    delete root_;
+  }
+
+  // Runs an A/A campaign whose second arm adds `candidate_options`; returns the store.
+  static fs::path Run(const std::string& name, const std::string& candidate_options) {
+    const fs::path file = *root_ / (name + ".yaml");
+    std::ofstream(file) << fmt::format(R"(name: {name}
+model: {{path: {model}}}
+arms:
+  - label: base
+    source: {{kind: binary, coordinator: {bin}}}
+  - label: cand
+    source: {{kind: binary, coordinator: {bin}}}
+    options: [{options}]
+layouts:
+  - {{name: single, workers: 0, coordinator_threads: 1}}
+sessions: {{per_layout: 16, order: ABBA}}
+warmup:
+  - {{name: warmup, kind: battery, cases: [code], max_tokens: 32, counting: false}}
+workloads:
+  - {{name: battery, kind: battery, cases: [code, hello, fable], repeats: 3, max_tokens: 256, counting: false}}
+corpus: {corpus}
+store: {store}
+gate: {{baseline: base, candidate: cand, families: ["battery: weighted decode"], max_regression: 0.03, rule: proven}}
+timeouts: {{launch_s: 60, request_s: 60, teardown_grace_s: 5}}
+)",
+                                       fmt::arg("name", name), fmt::arg("model", (*root_ / "model").string()), fmt::arg("bin", TANDEM_RT_BIN),
+                                       fmt::arg("options", candidate_options),
+                                       fmt::arg("corpus", std::string(TANDEM_SOURCE_DIR) + "/campaigns/corpus.yaml"),
+                                       fmt::arg("store", (*root_ / (name + ".db")).string()));
+    const auto r = testing::RunCommand(TANDEM_BIN, {"run", file.string(), "--quiet"}, 600s);
+    EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+    return *root_ / (name + ".db");
+  }
+  static fs::path* root_;
+};
+
+fs::path* GateSelfTest::root_ = nullptr;
+
+TEST_F(GateSelfTest, AaPassesAndAFifteenPercentSlowdownFails) {
+  const fs::path aa = Run("aa", "");
+  const auto pass = testing::RunCommand(TANDEM_BIN, {"gate", aa.string(), "--json"});
+  EXPECT_EQ(pass.exit_code, 0) << pass.out << pass.err;
+  const auto a = nlohmann::json::parse(pass.out);
+  EXPECT_EQ(a["verdict"], "pass") << pass.out;
+
+  const fs::path slow = Run("slow", "--debug-slowdown, \"0.15\"");
+  const auto fail = testing::RunCommand(TANDEM_BIN, {"gate", slow.string(), "--json"});
+  EXPECT_EQ(fail.exit_code, 1) << fail.out << fail.err;
+  const auto f = nlohmann::json::parse(fail.out);
+  EXPECT_EQ(f["verdict"], "fail") << fail.out;
+  ASSERT_EQ(f["families"].size(), 1u);
+  // The measured ratio is near the 0.85 the slowdown makes.
+  EXPECT_NEAR(f["families"][0]["ratio"].get<double>(), 0.85, 0.06) << fail.out;
+  EXPECT_TRUE(f["quality_failures"].empty()) << fail.out;
+
+  // Both reports render, and the slowed arm is disclosed.
+  const auto report = testing::RunCommand(TANDEM_BIN, {"report", slow.string()});
+  EXPECT_EQ(report.exit_code, 0) << report.err;
+  EXPECT_NE(report.out.find("ran with `--debug-slowdown 0.15`"), std::string::npos);
+  fmt::print("A/A: ratio {:.3f} ({:.3f}–{:.3f}); slowed: ratio {:.3f} ({:.3f}–{:.3f})\n", a["families"][0]["ratio"].get<double>(),
+             a["families"][0]["lo"].get<double>(), a["families"][0]["hi"].get<double>(), f["families"][0]["ratio"].get<double>(),
+             f["families"][0]["lo"].get<double>(), f["families"][0]["hi"].get<double>());
+}
+
+}  // namespace
+}  // namespace tandem::harness

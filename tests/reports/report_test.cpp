@@ -1,0 +1,174 @@
+// The release report rendered from a hand-built store (tests/reports/golden/
+// make_report_fixture.py): the whole markdown against the committed golden file, and
+// its A/B and headline rows against values computed independently with numpy/scipy.
+// Set TANDEM_UPDATE_GOLDEN=1 to rewrite report.md after an intended change, then
+// review the diff.
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "harness/store.hpp"
+#include "reports/campaign_record.hpp"
+#include "reports/export.hpp"
+#include "reports/markdown_report.hpp"
+#include "reports/plots.hpp"
+#include "tests/support/fixture_store.hpp"
+
+namespace tandem::reports {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+const fs::path kGolden = fs::path(TANDEM_REPORTS_GOLDEN_DIR);
+
+json Fixture() {
+  std::ifstream in(kGolden / "report_fixture.json");
+  EXPECT_TRUE(in) << kGolden / "report_fixture.json";
+  return json::parse(in);
+}
+
+class Report : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    dir_ = fs::temp_directory_path() / fmt_name(info->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    fixture_ = Fixture();
+    testing::WriteFixtureStore(fixture_, dir_ / "store.db");
+    const harness::Store store = harness::Store::Open(dir_ / "store.db");
+    record_ = LoadCampaignRecord(store, std::nullopt);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  static std::string fmt_name(const std::string& test) { return "tandem-report-" + test + "-" + std::to_string(::getpid()); }
+
+  // The report with the (temporary) store path replaced, as the golden file has it.
+  std::string Rendered(const ReportOptions& options = {}) const {
+    std::string text = RenderReport(record_, options) + "\n";
+    const std::string path = (dir_ / "store.db").string();
+    for (std::size_t at; (at = text.find(path)) != std::string::npos;) text.replace(at, path.size(), "STORE");
+    return text;
+  }
+
+  fs::path dir_;
+  json fixture_;
+  CampaignRecord record_;
+};
+
+TEST_F(Report, MatchesTheGoldenMarkdownExactly) {
+  const std::string text = Rendered();
+  const fs::path golden = kGolden / "report.md";
+  if (const char* update = std::getenv("TANDEM_UPDATE_GOLDEN"); update != nullptr && std::string(update) == "1") {
+    std::ofstream(golden) << text;
+    GTEST_SKIP() << "rewrote " << golden;
+  }
+  std::ifstream in(golden);
+  ASSERT_TRUE(in) << golden << " is missing; run with TANDEM_UPDATE_GOLDEN=1";
+  std::stringstream want;
+  want << in.rdbuf();
+  EXPECT_EQ(text, want.str()) << "the report changed; if intended, rerun with TANDEM_UPDATE_GOLDEN=1 and review the diff";
+}
+
+TEST_F(Report, FiguresMatchTheIndependentComputation) {
+  const std::string text = Rendered();
+  for (const char* table : {"ab_rows", "headline_rows"}) {
+    for (const json& row : fixture_["expected"][table]) {
+      EXPECT_NE(text.find("\n" + row.get<std::string>() + "\n"), std::string::npos) << table << " row missing:\n" << row.get<std::string>();
+    }
+  }
+}
+
+TEST_F(Report, EverySectionTheCampaignMeasured) {
+  const std::string text = Rendered();
+  for (const char* section : {"## Arms", "## Host", "## Protocol", "## A/B: v14 vs v13", "## Greedy output agreement", "## Headline decode",
+                              "## Content-type decode", "## Draft acceptance", "## Concurrency scaling", "## Mixed traffic",
+                              "## Retained-context decode", "## Quality", "## Noise and power", "## Plots",
+                              "## Appendix: samples referenced above"}) {
+    EXPECT_NE(text.find(std::string("\n") + section + "\n"), std::string::npos) << section;
+  }
+  // What must be disclosed, with links that resolve to the appendix.
+  for (const char* needle : {"reported more cached prompt tokens than the bound", "token", "completed on attempt 2", "61% busy",
+                             "1 of 8 sessions", "across arms: "}) {
+    EXPECT_NE(text.find(needle), std::string::npos) << needle;
+  }
+  for (std::size_t at = 0; (at = text.find("](#sample-", at)) != std::string::npos; ++at) {
+    const std::size_t end = text.find(')', at);
+    const std::string anchor = text.substr(at + 3, end - at - 3);
+    EXPECT_NE(text.find("<a id=\"" + anchor + "\"></a>"), std::string::npos) << anchor;
+  }
+}
+
+TEST_F(Report, SectionsAppearOnlyWhenMeasured) {
+  // Only a greedy battery, one layout, no drafts: no draft, concurrency, mixed or retained sections.
+  json small = fixture_;
+  for (json& s : small["sessions"]) {
+    json kept = json::array();
+    for (const json& w : s["workloads"]) {
+      if (w["name"] == "greedy-battery") kept.push_back(w);
+    }
+    s["workloads"] = kept;
+  }
+  testing::WriteFixtureStore(small, dir_ / "small.db");
+  const harness::Store store = harness::Store::Open(dir_ / "small.db");
+  const std::string text = RenderReport(LoadCampaignRecord(store, std::nullopt), {});
+  for (const char* absent : {"## Draft acceptance", "## Concurrency scaling", "## Mixed traffic", "## Retained-context decode"}) {
+    EXPECT_EQ(text.find(absent), std::string::npos) << absent;
+  }
+  EXPECT_NE(text.find("## Headline decode"), std::string::npos);
+}
+
+TEST_F(Report, PlotsAreDrawnOrSkippedWithANote) {
+  const PlotSet missing = DrawPlots(record_, dir_ / "plots-none", "/no/such/gnuplot");
+  EXPECT_TRUE(missing.plots.empty());
+  EXPECT_NE(missing.note.find("not installed"), std::string::npos) << missing.note;
+  ReportOptions options{dir_, missing, true};
+  EXPECT_NE(Rendered(options).find("(plots skipped: /no/such/gnuplot is not installed"), std::string::npos);
+
+  if (!fs::exists("/usr/bin/gnuplot")) GTEST_SKIP() << "gnuplot is not installed";
+  const PlotSet drawn = DrawPlots(record_, dir_ / "plots", "gnuplot");
+  EXPECT_TRUE(drawn.note.empty()) << drawn.note;
+  ASSERT_EQ(drawn.plots.size(), 4u);  // scores and scaling for each layout
+  for (const Plot& p : drawn.plots) {
+    std::ifstream in(p.file);
+    std::stringstream svg;
+    svg << in.rdbuf();
+    EXPECT_NE(svg.str().find("<svg"), std::string::npos) << p.file;
+  }
+  const std::string text = Rendered({dir_, drawn, true});
+  EXPECT_NE(text.find("![tp4: session scores](plots/scores-tp4.svg)"), std::string::npos);
+  EXPECT_NE(text.find("![ep2: concurrency scaling](plots/scaling-ep2.svg)"), std::string::npos);
+}
+
+TEST_F(Report, ExportsRoundTrip) {
+  std::ostringstream json_out, csv_out, scores_out;
+  Export(record_, ExportTable::kSamples, ExportFormat::kJson, json_out);
+  Export(record_, ExportTable::kSamples, ExportFormat::kCsv, csv_out);
+  Export(record_, ExportTable::kScores, ExportFormat::kJson, scores_out);
+  const json samples = json::parse(json_out.str());
+  ASSERT_EQ(samples.size(), record_.samples.size());
+  EXPECT_EQ(json_out.str().rfind("[\n {\"sample_id\": ", 0), 0u);  // column order kept
+  EXPECT_EQ(samples[0]["layout"], "tp4");
+  // CSV: a header and one record per sample; quoted fields may hold commas and quotes.
+  std::size_t records = 0;
+  bool quoted = false;
+  for (char c : csv_out.str()) {
+    if (c == '"') quoted = !quoted;
+    if (c == '\n' && !quoted) ++records;
+  }
+  EXPECT_EQ(records, record_.samples.size() + 1);
+  const json scores = json::parse(scores_out.str());
+  std::size_t expected = 0;
+  for (const auto& f : record_.families) {
+    for (const auto& [arm, values] : f.by_arm) expected += values.size();
+  }
+  EXPECT_EQ(scores.size(), expected);
+  EXPECT_TRUE(scores[0].contains("values"));
+}
+
+}  // namespace
+}  // namespace tandem::reports
