@@ -81,8 +81,9 @@ TEST_F(GateSelfTest, AaPassesAndAFifteenPercentSlowdownFails) {
   const auto f = nlohmann::json::parse(fail.out);
   EXPECT_EQ(f["verdict"], "fail") << fail.out;
   ASSERT_EQ(f["families"].size(), 1u);
-  // The measured ratio is near the 0.85 the slowdown makes.
-  EXPECT_NEAR(f["families"][0]["ratio"].get<double>(), 0.85, 0.06) << fail.out;
+  // The measured ratio is near the 0.85 the slowdown makes (0.79–0.85 seen on a
+  // 2-core machine; other load on it pushes the ratio down, never up).
+  EXPECT_NEAR(f["families"][0]["ratio"].get<double>(), 0.84, 0.07) << fail.out;
   EXPECT_TRUE(f["quality_failures"].empty()) << fail.out;
 
   // Both reports render, and the slowed arm is disclosed.
