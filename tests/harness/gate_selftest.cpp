@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <sched.h>
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -44,24 +45,36 @@ arms:
     source: {{kind: binary, coordinator: {bin}}}
     options: [{options}]
 layouts:
-  - {{name: single, workers: 0, coordinator_threads: 1}}
-sessions: {{per_layout: 16, order: ABBA}}
+  - {{name: single, workers: 0, coordinator_threads: 1{pin}}}
+sessions: {{per_layout: 24, order: ABBA}}
 warmup:
   - {{name: warmup, kind: battery, cases: [code], max_tokens: 32, counting: false}}
 workloads:
-  - {{name: battery, kind: battery, cases: [code, hello, fable], repeats: 3, max_tokens: 256, counting: false}}
+  - {{name: battery, kind: battery, cases: [code, fable], repeats: 5, max_tokens: 256, counting: false}}
 corpus: {corpus}
 store: {store}
 gate: {{baseline: base, candidate: cand, families: ["battery: weighted decode"], max_regression: 0.03, rule: proven}}
 timeouts: {{launch_s: 60, request_s: 60, teardown_grace_s: 5}}
 )",
                                        fmt::arg("name", name), fmt::arg("model", (*root_ / "model").string()), fmt::arg("bin", TANDEM_RT_BIN),
-                                       fmt::arg("options", candidate_options),
+                                       fmt::arg("options", candidate_options), fmt::arg("pin", Pinning()),
                                        fmt::arg("corpus", std::string(TANDEM_SOURCE_DIR) + "/campaigns/corpus.yaml"),
                                        fmt::arg("store", (*root_ / (name + ".db")).string()));
     const auto r = testing::RunCommand(TANDEM_BIN, {"run", file.string(), "--quiet"}, 600s);
     EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
     return *root_ / (name + ".db");
+  }
+  // The engine thread on the last CPU this process may use, away from the harness's
+  // own threads: fewer migrations, less session-to-session noise.
+  static std::string Pinning() {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (sched_getaffinity(0, sizeof(set), &set) != 0 || CPU_COUNT(&set) < 2) return "";
+    int last = 0;
+    for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+      if (CPU_ISSET(cpu, &set)) last = cpu;
+    }
+    return fmt::format(", coordinator_cpus: \"{}\"", last);
   }
   static fs::path* root_;
 };
