@@ -10,6 +10,9 @@
 #include "runtime/cli/layout_flags.hpp"
 #include "runtime/dist/local_workers.hpp"
 #include "runtime/dist/remote_expert_executor.hpp"
+#include "runtime/draft/draft_options.hpp"
+#include "runtime/draft/draft_policy.hpp"
+#include "runtime/draft/drafter.hpp"
 #include "runtime/engine/engine.hpp"
 #include "runtime/model/chat_template.hpp"
 #include "runtime/model/checkpoint.hpp"
@@ -31,6 +34,8 @@ struct Options {
   int drain_timeout_s = 30;
   int threads = 0;
   LayoutFlags layout;
+  DraftOptions draft;
+  std::string draft_format = "int8";
 };
 
 // SIGTERM / SIGINT are blocked in every thread and collected here, so shutdown runs
@@ -69,10 +74,14 @@ void Serve(Options opt) {
                      opt.max_output_tokens > 0 ? std::min(opt.max_output_tokens, opt.scheduler.max_context)
                                                : opt.scheduler.max_context,
                      c.vocab_size, static_cast<TokenId>(c.bos_token_id)};
-  Scheduler scheduler(engine, tokenizer, opt.scheduler, remote.get());
+  opt.draft.replica_format = opt.draft_format == "int4" ? QuantFormat::kInt4 : QuantFormat::kInt8;
+  std::unique_ptr<Drafter> drafter = MakeDrafter(opt.draft, ckpt, &engine.pool());
+  const std::string drafting = drafter ? fmt::format("drafts {} ({})", drafter->name(), opt.draft.policy) : "no drafts";
+  Scheduler scheduler(engine, tokenizer, opt.scheduler, remote.get(), std::move(drafter),
+                      MakeDraftPolicy(opt.draft.policy, opt.draft.max_drafts));
   api.Attach(&scheduler, &tokenizer, std::move(chat), served);
-  fmt::print("tandem-rt serve: ready ({} as '{}', context {}, concurrency {}{})\n", opt.model, opt.api.served_model,
-             served.max_context, opt.scheduler.concurrency,
+  fmt::print("tandem-rt serve: ready ({} as '{}', context {}, concurrency {}, {}{})\n", opt.model, opt.api.served_model,
+             served.max_context, opt.scheduler.concurrency, drafting,
              opt.scheduler.debug_slowdown > 0
                  ? fmt::format("; DEBUG SLOWDOWN {:.0f}%: decode deliberately slowed", 100 * opt.scheduler.debug_slowdown)
                  : "");
@@ -108,6 +117,34 @@ void AddServeCommand(CLI::App& app) {
                   "Test aid: make decode this fraction slower (0.15: throughput × 0.85) by padding each step")
       ->check(CLI::Range(0.0, 0.9));
   cmd->add_option("--threads", opt->threads, "Engine threads (0: all cores)")->check(CLI::Range(0, 1024));
+  cmd->add_option("--draft", opt->draft.mode,
+                  "Speculative drafter: replica (quantized local copy of the target), ngram (prompt lookup), off; "
+                  "auto: replica for synthetic checkpoints, else off")
+      ->check(CLI::IsMember({"auto", "replica", "ngram", "off"}))
+      ->capture_default_str();
+  cmd->add_option("--draft-policy", opt->draft.policy, "Drafts per request and step: fixed:K or adaptive")
+      ->check(CLI::Validator(
+          [](std::string& spec) -> std::string {
+            try {
+              MakeDraftPolicy(spec);
+              return "";
+            } catch (const std::invalid_argument& e) {
+              return e.what();
+            }
+          },
+          "fixed:K|adaptive"))
+      ->capture_default_str();
+  cmd->add_option("--draft-max", opt->draft.max_drafts, "The adaptive policy's most drafts per request and step")
+      ->check(CLI::Range(1, 32))
+      ->capture_default_str();
+  cmd->add_option("--draft-format", opt->draft_format, "The replica's expert weights")
+      ->check(CLI::IsMember({"int8", "int4"}))
+      ->capture_default_str();
+  cmd->add_option("--draft-group", opt->draft.replica_group, "Values per quantization scale in the replica")
+      ->check(CLI::IsMember({32, 64, 128}))
+      ->capture_default_str();
+  cmd->add_option("--ngram-min", opt->draft.ngram_min, "Shortest n-gram the ngram drafter matches")->check(CLI::Range(1, 64))->capture_default_str();
+  cmd->add_option("--ngram-max", opt->draft.ngram_max, "Longest n-gram the ngram drafter matches")->check(CLI::Range(1, 64))->capture_default_str();
   AddLayoutFlags(cmd, opt->layout);
   cmd->callback([opt] { Serve(*opt); });
 }

@@ -26,7 +26,8 @@ struct Engine::State {
   ModelWeights weights;
   RopeTable rope;
   std::vector<std::optional<Router>> routers;  // per layer; set for MoE layers
-  ThreadPool pool;
+  std::unique_ptr<ThreadPool> own_pool;        // unless EngineOptions::pool lends one
+  ThreadPool& pool;
   std::shared_ptr<ExpertExecutor> experts;
   KvCachePool kv;
   float softmax_scale;
@@ -41,7 +42,8 @@ struct Engine::State {
         options(opts),
         weights(ModelWeights::Load(ckpt)),
         rope(config),
-        pool(opts.threads),
+        own_pool(opts.pool != nullptr ? nullptr : std::make_unique<ThreadPool>(opts.threads)),
+        pool(opts.pool != nullptr ? *opts.pool : *own_pool),
         // Rounded expert inputs mean a comparison with a hybrid run: sum exactly as it does.
         experts(factory ? factory(pool)
                         : std::make_shared<LocalExpertExecutor>(ckpt, &pool, opts.expert_input != ExpertInputPrecision::kF32)),

@@ -31,6 +31,9 @@ struct ForwardOutput {
 
 struct EngineOptions {
   int threads = 0;  // 0: all cores
+  // When set, the engine computes on this pool (not owned) instead of its own: an
+  // engine that runs between another's steps (the drafter) shares its threads.
+  ThreadPool* pool = nullptr;
   bool record_routes = false;
   // Rounds the experts' input rows as a hybrid layout's wire does, and sums the
   // experts exactly as it does, so a single process can be compared like with

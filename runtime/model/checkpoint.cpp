@@ -46,6 +46,7 @@ Checkpoint Checkpoint::Open(const std::filesystem::path& dir) {
       }
       ckpt.tensors_.emplace(name, Entry{f, std::move(info)});
     }
+    ckpt.metadata_.insert(header.metadata.begin(), header.metadata.end());
     ckpt.files_.push_back({std::move(mapping), header.data_offset});
   }
   for (const auto& [tensor, file] : weight_map) {

@@ -12,6 +12,10 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/dist/remote_expert_executor.hpp"
+#include "runtime/draft/draft_counters.hpp"
+#include "runtime/draft/draft_policy.hpp"
+#include "runtime/draft/drafter.hpp"
+#include "runtime/draft/verification.hpp"
 #include "runtime/engine/engine.hpp"
 #include "runtime/serve/api_error.hpp"
 #include "runtime/serve/completion_text.hpp"
@@ -39,7 +43,7 @@ struct Counters {
   std::uint64_t prompt_tokens = 0, cached_tokens = 0, completion_tokens = 0;
   std::uint64_t steps = 0, rows = 0, prefill_rows = 0, decode_rows = 0;
   std::uint64_t admitted = 0, admitted_after_wait = 0, queue_wait_us = 0;
-  std::uint64_t request_rounds = 0;
+  DraftCounters draft;
 };
 
 }  // namespace
@@ -49,6 +53,8 @@ struct Scheduler::State {
   const Tokenizer& tokenizer;
   SchedulerOptions options;
   RemoteExpertExecutor* remote;
+  std::unique_ptr<Drafter> drafter;    // null: target only
+  std::unique_ptr<DraftPolicy> policy;
   PrefixCache prefix_cache;
 
   struct Queued {
@@ -85,14 +91,26 @@ struct Scheduler::State {
   std::size_t prefill_turn = 0;
   std::thread thread;
 
-  State(Engine& e, const Tokenizer& t, SchedulerOptions o, RemoteExpertExecutor* r)
-      : engine(e), tokenizer(t), options(o), remote(r), prefix_cache(e.kv(), o.prefix_cache_entries, SequenceId{1} << 62) {}
+  State(Engine& e, const Tokenizer& t, SchedulerOptions o, RemoteExpertExecutor* r, std::unique_ptr<Drafter> d,
+        std::unique_ptr<DraftPolicy> p)
+      : engine(e),
+        tokenizer(t),
+        options(o),
+        remote(r),
+        drafter(std::move(d)),
+        policy(std::move(p)),
+        prefix_cache(e.kv(), o.prefix_cache_entries, SequenceId{1} << 62) {}
 
   void Run();
   bool Step();
   void SlowDown(Clock::duration step);
   double decode_share = 0;  // of the last step's rows; --debug-slowdown pads decode only
   void Admit();
+  void Draft(const std::vector<Active*>& decoding, int base_rows, std::vector<rt::Draft>& drafts, DraftRoundTiming& timing);
+  // Feeds `token` (emitted at the current end of `a`) to the request's text and
+  // limits; returns the finish reason, or "" when the request goes on.
+  std::string Emit(Active& a, TokenId token, bool last);
+  void Close(Active& a);
   void Finish(Active& a, const std::string& reason);
   void FailEverything(const std::string& reason);
   std::string Stats();
@@ -163,7 +181,7 @@ void Scheduler::State::Finish(Active& a, const std::string& reason) {
   a.stream->Push(std::move(done));
   // The tokens whose KV exists go back into the cache for later requests.
   prefix_cache.Insert(std::span<const TokenId>(a.tokens.data(), static_cast<std::size_t>(a.fed)), a.sequence);
-  engine.kv().Close(a.sequence);
+  Close(a);
   std::lock_guard lock(mutex);
   ++counters.completed;
   counters.completion_tokens += static_cast<std::uint64_t>(a.generated);
@@ -178,7 +196,7 @@ void Scheduler::State::FailEverything(const std::string& reason) {
   }
   for (Active& a : active) {
     a.stream->Push(Failure(503, reason, "server_error"));
-    if (engine.kv().Contains(a.sequence)) engine.kv().Close(a.sequence);
+    Close(a);
   }
   std::lock_guard lock(mutex);
   counters.failed += active.size();
@@ -188,11 +206,59 @@ void Scheduler::State::FailEverything(const std::string& reason) {
   queue.clear();
 }
 
+void Scheduler::State::Close(Active& a) {
+  if (engine.kv().Contains(a.sequence)) engine.kv().Close(a.sequence);
+  if (drafter) drafter->Forget(a.sequence);
+}
+
+// Asks the drafter for every decoding request's drafts, bounded by the policy, the
+// request's remaining tokens (every verified draft may be emitted, plus one) and its
+// KV capacity, then lets the policy choose how many of each to verify.
+void Scheduler::State::Draft(const std::vector<Active*>& decoding, int base_rows, std::vector<rt::Draft>& drafts,
+                             DraftRoundTiming& timing) {
+  drafts.assign(decoding.size(), {});
+  if (!drafter || decoding.empty()) return;
+  std::vector<std::vector<TokenId>> contexts(decoding.size());
+  std::vector<DraftRequest> requests(decoding.size());
+  for (std::size_t i = 0; i < decoding.size(); ++i) {
+    Active& a = *decoding[i];
+    contexts[i].assign(a.tokens.begin(), a.tokens.begin() + a.fed);
+    contexts[i].push_back(a.pending);
+    const int capacity = engine.kv().Get(a.sequence).capacity();
+    const int room = std::min(a.submission.max_new_tokens - a.generated - 1, capacity - 1 - a.fed);
+    requests[i] = {a.sequence, contexts[i], std::max(0, std::min(policy->MaxDrafts(), room)), capacity, &a.submission.sampling};
+  }
+  const auto start = Clock::now();
+  drafter->Propose(requests, [&](std::size_t, const rt::Draft& d) { return policy->More(d, base_rows); }, drafts);
+  timing.draft_s = std::chrono::duration<double>(Clock::now() - start).count();
+  for (rt::Draft& d : drafts) {
+    timing.draft_iterations = std::max(timing.draft_iterations, static_cast<int>(d.tokens.size()));
+    const std::size_t keep = std::min(policy->Choose(d, base_rows), d.tokens.size());
+    d.tokens.resize(keep);
+    d.confidence.resize(keep);
+  }
+}
+
+std::string Scheduler::State::Emit(Active& a, TokenId token, bool last) {
+  ++a.generated;
+  if (token == options.eos && !a.submission.ignore_eos) return "stop";
+  const std::string delta = a.text->Push(token);
+  if (!delta.empty()) a.stream->Push({StreamEvent::Kind::kDelta, delta});
+  if (a.text->stopped()) return "stop";
+  if (a.generated >= a.submission.max_new_tokens) return "length";
+  // The last token emitted is fed next step: it needs a KV position.
+  if (last && a.fed >= engine.kv().Get(a.sequence).capacity()) return "length";
+  return "";
+}
+
+// One step: drafts for the decoding requests, then one target forward over every
+// decoding request's anchor and drafts plus the prompt chunks of prefilling ones
+// (one worker round trip per MoE layer for all of it), then sample-and-match.
 bool Scheduler::State::Step() {
   // Cancelled streams free their slot at the step boundary.
   for (auto it = active.begin(); it != active.end();) {
     if (it->stream->cancelled()) {
-      engine.kv().Close(it->sequence);
+      Close(*it);
       it = active.erase(it);
       std::lock_guard lock(mutex);
       ++counters.cancelled;
@@ -202,86 +268,118 @@ bool Scheduler::State::Step() {
   }
   if (active.empty()) return false;
 
-  // One row per decoding sequence; prompt chunks round-robin within the budget.
-  std::vector<Row> rows;
-  std::vector<Active*> row_owner;
-  std::vector<Active*> prefilling;
-  for (Active& a : active) {
-    if (a.fed < a.prompt_length) {
-      prefilling.push_back(&a);
-    } else {
-      rows.push_back({a.sequence, a.fed, a.pending, true});
-      row_owner.push_back(&a);
-    }
-  }
-  const std::size_t decode_rows = rows.size();
-  decode_share = 0;
+  std::vector<Active*> decoding, prefilling;
+  for (Active& a : active) (a.fed < a.prompt_length ? prefilling : decoding).push_back(&a);
+  // Prompt chunks round-robin within the budget.
+  std::vector<Row> prefill_rows;
+  std::vector<Active*> prefill_owner;
   int budget = options.prefill_chunk;
   for (std::size_t i = 0; i < prefilling.size() && budget > 0; ++i) {
     Active& a = *prefilling[(prefill_turn + i) % prefilling.size()];
     const int n = std::min(budget, a.prompt_length - a.fed);
     for (int k = 0; k < n; ++k) {
       const int position = a.fed + k;
-      rows.push_back({a.sequence, position, a.tokens[static_cast<std::size_t>(position)], position + 1 == a.prompt_length});
-      row_owner.push_back(&a);
+      prefill_rows.push_back({a.sequence, position, a.tokens[static_cast<std::size_t>(position)], position + 1 == a.prompt_length});
+      prefill_owner.push_back(&a);
     }
     budget -= n;
   }
   if (!prefilling.empty()) prefill_turn = (prefill_turn + 1) % prefilling.size();
 
-  if (!rows.empty()) decode_share = static_cast<double>(decode_rows) / static_cast<double>(rows.size());
+  std::vector<rt::Draft> drafts;
+  DraftRoundTiming timing;
+  try {
+    Draft(decoding, static_cast<int>(decoding.size() + prefill_rows.size()), drafts, timing);
+  } catch (const std::exception& e) {
+    FailEverything(fmt::format("the drafter failed: {}", e.what()));
+    return false;
+  }
+
+  // Decoding requests first (anchor, then drafts: all with logits), then prompt chunks.
+  std::vector<Row> rows;
+  for (std::size_t i = 0; i < decoding.size(); ++i) {
+    const Active& a = *decoding[i];
+    rows.push_back({a.sequence, a.fed, a.pending, true});
+    for (std::size_t j = 0; j < drafts[i].tokens.size(); ++j) {
+      rows.push_back({a.sequence, a.fed + 1 + static_cast<int>(j), drafts[i].tokens[j], true});
+    }
+  }
+  const std::size_t decode_rows = rows.size();
+  rows.insert(rows.end(), prefill_rows.begin(), prefill_rows.end());
+  decode_share = rows.empty() ? 0 : static_cast<double>(decode_rows) / static_cast<double>(rows.size());
+
   ForwardOutput out;
+  const auto verify_start = Clock::now();
   try {
     engine.Forward(rows, out);
   } catch (const std::exception& e) {
     FailEverything(fmt::format("the engine failed: {}", e.what()));
     return false;
   }
+  timing.verify_s = std::chrono::duration<double>(Clock::now() - verify_start).count();
+  timing.rows = static_cast<int>(rows.size());
   {
     std::lock_guard lock(mutex);
     ++counters.steps;
     counters.rows += rows.size();
     counters.decode_rows += decode_rows;
     counters.prefill_rows += rows.size() - decode_rows;
+    if (!decoding.empty()) ++counters.draft.rounds;
   }
-  // Positions advance for every row fed; decode rows fed their pending token.
-  for (std::size_t i = 0; i < rows.size(); ++i) {
-    Active& a = *row_owner[i];
-    if (i < decode_rows) a.tokens.push_back(rows[i].token);
-    ++a.fed;
-  }
+  if (drafter && !decoding.empty()) policy->ObserveRound(timing);
+
   const int vocab = engine.config().vocab_size;
-  std::vector<Active*> finished;
-  std::vector<std::string> reasons;
-  for (std::size_t j = 0; j < out.logit_rows.size(); ++j) {
-    Active& a = *row_owner[out.logit_rows[j]];
-    const TokenId token = Sample(out.LogitsOf(j, vocab), a.submission.sampling, a.fed);
-    ++a.generated;
+  std::vector<std::pair<Active*, std::string>> finished;
+  // Decoding requests: accept the drafts the target agrees with, roll back the rest.
+  std::size_t logits_row = 0;
+  for (std::size_t i = 0; i < decoding.size(); ++i) {
+    Active& a = *decoding[i];
+    const rt::Draft& d = drafts[i];
+    const std::size_t first = logits_row;
+    logits_row += 1 + d.tokens.size();
+    const VerifiedTokens v = VerifyDrafts([&](std::size_t j) { return out.LogitsOf(first + j, vocab); }, d.tokens,
+                                          a.submission.sampling, a.fed + 1);
     {
       std::lock_guard lock(mutex);
-      ++counters.request_rounds;
+      counters.draft.Count(d.tokens.size(), static_cast<std::size_t>(v.accepted));
     }
+    if (drafter && !d.tokens.empty()) policy->ObserveAcceptance(d, d.tokens.size(), static_cast<std::size_t>(v.accepted));
+    // Commit: the anchor and the accepted drafts are now part of the sequence; the
+    // KV written for rejected drafts is dropped.
+    a.tokens.resize(static_cast<std::size_t>(a.fed));
+    a.tokens.push_back(a.pending);
+    a.tokens.insert(a.tokens.end(), d.tokens.begin(), d.tokens.begin() + v.accepted);
+    a.fed += 1 + v.accepted;
+    engine.kv().Get(a.sequence).Truncate(a.fed);
     std::string reason;
-    if (token == options.eos && !a.submission.ignore_eos) {
-      reason = "stop";
+    for (std::size_t t = 0; t < v.emitted.size() && reason.empty(); ++t) reason = Emit(a, v.emitted[t], t + 1 == v.emitted.size());
+    if (reason.empty()) {
+      a.pending = v.emitted.back();
     } else {
-      const std::string delta = a.text->Push(token);
-      if (!delta.empty()) a.stream->Push({StreamEvent::Kind::kDelta, delta});
-      if (a.text->stopped()) {
-        reason = "stop";
-      } else if (a.generated >= a.submission.max_new_tokens || a.fed >= engine.kv().Get(a.sequence).capacity()) {
-        reason = "length";
-      }
+      finished.emplace_back(&a, reason);
     }
+  }
+  // Prefilling requests: positions advance; the one whose prompt ended samples its first token.
+  for (std::size_t i = 0; i < prefill_rows.size(); ++i) {
+    Active& a = *prefill_owner[i];
+    ++a.fed;
+    if (!prefill_rows[i].logits) continue;
+    const TokenId token = Sample(out.LogitsOf(logits_row++, vocab), a.submission.sampling, a.fed);
+    {
+      std::lock_guard lock(mutex);
+      counters.draft.Count(0, 0);
+    }
+    const std::string reason = Emit(a, token, true);
     if (reason.empty()) {
       a.pending = token;
     } else {
-      finished.push_back(&a);
-      reasons.push_back(reason);
+      finished.emplace_back(&a, reason);
     }
   }
-  for (std::size_t i = 0; i < finished.size(); ++i) Finish(*finished[i], reasons[i]);
-  active.remove_if([&](const Active& a) { return std::find(finished.begin(), finished.end(), &a) != finished.end(); });
+  for (auto& [a, reason] : finished) Finish(*a, reason);
+  active.remove_if([&](const Active& a) {
+    return std::any_of(finished.begin(), finished.end(), [&](const auto& f) { return f.first == &a; });
+  });
   return true;
 }
 
@@ -300,8 +398,11 @@ std::string Scheduler::State::Stats() {
                          {"compute_ms", static_cast<double>(r.compute_ns) / 1e6}});
     }
   }
+  nlohmann::json draft = {{"mode", drafter ? std::string(drafter->name()) : "off"}, {"policy", drafter ? policy->name() : "none"}};
+  if (drafter) policy->Describe(draft);
   std::lock_guard lock(mutex);
   const Counters& c = counters;
+  c.draft.Describe(draft);
   nlohmann::json stats = {
       {"requests",
        {{"completed", c.completed},
@@ -322,7 +423,7 @@ std::string Scheduler::State::Stats() {
         {"rejected_unavailable", c.rejected_unavailable}}},
       {"prefix_cache", {{"entries", prefix_cache.entries()}}},
       {"workers", workers},
-      {"draft", {{"accepted_drafts", 0}, {"verified_drafts", 0}, {"request_rounds", c.request_rounds}}},
+      {"draft", draft},
       {"healthy", unhealthy.empty() && !draining}};
   return stats.dump();
 }
@@ -363,7 +464,7 @@ void Scheduler::State::Run() {
   }
   for (Active& a : active) {
     a.stream->Push(Failure(503, "the server is shutting down", "server_error"));
-    engine.kv().Close(a.sequence);
+    Close(a);
   }
   active.clear();
   std::lock_guard lock(mutex);
@@ -373,8 +474,10 @@ void Scheduler::State::Run() {
   stats_requests.clear();
 }
 
-Scheduler::Scheduler(Engine& engine, const Tokenizer& tokenizer, SchedulerOptions options, RemoteExpertExecutor* remote)
-    : state_(std::make_unique<State>(engine, tokenizer, options, remote)) {
+Scheduler::Scheduler(Engine& engine, const Tokenizer& tokenizer, SchedulerOptions options, RemoteExpertExecutor* remote,
+                     std::unique_ptr<Drafter> drafter, std::unique_ptr<DraftPolicy> policy)
+    : state_(std::make_unique<State>(engine, tokenizer, options, remote, std::move(drafter),
+                                     policy ? std::move(policy) : MakeDraftPolicy("adaptive"))) {
   state_->thread = std::thread([this] { state_->Run(); });
 }
 

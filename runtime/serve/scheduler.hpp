@@ -12,6 +12,8 @@
 
 namespace tandem::rt {
 
+class DraftPolicy;
+class Drafter;
 class Engine;
 class RemoteExpertExecutor;
 
@@ -47,9 +49,16 @@ struct Submission {
 // from the longest prefix the PrefixCache holds, and its tokens go back into the
 // cache when it ends. Greedy outputs do not depend on what else is in the batch
 // (the engine is batch-invariant) and seeded sampling depends only on (seed, position).
+//
+// With a drafter, each decoding request contributes its anchor plus the drafts the
+// policy chose as rows of that same batch; sample-and-match keeps the drafts the
+// target agrees with and rolls the KV back past them, so outputs are exactly those
+// of decoding without drafts (runtime/draft/verification.hpp).
 class Scheduler {
  public:
-  Scheduler(Engine& engine, const Tokenizer& tokenizer, SchedulerOptions options, RemoteExpertExecutor* remote);
+  // `drafter` null: target only. `policy` null: adaptive.
+  Scheduler(Engine& engine, const Tokenizer& tokenizer, SchedulerOptions options, RemoteExpertExecutor* remote,
+            std::unique_ptr<Drafter> drafter = nullptr, std::unique_ptr<DraftPolicy> policy = nullptr);
   ~Scheduler();  // cancels everything and joins the thread
   Scheduler(const Scheduler&) = delete;
   Scheduler& operator=(const Scheduler&) = delete;

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tests/runtime/tiny_model.hpp"
+#include "tests/serve/test_server.hpp"
 #include "tests/support/child_process.hpp"
 
 namespace tandem::rt {
@@ -19,71 +20,10 @@ namespace {
 using nlohmann::json;
 using tandem::testing::ChildProcess;
 using tandem::testing::TempDir;
+using tandem::testing::Post;
+using tandem::testing::Server;
+using tandem::testing::Text;
 using namespace std::chrono_literals;
-
-struct Worker {
-  std::unique_ptr<ChildProcess> process;
-  std::string address;
-};
-
-Worker StartWorker() {
-  Worker w;
-  w.process = std::make_unique<ChildProcess>(
-      TANDEM_RT_BIN,
-      std::vector<std::string>{"expert", "--listen", "127.0.0.1:0", "--model", tandem::testing::TinyCheckpoint().string(), "--threads", "1"},
-      (TempDir("worker") / "stderr.log").string());
-  const auto line = w.process->ReadLine(20s);
-  if (!line) throw std::runtime_error("worker did not start");
-  w.address = line->substr(line->rfind(' ') + 1);
-  return w;
-}
-
-// A server on the tiny preset; `workers` real expert workers unless 0.
-class Server {
- public:
-  explicit Server(int workers, std::vector<std::string> flags = {}) {
-    for (int i = 0; i < workers; ++i) workers_.push_back(StartWorker());
-    std::vector<std::string> args = {"serve", "--model", tandem::testing::TinyCheckpoint().string(), "--listen", "127.0.0.1:0",
-                                     "--served-model-name", "tiny", "--threads", "1"};
-    if (!workers_.empty()) {
-      std::string list;
-      for (const Worker& w : workers_) list += (list.empty() ? "" : ",") + w.address;
-      args.insert(args.end(), {"--experts", list});
-    }
-    args.insert(args.end(), flags.begin(), flags.end());
-    log_ = TempDir("serve") / "stderr.log";
-    process_ = std::make_unique<ChildProcess>(TANDEM_RT_BIN, args, log_.string());
-    const auto listening = process_->ReadLine(30s);
-    if (!listening || listening->find("http://") == std::string::npos) throw std::runtime_error("server did not start: " + Log());
-    address_ = listening->substr(listening->find("http://") + 7);
-    const auto ready = process_->ReadLine(60s);
-    if (!ready || ready->find("ready") == std::string::npos) throw std::runtime_error("server not ready: " + Log());
-  }
-
-  httplib::Client Client() const {
-    const auto colon = address_.rfind(':');
-    httplib::Client c(address_.substr(0, colon), std::stoi(address_.substr(colon + 1)));
-    c.set_read_timeout(60s);
-    c.set_connection_timeout(5s);
-    return c;
-  }
-  std::string Log() const {
-    std::ifstream in(log_);
-    return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-  }
-  json Stats() const {
-    auto r = Client().Get("/v1/stats");
-    return r ? json::parse(r->body) : json();
-  }
-  ChildProcess& process() { return *process_; }
-  std::vector<Worker>& workers() { return workers_; }
-
- private:
-  std::vector<Worker> workers_;
-  std::unique_ptr<ChildProcess> process_;
-  std::string address_;
-  std::filesystem::path log_;
-};
 
 json Chat(const std::string& text, int max_tokens, bool stream = false) {
   json body = {{"model", "tiny"}, {"messages", {{{"role", "user"}, {"content", text}}}}, {"max_tokens", max_tokens}, {"temperature", 0},
@@ -143,15 +83,6 @@ Streamed Stream(Server& server, const json& body, const std::function<bool(int)>
   client.send(req, res, error);
   out.status = res.status;
   return out;
-}
-
-std::string Text(const json& completion) { return completion["choices"][0]["message"]["content"]; }
-
-std::pair<int, json> Post(Server& server, const std::string& path, const std::string& body,
-                          const httplib::Headers& headers = {}) {
-  auto r = server.Client().Post(path.c_str(), headers, body, "application/json");
-  if (!r) return {0, json()};
-  return {r->status, json::parse(r->body, nullptr, false)};
 }
 
 class ServeTest : public ::testing::Test {

@@ -1,0 +1,54 @@
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "runtime/engine/kv_cache.hpp"
+#include "runtime/model/tokenizer.hpp"
+#include "runtime/sampling/sampler.hpp"
+
+// Speculative decoding: a drafter proposes the tokens that may follow each decoding
+// request; the target verifies them all in one batched step (see docs/architecture.md,
+// "Speculative decoding").
+namespace tandem::rt {
+
+struct DraftRequest {
+  SequenceId sequence = 0;
+  // Every committed token of the request, prompt first; the last one (the anchor) is
+  // the token the target feeds next. Draft j (from 1) is the token at index
+  // context.size() − 1 + j.
+  std::span<const TokenId> context;
+  int max_drafts = 0;  // 0: propose nothing for this request this step
+  int capacity = 0;    // KV positions the request may use
+  const SamplingParams* sampling = nullptr;
+};
+
+struct Draft {
+  std::vector<TokenId> tokens;
+  std::vector<float> confidence;  // the drafter's probability of each token, in [0, 1]
+};
+
+// Asked after each drafted token: should request `request` draft another one?
+using DraftMore = std::function<bool(std::size_t request, const Draft& so_far)>;
+
+// Drafters hold only derived state (their own KV caches, keyed by the target's
+// sequence ids): whatever they computed beyond the committed tokens is forgotten at
+// the next Propose, so a rejected draft never advances anything.
+class Drafter {
+ public:
+  virtual ~Drafter() = default;
+
+  virtual std::string_view name() const = 0;
+
+  // drafts[i] gets at most requests[i].max_drafts tokens; drafting stops early for a
+  // request when `more` says so.
+  virtual void Propose(std::span<const DraftRequest> requests, const DraftMore& more, std::vector<Draft>& drafts) = 0;
+
+  // The request ended: drop what is held for it.
+  virtual void Forget(SequenceId /*sequence*/) {}
+};
+
+}  // namespace tandem::rt

@@ -1,0 +1,36 @@
+#pragma once
+
+#include <map>
+#include <memory>
+
+#include "runtime/draft/drafter.hpp"
+#include "runtime/engine/engine.hpp"
+
+namespace tandem::rt {
+
+class Checkpoint;
+
+// A local copy of the target that drafts autoregressively with no network round
+// trip: the same checkpoint (its non-expert weights are the target's own mapped
+// pages), experts from `experts` (QuantizedExpertExecutor in production), its own KV
+// caches. Drafts are greedy for greedy requests and, for sampled ones, drawn with
+// the request's own stateless (seed, position) draw: when the replica's
+// distribution is close to the target's, the same draw picks the same token.
+class ReplicaDrafter : public Drafter {
+ public:
+  ReplicaDrafter(const Checkpoint& ckpt, ThreadPool* pool, const Engine::ExpertExecutorFactory& experts, std::string name = "replica");
+  ~ReplicaDrafter() override;
+
+  std::string_view name() const override { return name_; }
+  void Propose(std::span<const DraftRequest> requests, const DraftMore& more, std::vector<Draft>& drafts) override;
+  void Forget(SequenceId sequence) override;
+
+ private:
+  std::string name_;
+  Engine engine_;
+  std::map<SequenceId, std::vector<TokenId>> fed_;  // tokens whose KV the replica holds, per sequence
+  ForwardOutput out_;
+  std::vector<Row> rows_;
+};
+
+}  // namespace tandem::rt

@@ -1,0 +1,42 @@
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#include "runtime/kernels/weight_matrix.hpp"
+
+namespace tandem::rt {
+
+class ThreadPool;
+
+enum class QuantFormat { kInt8, kInt4 };
+
+std::string_view ToString(QuantFormat format);  // "int8" | "int4"
+
+// A [rows × cols] matrix stored as signed integers with one fp32 scale per group of
+// `group` consecutive values of a row (symmetric: w ≈ q · scale, q in [−127, 127]
+// for int8 and [−7, 7] for int4, two int4 values per byte, low nibble first).
+// What the replica drafter keeps of the routed experts: a quarter or an eighth of
+// the bytes of bf16, read with fp32 accumulation.
+struct QuantizedMatrix {
+  QuantFormat format = QuantFormat::kInt8;
+  std::int64_t rows = 0;
+  std::int64_t cols = 0;
+  int group = 32;
+  std::vector<std::uint8_t> values;  // int8: rows·cols bytes; int4: rows·cols/2
+  std::vector<float> scales;         // rows · cols/group
+
+  // Throws std::invalid_argument when cols is not a multiple of `group` (or group is
+  // not even, for int4).
+  static QuantizedMatrix Quantize(const WeightMatrix& w, QuantFormat format, int group);
+
+  std::size_t bytes() const { return values.size() + scales.size() * sizeof(float); }
+  float At(std::int64_t row, std::int64_t col) const;  // dequantized (tests, tools)
+};
+
+// Y[b, o] = Σ_i W[o, i] · X[b, i] as MatMul does, W dequantized group by group; a
+// row's result does not depend on the batch.
+void MatMul(const QuantizedMatrix& w, const float* x, std::int64_t batch, float* y, ThreadPool* pool);
+
+}  // namespace tandem::rt

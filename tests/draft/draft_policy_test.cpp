@@ -1,0 +1,65 @@
+#include "runtime/draft/draft_policy.hpp"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+namespace tandem::rt {
+namespace {
+
+Draft Confident(int n, float confidence) {
+  Draft d;
+  d.tokens.assign(static_cast<std::size_t>(n), 5);
+  d.confidence.assign(static_cast<std::size_t>(n), confidence);
+  return d;
+}
+
+TEST(DraftPolicy, ParsesFixedAndAdaptiveAndRefusesTheRest) {
+  EXPECT_EQ(MakeDraftPolicy("fixed:4")->MaxDrafts(), 4);
+  EXPECT_EQ(MakeDraftPolicy("fixed:4")->name(), "fixed:4");
+  EXPECT_EQ(MakeDraftPolicy("adaptive", 6)->MaxDrafts(), 6);
+  for (const char* bad : {"fixed:0", "fixed:33", "fixed:", "fixed:4x", "adaptive:3", "greedy", ""}) {
+    EXPECT_THROW(MakeDraftPolicy(bad), std::invalid_argument) << bad;
+  }
+}
+
+TEST(DraftPolicy, FixedDraftsExactlyK) {
+  const auto p = MakeDraftPolicy("fixed:3");
+  EXPECT_TRUE(p->More(Confident(2, 0.01f), 1));
+  EXPECT_FALSE(p->More(Confident(3, 0.99f), 1));
+  EXPECT_EQ(p->Choose(Confident(3, 0.01f), 1), 3u);
+}
+
+// Steps whose time grows with rows (1 ms + 0.1 ms per row) and a drafter costing 0.2 ms
+// per forward; `rate` of drafts accepted.
+void Train(DraftPolicy& p, double rate, int rounds) {
+  for (int r = 0; r < rounds; ++r) {
+    const Draft d = Confident(4, 0.5f);
+    const auto accepted = static_cast<std::size_t>(rate >= 0.99 ? 4 : ((r % 100) < rate * 100 ? 1 : 0));
+    p.ObserveAcceptance(d, 4, accepted);
+    const int rows = 1 + 4 + (r % 3);
+    p.ObserveRound({rows, 4, 4 * 0.0002, 0.001 + 0.0001 * rows});
+  }
+}
+
+TEST(DraftPolicy, AdaptiveDraftsLongWhenDraftsAreAcceptedAndStopsWhenNot) {
+  const auto good = MakeDraftPolicy("adaptive", 8);
+  Train(*good, 1.0, 200);
+  EXPECT_TRUE(good->More(Confident(5, 0.5f), 1)) << "accepted drafts are nearly free tokens: draft on";
+  EXPECT_EQ(good->Choose(Confident(8, 0.5f), 1), 8u);
+
+  const auto bad = MakeDraftPolicy("adaptive", 8);
+  Train(*bad, 0.0, 200);
+  EXPECT_FALSE(bad->More(Confident(1, 0.5f), 1)) << "rejected drafts only cost time";
+  EXPECT_EQ(bad->Choose(Confident(4, 0.5f), 1), 0u);
+
+  nlohmann::json stats;
+  good->Describe(stats);
+  // The time model was fitted to exactly linear data: it predicts it well.
+  ASSERT_TRUE(stats["round_time_prediction_mare"].is_number());
+  EXPECT_LT(stats["round_time_prediction_mare"].get<double>(), 0.05) << stats.dump();
+  EXPECT_NEAR(stats["round_time_model"]["verify_per_row_ms"].get<double>(), 0.1, 0.02) << stats.dump();
+  EXPECT_NEAR(stats["round_time_model"]["draft_per_forward_ms"].get<double>(), 0.2, 0.01) << stats.dump();
+}
+
+}  // namespace
+}  // namespace tandem::rt

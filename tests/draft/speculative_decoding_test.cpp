@@ -1,0 +1,226 @@
+// Speculative decoding in the scheduler, in process on the tiny preset: drafts never
+// change what is generated (greedy or seeded sampled), an oracle drafter is always
+// accepted and a random one almost never.
+#include <memory>
+#include <random>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "runtime/draft/draft_policy.hpp"
+#include "runtime/draft/ngram_drafter.hpp"
+#include "runtime/draft/quantized_experts.hpp"
+#include "runtime/draft/replica_drafter.hpp"
+#include "runtime/engine/engine.hpp"
+#include "runtime/engine/local_experts.hpp"
+#include "runtime/model/checkpoint.hpp"
+#include "runtime/serve/scheduler.hpp"
+#include "tests/runtime/tiny_model.hpp"
+
+namespace tandem::rt {
+namespace {
+
+using namespace std::chrono_literals;
+
+// Test only: proposes uniformly random tokens.
+class RandomDrafter : public Drafter {
+ public:
+  explicit RandomDrafter(int vocab) : vocab_(vocab) {}
+  std::string_view name() const override { return "random"; }
+  void Propose(std::span<const DraftRequest> requests, const DraftMore& more, std::vector<Draft>& drafts) override {
+    drafts.assign(requests.size(), {});
+    std::uniform_int_distribution<TokenId> token(2, vocab_ - 1);
+    for (std::size_t r = 0; r < requests.size(); ++r) {
+      while (static_cast<int>(drafts[r].tokens.size()) < requests[r].max_drafts) {
+        drafts[r].tokens.push_back(token(rng_));
+        drafts[r].confidence.push_back(0.5f);
+        if (!more(r, drafts[r])) break;
+      }
+    }
+  }
+
+ private:
+  int vocab_;
+  std::mt19937 rng_{5};
+};
+
+struct Output {
+  std::string text;
+  int completion_tokens = 0;
+  std::string finish_reason;
+};
+
+struct Generated {
+  std::vector<Output> outputs;
+  nlohmann::json draft;
+};
+
+class SpeculativeDecoding : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    ckpt_ = new Checkpoint(Checkpoint::Open(testing::TinyCheckpoint()));
+    tokenizer_ = new Tokenizer(Tokenizer::Load(testing::TinyCheckpoint() / "tokenizer.json"));
+    // Prompts of 3..60 tokens, some repeating themselves (so prompt lookup finds
+    // something); half greedy, half seeded sampled.
+    std::mt19937 rng(11);
+    for (int i = 0; i < 16; ++i) {
+      Submission s;
+      const int length = 3 + (i * 7) % 58;
+      std::uniform_int_distribution<TokenId> token(2, ckpt_->config().vocab_size - 1);
+      for (int t = 0; t < length; ++t) s.prompt.push_back(token(rng));
+      if (i % 4 == 1) s.prompt.insert(s.prompt.end(), s.prompt.begin(), s.prompt.end());
+      s.max_new_tokens = 24 + i * 3;
+      s.ignore_eos = i % 3 != 0;
+      if (i % 2 == 1) s.sampling = {.temperature = 0.8f, .top_k = 40, .top_p = 0.95f, .seed = static_cast<std::uint64_t>(1000 + i)};
+      submissions_.push_back(s);
+    }
+  }
+  static void TearDownTestSuite() {
+    delete tokenizer_;
+    delete ckpt_;
+  }
+
+  // Every submission at once, through a scheduler with this drafter (null: none).
+  static Generated Generate(const std::function<std::unique_ptr<Drafter>(Engine&)>& make_drafter, const std::string& policy) {
+    Engine engine(*ckpt_, EngineOptions{.threads = 2});
+    SchedulerOptions options;
+    options.max_context = 512;
+    options.eos = static_cast<TokenId>(ckpt_->config().eos_token_id);
+    Scheduler scheduler(engine, *tokenizer_, options, nullptr, make_drafter ? make_drafter(engine) : nullptr, MakeDraftPolicy(policy));
+    std::vector<std::shared_ptr<RequestStream>> streams;
+    for (const Submission& s : submissions_) streams.push_back(scheduler.Submit(s));
+    Generated run;
+    for (auto& stream : streams) {
+      Output o;
+      for (;;) {
+        const auto e = stream->Pop(60s);
+        if (!e) throw std::runtime_error("no event within 60 s");
+        if (e->kind == StreamEvent::Kind::kDelta) o.text += e->text;
+        if (e->kind == StreamEvent::Kind::kFailed) throw std::runtime_error(e->text);
+        if (e->kind == StreamEvent::Kind::kFinished) {
+          o.completion_tokens = e->usage.completion_tokens;
+          o.finish_reason = e->finish_reason;
+          break;
+        }
+      }
+      run.outputs.push_back(o);
+    }
+    run.draft = nlohmann::json::parse(scheduler.StatsJson())["draft"];
+    return run;
+  }
+
+  static const Generated& TargetOnly() {
+    static const Generated run = Generate(nullptr, "adaptive");
+    return run;
+  }
+
+  static void ExpectSameOutputs(const Generated& run) {
+    const Generated& plain = TargetOnly();
+    ASSERT_EQ(run.outputs.size(), plain.outputs.size());
+    for (std::size_t i = 0; i < run.outputs.size(); ++i) {
+      EXPECT_EQ(run.outputs[i].text, plain.outputs[i].text) << "request " << i << (i % 2 ? " (sampled)" : " (greedy)");
+      EXPECT_EQ(run.outputs[i].completion_tokens, plain.outputs[i].completion_tokens) << "request " << i;
+      EXPECT_EQ(run.outputs[i].finish_reason, plain.outputs[i].finish_reason) << "request " << i;
+    }
+  }
+
+  static double Acceptance(const Generated& run) {
+    return run.draft["accepted_drafts"].get<double>() / std::max(1.0, run.draft["verified_drafts"].get<double>());
+  }
+
+  static Checkpoint* ckpt_;
+  static Tokenizer* tokenizer_;
+  static std::vector<Submission> submissions_;
+};
+
+Checkpoint* SpeculativeDecoding::ckpt_ = nullptr;
+Tokenizer* SpeculativeDecoding::tokenizer_ = nullptr;
+std::vector<Submission> SpeculativeDecoding::submissions_;
+
+TEST_F(SpeculativeDecoding, TargetOnlyVerifiesNothing) {
+  const Generated& run = TargetOnly();
+  EXPECT_EQ(run.draft["mode"], "off");
+  EXPECT_EQ(run.draft["verified_drafts"], 0);
+  int tokens = 0;
+  for (const Output& o : run.outputs) tokens += o.completion_tokens;
+  EXPECT_EQ(run.draft["request_rounds"], tokens) << "one round per token without drafts";
+}
+
+TEST_F(SpeculativeDecoding, AnOracleDrafterIsAlwaysAccepted) {
+  // The target's own computation as the drafter: it proposes the target's continuation.
+  const Generated run = Generate(
+      [](Engine& target) {
+        const Checkpoint& ckpt = *ckpt_;
+        return std::make_unique<ReplicaDrafter>(ckpt, &target.pool(),
+                                                [&ckpt](ThreadPool& p) { return std::make_shared<LocalExpertExecutor>(ckpt, &p); }, "oracle");
+      },
+      "fixed:4");
+  ExpectSameOutputs(run);
+  EXPECT_GT(run.draft["verified_drafts"].get<int>(), 100);
+  EXPECT_EQ(run.draft["accepted_drafts"], run.draft["verified_drafts"]) << run.draft.dump();
+  EXPECT_GT(run.draft["tokens_per_request_round"].get<double>(), 3.0) << run.draft.dump();
+}
+
+TEST_F(SpeculativeDecoding, ARandomDrafterIsAlmostNeverAcceptedAndChangesNothing) {
+  const Generated run = Generate([](Engine& e) { return std::make_unique<RandomDrafter>(e.config().vocab_size); }, "fixed:3");
+  ExpectSameOutputs(run);
+  EXPECT_GT(run.draft["verified_drafts"].get<int>(), 100);
+  EXPECT_LT(Acceptance(run), 0.02) << run.draft.dump();
+}
+
+TEST_F(SpeculativeDecoding, QuantizedReplicasAreLossless) {
+  for (const auto& [format, policy] : {std::pair{QuantFormat::kInt8, "adaptive"}, std::pair{QuantFormat::kInt4, "fixed:2"}}) {
+    SCOPED_TRACE(std::string(ToString(format)) + " " + policy);
+    const QuantFormat f = format;
+    const Generated run = Generate(
+        [f](Engine& target) {
+          const Checkpoint& ckpt = *ckpt_;
+          return std::make_unique<ReplicaDrafter>(
+              ckpt, &target.pool(), [&ckpt, f](ThreadPool& p) { return std::make_shared<QuantizedExpertExecutor>(ckpt, f, 32, &p); });
+        },
+        policy);
+    ExpectSameOutputs(run);
+    EXPECT_GT(run.draft["verified_drafts"].get<int>(), 50);
+    // A quantized copy of the same weights agrees with the target most of the time.
+    EXPECT_GT(Acceptance(run), f == QuantFormat::kInt8 ? 0.6 : 0.3) << run.draft.dump();
+  }
+}
+
+TEST_F(SpeculativeDecoding, PromptLookupIsLossless) {
+  const Generated run = Generate([](Engine&) { return std::make_unique<NgramDrafter>(1, 4); }, "fixed:4");
+  ExpectSameOutputs(run);
+  EXPECT_GT(run.draft["verified_drafts"].get<int>(), 0);
+}
+
+TEST_F(SpeculativeDecoding, StatsDescribeTheDrafting) {
+  const Generated run = Generate(
+      [](Engine& target) {
+        const Checkpoint& ckpt = *ckpt_;
+        return std::make_unique<ReplicaDrafter>(
+            ckpt, &target.pool(), [&ckpt](ThreadPool& p) { return std::make_shared<QuantizedExpertExecutor>(ckpt, QuantFormat::kInt8, 32, &p); });
+      },
+      "adaptive");
+  const nlohmann::json& d = run.draft;
+  EXPECT_EQ(d["mode"], "replica");
+  EXPECT_EQ(d["policy"], "adaptive");
+  EXPECT_GT(d["rounds"].get<int>(), 0);
+  int verified = 0, accepted = 0;
+  for (const auto& p : d["per_position"]) {
+    verified += p["verified"].get<int>();
+    accepted += p["accepted"].get<int>();
+  }
+  EXPECT_EQ(verified, d["verified_drafts"].get<int>());
+  EXPECT_EQ(accepted, d["accepted_drafts"].get<int>());
+  std::uint64_t rounds = 0, drafts = 0;
+  for (const auto& [k, n] : d["draft_length_histogram"].items()) {
+    rounds += n.get<std::uint64_t>();
+    drafts += std::stoull(k) * n.get<std::uint64_t>();
+  }
+  EXPECT_EQ(rounds, d["request_rounds"].get<std::uint64_t>());
+  EXPECT_EQ(drafts, d["verified_drafts"].get<std::uint64_t>());
+  EXPECT_TRUE(d["round_time_prediction_mare"].is_number()) << d.dump();
+  EXPECT_TRUE(d.contains("calibration"));
+}
+
+}  // namespace
+}  // namespace tandem::rt
