@@ -14,6 +14,7 @@
 #include "runtime/dist/local_workers.hpp"
 #include "runtime/dist/placement_plan.hpp"
 #include "runtime/dist/remote_expert_executor.hpp"
+#include "runtime/draft/quantized_experts.hpp"
 #include "runtime/engine/engine.hpp"
 #include "runtime/kernels/thread_pool.hpp"
 #include "runtime/model/checkpoint.hpp"
@@ -90,6 +91,20 @@ void BM_Decode(benchmark::State& state) {
       benchmark::Counter(static_cast<double>(state.iterations()) * bytes / bandwidth, benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_Decode)->Arg(1)->Arg(0)->Unit(benchmark::kMillisecond)->MinTime(3.0);
+
+// The replica drafter's forward (what one draft token costs): the same model with
+// its projections and experts group-quantized. Arg: 8 (int8) or 4 (int4).
+void BM_ReplicaDecode(benchmark::State& state) {
+  const Checkpoint ckpt = Checkpoint::Open(tandem::bench::BenchModel());
+  const QuantFormat format = state.range(0) == 8 ? QuantFormat::kInt8 : QuantFormat::kInt4;
+  Engine engine(ckpt, EngineOptions{.quantize = format, .quantize_group = 32}, [&](ThreadPool& pool) {
+    return std::make_shared<QuantizedExpertExecutor>(ckpt, format, 32, &pool);
+  });
+  DecodeLoop loop(engine);
+  for (auto _ : state) loop.Step();
+  state.counters["tok/s"] = benchmark::Counter(static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_ReplicaDecode)->Arg(8)->Arg(4)->Unit(benchmark::kMillisecond)->MinTime(3.0);
 
 // Greedy decode with 1 coordinator + 4 expert workers (tp, bf16 wire, 1 thread each)
 // on loopback, against the single process on the same machine in the same run:

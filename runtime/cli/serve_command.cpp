@@ -68,7 +68,8 @@ void Serve(Options opt) {
   LayoutFlags layout = opt.layout;
   const std::unique_ptr<LocalWorkers> spawned = SpawnRequestedWorkers(opt.model, layout);
   std::shared_ptr<RemoteExpertExecutor> remote;
-  Engine engine(ckpt, EngineOptions{.threads = opt.threads, .expert_input = ExpertInput(layout)},
+  const bool mtp = ResolveDraftMode(opt.draft, ckpt) == "mtp";
+  Engine engine(ckpt, EngineOptions{.threads = opt.threads, .expert_input = ExpertInput(layout), .keep_hidden = mtp},
                 MakeExpertExecutor(ckpt, layout, &remote));
   ServedModel served{ModelRevision(ckpt.dir()), opt.scheduler.max_context,
                      opt.max_output_tokens > 0 ? std::min(opt.max_output_tokens, opt.scheduler.max_context)
@@ -118,9 +119,10 @@ void AddServeCommand(CLI::App& app) {
       ->check(CLI::Range(0.0, 0.9));
   cmd->add_option("--threads", opt->threads, "Engine threads (0: all cores)")->check(CLI::Range(0, 1024));
   cmd->add_option("--draft", opt->draft.mode,
-                  "Speculative drafter: replica (quantized local copy of the target), ngram (prompt lookup), off; "
-                  "auto: replica for synthetic checkpoints, else off")
-      ->check(CLI::IsMember({"auto", "replica", "ngram", "off"}))
+                  "Speculative drafter: replica (quantized local copy of the target), mtp (the checkpoint's MTP layer), "
+                  "ngram (prompt lookup), off; auto: replica for synthetic checkpoints, else mtp when the checkpoint has "
+                  "an MTP layer, else off")
+      ->check(CLI::IsMember({"auto", "replica", "mtp", "ngram", "off"}))
       ->capture_default_str();
   cmd->add_option("--draft-policy", opt->draft.policy, "Drafts per request and step: fixed:K or adaptive")
       ->check(CLI::Validator(

@@ -93,8 +93,13 @@ class AdaptivePolicy : public DraftPolicy {
       ++error_count_;
     }
     ++rounds_;
-    // Exponentially weighted sums for V(rows).
-    for (double* s : {&w_, &wx_, &wy_, &wxx_, &wxy_}) *s *= kDecay;
+    // Exponentially weighted sums for V(rows). Acceptance evidence fades too, so a
+    // policy that stopped drafting drifts back to its prior and tries again.
+    for (double* s : {&w_, &wx_, &wy_, &wxx_, &wxy_, &first_.verified, &first_.accepted}) *s *= kDecay;
+    for (Bin& b : bins_) {
+      b.verified *= kDecay;
+      b.accepted *= kDecay;
+    }
     const double x = t.rows, y = t.verify_s;
     w_ += 1;
     wx_ += x;

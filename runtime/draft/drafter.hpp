@@ -49,6 +49,15 @@ class Drafter {
 
   // The request ended: drop what is held for it.
   virtual void Forget(SequenceId /*sequence*/) {}
+
+  // Drafters that continue from the target's hidden states (MTP) say so; the
+  // scheduler then has the target keep them and reports every committed row.
+  virtual bool wants_target_hidden() const { return false; }
+  // Committed rows of `sequence` at positions [position, position + tokens.size()):
+  // their tokens and the target's hidden states before its final norm
+  // ([tokens.size() × hidden]). `capacity`: the sequence's KV positions.
+  virtual void ObserveTarget(SequenceId /*sequence*/, int /*position*/, std::span<const TokenId> /*tokens*/, const float* /*hidden*/,
+                             int /*capacity*/) {}
 };
 
 }  // namespace tandem::rt

@@ -17,8 +17,9 @@ float Probability(std::span<const float> logits, TokenId token) {
 
 }  // namespace
 
-ReplicaDrafter::ReplicaDrafter(const Checkpoint& ckpt, ThreadPool* pool, const Engine::ExpertExecutorFactory& experts, std::string name)
-    : name_(std::move(name)), engine_(ckpt, EngineOptions{.pool = pool}, experts) {}
+ReplicaDrafter::ReplicaDrafter(const Checkpoint& ckpt, ThreadPool* pool, const Engine::ExpertExecutorFactory& experts, std::string name,
+                               std::optional<QuantFormat> quantize, int group)
+    : name_(std::move(name)), engine_(ckpt, EngineOptions{.pool = pool, .quantize = quantize, .quantize_group = group}, experts) {}
 
 ReplicaDrafter::~ReplicaDrafter() = default;
 

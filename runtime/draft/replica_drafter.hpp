@@ -11,14 +11,16 @@ namespace tandem::rt {
 class Checkpoint;
 
 // A local copy of the target that drafts autoregressively with no network round
-// trip: the same checkpoint (its non-expert weights are the target's own mapped
-// pages), experts from `experts` (QuantizedExpertExecutor in production), its own KV
-// caches. Drafts are greedy for greedy requests and, for sampled ones, drawn with
+// trip: the same checkpoint, its large projections read group-quantized when
+// `quantize` is set (ModelWeights::Quantize; the full-precision weights are the
+// target's own mapped pages), experts from `experts` (QuantizedExpertExecutor in
+// production), its own KV caches. Drafts are greedy for greedy requests and, for sampled ones, drawn with
 // the request's own stateless (seed, position) draw: when the replica's
 // distribution is close to the target's, the same draw picks the same token.
 class ReplicaDrafter : public Drafter {
  public:
-  ReplicaDrafter(const Checkpoint& ckpt, ThreadPool* pool, const Engine::ExpertExecutorFactory& experts, std::string name = "replica");
+  ReplicaDrafter(const Checkpoint& ckpt, ThreadPool* pool, const Engine::ExpertExecutorFactory& experts, std::string name = "replica",
+                 std::optional<QuantFormat> quantize = std::nullopt, int group = 32);
   ~ReplicaDrafter() override;
 
   std::string_view name() const override { return name_; }

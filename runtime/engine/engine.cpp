@@ -34,28 +34,42 @@ struct Engine::State {
 
   // Workspace, reused between steps.
   std::vector<float> x, xn, attn, mlp, q, q_a, kv_a, q_part, q_abs, latent, v_part, o, scores, router_logits,
-      mlp_scratch, logits_in;
+      mlp_scratch, logits_in, mtp_in;
   std::vector<ExpertRoute> routes;
 
   State(const Checkpoint& ckpt, EngineOptions opts, const ExpertExecutorFactory& factory)
       : config(ckpt.config()),
         options(opts),
-        weights(ModelWeights::Load(ckpt)),
+        weights(opts.mtp ? ModelWeights::LoadMtp(ckpt) : ModelWeights::Load(ckpt)),
         rope(config),
         own_pool(opts.pool != nullptr ? nullptr : std::make_unique<ThreadPool>(opts.threads)),
         pool(opts.pool != nullptr ? *opts.pool : *own_pool),
         // Rounded expert inputs mean a comparison with a hybrid run: sum exactly as it does.
         experts(factory ? factory(pool)
-                        : std::make_shared<LocalExpertExecutor>(ckpt, &pool, opts.expert_input != ExpertInputPrecision::kF32)),
-        kv(config.num_hidden_layers, config.kv_lora_rank + config.qk_rope_head_dim),
+                        : std::make_shared<LocalExpertExecutor>(ckpt, &pool, opts.expert_input != ExpertInputPrecision::kF32,
+                                                                MoeLayersOf(config, weights))),
+        kv(static_cast<int>(weights.layers.size()), config.kv_lora_rank + config.qk_rope_head_dim),
         softmax_scale(static_cast<float>(rope.softmax_scale_factor() / std::sqrt(static_cast<double>(config.q_head_dim())))) {
-    for (int l = 0; l < config.num_hidden_layers; ++l) {
-      if (weights.layers[l].moe) {
-        routers.emplace_back(std::in_place, config, weights.layers[l].router_bias);
+    if (opts.quantize) weights.Quantize(*opts.quantize, opts.quantize_group);
+    for (const LayerWeights& lw : weights.layers) {
+      if (lw.moe) {
+        routers.emplace_back(std::in_place, config, lw.router_bias);
       } else {
         routers.emplace_back();
       }
     }
+  }
+
+  // The experts an engine over these weights computes: every MoE layer it holds.
+  static std::vector<LayerSlice> MoeLayersOf(const ModelConfig& c, const ModelWeights& w) {
+    std::vector<LayerSlice> slices;
+    for (const LayerWeights& lw : w.layers) {
+      if (lw.moe) {
+        slices.push_back({lw.checkpoint_layer, 0, c.n_routed_experts, 0, c.moe_intermediate_size, 0,
+                          c.moe_intermediate_size * c.n_shared_experts});
+      }
+    }
+    return slices;
   }
 
   void Attention(int layer, std::span<const Row> rows);
@@ -170,14 +184,17 @@ Engine::~Engine() = default;
 const ModelConfig& Engine::config() const { return state_->config; }
 KvCachePool& Engine::kv() { return state_->kv; }
 ThreadPool& Engine::pool() { return state_->pool; }
+bool Engine::keeps_hidden() const { return state_->options.keep_hidden; }
 
-void Engine::Forward(std::span<const Row> rows, ForwardOutput& out) {
+void Engine::Forward(std::span<const Row> rows, ForwardOutput& out, const float* hidden_in) {
   State& s = *state_;
   const ModelConfig& c = s.config;
   out.logits.clear();
   out.logit_rows.clear();
   out.routes.clear();
+  out.hidden.clear();
   if (rows.empty()) return;
+  if (s.weights.mtp && hidden_in == nullptr) throw std::invalid_argument("the MTP layer needs the target's hidden state of every row");
   std::map<SequenceId, int> next_position;
   s.Validate(rows, next_position);
 
@@ -189,8 +206,18 @@ void Engine::Forward(std::span<const Row> rows, ForwardOutput& out) {
   s.xn.resize(n);
   s.mlp.resize(n);
   for (std::int64_t b = 0; b < b_rows; ++b) CopyRow(s.weights.embed, rows[b].token, s.x.data() + b * hidden);
+  if (s.weights.mtp) {
+    // x = eh_proj · [enorm(embed(token)); hnorm(h)], row by row.
+    const MtpInputWeights& m = *s.weights.mtp;
+    s.mtp_in.resize(2 * n);
+    for (std::int64_t b = 0; b < b_rows; ++b) {
+      RmsNorm(s.x.data() + b * hidden, m.enorm.data(), 1, hidden, eps, s.mtp_in.data() + 2 * b * hidden);
+      RmsNorm(hidden_in + b * hidden, m.hnorm.data(), 1, hidden, eps, s.mtp_in.data() + (2 * b + 1) * hidden);
+    }
+    MatMul(m.eh_proj, s.mtp_in.data(), b_rows, s.x.data(), &s.pool);
+  }
 
-  for (int l = 0; l < c.num_hidden_layers; ++l) {
+  for (int l = 0; l < static_cast<int>(s.weights.layers.size()); ++l) {
     const LayerWeights& lw = s.weights.layers[static_cast<std::size_t>(l)];
     RmsNorm(s.x.data(), lw.input_norm.data(), b_rows, hidden, eps, s.xn.data());
     s.Attention(l, rows);
@@ -211,12 +238,13 @@ void Engine::Forward(std::span<const Row> rows, ForwardOutput& out) {
       }
       if (s.options.record_routes) out.routes.push_back(s.routes);
       RoundExpertInput(s.xn.data(), b_rows, hidden, s.options.expert_input);
-      s.experts->Start(l, rows, s.xn.data(), s.routes);
+      s.experts->Start(lw.checkpoint_layer, rows, s.xn.data(), s.routes);
       s.experts->Finish(s.mlp.data());
     }
     for (std::size_t i = 0; i < n; ++i) s.x[i] += s.mlp[i];
   }
   for (const auto& [sequence, length] : next_position) s.kv.Get(sequence).SetLength(length);
+  if (s.options.keep_hidden) out.hidden.assign(s.x.begin(), s.x.end());
 
   for (std::size_t b = 0; b < rows.size(); ++b) {
     if (rows[b].logits) out.logit_rows.push_back(b);

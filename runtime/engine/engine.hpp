@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -10,6 +11,7 @@
 #include "runtime/engine/kv_cache.hpp"
 #include "runtime/engine/row.hpp"
 #include "runtime/kernels/ops.hpp"
+#include "runtime/kernels/quantized_matrix.hpp"
 #include "runtime/model/model_config.hpp"
 #include "runtime/model/tokenizer.hpp"
 
@@ -23,6 +25,9 @@ struct ForwardOutput {
   std::vector<std::size_t> logit_rows;       // for each logits row, its index in the input
   // When EngineOptions::record_routes: per MoE layer (in layer order), rows × top_k routes.
   std::vector<std::vector<ExpertRoute>> routes;
+  // When EngineOptions::keep_hidden: every row's final hidden state before the final
+  // norm, [rows × hidden] in row order (what an MTP drafter continues from).
+  std::vector<float> hidden;
 
   std::span<const float> LogitsOf(std::size_t i, int vocab) const {
     return {logits.data() + i * static_cast<std::size_t>(vocab), static_cast<std::size_t>(vocab)};
@@ -39,6 +44,14 @@ struct EngineOptions {
   // experts exactly as it does, so a single process can be compared like with
   // like against a distributed run.
   ExpertInputPrecision expert_input = ExpertInputPrecision::kF32;
+  bool keep_hidden = false;
+  // Read the large non-expert projections group-quantized (ModelWeights::Quantize):
+  // for a drafter's copy of the target.
+  std::optional<QuantFormat> quantize;
+  int quantize_group = 32;
+  // Compute the checkpoint's MTP layer instead of the model: a one-layer model whose
+  // rows also take a hidden state (Forward's `hidden_in`), see ModelWeights::LoadMtp.
+  bool mtp = false;
 };
 
 // The forward pass of a DeepSeek-V3-family model over batches of rows, with a
@@ -56,10 +69,12 @@ class Engine {
   const ModelConfig& config() const;
   KvCachePool& kv();
   ThreadPool& pool();
+  bool keeps_hidden() const;
 
   // Throws std::invalid_argument for rows that break the rules above (unknown
   // sequence, non-consecutive positions, capacity, token out of range).
-  void Forward(std::span<const Row> rows, ForwardOutput& out);
+  // `hidden_in` ([rows × hidden]) is required by, and only read by, an MTP engine.
+  void Forward(std::span<const Row> rows, ForwardOutput& out, const float* hidden_in = nullptr);
 
  private:
   struct State;

@@ -4,8 +4,9 @@
 
 namespace tandem::rt {
 
-LocalExpertExecutor::LocalExpertExecutor(const Checkpoint& ckpt, ThreadPool* pool, bool exact)
-    : slices_(ckpt, MoeSlices::Everything(ckpt.config()), pool, exact), top_k_(ckpt.config().num_experts_per_tok) {}
+LocalExpertExecutor::LocalExpertExecutor(const Checkpoint& ckpt, ThreadPool* pool, bool exact, std::vector<LayerSlice> layers)
+    : slices_(ckpt, layers.empty() ? MoeSlices::Everything(ckpt.config()) : std::move(layers), pool, exact),
+      top_k_(ckpt.config().num_experts_per_tok) {}
 
 void LocalExpertExecutor::Start(int layer, std::span<const Row> rows, const float* x, std::span<const ExpertRoute> routes) {
   layer_ = layer;

@@ -12,7 +12,8 @@ class ThreadPool;
 // `exact` as for MoeSlices: what a like-for-like comparison with a hybrid run needs.
 class LocalExpertExecutor : public ExpertExecutor {
  public:
-  LocalExpertExecutor(const Checkpoint& ckpt, ThreadPool* pool, bool exact = false);
+  // `layers`: what to hold; empty means every MoE layer of the model.
+  LocalExpertExecutor(const Checkpoint& ckpt, ThreadPool* pool, bool exact = false, std::vector<LayerSlice> layers = {});
 
   void Start(int layer, std::span<const Row> rows, const float* x, std::span<const ExpertRoute> routes) override;
   void Finish(float* out) override;

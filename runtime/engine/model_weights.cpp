@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "runtime/model/checkpoint.hpp"
+#include "runtime/model/model_error.hpp"
 
 namespace tandem::rt {
 
@@ -27,32 +28,72 @@ AttentionWeights LoadAttention(const Checkpoint& ckpt, const std::string& p) {
   return a;
 }
 
+LayerWeights LoadLayer(const Checkpoint& ckpt, int l) {
+  const ModelConfig& c = ckpt.config();
+  const std::string p = fmt::format("model.layers.{}", l);
+  LayerWeights layer;
+  layer.checkpoint_layer = l;
+  layer.input_norm = ckpt.Vector(p + ".input_layernorm.weight", c.hidden_size);
+  layer.post_attention_norm = ckpt.Vector(p + ".post_attention_layernorm.weight", c.hidden_size);
+  layer.attention = LoadAttention(ckpt, p + ".self_attn");
+  layer.moe = c.IsMoeLayer(l);
+  if (layer.moe) {
+    layer.router = ckpt.Matrix(p + ".mlp.gate.weight", c.n_routed_experts, c.hidden_size);
+    if (c.topk_method == TopkMethod::kNoauxTc) {
+      layer.router_bias = ckpt.Vector(p + ".mlp.gate.e_score_correction_bias", c.n_routed_experts);
+    }
+  } else {
+    layer.dense = MlpWeights::Load(ckpt, p + ".mlp", c.hidden_size, c.intermediate_size);
+  }
+  return layer;
+}
+
 }  // namespace
 
 ModelWeights ModelWeights::Load(const Checkpoint& ckpt) {
   const ModelConfig& c = ckpt.config();
   ModelWeights w;
   w.embed = ckpt.Matrix("model.embed_tokens.weight", c.vocab_size, c.hidden_size);
-  for (int l = 0; l < c.num_hidden_layers; ++l) {
-    const std::string p = fmt::format("model.layers.{}", l);
-    LayerWeights layer;
-    layer.input_norm = ckpt.Vector(p + ".input_layernorm.weight", c.hidden_size);
-    layer.post_attention_norm = ckpt.Vector(p + ".post_attention_layernorm.weight", c.hidden_size);
-    layer.attention = LoadAttention(ckpt, p + ".self_attn");
-    layer.moe = c.IsMoeLayer(l);
-    if (layer.moe) {
-      layer.router = ckpt.Matrix(p + ".mlp.gate.weight", c.n_routed_experts, c.hidden_size);
-      if (c.topk_method == TopkMethod::kNoauxTc) {
-        layer.router_bias = ckpt.Vector(p + ".mlp.gate.e_score_correction_bias", c.n_routed_experts);
-      }
-    } else {
-      layer.dense = MlpWeights::Load(ckpt, p + ".mlp", c.hidden_size, c.intermediate_size);
-    }
-    w.layers.push_back(std::move(layer));
-  }
+  for (int l = 0; l < c.num_hidden_layers; ++l) w.layers.push_back(LoadLayer(ckpt, l));
   w.final_norm = ckpt.Vector("model.norm.weight", c.hidden_size);
   // Tied embeddings win over a stray lm_head tensor, as in HF's loader.
   w.lm_head = c.tie_word_embeddings ? w.embed : ckpt.Matrix("lm_head.weight", c.vocab_size, c.hidden_size);
+  return w;
+}
+
+void ModelWeights::Quantize(QuantFormat format, int group) {
+  const auto quantize = [&](WeightMatrix& m) {
+    if (m.empty() || m.cols % group != 0) return;
+    m.quantized = std::make_shared<const QuantizedMatrix>(QuantizedMatrix::Quantize(m, format, group));
+  };
+  for (LayerWeights& l : layers) {
+    for (WeightMatrix* m : {&l.attention.q_proj, &l.attention.q_a_proj, &l.attention.q_b_proj, &l.attention.kv_a_proj, &l.attention.o_proj,
+                            &l.dense.gate, &l.dense.up, &l.dense.down}) {
+      quantize(*m);
+    }
+  }
+  quantize(lm_head);
+}
+
+ModelWeights ModelWeights::LoadMtp(const Checkpoint& ckpt) {
+  const ModelConfig& c = ckpt.config();
+  if (c.num_nextn_predict_layers < 1) {
+    throw ModelError(fmt::format("{}: the checkpoint has no MTP layer (num_nextn_predict_layers is 0)", ckpt.dir().string()));
+  }
+  const int l = c.num_hidden_layers;
+  const std::string p = fmt::format("model.layers.{}", l);
+  ModelWeights w;
+  // DeepSeek-V3 checkpoints give the MTP layer copies of the embedding and head;
+  // others share the model's.
+  w.embed = ckpt.Has(p + ".embed_tokens.weight") ? ckpt.Matrix(p + ".embed_tokens.weight", c.vocab_size, c.hidden_size)
+                                                 : ckpt.Matrix("model.embed_tokens.weight", c.vocab_size, c.hidden_size);
+  w.layers.push_back(LoadLayer(ckpt, l));
+  w.final_norm = ckpt.Vector(p + ".shared_head.norm.weight", c.hidden_size);
+  w.lm_head = ckpt.Has(p + ".shared_head.head.weight") ? ckpt.Matrix(p + ".shared_head.head.weight", c.vocab_size, c.hidden_size)
+              : c.tie_word_embeddings                 ? w.embed
+                                                      : ckpt.Matrix("lm_head.weight", c.vocab_size, c.hidden_size);
+  w.mtp = MtpInputWeights{ckpt.Vector(p + ".enorm.weight", c.hidden_size), ckpt.Vector(p + ".hnorm.weight", c.hidden_size),
+                          ckpt.Matrix(p + ".eh_proj.weight", c.hidden_size, 2 * static_cast<std::int64_t>(c.hidden_size))};
   return w;
 }
 

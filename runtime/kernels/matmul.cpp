@@ -6,6 +6,7 @@
 #include <cstring>
 #include <vector>
 
+#include "runtime/kernels/quantized_matrix.hpp"
 #include "runtime/kernels/thread_pool.hpp"
 
 #if defined(__x86_64__)
@@ -274,6 +275,7 @@ void Run(ThreadPool* pool, std::int64_t n, std::int64_t min_chunk, const std::fu
 }  // namespace
 
 void MatMul(const WeightMatrix& w, const float* x, std::int64_t batch, float* y, ThreadPool* pool) {
+  if (w.quantized) return MatMul(*w.quantized, x, batch, y, pool);
   // About 16k multiply-adds per chunk keeps dispatch overhead small for tiny layers.
   const std::int64_t min_chunk = std::max<std::int64_t>(1, 16384 / std::max<std::int64_t>(1, w.cols * batch));
   Run(pool, w.rows, min_chunk, [&](std::int64_t begin, std::int64_t end) {

@@ -9,6 +9,10 @@
 
 #include "runtime/kernels/thread_pool.hpp"
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 namespace tandem::rt {
 
 std::string_view ToString(QuantFormat format) { return format == QuantFormat::kInt8 ? "int8" : "int4"; }
@@ -139,10 +143,85 @@ TANDEM_QUANT_CLONES void RowsInt4(const QuantizedMatrix& w, const float* x, std:
   }
 }
 
+#if defined(__x86_64__)
+const bool kHasAvx2Fma = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+
+__attribute__((target("avx2,fma"))) inline float HorizontalSum(__m256 v) {
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, v);
+  return ((lanes[0] + lanes[4]) + (lanes[1] + lanes[5])) + ((lanes[2] + lanes[6]) + (lanes[3] + lanes[7]));
+}
+
+// Eight signed 8-bit values widened to floats, times eight inputs, into `acc`.
+__attribute__((target("avx2,fma"))) inline __m256 Fma8(__m128i q8, const float* x, __m256 acc) {
+  return _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q8)), _mm256_loadu_ps(x), acc);
+}
+
+// int8, group a multiple of 8: per group an 8-lane dot product, scaled into an
+// 8-lane total, summed in a fixed tree at the end. Each (row, input) pair runs the
+// same instructions whatever the batch, so results do not depend on it.
+__attribute__((target("avx2,fma"))) void RowsInt8Avx2(const QuantizedMatrix& w, const float* x, std::int64_t batch, float* y,
+                                                     std::int64_t begin, std::int64_t end) {
+  const std::int64_t groups = w.cols / w.group;
+  for (std::int64_t o = begin; o < end; ++o) {
+    const auto* q = reinterpret_cast<const std::int8_t*>(w.values.data()) + o * w.cols;
+    const float* scale = w.scales.data() + o * groups;
+    for (std::int64_t b = 0; b < batch; ++b) {
+      const float* xb = x + b * w.cols;
+      __m256 total = _mm256_setzero_ps();
+      for (std::int64_t g = 0; g < groups; ++g) {
+        __m256 acc = _mm256_setzero_ps();
+        for (std::int64_t i = g * w.group; i < (g + 1) * w.group; i += 8) {
+          acc = Fma8(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(q + i)), xb + i, acc);
+        }
+        total = _mm256_fmadd_ps(acc, _mm256_set1_ps(scale[g]), total);
+      }
+      y[b * w.rows + o] = HorizontalSum(total);
+    }
+  }
+}
+
+// int4, group a multiple of 32: 16 packed bytes → 32 signed values in order (low
+// nibble first), then as int8.
+__attribute__((target("avx2,fma"))) void RowsInt4Avx2(const QuantizedMatrix& w, const float* x, std::int64_t batch, float* y,
+                                                     std::int64_t begin, std::int64_t end) {
+  const std::int64_t groups = w.cols / w.group;
+  const __m128i low_nibbles = _mm_set1_epi8(0x0F), sign = _mm_set1_epi8(0x08);
+  for (std::int64_t o = begin; o < end; ++o) {
+    const std::uint8_t* q = w.values.data() + o * w.cols / 2;
+    const float* scale = w.scales.data() + o * groups;
+    for (std::int64_t b = 0; b < batch; ++b) {
+      const float* xb = x + b * w.cols;
+      __m256 total = _mm256_setzero_ps();
+      for (std::int64_t g = 0; g < groups; ++g) {
+        __m256 acc = _mm256_setzero_ps();
+        for (std::int64_t i = g * w.group; i < (g + 1) * w.group; i += 32) {
+          const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q + i / 2));
+          // (n ^ 8) − 8 turns a 4-bit two's complement nibble into a signed byte.
+          const __m128i lo = _mm_sub_epi8(_mm_xor_si128(_mm_and_si128(packed, low_nibbles), sign), sign);
+          const __m128i hi = _mm_sub_epi8(_mm_xor_si128(_mm_and_si128(_mm_srli_epi16(packed, 4), low_nibbles), sign), sign);
+          const __m128i first = _mm_unpacklo_epi8(lo, hi), second = _mm_unpackhi_epi8(lo, hi);
+          acc = Fma8(first, xb + i, acc);
+          acc = Fma8(_mm_srli_si128(first, 8), xb + i + 8, acc);
+          acc = Fma8(second, xb + i + 16, acc);
+          acc = Fma8(_mm_srli_si128(second, 8), xb + i + 24, acc);
+        }
+        total = _mm256_fmadd_ps(acc, _mm256_set1_ps(scale[g]), total);
+      }
+      y[b * w.rows + o] = HorizontalSum(total);
+    }
+  }
+}
+#endif
+
 }  // namespace
 
 void MatMul(const QuantizedMatrix& w, const float* x, std::int64_t batch, float* y, ThreadPool* pool) {
   const auto rows = [&](std::int64_t begin, std::int64_t end) {
+#if defined(__x86_64__)
+    if (kHasAvx2Fma && w.format == QuantFormat::kInt8 && w.group % 8 == 0) return RowsInt8Avx2(w, x, batch, y, begin, end);
+    if (kHasAvx2Fma && w.format == QuantFormat::kInt4 && w.group % 32 == 0) return RowsInt4Avx2(w, x, batch, y, begin, end);
+#endif
     if (w.format == QuantFormat::kInt8) {
       RowsInt8(w, x, batch, y, begin, end);
     } else {

@@ -9,6 +9,7 @@ WeightMatrix WeightMatrix::RowSlice(std::int64_t first, std::int64_t count) cons
   assert(first >= 0 && count >= 0 && first + count <= rows);
   WeightMatrix slice = *this;
   slice.rows = count;
+  slice.quantized.reset();  // a slice reads the full-precision rows
   slice.data = static_cast<const std::byte*>(data) + static_cast<std::size_t>(first * cols) * element_size();
   return slice;
 }

@@ -5,6 +5,8 @@
 
 namespace tandem::rt {
 
+struct QuantizedMatrix;
+
 // A row-major [rows × cols] weight matrix as the kernels read it: fp32 or bf16,
 // usually a view into a memory-mapped checkpoint. Linear layers store [out × in],
 // so y = W·x reads one row per output.
@@ -16,6 +18,9 @@ struct WeightMatrix {
   std::int64_t cols = 0;
   const void* data = nullptr;
   std::shared_ptr<const void> owner;  // keeps converted storage alive; empty for mapped views
+  // When set, MatMul reads this group-quantized copy instead of `data` (a drafter's
+  // cheaper reading of the same matrix); every other use still reads `data`.
+  std::shared_ptr<const QuantizedMatrix> quantized;
 
   bool empty() const { return data == nullptr; }
   std::size_t element_size() const { return type == Type::kF32 ? 4 : 2; }

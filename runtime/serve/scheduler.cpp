@@ -111,6 +111,7 @@ struct Scheduler::State {
   // limits; returns the finish reason, or "" when the request goes on.
   std::string Emit(Active& a, TokenId token, bool last);
   void Close(Active& a);
+  void Observe(Active& a, int position, std::size_t row, const ForwardOutput& out, std::size_t count = 0);
   void Finish(Active& a, const std::string& reason);
   void FailEverything(const std::string& reason);
   std::string Stats();
@@ -206,6 +207,17 @@ void Scheduler::State::FailEverything(const std::string& reason) {
   queue.clear();
 }
 
+// Tells a drafter that reads the target's hidden states about `count` committed rows
+// of `a` (default: up to its fed positions) that start at `position`, row `row` of `out`.
+void Scheduler::State::Observe(Active& a, int position, std::size_t row, const ForwardOutput& out, std::size_t count) {
+  if (!drafter || !drafter->wants_target_hidden()) return;
+  if (count == 0) count = static_cast<std::size_t>(a.fed - position);
+  const auto hidden = static_cast<std::size_t>(engine.config().hidden_size);
+  std::vector<TokenId> tokens(count);
+  for (std::size_t i = 0; i < count; ++i) tokens[i] = a.tokens[static_cast<std::size_t>(position) + i];
+  drafter->ObserveTarget(a.sequence, position, tokens, out.hidden.data() + row * hidden, engine.kv().Get(a.sequence).capacity());
+}
+
 void Scheduler::State::Close(Active& a) {
   if (engine.kv().Contains(a.sequence)) engine.kv().Close(a.sequence);
   if (drafter) drafter->Forget(a.sequence);
@@ -226,7 +238,9 @@ void Scheduler::State::Draft(const std::vector<Active*>& decoding, int base_rows
     contexts[i].push_back(a.pending);
     const int capacity = engine.kv().Get(a.sequence).capacity();
     const int room = std::min(a.submission.max_new_tokens - a.generated - 1, capacity - 1 - a.fed);
-    requests[i] = {a.sequence, contexts[i], std::max(0, std::min(policy->MaxDrafts(), room)), capacity, &a.submission.sampling};
+    // Ask before the first draft too: a draft that will not pay should not be computed.
+    const int most = policy->More(rt::Draft{}, base_rows) ? std::min(policy->MaxDrafts(), room) : 0;
+    requests[i] = {a.sequence, contexts[i], std::max(0, most), capacity, &a.submission.sampling};
   }
   const auto start = Clock::now();
   drafter->Propose(requests, [&](std::size_t, const rt::Draft& d) { return policy->More(d, base_rows); }, drafts);
@@ -335,7 +349,8 @@ bool Scheduler::State::Step() {
   for (std::size_t i = 0; i < decoding.size(); ++i) {
     Active& a = *decoding[i];
     const rt::Draft& d = drafts[i];
-    const std::size_t first = logits_row;
+    const std::size_t first = logits_row;  // decode rows all have logits: row index = logits index
+    const std::size_t first_row = first;
     logits_row += 1 + d.tokens.size();
     const VerifiedTokens v = VerifyDrafts([&](std::size_t j) { return out.LogitsOf(first + j, vocab); }, d.tokens,
                                           a.submission.sampling, a.fed + 1);
@@ -351,6 +366,7 @@ bool Scheduler::State::Step() {
     a.tokens.insert(a.tokens.end(), d.tokens.begin(), d.tokens.begin() + v.accepted);
     a.fed += 1 + v.accepted;
     engine.kv().Get(a.sequence).Truncate(a.fed);
+    Observe(a, a.fed - 1 - v.accepted, first_row, out);
     std::string reason;
     for (std::size_t t = 0; t < v.emitted.size() && reason.empty(); ++t) reason = Emit(a, v.emitted[t], t + 1 == v.emitted.size());
     if (reason.empty()) {
@@ -362,6 +378,11 @@ bool Scheduler::State::Step() {
   // Prefilling requests: positions advance; the one whose prompt ended samples its first token.
   for (std::size_t i = 0; i < prefill_rows.size(); ++i) {
     Active& a = *prefill_owner[i];
+    if (i == 0 || prefill_owner[i - 1] != &a) {
+      std::size_t n = 1;
+      while (i + n < prefill_rows.size() && prefill_owner[i + n] == &a) ++n;
+      Observe(a, a.fed, decode_rows + i, out, n);
+    }
     ++a.fed;
     if (!prefill_rows[i].logits) continue;
     const TokenId token = Sample(out.LogitsOf(logits_row++, vocab), a.submission.sampling, a.fed);
@@ -478,6 +499,10 @@ Scheduler::Scheduler(Engine& engine, const Tokenizer& tokenizer, SchedulerOption
                      std::unique_ptr<Drafter> drafter, std::unique_ptr<DraftPolicy> policy)
     : state_(std::make_unique<State>(engine, tokenizer, options, remote, std::move(drafter),
                                      policy ? std::move(policy) : MakeDraftPolicy("adaptive"))) {
+  if (state_->drafter && state_->drafter->wants_target_hidden() && !engine.keeps_hidden()) {
+    throw std::invalid_argument(fmt::format("the {} drafter reads the target's hidden states: the engine must keep them (keep_hidden)",
+                                            state_->drafter->name()));
+  }
   state_->thread = std::thread([this] { state_->Run(); });
 }
 

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/draft/draft_policy.hpp"
+#include "runtime/draft/mtp_drafter.hpp"
 #include "runtime/draft/ngram_drafter.hpp"
 #include "runtime/draft/quantized_experts.hpp"
 #include "runtime/draft/replica_drafter.hpp"
@@ -81,8 +82,9 @@ class SpeculativeDecoding : public ::testing::Test {
   }
 
   // Every submission at once, through a scheduler with this drafter (null: none).
-  static Generated Generate(const std::function<std::unique_ptr<Drafter>(Engine&)>& make_drafter, const std::string& policy) {
-    Engine engine(*ckpt_, EngineOptions{.threads = 2});
+  static Generated Generate(const std::function<std::unique_ptr<Drafter>(Engine&)>& make_drafter, const std::string& policy,
+                            bool keep_hidden = false) {
+    Engine engine(*ckpt_, EngineOptions{.threads = 2, .keep_hidden = keep_hidden});
     SchedulerOptions options;
     options.max_context = 512;
     options.eos = static_cast<TokenId>(ckpt_->config().eos_token_id);
@@ -169,7 +171,7 @@ TEST_F(SpeculativeDecoding, ARandomDrafterIsAlmostNeverAcceptedAndChangesNothing
 }
 
 TEST_F(SpeculativeDecoding, QuantizedReplicasAreLossless) {
-  for (const auto& [format, policy] : {std::pair{QuantFormat::kInt8, "adaptive"}, std::pair{QuantFormat::kInt4, "fixed:2"}}) {
+  for (const auto& [format, policy] : {std::pair{QuantFormat::kInt8, "fixed:4"}, std::pair{QuantFormat::kInt4, "fixed:2"}}) {
     SCOPED_TRACE(std::string(ToString(format)) + " " + policy);
     const QuantFormat f = format;
     const Generated run = Generate(
@@ -190,6 +192,33 @@ TEST_F(SpeculativeDecoding, PromptLookupIsLossless) {
   const Generated run = Generate([](Engine&) { return std::make_unique<NgramDrafter>(1, 4); }, "fixed:4");
   ExpectSameOutputs(run);
   EXPECT_GT(run.draft["verified_drafts"].get<int>(), 0);
+}
+
+TEST_F(SpeculativeDecoding, TheMtpLayerIsLossless) {
+  const Generated run = Generate(
+      [](Engine& target) {
+        const Checkpoint& ckpt = *ckpt_;
+        const ModelConfig& c = ckpt.config();
+        const std::vector<LayerSlice> layer = {
+            {c.num_hidden_layers, 0, c.n_routed_experts, 0, c.moe_intermediate_size, 0, c.moe_intermediate_size * c.n_shared_experts}};
+        return std::make_unique<MtpDrafter>(ckpt, &target.pool(),
+                                            [&ckpt, layer](ThreadPool& p) { return std::make_shared<LocalExpertExecutor>(ckpt, &p, false, layer); });
+      },
+      "fixed:3", true);
+  ExpectSameOutputs(run);
+  EXPECT_EQ(run.draft["mode"], "mtp");
+  // Random MTP weights predict nothing in particular, but it must draft every round.
+  EXPECT_GT(run.draft["verified_drafts"].get<int>(), 200) << run.draft.dump();
+}
+
+TEST_F(SpeculativeDecoding, AnMtpDrafterNeedsTheTargetsHiddenStates) {
+  EXPECT_THROW(Generate(
+                   [](Engine& target) {
+                     const Checkpoint& ckpt = *ckpt_;
+                     return std::make_unique<MtpDrafter>(ckpt, &target.pool(), Engine::ExpertExecutorFactory{});
+                   },
+                   "fixed:3", false),
+               std::invalid_argument);
 }
 
 TEST_F(SpeculativeDecoding, StatsDescribeTheDrafting) {
