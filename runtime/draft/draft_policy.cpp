@@ -13,6 +13,83 @@ namespace tandem::rt {
 
 namespace {
 
+// The round's time: V(rows) = a + b·rows for the target's verification step, fitted
+// by exponentially weighted least squares over measured steps (with a weak prior on
+// b, since most steps have similar row counts), plus d per drafter forward. d is
+// measured on the drafter's chained single-row forwards, and on first forwards that
+// caught up on only a few rows: a first forward after a long pause catches up on
+// every token since, which says nothing about the steady cost. The number of remote
+// MoE layers is fixed for a process, so it lives in a and b. Also keeps the mean
+// absolute relative error of its own predictions.
+class RoundTimeModel {
+ public:
+  void Observe(const DraftRoundTiming& t) {
+    const double measured = t.draft_s + t.verify_s;
+    const int forwards = t.work.chained + (t.work.catchup_rows > 0 ? 1 : 0);
+    if (rounds_ >= kWarmRounds && measured > 0 && draft_seen_) {
+      const double predicted = Verify(t.rows) + draft_per_forward_ * forwards;
+      error_sum_ += std::abs(predicted - measured) / measured;
+      ++error_count_;
+    }
+    ++rounds_;
+    for (double* s : {&w_, &wx_, &wy_, &wxx_, &wxy_}) *s *= kDecay;
+    const double x = t.rows, y = t.verify_s;
+    w_ += 1;
+    wx_ += x;
+    wy_ += y;
+    wxx_ += x * x;
+    wxy_ += x * y;
+    double sum = t.work.chained_s;
+    int n = t.work.chained;
+    if (t.work.catchup_rows > 0 && t.work.catchup_rows <= kSteadyCatchup) {
+      sum += t.work.first_s;
+      ++n;
+    }
+    if (n > 0) {
+      // A running mean at first, then exponentially weighted: rare measurements
+      // (a policy that seldom drafts) still count fully.
+      ++draft_samples_;
+      const double alpha = std::max(1.0 / static_cast<double>(draft_samples_), 1 - kDecay);
+      draft_per_forward_ += alpha * (sum / n - draft_per_forward_);
+      draft_seen_ = true;
+    }
+  }
+
+  // Before any measurement: each extra row costs 5% of a step, a draft forward 10%.
+  double Slope() const {
+    if (w_ <= 0) return 0.05;
+    const double mx = wx_ / w_, my = wy_ / w_;
+    const double sxx = wxx_ - w_ * mx * mx, sxy = wxy_ - w_ * mx * my;
+    const double prior = 0.05 * std::max(my, 1e-9), lambda = 1.0;  // weak: rows rarely vary much
+    return std::max(0.0, (sxy + lambda * prior) / (sxx + lambda));
+  }
+  double Intercept() const { return w_ <= 0 ? 1.0 : std::max(1e-9, wy_ / w_ - Slope() * wx_ / w_); }
+  double Verify(int rows) const { return Intercept() + Slope() * rows; }
+  double DraftForward(int base_rows) const { return draft_seen_ ? draft_per_forward_ : 0.1 * Verify(base_rows + 1); }
+
+  void Describe(nlohmann::json& out) const {
+    out["round_time_model"] = {{"verify_intercept_ms", Intercept() * 1e3},
+                               {"verify_per_row_ms", Slope() * 1e3},
+                               {"draft_per_forward_ms", draft_seen_ ? nlohmann::json(draft_per_forward_ * 1e3) : nlohmann::json(nullptr)},
+                               {"rounds_observed", rounds_}};
+    out["round_time_prediction_mare"] = error_count_ > 0 ? nlohmann::json(error_sum_ / static_cast<double>(error_count_)) : nlohmann::json(nullptr);
+  }
+
+  static constexpr double kDecay = 0.98;
+
+ private:
+  static constexpr int kWarmRounds = 8;      // rounds before the prediction error counts
+  static constexpr int kSteadyCatchup = 16;  // first-forward rows that still measure d
+
+  double w_ = 0, wx_ = 0, wy_ = 0, wxx_ = 0, wxy_ = 0;
+  double draft_per_forward_ = 0;
+  bool draft_seen_ = false;
+  std::uint64_t draft_samples_ = 0;
+  std::uint64_t rounds_ = 0;
+  double error_sum_ = 0;
+  std::uint64_t error_count_ = 0;
+};
+
 class FixedPolicy : public DraftPolicy {
  public:
   explicit FixedPolicy(int k) : k_(k) {}
@@ -21,23 +98,23 @@ class FixedPolicy : public DraftPolicy {
   bool More(const Draft& so_far, int) const override { return static_cast<int>(so_far.tokens.size()) < k_; }
   std::size_t Choose(const Draft& draft, int) const override { return draft.tokens.size(); }
   void ObserveAcceptance(const Draft&, std::size_t, std::size_t) override {}
-  void ObserveRound(const DraftRoundTiming&) override {}
-  void Describe(nlohmann::json& out) const override { out["k"] = k_; }
+  void ObserveRound(const DraftRoundTiming& timing) override { time_.Observe(timing); }
+  void Describe(nlohmann::json& out) const override {
+    out["k"] = k_;
+    time_.Describe(out);  // not used to decide, but worth knowing
+  }
 
  private:
   int k_;
+  RoundTimeModel time_;
 };
 
 // Maximises expected emitted tokens per second, per request and step:
 //   E(k) = 1 + Σ_{i≤k} Π_{m≤i} p(c_m)    (expected tokens a round emits)
-//   T(k) = V(base_rows + k) + d · k       (time of the round)
+//   T(k) = V(base_rows + 1 + k) + d · k   (time of the round, RoundTimeModel)
 // p(c): the acceptance probability of a draft the drafter gave confidence c, learned
 // online per confidence bin (a bin starts at its own confidence, worth 4 drafts of
 // evidence, so an uncalibrated drafter is taken at its word until data arrives).
-// V(rows) = a + b·rows: the target's verification step, fitted by exponentially
-// weighted least squares over measured steps (with a weak prior on b, since most
-// steps have similar row counts); d: the drafter's time per sequential forward.
-// The number of remote MoE layers is fixed for a process, so it lives in a and b.
 class AdaptivePolicy : public DraftPolicy {
  public:
   explicit AdaptivePolicy(int max) : max_(max) {}
@@ -47,6 +124,10 @@ class AdaptivePolicy : public DraftPolicy {
   bool More(const Draft& so_far, int base_rows) const override {
     const std::size_t j = so_far.tokens.size();
     if (static_cast<int>(j) >= max_) return false;
+    // Now and then two drafts regardless, verified, so what drafting costs and gains
+    // is measured again rather than remembered from long ago.
+    if (j == 0 && rounds_without_drafts_ >= kExploreEvery) exploring_ = true;
+    if (exploring_) return j < 2;
     double e = 1, p = 1;
     for (std::size_t i = 0; i < j; ++i) e += (p *= Accept(so_far.confidence[i]));
     // The next draft is taken to be like the last; the first like first drafts so far.
@@ -57,6 +138,7 @@ class AdaptivePolicy : public DraftPolicy {
   }
 
   std::size_t Choose(const Draft& draft, int base_rows) const override {
+    if (exploring_) return draft.tokens.size();
     const auto drafted = static_cast<int>(draft.tokens.size());
     double e = 1, p = 1;
     double best = 1 / RoundTime(base_rows, 0, drafted);
@@ -86,43 +168,27 @@ class AdaptivePolicy : public DraftPolicy {
   }
 
   void ObserveRound(const DraftRoundTiming& t) override {
-    const double measured = t.draft_s + t.verify_s;
-    if (rounds_ >= kWarmRounds && measured > 0) {
-      const double predicted = VerifyTime(t.rows) + draft_per_iteration_ * t.draft_iterations;
-      error_sum_ += std::abs(predicted - measured) / measured;
-      ++error_count_;
+    time_.Observe(t);
+    rounds_without_drafts_ = t.drafted > 0 ? 0 : rounds_without_drafts_ + 1;
+    exploring_ = false;
+    // Acceptance evidence fades too, so a policy that stopped drafting drifts back to
+    // its prior and tries again.
+    for (Bin* b : {&first_}) {
+      b->verified *= RoundTimeModel::kDecay;
+      b->accepted *= RoundTimeModel::kDecay;
     }
-    ++rounds_;
-    // Exponentially weighted sums for V(rows). Acceptance evidence fades too, so a
-    // policy that stopped drafting drifts back to its prior and tries again.
-    for (double* s : {&w_, &wx_, &wy_, &wxx_, &wxy_, &first_.verified, &first_.accepted}) *s *= kDecay;
     for (Bin& b : bins_) {
-      b.verified *= kDecay;
-      b.accepted *= kDecay;
-    }
-    const double x = t.rows, y = t.verify_s;
-    w_ += 1;
-    wx_ += x;
-    wy_ += y;
-    wxx_ += x * x;
-    wxy_ += x * y;
-    if (t.draft_iterations > 0) {
-      const double per = t.draft_s / t.draft_iterations;
-      draft_per_iteration_ = draft_seen_ ? kDecay * draft_per_iteration_ + (1 - kDecay) * per : per;
-      draft_seen_ = true;
+      b.verified *= RoundTimeModel::kDecay;
+      b.accepted *= RoundTimeModel::kDecay;
     }
   }
 
   void Describe(nlohmann::json& out) const override {
     out["max_drafts"] = max_;
-    out["round_time_model"] = {{"verify_intercept_ms", Intercept() * 1e3},
-                               {"verify_per_row_ms", Slope() * 1e3},
-                               {"draft_per_forward_ms", draft_per_iteration_ * 1e3},
-                               {"rounds_observed", rounds_}};
-    out["round_time_prediction_mare"] = error_count_ > 0 ? nlohmann::json(error_sum_ / static_cast<double>(error_count_)) : nlohmann::json(nullptr);
+    time_.Describe(out);
     nlohmann::json bins = nlohmann::json::array();
     for (std::size_t i = 0; i < bins_.size(); ++i) {
-      if (bins_[i].verified == 0) continue;
+      if (bins_[i].verified < 0.5) continue;
       bins.push_back({{"confidence_from", static_cast<double>(i) / kBins},
                       {"confidence_to", static_cast<double>(i + 1) / kBins},
                       {"verified", bins_[i].verified},
@@ -133,9 +199,8 @@ class AdaptivePolicy : public DraftPolicy {
 
  private:
   static constexpr int kBins = 10;
-  static constexpr double kPrior = 4;   // drafts of evidence a bin's own confidence is worth
-  static constexpr double kDecay = 0.98;
-  static constexpr int kWarmRounds = 8;  // rounds before the prediction error counts
+  static constexpr double kPrior = 4;  // drafts of evidence a bin's own confidence is worth
+  static constexpr int kExploreEvery = 256;  // rounds
 
   struct Bin {
     double verified = 0, accepted = 0;
@@ -148,30 +213,16 @@ class AdaptivePolicy : public DraftPolicy {
     return (b.accepted + kPrior * confidence) / (b.verified + kPrior);
   }
 
-  // Before any measurement: each extra row costs 5% of a step, a draft forward 10%.
-  double Slope() const {
-    if (w_ <= 0) return 0.05;
-    const double mx = wx_ / w_, my = wy_ / w_;
-    const double sxx = wxx_ - w_ * mx * mx, sxy = wxy_ - w_ * mx * my;
-    const double prior = 0.05 * std::max(my, 1e-9), lambda = 1.0;  // weak: rows rarely vary much
-    return std::max(0.0, (sxy + lambda * prior) / (sxx + lambda));
-  }
-  double Intercept() const { return w_ <= 0 ? 1.0 : std::max(1e-9, wy_ / w_ - Slope() * wx_ / w_); }
-  double VerifyTime(int rows) const { return Intercept() + Slope() * rows; }
   double RoundTime(int base_rows, int verified, int drafted) const {
-    const double d = draft_seen_ ? draft_per_iteration_ : 0.1 * VerifyTime(base_rows + 1);
-    return VerifyTime(base_rows + 1 + verified) + d * drafted;
+    return time_.Verify(base_rows + 1 + verified) + time_.DraftForward(base_rows) * drafted;
   }
 
   int max_;
   std::array<Bin, kBins> bins_{};
   Bin first_;  // acceptance of first drafts, whatever their confidence
-  double w_ = 0, wx_ = 0, wy_ = 0, wxx_ = 0, wxy_ = 0;
-  double draft_per_iteration_ = 0;
-  bool draft_seen_ = false;
-  std::uint64_t rounds_ = 0;
-  double error_sum_ = 0;
-  std::uint64_t error_count_ = 0;
+  RoundTimeModel time_;
+  int rounds_without_drafts_ = 0;
+  mutable bool exploring_ = false;  // this round drafts and verifies two, whatever the model says
 };
 
 }  // namespace

@@ -11,13 +11,14 @@
 namespace tandem::rt {
 
 // What one scheduler step with drafts cost: `rows` verified in one target forward
-// (every request's anchor and drafts, plus prompt chunks), `draft_iterations`
-// sequential drafter forwards before it.
+// (every request's anchor and drafts, plus prompt chunks) in `verify_s`, after the
+// drafter's work (`work`, draft_s in all).
 struct DraftRoundTiming {
   int rows = 0;
-  int draft_iterations = 0;
-  double draft_s = 0;
   double verify_s = 0;
+  double draft_s = 0;
+  DraftWork work;
+  int drafted = 0;  // the most tokens any request drafted
 };
 
 // How many tokens each request drafts and verifies per step (`--draft-policy`).

@@ -31,6 +31,17 @@ struct Draft {
   std::vector<float> confidence;  // the drafter's probability of each token, in [0, 1]
 };
 
+// What the last Propose computed: its first forward (catching up on the tokens
+// committed since the request last drafted, plus the anchor: `catchup_rows` rows in
+// all) and the chained single-row forwards after it. Zero for drafters that compute
+// nothing (prompt lookup).
+struct DraftWork {
+  int catchup_rows = 0;
+  double first_s = 0;
+  int chained = 0;
+  double chained_s = 0;
+};
+
 // Asked after each drafted token: should request `request` draft another one?
 using DraftMore = std::function<bool(std::size_t request, const Draft& so_far)>;
 
@@ -46,6 +57,8 @@ class Drafter {
   // drafts[i] gets at most requests[i].max_drafts tokens; drafting stops early for a
   // request when `more` says so.
   virtual void Propose(std::span<const DraftRequest> requests, const DraftMore& more, std::vector<Draft>& drafts) = 0;
+
+  virtual DraftWork last_work() const { return {}; }
 
   // The request ended: drop what is held for it.
   virtual void Forget(SequenceId /*sequence*/) {}

@@ -1,6 +1,7 @@
 #include "runtime/draft/mtp_drafter.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 
 #include "runtime/kernels/ops.hpp"
@@ -83,8 +84,20 @@ void MtpDrafter::Propose(std::span<const DraftRequest> requests, const DraftMore
     hidden_in_.insert(hidden_in_.end(), s.last.begin(), s.last.end());
     drafting.push_back(r);
   }
+  work_ = {};
+  work_.catchup_rows = static_cast<int>(rows_.size());
+  bool first = true;
   while (!drafting.empty()) {
+    const auto start = std::chrono::steady_clock::now();
     engine_.Forward(rows_, out_, hidden_in_.data());
+    const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (first) {
+      work_.first_s = took;
+      first = false;
+    } else {
+      ++work_.chained;
+      work_.chained_s += took;
+    }
     std::vector<Row> next;
     std::vector<float> next_hidden;
     std::vector<std::size_t> still;

@@ -28,6 +28,7 @@ class MtpDrafter : public Drafter {
   std::string_view name() const override { return "mtp"; }
   void Propose(std::span<const DraftRequest> requests, const DraftMore& more, std::vector<Draft>& drafts) override;
   void Forget(SequenceId sequence) override;
+  DraftWork last_work() const override { return work_; }
   bool wants_target_hidden() const override { return true; }
   void ObserveTarget(SequenceId sequence, int position, std::span<const TokenId> tokens, const float* hidden, int capacity) override;
 
@@ -47,6 +48,7 @@ class MtpDrafter : public Drafter {
   std::int64_t hidden_;
   std::map<SequenceId, Sequence> sequences_;
   ForwardOutput out_;
+  DraftWork work_;
   std::vector<Row> rows_;
   std::vector<float> hidden_in_;
 };

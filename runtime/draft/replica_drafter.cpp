@@ -1,6 +1,7 @@
 #include "runtime/draft/replica_drafter.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 
 namespace tandem::rt {
@@ -53,8 +54,20 @@ void ReplicaDrafter::Propose(std::span<const DraftRequest> requests, const Draft
     drafting.push_back(r);
   }
   // Then one row per drafting request per step, each fed the token drafted last.
+  work_ = {};
+  work_.catchup_rows = static_cast<int>(rows_.size());
+  bool first = true;
   while (!drafting.empty()) {
+    const auto start = std::chrono::steady_clock::now();
     engine_.Forward(rows_, out_);
+    const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (first) {
+      work_.first_s = took;
+      first = false;
+    } else {
+      ++work_.chained;
+      work_.chained_s += took;
+    }
     rows_.clear();
     std::vector<std::size_t> still;
     for (std::size_t j = 0; j < drafting.size(); ++j) {

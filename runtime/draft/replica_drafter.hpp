@@ -26,12 +26,14 @@ class ReplicaDrafter : public Drafter {
   std::string_view name() const override { return name_; }
   void Propose(std::span<const DraftRequest> requests, const DraftMore& more, std::vector<Draft>& drafts) override;
   void Forget(SequenceId sequence) override;
+  DraftWork last_work() const override { return work_; }
 
  private:
   std::string name_;
   Engine engine_;
   std::map<SequenceId, std::vector<TokenId>> fed_;  // tokens whose KV the replica holds, per sequence
   ForwardOutput out_;
+  DraftWork work_;
   std::vector<Row> rows_;
 };
 

@@ -245,8 +245,9 @@ void Scheduler::State::Draft(const std::vector<Active*>& decoding, int base_rows
   const auto start = Clock::now();
   drafter->Propose(requests, [&](std::size_t, const rt::Draft& d) { return policy->More(d, base_rows); }, drafts);
   timing.draft_s = std::chrono::duration<double>(Clock::now() - start).count();
+  timing.work = drafter->last_work();
   for (rt::Draft& d : drafts) {
-    timing.draft_iterations = std::max(timing.draft_iterations, static_cast<int>(d.tokens.size()));
+    timing.drafted = std::max(timing.drafted, static_cast<int>(d.tokens.size()));
     const std::size_t keep = std::min(policy->Choose(d, base_rows), d.tokens.size());
     d.tokens.resize(keep);
     d.confidence.resize(keep);

@@ -37,7 +37,8 @@ void Train(DraftPolicy& p, double rate, int rounds) {
     const auto accepted = static_cast<std::size_t>(rate >= 0.99 ? 4 : ((r % 100) < rate * 100 ? 1 : 0));
     p.ObserveAcceptance(d, 4, accepted);
     const int rows = 1 + 4 + (r % 3);
-    p.ObserveRound({rows, 4, 4 * 0.0002, 0.001 + 0.0001 * rows});
+    p.ObserveRound({.rows = rows, .verify_s = 0.001 + 0.0001 * rows, .draft_s = 4 * 0.0002,
+                    .work = {.catchup_rows = 2, .first_s = 0.0002, .chained = 3, .chained_s = 3 * 0.0002}, .drafted = 4});
   }
 }
 
@@ -51,9 +52,15 @@ TEST(DraftPolicy, AdaptiveDraftsLongWhenDraftsAreAcceptedAndStopsWhenNot) {
   Train(*bad, 0.0, 200);
   EXPECT_FALSE(bad->More(Confident(1, 0.5f), 1)) << "rejected drafts only cost time";
   EXPECT_EQ(bad->Choose(Confident(4, 0.5f), 1), 0u);
+  EXPECT_FALSE(bad->More(Draft{}, 1)) << "not even one";
+  // After a long stretch without drafting it tries one draft again.
+  for (int r = 0; r < 300; ++r) bad->ObserveRound({.rows = 1, .verify_s = 0.0011});
+  EXPECT_TRUE(bad->More(Draft{}, 1));
 
   nlohmann::json stats;
   good->Describe(stats);
+  // A first forward that caught up on a long pause does not count as the draft cost.
+  good->ObserveRound({.rows = 5, .verify_s = 0.0015, .draft_s = 0.05, .work = {.catchup_rows = 400, .first_s = 0.05}, .drafted = 1});
   // The time model was fitted to exactly linear data: it predicts it well.
   ASSERT_TRUE(stats["round_time_prediction_mare"].is_number());
   EXPECT_LT(stats["round_time_prediction_mare"].get<double>(), 0.05) << stats.dump();
