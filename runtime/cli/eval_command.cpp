@@ -11,6 +11,7 @@
 #include "runtime/dist/local_workers.hpp"
 #include "runtime/dist/remote_expert_executor.hpp"
 #include "runtime/engine/engine.hpp"
+#include "runtime/kernels/ops.hpp"
 #include "runtime/model/checkpoint.hpp"
 #include "runtime/model/model_revision.hpp"
 #include "runtime/sampling/sampler.hpp"
@@ -25,9 +26,35 @@ struct Options {
   int decode = 0;
   std::string logits_out;
   std::string routes_out;
+  std::string mtp_logits_out;
   int threads = 0;
   LayoutFlags layout;
 };
+
+// The MTP layer over the whole sequence: its row at target position q (q ≥ 1) reads
+// token q and the target's hidden state at q − 1 after the final norm, and predicts
+// token q + 1; MTP positions start at 0 (attention is relative). Logits of rows
+// 1 … T − 1 go to the file, in order.
+void WriteMtpLogits(const Checkpoint& ckpt, const std::vector<TokenId>& tokens, const std::vector<float>& hidden, const Options& opt) {
+  const ModelConfig& c = ckpt.config();
+  const auto h = static_cast<std::int64_t>(c.hidden_size);
+  const auto n = static_cast<std::int64_t>(tokens.size()) - 1;
+  if (n < 1) throw std::invalid_argument("eval: --mtp-logits-out needs at least two positions");
+  Engine mtp(ckpt, EngineOptions{.threads = opt.threads, .mtp = true});
+  mtp.kv().Open(1, static_cast<int>(n));
+  const std::vector<float> norm = ckpt.Vector("model.norm.weight", h);
+  std::vector<float> hidden_in(static_cast<std::size_t>(n * h));
+  std::vector<Row> rows;
+  for (std::int64_t q = 1; q <= n; ++q) {
+    RmsNorm(hidden.data() + (q - 1) * h, norm.data(), 1, h, static_cast<float>(c.rms_norm_eps), hidden_in.data() + (q - 1) * h);
+    rows.push_back({1, static_cast<std::int32_t>(q - 1), tokens[static_cast<std::size_t>(q)], true});
+  }
+  ForwardOutput out;
+  mtp.Forward(rows, out, hidden_in.data());
+  std::ofstream file(opt.mtp_logits_out, std::ios::binary | std::ios::trunc);
+  file.write(reinterpret_cast<const char*>(out.logits.data()), static_cast<std::streamsize>(out.logits.size() * sizeof(float)));
+  if (!file) throw std::runtime_error(fmt::format("{}: write failed", opt.mtp_logits_out));
+}
 
 // The prompt in one forward (logits at every position), then `decode` greedy steps
 // through the KV cache; every logits row goes to the file, in position order.
@@ -41,8 +68,9 @@ void Eval(const Options& opt) {
   LayoutFlags layout = opt.layout;
   const std::unique_ptr<LocalWorkers> spawned = SpawnRequestedWorkers(opt.model, layout);
   Engine engine(ckpt, EngineOptions{.threads = opt.threads, .record_routes = !opt.routes_out.empty(),
-                              .expert_input = ExpertInput(layout)},
+                              .expert_input = ExpertInput(layout), .keep_hidden = !opt.mtp_logits_out.empty()},
                 MakeExpertExecutor(ckpt, layout));
+  std::vector<float> hidden;  // every position's final hidden state, for --mtp-logits-out
   const int total = static_cast<int>(opt.tokens.size()) + opt.decode;
   engine.kv().Open(1, total);
 
@@ -71,6 +99,7 @@ void Eval(const Options& opt) {
   engine.Forward(rows, out);
   logits.write(reinterpret_cast<const char*>(out.logits.data()), static_cast<std::streamsize>(out.logits.size() * sizeof(float)));
   record(out, rows.size());
+  hidden.insert(hidden.end(), out.hidden.begin(), out.hidden.end());
   for (int step = 0; step < opt.decode; ++step) {
     const TokenId next = ArgMax(out.LogitsOf(out.logit_rows.size() - 1, c.vocab_size));
     tokens.push_back(next);
@@ -78,7 +107,9 @@ void Eval(const Options& opt) {
     engine.Forward(std::span<const Row>(&row, 1), out);
     logits.write(reinterpret_cast<const char*>(out.logits.data()), static_cast<std::streamsize>(out.logits.size() * sizeof(float)));
     record(out, 1);
+    hidden.insert(hidden.end(), out.hidden.begin(), out.hidden.end());
   }
+  if (!opt.mtp_logits_out.empty()) WriteMtpLogits(ckpt, tokens, hidden, opt);
   logits.close();
   if (!logits) throw std::runtime_error(fmt::format("{}: write failed", opt.logits_out));
 
@@ -111,6 +142,9 @@ void AddEvalCommand(CLI::App& app) {
   cmd->add_option("--decode", opt->decode, "Greedy decode steps after the prompt (through the KV cache)")->check(CLI::Range(0, 1 << 20));
   cmd->add_option("--logits-out", opt->logits_out, "Raw little-endian fp32 [positions × vocab]")->required();
   cmd->add_option("--routes-out", opt->routes_out, "JSON: per MoE layer, the experts chosen at each position");
+  cmd->add_option("--mtp-logits-out", opt->mtp_logits_out,
+                  "Also run the checkpoint's MTP layer over the sequence: raw fp32 [(positions − 1) × vocab], the "
+                  "prediction of token q + 1 from token q and the target's hidden state at q − 1");
   cmd->add_option("--threads", opt->threads, "Threads (0: all cores)")->check(CLI::Range(0, 1024));
   AddLayoutFlags(cmd, opt->layout);
   cmd->callback([opt] { Eval(*opt); });

@@ -25,9 +25,8 @@ class RoundTimeModel {
  public:
   void Observe(const DraftRoundTiming& t) {
     const double measured = t.draft_s + t.verify_s;
-    const int forwards = t.work.chained + (t.work.catchup_rows > 0 ? 1 : 0);
-    if (rounds_ >= kWarmRounds && measured > 0 && draft_seen_) {
-      const double predicted = Verify(t.rows) + draft_per_forward_ * forwards;
+    if (rounds_ >= kWarmRounds && measured > 0) {
+      const double predicted = Verify(t.rows) + (t.work.catchup_rows > 0 ? Drafting(t.work.chained + 1, t.rows) : 0);
       error_sum_ += std::abs(predicted - measured) / measured;
       ++error_count_;
     }
@@ -39,20 +38,17 @@ class RoundTimeModel {
     wy_ += y;
     wxx_ += x * x;
     wxy_ += x * y;
-    double sum = t.work.chained_s;
-    int n = t.work.chained;
-    if (t.work.catchup_rows > 0 && t.work.catchup_rows <= kSteadyCatchup) {
-      sum += t.work.first_s;
-      ++n;
-    }
-    if (n > 0) {
-      // A running mean at first, then exponentially weighted: rare measurements
-      // (a policy that seldom drafts) still count fully.
-      ++draft_samples_;
-      const double alpha = std::max(1.0 / static_cast<double>(draft_samples_), 1 - kDecay);
-      draft_per_forward_ += alpha * (sum / n - draft_per_forward_);
-      draft_seen_ = true;
-    }
+    if (t.work.chained > 0) Average(chained_, chained_samples_, t.work.chained_s / t.work.chained);
+    if (t.work.catchup_rows > 0 && t.work.catchup_rows <= kSteadyCatchup) Average(first_, first_samples_, t.work.first_s);
+  }
+
+  // The drafter's time for a round of k drafts: its first forward (which also catches
+  // up on what the last round accepted), then k − 1 chained single-row forwards.
+  double Drafting(int k, int base_rows) const {
+    if (k == 0) return 0;
+    const double first = first_samples_ > 0 ? first_ : chained_samples_ > 0 ? chained_ : 0.1 * Verify(base_rows + 1);
+    const double chained = chained_samples_ > 0 ? chained_ : first;
+    return first + chained * (k - 1);
   }
 
   // Before any measurement: each extra row costs 5% of a step, a draft forward 10%.
@@ -65,12 +61,12 @@ class RoundTimeModel {
   }
   double Intercept() const { return w_ <= 0 ? 1.0 : std::max(1e-9, wy_ / w_ - Slope() * wx_ / w_); }
   double Verify(int rows) const { return Intercept() + Slope() * rows; }
-  double DraftForward(int base_rows) const { return draft_seen_ ? draft_per_forward_ : 0.1 * Verify(base_rows + 1); }
 
   void Describe(nlohmann::json& out) const {
     out["round_time_model"] = {{"verify_intercept_ms", Intercept() * 1e3},
                                {"verify_per_row_ms", Slope() * 1e3},
-                               {"draft_per_forward_ms", draft_seen_ ? nlohmann::json(draft_per_forward_ * 1e3) : nlohmann::json(nullptr)},
+                               {"draft_first_forward_ms", first_samples_ > 0 ? nlohmann::json(first_ * 1e3) : nlohmann::json(nullptr)},
+                               {"draft_chained_forward_ms", chained_samples_ > 0 ? nlohmann::json(chained_ * 1e3) : nlohmann::json(nullptr)},
                                {"rounds_observed", rounds_}};
     out["round_time_prediction_mare"] = error_count_ > 0 ? nlohmann::json(error_sum_ / static_cast<double>(error_count_)) : nlohmann::json(nullptr);
   }
@@ -82,9 +78,15 @@ class RoundTimeModel {
   static constexpr int kSteadyCatchup = 16;  // first-forward rows that still measure d
 
   double w_ = 0, wx_ = 0, wy_ = 0, wxx_ = 0, wxy_ = 0;
-  double draft_per_forward_ = 0;
-  bool draft_seen_ = false;
-  std::uint64_t draft_samples_ = 0;
+  // A running mean at first, then exponentially weighted: rare measurements (a
+  // policy that seldom drafts) still count fully.
+  static void Average(double& mean, std::uint64_t& samples, double value) {
+    ++samples;
+    mean += std::max(1.0 / static_cast<double>(samples), 1 - kDecay) * (value - mean);
+  }
+
+  double first_ = 0, chained_ = 0;
+  std::uint64_t first_samples_ = 0, chained_samples_ = 0;
   std::uint64_t rounds_ = 0;
   double error_sum_ = 0;
   std::uint64_t error_count_ = 0;
@@ -113,8 +115,9 @@ class FixedPolicy : public DraftPolicy {
 //   E(k) = 1 + Σ_{i≤k} Π_{m≤i} p(c_m)    (expected tokens a round emits)
 //   T(k) = V(base_rows + 1 + k) + d · k   (time of the round, RoundTimeModel)
 // p(c): the acceptance probability of a draft the drafter gave confidence c, learned
-// online per confidence bin (a bin starts at its own confidence, worth 4 drafts of
-// evidence, so an uncalibrated drafter is taken at its word until data arrives).
+// online per confidence bin; a bin starts at the drafter's overall acceptance (worth
+// 4 drafts of evidence), so the decision to draft (made before any confidence is
+// known) and the choice of what to verify agree until the bins have data.
 class AdaptivePolicy : public DraftPolicy {
  public:
   explicit AdaptivePolicy(int max) : max_(max) {}
@@ -131,7 +134,7 @@ class AdaptivePolicy : public DraftPolicy {
     double e = 1, p = 1;
     for (std::size_t i = 0; i < j; ++i) e += (p *= Accept(so_far.confidence[i]));
     // The next draft is taken to be like the last; the first like first drafts so far.
-    const double next = j == 0 ? (first_.accepted + 1) / (first_.verified + 2) : Accept(so_far.confidence[j - 1]);
+    const double next = j == 0 ? Overall() : Accept(so_far.confidence[j - 1]);
     const double t = RoundTime(base_rows, static_cast<int>(j), static_cast<int>(j));
     const double t_next = RoundTime(base_rows, static_cast<int>(j) + 1, static_cast<int>(j) + 1);
     return (e + p * next) / t_next > e / t;
@@ -208,13 +211,19 @@ class AdaptivePolicy : public DraftPolicy {
 
   static std::size_t BinOf(float c) { return static_cast<std::size_t>(std::clamp(static_cast<int>(c * kBins), 0, kBins - 1)); }
 
+  // The drafter's acceptance overall, as the first drafts show it (0.5 before any).
+  double Overall() const { return (first_.accepted + 1) / (first_.verified + 2); }
+
+  // A bin without evidence of its own is taken at the drafter's overall rate, not at
+  // its confidence: confidences need not be calibrated (a replica of a model with flat
+  // distributions is right 90% of the time at confidence 0.05).
   double Accept(float confidence) const {
     const Bin& b = bins_[BinOf(confidence)];
-    return (b.accepted + kPrior * confidence) / (b.verified + kPrior);
+    return (b.accepted + kPrior * Overall()) / (b.verified + kPrior);
   }
 
   double RoundTime(int base_rows, int verified, int drafted) const {
-    return time_.Verify(base_rows + 1 + verified) + time_.DraftForward(base_rows) * drafted;
+    return time_.Verify(base_rows + 1 + verified) + time_.Drafting(drafted, base_rows);
   }
 
   int max_;

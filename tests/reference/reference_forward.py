@@ -471,11 +471,12 @@ def moe(ckpt, cfg, layer, x):
 # 7. The full forward
 # ---------------------------------------------------------------------------
 
-def reference_forward(ckpt, cfg, tokens):
+def reference_forward(ckpt, cfg, tokens, hidden_out=None):
     """One causal forward over all tokens.
 
     Returns (logits [T, V], routes {layer: [T] sorted id tuples},
-    margins {layer: [T]})."""
+    margins {layer: [T]}); appends the final normed hidden states [T, H] to
+    `hidden_out` when given."""
     rope = rope_frequencies(cfg)
     x = ckpt.get("model.embed_tokens.weight")[np.asarray(tokens)]
     routes, margins = {}, {}
@@ -490,6 +491,8 @@ def reference_forward(ckpt, cfg, tokens):
             out = dense_mlp(ckpt, layer, h)
         x = x + out
     x = rms_norm(x, ckpt.get("model.norm.weight"), cfg.eps)
+    if hidden_out is not None:
+        hidden_out.append(x)
     if cfg.tie_embeddings or not ckpt.has("lm_head.weight"):
         if not cfg.tie_embeddings:
             raise UsageError("checkpoint has no lm_head.weight and tie_word_embeddings is false")
@@ -499,17 +502,42 @@ def reference_forward(ckpt, cfg, tokens):
     return x @ head.T, routes, margins
 
 
+def mtp_forward(ckpt, cfg, tokens, hidden):
+    """DeepSeek-V3's MTP layer (model.layers.<num_hidden_layers>) over the sequence:
+    row i (i = 0 … T−2) reads token i+1 and the main model's final normed hidden
+    state at i, and predicts token i+2. Returns logits [T−1, V]."""
+    layer = cfg.layers
+    p = f"model.layers.{layer}."
+    embed = ckpt.get(p + "embed_tokens.weight") if ckpt.has(p + "embed_tokens.weight") \
+        else ckpt.get("model.embed_tokens.weight")
+    e = rms_norm(embed[np.asarray(tokens[1:])], ckpt.get(p + "enorm.weight"), cfg.eps)
+    h = rms_norm(hidden[:-1], ckpt.get(p + "hnorm.weight"), cfg.eps)
+    x = np.concatenate([e, h], axis=1) @ ckpt.get(p + "eh_proj.weight").T
+    rope = rope_frequencies(cfg)
+    n = rms_norm(x, ckpt.get(p + "input_layernorm.weight"), cfg.eps)
+    x = x + attention(ckpt, cfg, layer, n, rope)
+    n = rms_norm(x, ckpt.get(p + "post_attention_layernorm.weight"), cfg.eps)
+    out, _, _ = moe(ckpt, cfg, layer, n)
+    x = x + out
+    x = rms_norm(x, ckpt.get(p + "shared_head.norm.weight"), cfg.eps)
+    return x @ ckpt.get(p + "shared_head.head.weight").T
+
+
 # ---------------------------------------------------------------------------
 # 8. Running the engine and reading what it wrote
 # ---------------------------------------------------------------------------
 
-def run_engine(binary, model_dir, prompt, decode, cfg, workdir):
-    """Returns (tokens [P+N], logits [P+N, V] float64, routes {layer: [P+N] tuples})."""
+def run_engine(binary, model_dir, prompt, decode, cfg, workdir, mtp=False):
+    """Returns (tokens [P+N], logits [P+N, V] float64, routes {layer: [P+N] tuples},
+    MTP logits [P+N−1, V] float64 or None)."""
     logits_path = os.path.join(workdir, "logits.bin")
     routes_path = os.path.join(workdir, "routes.json")
+    mtp_path = os.path.join(workdir, "mtp_logits.bin")
     cmd = [binary, "eval", "--model", model_dir,
            "--tokens", ",".join(str(t) for t in prompt), "--decode", str(decode),
            "--logits-out", logits_path, "--routes-out", routes_path]
+    if mtp:
+        cmd += ["--mtp-logits-out", mtp_path]
     # The engine runs in its own process group, so that a timeout also ends any
     # worker processes it started.
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -566,7 +594,15 @@ def run_engine(binary, model_dir, prompt, decode, cfg, workdir):
                       for entry in json.load(f)["layers"]}
     except (OSError, ValueError, KeyError, TypeError) as e:
         raise EngineError(f"cannot read routes.json: {e}")
-    return tokens, logits, routes
+    mtp_logits = None
+    if mtp:
+        if not os.path.isfile(mtp_path):
+            raise EngineError("engine wrote no MTP logits file")
+        mtp_logits = np.fromfile(mtp_path, dtype="<f4")
+        if mtp_logits.size != (positions - 1) * vocab:
+            raise EngineError(f"mtp_logits.bin holds {mtp_logits.size} floats, expected {positions - 1}x{vocab}")
+        mtp_logits = mtp_logits.reshape(positions - 1, vocab).astype(np.float64)
+    return tokens, logits, routes, mtp_logits
 
 
 # ---------------------------------------------------------------------------
@@ -673,6 +709,8 @@ def parse_args(argv):
     parser.add_argument("--decode", type=int, default=32, help="greedy decode steps (default 32)")
     parser.add_argument("--tolerance", type=float, default=1e-4,
                         help="max per-position relative logit error (default 1e-4)")
+    parser.add_argument("--mtp", action="store_true",
+                        help="also check the checkpoint's MTP layer (tandem-rt eval --mtp-logits-out)")
     args = parser.parse_args(argv)       # exits 2 on malformed arguments
     try:
         args.prompt = [int(t) for t in args.prompt_tokens.split(",") if t.strip()]
@@ -706,8 +744,9 @@ def main(argv=None):
     try:
         with tempfile.TemporaryDirectory(prefix="tandem-ref-") as workdir:
             start = time.monotonic()
-            tokens, cpp, cpp_routes = run_engine(os.path.abspath(args.tandem_rt), args.model,
-                                                 args.prompt, args.decode, cfg, workdir)
+            tokens, cpp, cpp_routes, cpp_mtp = run_engine(os.path.abspath(args.tandem_rt), args.model,
+                                                          args.prompt, args.decode, cfg, workdir,
+                                                          mtp=args.mtp)
             engine_s = time.monotonic() - start
     except EngineError as e:
         print(f"FAIL: {e}")
@@ -715,7 +754,9 @@ def main(argv=None):
 
     try:
         start = time.monotonic()
-        ref, ref_routes, margins = reference_forward(ckpt, cfg, tokens)
+        hidden = []
+        ref, ref_routes, margins = reference_forward(ckpt, cfg, tokens, hidden)
+        ref_mtp = mtp_forward(ckpt, cfg, tokens, hidden[0]) if args.mtp else None
         ref_s = time.monotonic() - start
     except UsageError as e:
         print(f"usage error: {e}", file=sys.stderr)
@@ -724,6 +765,13 @@ def main(argv=None):
 
     failures = compare(cfg, len(args.prompt), tokens, cpp, ref, cpp_routes, ref_routes,
                        margins, args.tolerance)
+    if args.mtp:
+        err = relative_errors(cpp_mtp, ref_mtp)
+        print(f"{'mtp':>12} {len(err):>6} {err.max():>12.3e} {np.median(err):>10.3e} {int(np.argmax(err)):>10}")
+        bad = [i for i in range(len(err)) if not err[i] <= args.tolerance]
+        if bad:
+            failures.append(f"MTP logits: {len(bad)} of {len(err)} rows exceed {args.tolerance:g} "
+                            f"(worst {err.max():.3e} at row {int(np.argmax(err))})")
     if failures:
         for message in failures:
             print(f"FAIL: {message}")
