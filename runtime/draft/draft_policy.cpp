@@ -137,6 +137,9 @@ class AdaptivePolicy : public DraftPolicy {
     const double next = j == 0 ? Overall() : Accept(so_far.confidence[j - 1]);
     const double t = RoundTime(base_rows, static_cast<int>(j), static_cast<int>(j));
     const double t_next = RoundTime(base_rows, static_cast<int>(j) + 1, static_cast<int>(j) + 1);
+    // Starting to draft must promise a clear gain: near break-even, the fitted times'
+    // noise would flip the decision back and forth, and each flip costs a catch-up.
+    if (j == 0) return RateAt(base_rows, kMaxLookahead, Overall()) > (1 + kMargin) / t;
     return (e + p * next) / t_next > e / t;
   }
 
@@ -144,7 +147,7 @@ class AdaptivePolicy : public DraftPolicy {
     if (exploring_) return draft.tokens.size();
     const auto drafted = static_cast<int>(draft.tokens.size());
     double e = 1, p = 1;
-    double best = 1 / RoundTime(base_rows, 0, drafted);
+    double best = (1 + kMargin) / RoundTime(base_rows, 0, drafted);  // verifying must clearly pay too
     std::size_t best_k = 0;
     for (int k = 1; k <= drafted; ++k) {
       e += (p *= Accept(draft.confidence[static_cast<std::size_t>(k - 1)]));
@@ -204,6 +207,8 @@ class AdaptivePolicy : public DraftPolicy {
   static constexpr int kBins = 10;
   static constexpr double kPrior = 4;  // drafts of evidence a bin's own confidence is worth
   static constexpr int kExploreEvery = 256;  // rounds
+  static constexpr double kMargin = 0.10;    // expected gain needed to draft at all
+  static constexpr int kMaxLookahead = 8;
 
   struct Bin {
     double verified = 0, accepted = 0;
@@ -220,6 +225,16 @@ class AdaptivePolicy : public DraftPolicy {
   double Accept(float confidence) const {
     const Bin& b = bins_[BinOf(confidence)];
     return (b.accepted + kPrior * Overall()) / (b.verified + kPrior);
+  }
+
+  // The best expected rate over 1..most drafts that are each accepted with p.
+  double RateAt(int base_rows, int most, double p) const {
+    double best = 0, e = 1, run = 1;
+    for (int k = 1; k <= std::min(most, max_); ++k) {
+      e += (run *= p);
+      best = std::max(best, e / RoundTime(base_rows, k, k));
+    }
+    return best;
   }
 
   double RoundTime(int base_rows, int verified, int drafted) const {
