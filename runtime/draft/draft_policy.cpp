@@ -97,8 +97,8 @@ class FixedPolicy : public DraftPolicy {
   explicit FixedPolicy(int k) : k_(k) {}
   std::string name() const override { return fmt::format("fixed:{}", k_); }
   int MaxDrafts() const override { return k_; }
-  bool More(const Draft& so_far, int) const override { return static_cast<int>(so_far.tokens.size()) < k_; }
-  std::size_t Choose(const Draft& draft, int) const override { return draft.tokens.size(); }
+  bool More(const Draft& so_far, const StepShape&) const override { return static_cast<int>(so_far.tokens.size()) < k_; }
+  std::size_t Choose(const Draft& draft, const StepShape&) const override { return draft.tokens.size(); }
   void ObserveAcceptance(const Draft&, std::size_t, std::size_t) override {}
   void ObserveRound(const DraftRoundTiming& timing) override { time_.Observe(timing); }
   void Describe(nlohmann::json& out) const override {
@@ -111,9 +111,9 @@ class FixedPolicy : public DraftPolicy {
   RoundTimeModel time_;
 };
 
-// Maximises expected emitted tokens per second, per request and step:
-//   E(k) = 1 + Σ_{i≤k} Π_{m≤i} p(c_m)    (expected tokens a round emits)
-//   T(k) = V(base_rows + 1 + k) + d · k   (time of the round, RoundTimeModel)
+// Maximises the step's expected emitted tokens per second, one request's drafts at a time:
+//   E(k) = 1 + Σ_{i≤k} Π_{m≤i} p(c_m)          (what this request's round emits)
+//   rate = (requests − 1 + E(k)) / T(rows + k)  (T: RoundTimeModel, drafting included)
 // p(c): the acceptance probability of a draft the drafter gave confidence c, learned
 // online per confidence bin; a bin starts at the drafter's overall acceptance (worth
 // 4 drafts of evidence), so the decision to draft (made before any confidence is
@@ -124,34 +124,32 @@ class AdaptivePolicy : public DraftPolicy {
   std::string name() const override { return "adaptive"; }
   int MaxDrafts() const override { return max_; }
 
-  bool More(const Draft& so_far, int base_rows) const override {
+  bool More(const Draft& so_far, const StepShape& step) const override {
     const std::size_t j = so_far.tokens.size();
     if (static_cast<int>(j) >= max_) return false;
     // Now and then two drafts regardless, verified, so what drafting costs and gains
     // is measured again rather than remembered from long ago.
     if (j == 0 && rounds_without_drafts_ >= kExploreEvery) exploring_ = true;
     if (exploring_) return j < 2;
-    double e = 1, p = 1;
-    for (std::size_t i = 0; i < j; ++i) e += (p *= Accept(so_far.confidence[i]));
-    // The next draft is taken to be like the last; the first like first drafts so far.
-    const double next = j == 0 ? Overall() : Accept(so_far.confidence[j - 1]);
-    const double t = RoundTime(base_rows, static_cast<int>(j), static_cast<int>(j));
-    const double t_next = RoundTime(base_rows, static_cast<int>(j) + 1, static_cast<int>(j) + 1);
     // Starting to draft must promise a clear gain: near break-even, the fitted times'
     // noise would flip the decision back and forth, and each flip costs a catch-up.
-    if (j == 0) return RateAt(base_rows, kMaxLookahead, Overall()) > (1 + kMargin) / t;
-    return (e + p * next) / t_next > e / t;
+    if (j == 0) return BestRate(step, kMaxLookahead, Overall()) > (1 + kMargin) * Rate(step, 0, 0, 1);
+    double e = 1, p = 1;
+    for (std::size_t i = 0; i < j; ++i) e += (p *= Accept(so_far.confidence[i]));
+    const double next = Accept(so_far.confidence[j - 1]);  // the next draft is taken to be like the last
+    const auto k = static_cast<int>(j);
+    return Rate(step, k + 1, k + 1, e + p * next) > Rate(step, k, k, e);
   }
 
-  std::size_t Choose(const Draft& draft, int base_rows) const override {
+  std::size_t Choose(const Draft& draft, const StepShape& step) const override {
     if (exploring_) return draft.tokens.size();
     const auto drafted = static_cast<int>(draft.tokens.size());
     double e = 1, p = 1;
-    double best = (1 + kMargin) / RoundTime(base_rows, 0, drafted);  // verifying must clearly pay too
+    double best = (1 + kMargin) * Rate(step, 0, drafted, 1);  // verifying must clearly pay too
     std::size_t best_k = 0;
     for (int k = 1; k <= drafted; ++k) {
       e += (p *= Accept(draft.confidence[static_cast<std::size_t>(k - 1)]));
-      const double rate = e / RoundTime(base_rows, k, drafted);  // drafting is spent either way
+      const double rate = Rate(step, k, drafted, e);  // drafting is spent either way
       if (rate > best) {
         best = rate;
         best_k = static_cast<std::size_t>(k);
@@ -227,18 +225,22 @@ class AdaptivePolicy : public DraftPolicy {
     return (b.accepted + kPrior * Overall()) / (b.verified + kPrior);
   }
 
-  // The best expected rate over 1..most drafts that are each accepted with p.
-  double RateAt(int base_rows, int most, double p) const {
+  // Tokens per second of the whole step when this request verifies `verified` of
+  // `drafted` drafts and expects `tokens` from them: the other requests emit about one
+  // each, and its rows and drafting time delay them all.
+  double Rate(const StepShape& step, int verified, int drafted, double tokens) const {
+    const double t = time_.Verify(step.rows + verified) + time_.Drafting(drafted, step.rows);
+    return (step.requests - 1 + tokens) / t;
+  }
+
+  // The best Rate over 1..most drafts, each accepted with p.
+  double BestRate(const StepShape& step, int most, double p) const {
     double best = 0, e = 1, run = 1;
     for (int k = 1; k <= std::min(most, max_); ++k) {
       e += (run *= p);
-      best = std::max(best, e / RoundTime(base_rows, k, k));
+      best = std::max(best, Rate(step, k, k, e));
     }
     return best;
-  }
-
-  double RoundTime(int base_rows, int verified, int drafted) const {
-    return time_.Verify(base_rows + 1 + verified) + time_.Drafting(drafted, base_rows);
   }
 
   int max_;

@@ -21,6 +21,14 @@ struct DraftRoundTiming {
   int drafted = 0;  // the most tokens any request drafted
 };
 
+// The step a request drafts for, apart from its own drafts: `rows` (one per decoding
+// request, plus prompt chunks) and the decoding `requests`, each of which emits at
+// least one token. A request's drafts lengthen the step for all of them.
+struct StepShape {
+  int rows = 1;
+  int requests = 1;
+};
+
 // How many tokens each request drafts and verifies per step (`--draft-policy`).
 class DraftPolicy {
  public:
@@ -28,11 +36,11 @@ class DraftPolicy {
 
   virtual std::string name() const = 0;
   virtual int MaxDrafts() const = 0;  // per request and step
-  // While drafting: should a request that holds `so_far` draft another token?
-  // `base_rows`: the step's rows apart from this request's drafts.
-  virtual bool More(const Draft& so_far, int base_rows) const = 0;
+  // While drafting (and before the first draft): should a request that holds
+  // `so_far` draft another token?
+  virtual bool More(const Draft& so_far, const StepShape& step) const = 0;
   // After drafting: how many of `draft`'s tokens to verify.
-  virtual std::size_t Choose(const Draft& draft, int base_rows) const = 0;
+  virtual std::size_t Choose(const Draft& draft, const StepShape& step) const = 0;
   // After verification: `verified` drafts were checked, the first `accepted` matched.
   virtual void ObserveAcceptance(const Draft& draft, std::size_t verified, std::size_t accepted) = 0;
   virtual void ObserveRound(const DraftRoundTiming& timing) = 0;

@@ -106,7 +106,7 @@ struct Scheduler::State {
   void SlowDown(Clock::duration step);
   double decode_share = 0;  // of the last step's rows; --debug-slowdown pads decode only
   void Admit();
-  void Draft(const std::vector<Active*>& decoding, int base_rows, std::vector<rt::Draft>& drafts, DraftRoundTiming& timing);
+  void Draft(const std::vector<Active*>& decoding, StepShape step, std::vector<rt::Draft>& drafts, DraftRoundTiming& timing);
   // Feeds `token` (emitted at the current end of `a`) to the request's text and
   // limits; returns the finish reason, or "" when the request goes on.
   std::string Emit(Active& a, TokenId token, bool last);
@@ -226,7 +226,7 @@ void Scheduler::State::Close(Active& a) {
 // Asks the drafter for every decoding request's drafts, bounded by the policy, the
 // request's remaining tokens (every verified draft may be emitted, plus one) and its
 // KV capacity, then lets the policy choose how many of each to verify.
-void Scheduler::State::Draft(const std::vector<Active*>& decoding, int base_rows, std::vector<rt::Draft>& drafts,
+void Scheduler::State::Draft(const std::vector<Active*>& decoding, StepShape step, std::vector<rt::Draft>& drafts,
                              DraftRoundTiming& timing) {
   drafts.assign(decoding.size(), {});
   if (!drafter || decoding.empty()) return;
@@ -239,16 +239,16 @@ void Scheduler::State::Draft(const std::vector<Active*>& decoding, int base_rows
     const int capacity = engine.kv().Get(a.sequence).capacity();
     const int room = std::min(a.submission.max_new_tokens - a.generated - 1, capacity - 1 - a.fed);
     // Ask before the first draft too: a draft that will not pay should not be computed.
-    const int most = policy->More(rt::Draft{}, base_rows) ? std::min(policy->MaxDrafts(), room) : 0;
+    const int most = policy->More(rt::Draft{}, step) ? std::min(policy->MaxDrafts(), room) : 0;
     requests[i] = {a.sequence, contexts[i], std::max(0, most), capacity, &a.submission.sampling};
   }
   const auto start = Clock::now();
-  drafter->Propose(requests, [&](std::size_t, const rt::Draft& d) { return policy->More(d, base_rows); }, drafts);
+  drafter->Propose(requests, [&](std::size_t, const rt::Draft& d) { return policy->More(d, step); }, drafts);
   timing.draft_s = std::chrono::duration<double>(Clock::now() - start).count();
   timing.work = drafter->last_work();
   for (rt::Draft& d : drafts) {
     timing.drafted = std::max(timing.drafted, static_cast<int>(d.tokens.size()));
-    const std::size_t keep = std::min(policy->Choose(d, base_rows), d.tokens.size());
+    const std::size_t keep = std::min(policy->Choose(d, step), d.tokens.size());
     d.tokens.resize(keep);
     d.confidence.resize(keep);
   }
@@ -304,7 +304,7 @@ bool Scheduler::State::Step() {
   std::vector<rt::Draft> drafts;
   DraftRoundTiming timing;
   try {
-    Draft(decoding, static_cast<int>(decoding.size() + prefill_rows.size()), drafts, timing);
+    Draft(decoding, StepShape{static_cast<int>(decoding.size() + prefill_rows.size()), static_cast<int>(decoding.size())}, drafts, timing);
   } catch (const std::exception& e) {
     FailEverything(fmt::format("the drafter failed: {}", e.what()));
     return false;

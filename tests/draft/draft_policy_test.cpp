@@ -24,9 +24,9 @@ TEST(DraftPolicy, ParsesFixedAndAdaptiveAndRefusesTheRest) {
 
 TEST(DraftPolicy, FixedDraftsExactlyK) {
   const auto p = MakeDraftPolicy("fixed:3");
-  EXPECT_TRUE(p->More(Confident(2, 0.01f), 1));
-  EXPECT_FALSE(p->More(Confident(3, 0.99f), 1));
-  EXPECT_EQ(p->Choose(Confident(3, 0.01f), 1), 3u);
+  EXPECT_TRUE(p->More(Confident(2, 0.01f), StepShape{}));
+  EXPECT_FALSE(p->More(Confident(3, 0.99f), StepShape{}));
+  EXPECT_EQ(p->Choose(Confident(3, 0.01f), StepShape{}), 3u);
 }
 
 // Steps whose time grows with rows (1 ms + 0.1 ms per row) and a drafter costing 0.2 ms
@@ -45,17 +45,22 @@ void Train(DraftPolicy& p, double rate, int rounds) {
 TEST(DraftPolicy, AdaptiveDraftsLongWhenDraftsAreAcceptedAndStopsWhenNot) {
   const auto good = MakeDraftPolicy("adaptive", 8);
   Train(*good, 1.0, 200);
-  EXPECT_TRUE(good->More(Confident(5, 0.5f), 1)) << "accepted drafts are nearly free tokens: draft on";
-  EXPECT_EQ(good->Choose(Confident(8, 0.5f), 1), 8u);
+  EXPECT_TRUE(good->More(Confident(5, 0.5f), StepShape{})) << "accepted drafts are nearly free tokens: draft on";
+  EXPECT_EQ(good->Choose(Confident(8, 0.5f), StepShape{}), 8u);
+
+  // With eight requests in the step, one request's drafts delay seven others: the same
+  // drafts no longer pay.
+  EXPECT_TRUE(good->More(Draft{}, StepShape{1, 1}));
+  EXPECT_FALSE(good->More(Draft{}, StepShape{8, 8}));
 
   const auto bad = MakeDraftPolicy("adaptive", 8);
   Train(*bad, 0.0, 200);
-  EXPECT_FALSE(bad->More(Confident(1, 0.5f), 1)) << "rejected drafts only cost time";
-  EXPECT_EQ(bad->Choose(Confident(4, 0.5f), 1), 0u);
-  EXPECT_FALSE(bad->More(Draft{}, 1)) << "not even one";
+  EXPECT_FALSE(bad->More(Confident(1, 0.5f), StepShape{})) << "rejected drafts only cost time";
+  EXPECT_EQ(bad->Choose(Confident(4, 0.5f), StepShape{}), 0u);
+  EXPECT_FALSE(bad->More(Draft{}, StepShape{})) << "not even one";
   // After a long stretch without drafting it tries one draft again.
   for (int r = 0; r < 300; ++r) bad->ObserveRound({.rows = 1, .verify_s = 0.0011});
-  EXPECT_TRUE(bad->More(Draft{}, 1));
+  EXPECT_TRUE(bad->More(Draft{}, StepShape{}));
 
   nlohmann::json stats;
   good->Describe(stats);
