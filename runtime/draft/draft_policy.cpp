@@ -129,7 +129,7 @@ class AdaptivePolicy : public DraftPolicy {
     if (static_cast<int>(j) >= max_) return false;
     // Now and then two drafts regardless, verified, so what drafting costs and gains
     // is measured again rather than remembered from long ago.
-    if (j == 0 && rounds_without_drafts_ >= kExploreEvery) exploring_ = true;
+    if (j == 0 && rounds_without_drafts_ >= explore_every_) exploring_ = true;
     if (exploring_) return j < 2;
     // Starting to draft must promise a clear gain: near break-even, the fitted times'
     // noise would flip the decision back and forth, and each flip costs a catch-up.
@@ -173,6 +173,10 @@ class AdaptivePolicy : public DraftPolicy {
 
   void ObserveRound(const DraftRoundTiming& t) override {
     time_.Observe(t);
+    // An exploratory round costs a catch-up on everything since the last draft, so
+    // while exploring keeps showing that drafting does not pay, explore half as often.
+    if (t.drafted > 0 && !exploring_) explore_every_ = kExploreEvery;
+    if (exploring_) explore_every_ = std::min(2 * explore_every_, kExploreAtMost);
     rounds_without_drafts_ = t.drafted > 0 ? 0 : rounds_without_drafts_ + 1;
     exploring_ = false;
     // Acceptance evidence fades too, so a policy that stopped drafting drifts back to
@@ -204,7 +208,8 @@ class AdaptivePolicy : public DraftPolicy {
  private:
   static constexpr int kBins = 10;
   static constexpr double kPrior = 4;  // drafts of evidence a bin's own confidence is worth
-  static constexpr int kExploreEvery = 256;  // rounds
+  static constexpr int kExploreEvery = 256;    // rounds, doubling up to
+  static constexpr int kExploreAtMost = 16384;
   static constexpr double kMargin = 0.10;    // expected gain needed to draft at all
   static constexpr int kMaxLookahead = 8;
 
@@ -248,6 +253,7 @@ class AdaptivePolicy : public DraftPolicy {
   Bin first_;  // acceptance of first drafts, whatever their confidence
   RoundTimeModel time_;
   int rounds_without_drafts_ = 0;
+  int explore_every_ = kExploreEvery;
   mutable bool exploring_ = false;  // this round drafts and verifies two, whatever the model says
 };
 
