@@ -71,9 +71,21 @@ std::string Rate(double v) { return fmt::format("{:.1f}", v); }
 std::string Excerpt(const std::string& text, std::size_t bytes) {
   std::size_t end = std::min(bytes, text.size());
   while (end > 0 && end < text.size() && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80) --end;
-  std::string out = text.substr(0, end);
-  for (char& c : out) {
-    if (c == '\n' || c == '\r' || c == '`' || c == '|') c = ' ';
+  std::string out;
+  for (const char c : text.substr(0, end)) {
+    const auto u = static_cast<unsigned char>(c);
+    if (c == '\n' || c == '\r' || c == '`' || c == '|') {
+      out += ' ';
+    } else if (u < 0x20 || u == 0x7F) {
+      // Control characters a model emitted, shown as their Unicode control pictures
+      // (U+2400 + c; DEL as U+2421) so the markdown stays text.
+      const unsigned picture = u == 0x7F ? 0x2421 : 0x2400 + u;
+      out += static_cast<char>(0xE0 | (picture >> 12));
+      out += static_cast<char>(0x80 | ((picture >> 6) & 0x3F));
+      out += static_cast<char>(0x80 | (picture & 0x3F));
+    } else {
+      out += c;
+    }
   }
   return out;
 }
