@@ -149,6 +149,7 @@ void ApiServer::State::Completion(const httplib::Request& req, httplib::Response
     submission.sampling = request.sampling;
     submission.stop = request.stop;
     submission.ignore_eos = request.ignore_eos;
+    submission.grammar = request.grammar;
   } catch (const ApiError& e) {
     sched.CountInvalidRequest();
     return SendError(res, e);

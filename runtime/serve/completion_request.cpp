@@ -3,6 +3,9 @@
 #include <cmath>
 #include <random>
 
+#include <map>
+#include <mutex>
+
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -12,7 +15,7 @@ namespace tandem::rt {
 
 namespace {
 
-using nlohmann::json;
+using json = nlohmann::ordered_json;  // keeps a response_format schema's property order
 
 const json* Find(const json& body, const char* key) {
   const auto it = body.find(key);
@@ -76,9 +79,48 @@ void Unsupported(const json& body) {
   if (const json* v = Find(body, "logprobs"); v != nullptr && !(v->is_boolean() && !v->get<bool>())) {
     refuse("logprobs", "is not supported");
   }
-  if (const json* v = Find(body, "response_format"); v != nullptr) {
-    if (!v->is_object() || v->value("type", json()) != "text") refuse("response_format", "is not supported yet (only {\"type\": \"text\"})");
+}
+
+// The compiled grammars of recent schemas, by their canonical text.
+std::shared_ptr<const JsonGrammar> CachedGrammar(const json& schema) {
+  static std::mutex mutex;
+  static std::map<std::string, std::shared_ptr<const JsonGrammar>> cache;
+  const std::string key = schema.dump();
+  {
+    std::lock_guard lock(mutex);
+    if (const auto it = cache.find(key); it != cache.end()) return it->second;
   }
+  auto grammar = JsonGrammar::Compile(schema);
+  std::lock_guard lock(mutex);
+  if (cache.size() >= 256) cache.clear();  // a crude bound: clients rarely use that many schemas
+  cache.emplace(key, grammar);
+  return grammar;
+}
+
+// response_format: text | json_object | json_schema {json_schema: {name, schema, strict}}.
+std::shared_ptr<const JsonGrammar> ResponseFormat(const json& body) {
+  const json* v = Find(body, "response_format");
+  if (v == nullptr || v->is_null()) return nullptr;
+  const auto bad = [](const std::string& message, const char* param) {
+    throw ApiError(400, message, "invalid_request_error", "invalid_response_format", param);
+  };
+  if (!v->is_object() || !v->contains("type") || !(*v)["type"].is_string()) {
+    bad("'response_format' must be an object with a 'type'", "response_format");
+  }
+  const std::string type = (*v)["type"];
+  if (type == "text") return nullptr;
+  if (type == "json_object") return JsonGrammar::AnyObject();
+  if (type != "json_schema") bad(fmt::format("'response_format.type' '{}' is not text, json_object or json_schema", type), "response_format.type");
+  const json* spec = v->contains("json_schema") ? &(*v)["json_schema"] : nullptr;
+  if (spec == nullptr || !spec->is_object() || !spec->contains("schema")) {
+    bad("'response_format.json_schema' must be an object with a 'schema'", "response_format.json_schema");
+  }
+  try {
+    return CachedGrammar((*spec)["schema"]);
+  } catch (const SchemaError& e) {
+    bad(fmt::format("'response_format.json_schema.schema': {}", e.what()), "response_format.json_schema.schema");
+  }
+  return nullptr;
 }
 
 }  // namespace
@@ -170,6 +212,7 @@ CompletionRequest ParseCompletionRequest(std::string_view text, Endpoint endpoin
     }
     r.stream = Bool(body, "stream", false);
     r.ignore_eos = Bool(body, "ignore_eos", false);
+    r.grammar = ResponseFormat(body);
     if (const json* options = Find(body, "stream_options")) {
       if (!options->is_object()) throw ApiError::BadRequest("'stream_options' must be an object", "stream_options");
       r.include_usage = Bool(*options, "include_usage", false);

@@ -1,9 +1,11 @@
 #pragma once
 
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "runtime/grammar/json_schema.hpp"
 #include "runtime/model/chat_template.hpp"
 #include "runtime/model/tokenizer.hpp"
 #include "runtime/sampling/sampler.hpp"
@@ -27,12 +29,15 @@ struct CompletionRequest {
   bool stream = false;
   bool include_usage = false;
   bool ignore_eos = false;  // extension (as vLLM's): generate past end-of-sequence, for fixed-length benchmarks
+  // response_format json_object / json_schema: what the output must match; null: text.
+  std::shared_ptr<const JsonGrammar> grammar;
 };
 
 // Parses and checks a request body. Throws ApiError (400) naming the field: a
 // malformed body, a wrong type, a value out of range, or a feature this server
-// does not implement (n > 1, penalties, logit_bias, tools, non-text response_format,
-// logprobs). Unknown fields are ignored, as OpenAI does.
+// does not implement (n > 1, penalties, logit_bias, tools, logprobs, a schema feature
+// constrained decoding cannot enforce). Compiled schemas are cached, so a schema sent
+// with every request is compiled once. Unknown fields are ignored, as OpenAI does.
 CompletionRequest ParseCompletionRequest(std::string_view body, Endpoint endpoint, int vocab_size);
 
 }  // namespace tandem::rt

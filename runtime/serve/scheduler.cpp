@@ -17,6 +17,8 @@
 #include "runtime/draft/drafter.hpp"
 #include "runtime/draft/verification.hpp"
 #include "runtime/engine/engine.hpp"
+#include "runtime/grammar/json_matcher.hpp"
+#include "runtime/grammar/token_mask.hpp"
 #include "runtime/serve/api_error.hpp"
 #include "runtime/serve/completion_text.hpp"
 #include "runtime/serve/prefix_cache.hpp"
@@ -55,6 +57,7 @@ struct Scheduler::State {
   RemoteExpertExecutor* remote;
   std::unique_ptr<Drafter> drafter;    // null: target only
   std::unique_ptr<DraftPolicy> policy;
+  std::unique_ptr<TokenTrie> trie;  // built for the first structured-output request
   PrefixCache prefix_cache;
 
   struct Queued {
@@ -73,6 +76,7 @@ struct Scheduler::State {
     int generated = 0;
     TokenId pending = 0;          // sampled, not yet fed
     std::unique_ptr<CompletionText> text;
+    std::optional<JsonMatcher> matcher;  // structured output: the emitted bytes so far
   };
 
   // Shared with other threads, under `mutex`.
@@ -111,6 +115,8 @@ struct Scheduler::State {
   // limits; returns the finish reason, or "" when the request goes on.
   std::string Emit(Active& a, TokenId token, bool last);
   void Close(Active& a);
+  // `logits` with every token `m` refuses at −∞, in `buffer`.
+  std::span<const float> Constrain(const JsonMatcher& m, std::span<const float> logits, std::vector<float>& buffer);
   void Observe(Active& a, int position, std::size_t row, const ForwardOutput& out, std::size_t count = 0);
   void Finish(Active& a, const std::string& reason);
   void FailEverything(const std::string& reason);
@@ -162,6 +168,7 @@ void Scheduler::State::Admit() {
     }
     a.fed = a.cached = match.length;
     a.text = std::make_unique<CompletionText>(tokenizer, a.submission.stop);
+    if (a.submission.grammar) a.matcher.emplace(a.submission.grammar);
     {
       std::lock_guard lock(mutex);
       counters.prompt_tokens += static_cast<std::uint64_t>(a.prompt_length);
@@ -218,6 +225,13 @@ void Scheduler::State::Observe(Active& a, int position, std::size_t row, const F
   drafter->ObserveTarget(a.sequence, position, tokens, out.hidden.data() + row * hidden, engine.kv().Get(a.sequence).capacity());
 }
 
+std::span<const float> Scheduler::State::Constrain(const JsonMatcher& m, std::span<const float> logits, std::vector<float>& buffer) {
+  if (!trie) trie = std::make_unique<TokenTrie>(tokenizer, engine.config().vocab_size);
+  buffer.assign(logits.begin(), logits.end());
+  trie->Mask(m, options.eos, buffer);
+  return buffer;
+}
+
 void Scheduler::State::Close(Active& a) {
   if (engine.kv().Contains(a.sequence)) engine.kv().Close(a.sequence);
   if (drafter) drafter->Forget(a.sequence);
@@ -246,9 +260,20 @@ void Scheduler::State::Draft(const std::vector<Active*>& decoding, StepShape ste
   drafter->Propose(requests, [&](std::size_t, const rt::Draft& d) { return policy->More(d, step); }, drafts);
   timing.draft_s = std::chrono::duration<double>(Clock::now() - start).count();
   timing.work = drafter->last_work();
-  for (rt::Draft& d : drafts) {
+  for (std::size_t i = 0; i < drafts.size(); ++i) {
+    rt::Draft& d = drafts[i];
     timing.drafted = std::max(timing.drafted, static_cast<int>(d.tokens.size()));
-    const std::size_t keep = std::min(policy->Choose(d, step), d.tokens.size());
+    std::size_t keep = std::min(policy->Choose(d, step), d.tokens.size());
+    // A structured output's drafts end at the first token its grammar refuses.
+    if (const auto& m = decoding[i]->matcher) {
+      JsonMatcher path = *m;
+      std::size_t valid = 0;
+      while (valid < keep && !tokenizer.TokenBytes(d.tokens[valid]).empty() && !tokenizer.IsSpecial(d.tokens[valid]) &&
+             path.Accept(tokenizer.TokenBytes(d.tokens[valid]))) {
+        ++valid;
+      }
+      keep = valid;
+    }
     d.tokens.resize(keep);
     d.confidence.resize(keep);
   }
@@ -256,10 +281,15 @@ void Scheduler::State::Draft(const std::vector<Active*>& decoding, StepShape ste
 
 std::string Scheduler::State::Emit(Active& a, TokenId token, bool last) {
   ++a.generated;
-  if (token == options.eos && !a.submission.ignore_eos) return "stop";
+  // A structured output ends where its grammar allowed the end token.
+  if (token == options.eos && (!a.submission.ignore_eos || a.matcher)) return "stop";
   const std::string delta = a.text->Push(token);
   if (!delta.empty()) a.stream->Push({StreamEvent::Kind::kDelta, delta});
   if (a.text->stopped()) return "stop";
+  if (a.matcher) {
+    a.matcher->Accept(tokenizer.TokenBytes(token));  // sampled under its mask: accepted
+    if (a.matcher->Complete() && !a.matcher->CanContinue()) return "stop";
+  }
   if (a.generated >= a.submission.max_new_tokens) return "length";
   // The last token emitted is fed next step: it needs a KV position.
   if (last && a.fed >= engine.kv().Get(a.sequence).capacity()) return "length";
@@ -353,8 +383,23 @@ bool Scheduler::State::Step() {
     const std::size_t first = logits_row;  // decode rows all have logits: row index = logits index
     const std::size_t first_row = first;
     logits_row += 1 + d.tokens.size();
-    const VerifiedTokens v = VerifyDrafts([&](std::size_t j) { return out.LogitsOf(first + j, vocab); }, d.tokens,
-                                          a.submission.sampling, a.fed + 1);
+    // Structured output: row j is masked by the grammar state after drafts 0 … j−1.
+    std::vector<JsonMatcher> states;
+    std::vector<std::vector<float>> masked;
+    if (a.matcher) {
+      states.push_back(*a.matcher);
+      for (const TokenId t : d.tokens) {
+        states.push_back(states.back());
+        states.back().Accept(tokenizer.TokenBytes(t));
+      }
+      masked.resize(states.size());
+    }
+    const VerifiedTokens v = VerifyDrafts(
+        [&](std::size_t j) {
+          const std::span<const float> logits = out.LogitsOf(first + j, vocab);
+          return a.matcher ? Constrain(states[j], logits, masked[j]) : logits;
+        },
+        d.tokens, a.submission.sampling, a.fed + 1);
     {
       std::lock_guard lock(mutex);
       counters.draft.Count(d.tokens.size(), static_cast<std::size_t>(v.accepted));
@@ -386,7 +431,9 @@ bool Scheduler::State::Step() {
     }
     ++a.fed;
     if (!prefill_rows[i].logits) continue;
-    const TokenId token = Sample(out.LogitsOf(logits_row++, vocab), a.submission.sampling, a.fed);
+    std::vector<float> masked;
+    const std::span<const float> logits = out.LogitsOf(logits_row++, vocab);
+    const TokenId token = Sample(a.matcher ? Constrain(*a.matcher, logits, masked) : logits, a.submission.sampling, a.fed);
     {
       std::lock_guard lock(mutex);
       counters.draft.Count(0, 0);

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/grammar/json_schema.hpp"
 #include "runtime/model/tokenizer.hpp"
 #include "runtime/sampling/sampler.hpp"
 #include "runtime/serve/request_stream.hpp"
@@ -39,6 +40,10 @@ struct Submission {
   SamplingParams sampling;
   std::vector<std::string> stop;
   bool ignore_eos = false;
+  // Structured output: every token is sampled from the logits of the tokens that can
+  // continue a valid output (runtime/grammar), and the request ends when the value is
+  // complete. Null: free text.
+  std::shared_ptr<const JsonGrammar> grammar;
 };
 
 // Continuous batching over one Engine, on its own thread. Each step forms one batch:

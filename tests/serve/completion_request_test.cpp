@@ -62,6 +62,24 @@ TEST(CompletionRequest, BadInputIsA400NamingTheField) {
   EXPECT_EQ(ErrorOf("{\"messages\":[{\"role\":\"user\",\"content\":\"\xff\"}]}").first, 400) << "invalid UTF-8";
 }
 
+TEST(CompletionRequest, ResponseFormatCompilesOrNamesWhatIsUnsupported) {
+  const std::string chat = R"({"messages":[{"role":"user","content":"x"}],"response_format":)";
+  EXPECT_EQ(ParseCompletionRequest(chat + R"({"type":"text"}})", Endpoint::kChatCompletions, 100).grammar, nullptr);
+  EXPECT_NE(ParseCompletionRequest(chat + R"({"type":"json_object"}})", Endpoint::kChatCompletions, 100).grammar, nullptr);
+  const std::string schema = R"({"type":"json_schema","json_schema":{"name":"p","strict":true,"schema":)"
+                             R"({"type":"object","properties":{"a":{"type":"integer"}},"required":["a"],"additionalProperties":false}}})";
+  const CompletionRequest a = ParseCompletionRequest(chat + schema + "}", Endpoint::kChatCompletions, 100);
+  const CompletionRequest b = ParseCompletionRequest(chat + schema + "}", Endpoint::kChatCompletions, 100);
+  ASSERT_NE(a.grammar, nullptr);
+  EXPECT_EQ(a.grammar, b.grammar) << "a schema is compiled once and cached";
+  const auto pattern = ErrorOf(chat + R"({"type":"json_schema","json_schema":{"schema":{"type":"string","pattern":"^a"}}}})");
+  EXPECT_EQ(pattern.first, 400);
+  EXPECT_EQ(pattern.second, "'response_format.json_schema.schema': schema: 'pattern' is not supported by constrained decoding");
+  EXPECT_EQ(ErrorOf(chat + R"({"type":"xml"}})").second, "'response_format.type' 'xml' is not text, json_object or json_schema");
+  EXPECT_EQ(ErrorOf(chat + R"({"type":"json_schema"}})").second, "'response_format.json_schema' must be an object with a 'schema'");
+  EXPECT_EQ(ErrorOf(chat + R"("json"})").second, "'response_format' must be an object with a 'type'");
+}
+
 TEST(CompletionText, StopStringsEndTheTextAndAreNeverEmittedInPart) {
   const Tokenizer t = Tokenizer::FromJson(DeriveSyntheticTokenizer("/nonexistent", 0).tokenizer_json, "t");
   CompletionText text(t, {"END", "\n\n"});

@@ -206,6 +206,29 @@ TEST_F(ServeTest, ErrorsHaveTheirStatusAndOpenAIShape) {
   EXPECT_GE(server_->Stats()["requests"]["invalid"].get<int>(), 6);
 }
 
+TEST_F(ServeTest, JsonSchemaResponseFormatGivesAMatchingObject) {
+  json body = Chat("A book, as JSON.", 200);
+  body.erase("ignore_eos");
+  body["response_format"] = json::parse(R"({"type": "json_schema", "json_schema": {"name": "book", "strict": true, "schema":
+      {"type": "object", "additionalProperties": false, "required": ["title", "year", "tags"],
+       "properties": {"title": {"type": "string", "maxLength": 12}, "year": {"type": "integer"},
+                      "tags": {"type": "array", "items": {"type": "string", "maxLength": 4}, "maxItems": 2}}}}})");
+  const auto [status, reply] = Post(*server_, "/v1/chat/completions", body.dump());
+  ASSERT_EQ(status, 200) << reply.dump();
+  const std::string text = Text(reply);
+  if (reply["choices"][0]["finish_reason"] == "stop") {  // random weights may use up the tokens first
+    const json book = json::parse(text);
+    EXPECT_TRUE(book["title"].is_string() && book["year"].is_number_integer() && book["tags"].is_array()) << text;
+  } else {
+    EXPECT_EQ(reply["choices"][0]["finish_reason"], "length");
+  }
+  const auto [bad, error] = Post(*server_, "/v1/chat/completions",
+                                 R"({"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_schema","json_schema":)"
+                                 R"({"schema":{"type":"object","properties":{"a":{"format":"date"}},"additionalProperties":false}}}})");
+  EXPECT_EQ(bad, 400);
+  EXPECT_NE(error.dump().find("schema.properties.a: 'format' is not supported"), std::string::npos) << error.dump();
+}
+
 TEST_F(ServeTest, MalformedBodiesNeverHurtTheServer) {
   std::mt19937 rng(11);
   const std::vector<std::string> pieces = {"{", "}", "[", "]", "\"messages\"", ":", ",", "\"role\"", "\"user\"", "\"content\"",
