@@ -69,6 +69,18 @@ bool RunContentCheck(const ContentCheck& check, const std::string& content, int 
       for (const auto& [key, expected] : check.values) {
         if (!object->contains(key) || (*object)[key] != nlohmann::json::parse(expected)) return false;
       }
+      for (const auto& [key, type] : check.types) {
+        if (!object->contains(key)) return false;
+        const nlohmann::json& v = (*object)[key];
+        const bool ok = type == "string"    ? v.is_string()
+                        : type == "integer" ? v.is_number_integer()
+                        : type == "number"  ? v.is_number()
+                        : type == "boolean" ? v.is_boolean()
+                        : type == "array"   ? v.is_array()
+                        : type == "object"  ? v.is_object()
+                                            : v.is_null();
+        if (!ok) return false;
+      }
       return true;
     }
   }

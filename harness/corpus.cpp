@@ -2,6 +2,7 @@
 
 #include <fstream>
 #include <regex>
+#include <set>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -33,8 +34,18 @@ ContentCheck ParseCheck(const At& at) {
     }
   } else if (m.Has("json_fields")) {
     check.kind = ContentCheck::Kind::kJsonFields;
-    const Map j(m.Get("json_fields"), {"keys", "values"});
+    const Map j(m.Get("json_fields"), {"keys", "values", "types"});
     check.keys = j.StringList("keys");
+    if (j.Has("types")) {
+      const At types = j.Get("types");
+      if (!types.node().IsMap()) throw types.Error("must be a mapping key: type");
+      for (const auto& kv : types.node()) {
+        const std::string type = kv.second.IsScalar() ? kv.second.Scalar() : "";
+        static const std::set<std::string> kTypes = {"string", "integer", "number", "boolean", "array", "object", "null"};
+        if (!kTypes.contains(type)) throw types.Error(fmt::format("'{}': the type must be one of string, integer, number, boolean, array, object, null", kv.first.Scalar()));
+        check.types[kv.first.Scalar()] = type;
+      }
+    }
     if (j.Has("values")) {
       const At values = j.Get("values");
       if (!values.node().IsMap()) throw values.Error("must be a mapping key: expected value");
@@ -49,6 +60,28 @@ ContentCheck ParseCheck(const At& at) {
     throw at.Error("a check is non_empty, counting, {regex: ...} or {json_fields: {keys, values}}");
   }
   return check;
+}
+
+// A YAML value as JSON: plain scalars that read as JSON literals (numbers, true,
+// false, null) become those, quoted ones and the rest strings; key order is kept.
+nlohmann::ordered_json YamlToJson(const YAML::Node& node) {
+  if (node.IsMap()) {
+    nlohmann::ordered_json out = nlohmann::ordered_json::object();
+    for (const auto& kv : node) out[kv.first.Scalar()] = YamlToJson(kv.second);
+    return out;
+  }
+  if (node.IsSequence()) {
+    nlohmann::ordered_json out = nlohmann::ordered_json::array();
+    for (const auto& item : node) out.push_back(YamlToJson(item));
+    return out;
+  }
+  if (node.IsNull()) return nullptr;
+  const std::string text = node.Scalar();
+  if (node.Tag() != "!") {
+    const auto literal = nlohmann::ordered_json::parse(text, nullptr, false);
+    if (!literal.is_discarded() && !literal.is_string() && !literal.is_object() && !literal.is_array()) return literal;
+  }
+  return text;
 }
 
 }  // namespace
@@ -88,7 +121,7 @@ Corpus LoadCorpus(const std::filesystem::path& file) {
   corpus.file = file;
   for (std::size_t i = 0; i < cases.node().size(); ++i) {
     const At at = cases.Item(cases.node()[i], i);
-    const Map m(at, {"id", "weight", "max_tokens", "system", "prompt", "nonce", "count", "checks"});
+    const Map m(at, {"id", "weight", "max_tokens", "system", "prompt", "nonce", "count", "response_format", "checks"});
     CorpusCase c;
     c.id = m.Get("id").String();
     c.weight = m.Number<double>("weight", 0.0, 0.0, 1000.0);
@@ -97,6 +130,11 @@ Corpus LoadCorpus(const std::filesystem::path& file) {
     c.prompt = m.Get("prompt").String();
     c.nonce = m.Bool("nonce", true);
     c.count = m.Number<int>("count", 0, 0, 100000);
+    if (m.Has("response_format")) {
+      const At rf = m.Get("response_format");
+      if (!rf.node().IsMap()) throw rf.Error("must be a mapping, sent as the request's response_format");
+      c.response_format = YamlToJson(rf.node()).dump();
+    }
     if (m.Has("checks")) {
       const At checks = m.Get("checks");
       if (!checks.node().IsSequence()) throw checks.Error("must be a list");

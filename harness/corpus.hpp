@@ -14,6 +14,7 @@ struct ContentCheck {
   std::string pattern;                        // regex (ECMAScript, searched anywhere in the content)
   std::vector<std::string> keys;              // json_fields: keys the object must have
   std::map<std::string, std::string> values;  // json_fields: key → expected value as JSON text
+  std::map<std::string, std::string> types;   // json_fields: key → string|integer|number|boolean|array|object|null
 };
 
 struct CorpusCase {
@@ -24,6 +25,7 @@ struct CorpusCase {
   std::string prompt;   // the user message
   bool nonce = true;    // start the prompt with the run's nonce marker
   int count = 0;        // counting diagnostic: 1..count
+  std::string response_format;  // JSON text sent as the request's response_format; empty: none
   std::vector<ContentCheck> checks;
 };
 

@@ -73,6 +73,7 @@ class Runner {
       p.body["top_p"] = w_.sampling.top_p;
       p.body["seed"] = w_.sampling.seed + position;
     }
+    if (!c.response_format.empty()) p.body["response_format"] = json::parse(c.response_format);
     p.sample.case_id = c.id;
     p.sample.weight = c.weight;
     p.sample.nonce = nonced && c.nonce ? ctx_.nonces->Marker(ctx_.workload_index, w_.nonce_seed, slot) : "";

@@ -1,0 +1,73 @@
+#include "harness/corpus.hpp"
+
+#include <filesystem>
+#include <fstream>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "harness/checks.hpp"
+#include "harness/input_error.hpp"
+
+namespace tandem::harness {
+namespace {
+
+std::filesystem::path Write(const std::string& text) {
+  const auto path = std::filesystem::temp_directory_path() / ("tandem-corpus-" + std::to_string(::getpid()) + ".yaml");
+  std::ofstream(path) << text;
+  return path;
+}
+
+TEST(Corpus, ResponseFormatIsSentAsJsonWithItsKeyOrder) {
+  const auto file = Write(R"(cases:
+  - id: book
+    prompt: a book
+    response_format:
+      type: json_schema
+      json_schema:
+        strict: true
+        schema: {type: object, additionalProperties: false, required: [z, a], properties: {z: {type: integer, maxLength: 3}, a: {enum: ["7", 7, true, null]}}}
+    checks: [{json_fields: {keys: [z], types: {z: integer, a: string}}}]
+)");
+  const Corpus corpus = LoadCorpus(file);
+  std::filesystem::remove(file);
+  const auto rf = nlohmann::ordered_json::parse(corpus.Case("book").response_format);
+  EXPECT_EQ(rf["json_schema"]["strict"], true) << "YAML true is JSON true";
+  EXPECT_EQ(rf["json_schema"]["schema"]["properties"].begin().key(), "z") << "key order is kept";
+  EXPECT_EQ(rf["json_schema"]["schema"]["properties"]["z"]["maxLength"], 3);
+  EXPECT_EQ(rf["json_schema"]["schema"]["properties"]["a"]["enum"], nlohmann::ordered_json::parse(R"(["7", 7, true, null])"))
+      << "quoted scalars stay strings";
+
+  const ContentCheck& check = corpus.Case("book").checks.at(0);
+  EXPECT_TRUE(RunContentCheck(check, R"({"z": 12, "a": "x"})", 0));
+  EXPECT_FALSE(RunContentCheck(check, R"({"z": "12", "a": "x"})", 0)) << "z must be an integer";
+  EXPECT_FALSE(RunContentCheck(check, R"({"z": 12, "a": 1})", 0)) << "a must be a string";
+  EXPECT_FALSE(RunContentCheck(check, R"({"z": 12})", 0)) << "a typed key must be there";
+}
+
+TEST(Corpus, BadResponseFormatOrTypeIsAnErrorNamingTheLine) {
+  const auto file = Write("cases:\n  - id: x\n    prompt: p\n    response_format: json\n");
+  EXPECT_THROW(
+      {
+        try {
+          LoadCorpus(file);
+        } catch (const InputError& e) {
+          EXPECT_NE(std::string(e.what()).find(":4:"), std::string::npos) << e.what();
+          throw;
+        }
+      },
+      InputError);
+  std::ofstream(file) << "cases:\n  - id: x\n    prompt: p\n    checks: [{json_fields: {keys: [a], types: {a: date}}}]\n";
+  EXPECT_THROW(LoadCorpus(file), InputError);
+  std::filesystem::remove(file);
+}
+
+TEST(Corpus, TheReleaseBatterysSchemaCaseSendsItsSchema) {
+  const Corpus corpus = LoadCorpus(std::filesystem::path(TANDEM_SOURCE_DIR) / "campaigns/corpus.yaml");
+  const auto rf = nlohmann::ordered_json::parse(corpus.Case("json_schema").response_format);
+  EXPECT_EQ(rf["type"], "json_schema");
+  EXPECT_EQ(rf["json_schema"]["schema"]["required"].size(), 5u);
+}
+
+}  // namespace
+}  // namespace tandem::harness
