@@ -39,7 +39,7 @@ double MonotonicSeconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-StreamedCompletion StreamChat(const std::string& base_url, nlohmann::json body, double timeout_s, const std::string& api_key) {
+StreamedCompletion StreamChat(const std::string& base_url, nlohmann::ordered_json body, double timeout_s, const std::string& api_key) {
   StreamedCompletion out;
   body["stream"] = true;
   body["stream_options"] = {{"include_usage", true}};

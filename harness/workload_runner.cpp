@@ -38,7 +38,7 @@ std::optional<json> DraftCounters(const std::string& stats) {
 // One request to send, and where its sample goes.
 struct Planned {
   const CorpusCase* c = nullptr;
-  json body;
+  nlohmann::ordered_json body;  // ordered: a response_format schema keeps its key order
   SampleRow sample;
   CheckContext check;
 };
@@ -73,7 +73,7 @@ class Runner {
       p.body["top_p"] = w_.sampling.top_p;
       p.body["seed"] = w_.sampling.seed + position;
     }
-    if (!c.response_format.empty()) p.body["response_format"] = json::parse(c.response_format);
+    if (!c.response_format.empty()) p.body["response_format"] = nlohmann::ordered_json::parse(c.response_format);
     p.sample.case_id = c.id;
     p.sample.weight = c.weight;
     p.sample.nonce = nonced && c.nonce ? ctx_.nonces->Marker(ctx_.workload_index, w_.nonce_seed, slot) : "";

@@ -7,7 +7,8 @@ namespace tandem::rt {
 namespace {
 
 constexpr int kMaxWhitespace = 8;
-constexpr int kMaxDigits = 24;  // a number's digits, all parts together (so |x| < 1e124)
+constexpr int kMaxDigits = 24;         // a number's digits, all parts together (so |x| < 1e124)
+constexpr int kMaxIntegerDigits = 18;  // an integer's: |x| < 1e18 < 2^63
 
 const std::vector<std::string>& Words() {
   static const std::vector<std::string> words = {"true", "false", "null"};
@@ -290,7 +291,8 @@ JsonMatcher::Step JsonMatcher::FeedString(Frame& f, unsigned char c) {
 
 JsonMatcher::Step JsonMatcher::FeedNumber(Frame& f, unsigned char c) {
   const bool digit = IsDigit(c);
-  if (digit && ++f.extra > kMaxDigits) return Step::kRejected;
+  // Integers fit in 64 bits, so every client reads them as integers.
+  if (digit && ++f.extra > (f.integer ? kMaxIntegerDigits : kMaxDigits)) return Step::kRejected;
   switch (f.state) {
     case kMinus:
       if (!digit) return Step::kRejected;

@@ -41,6 +41,8 @@ TEST(JsonMatcher, AcceptsValidDocumentsAndRefusesTheRest) {
   EXPECT_FALSE(Matches(person, R"({"name": "Ann", "age": 41} )")) << "nothing after the value";
 
   EXPECT_TRUE(Matches(json::parse(R"({"type": "number"})"), "-12.5e+3"));
+  EXPECT_TRUE(Matches(json::parse(R"({"type": "integer"})"), "-999999999999999999"));
+  EXPECT_FALSE(Matches(json::parse(R"({"type": "integer"})"), "1000000000000000000")) << "integers stay within 64 bits";
   EXPECT_TRUE(Matches(json::parse(R"({"type": ["string", "null"]})"), "null"));
   EXPECT_TRUE(Matches(json::parse(R"({"const": {"a": [1, true]}})"), R"({"a":[1,true]})"));
   EXPECT_TRUE(Matches(json::parse(R"({"enum": [1, 12]})"), "12"));
