@@ -35,7 +35,7 @@ ChatTemplate ChatTemplate::Load(const std::filesystem::path& checkpoint_dir) {
   return ChatTemplate(TokenText(config, "bos_token", path.string()), TokenText(config, "eos_token", path.string()));
 }
 
-std::string ChatTemplate::Render(const std::vector<ChatMessage>& messages, bool add_generation_prompt) const {
+std::string ChatTemplate::Render(const std::vector<ChatMessage>& messages, bool add_generation_prompt, bool thinking) const {
   std::string system;
   bool first_system = true;
   for (const ChatMessage& m : messages) {
@@ -55,7 +55,7 @@ std::string ChatTemplate::Render(const std::vector<ChatMessage>& messages, bool 
       throw ModelError(fmt::format("chat: role '{}' is not supported (system, user, assistant)", m.role));
     }
   }
-  if (add_generation_prompt) text += kAssistant;
+  if (add_generation_prompt) text += std::string(kAssistant) + (thinking ? kThinkBegin : "");
   return text;
 }
 

@@ -22,10 +22,13 @@ class ChatTemplate {
   ChatTemplate(std::string bos, std::string eos) : bos_(std::move(bos)), eos_(std::move(eos)) {}
 
   // Throws ModelError for an unknown role.
-  std::string Render(const std::vector<ChatMessage>& messages, bool add_generation_prompt = true) const;
+  // `thinking`: the generation prompt opens DeepSeek's think block ("<think>").
+  std::string Render(const std::vector<ChatMessage>& messages, bool add_generation_prompt = true, bool thinking = false) const;
 
   static constexpr const char* kUser = "<｜User｜>";
   static constexpr const char* kAssistant = "<｜Assistant｜>";
+  static constexpr const char* kThinkBegin = "<think>";
+  static constexpr const char* kThinkEnd = "</think>";
 
  private:
   std::string bos_;

@@ -45,7 +45,8 @@ json UsageJson(const Usage& u) {
           {"total_tokens", u.prompt_tokens + u.completion_tokens},
           {"prompt_tokens_details", {{"cached_tokens", u.cached_tokens}}},
           {"prompt_cache_hit_tokens", u.cached_tokens},
-          {"prompt_cache_miss_tokens", u.prompt_tokens - u.cached_tokens}};
+          {"prompt_cache_miss_tokens", u.prompt_tokens - u.cached_tokens},
+          {"completion_tokens_details", {{"reasoning_tokens", u.reasoning_tokens}}}};
 }
 
 std::string Sse(const json& payload) { return "data: " + Dump(payload) + "\n\n"; }
@@ -125,8 +126,14 @@ void ApiServer::State::Completion(const httplib::Request& req, httplib::Response
       throw ApiError(404, fmt::format("the model '{}' does not exist; this server serves '{}'", request.model, options.served_model),
                      "invalid_request_error", "model_not_found", "model");
     }
+    if (request.thinking) {
+      if (endpoint != Endpoint::kChatCompletions) throw ApiError::BadRequest("'thinking' applies to chat completions only", "thinking");
+      const std::optional<TokenId> end = tokenizer->Find(ChatTemplate::kThinkEnd);
+      if (!end) throw ApiError::BadRequest("this model's tokenizer has no </think> token: it cannot think", "thinking");
+      submission.think_end = *end;
+    }
     if (endpoint == Endpoint::kChatCompletions) {
-      submission.prompt = tokenizer->Encode(chat->Render(request.messages));
+      submission.prompt = tokenizer->Encode(chat->Render(request.messages, true, request.thinking));
     } else if (request.prompt_is_tokens) {
       submission.prompt = request.prompt_tokens;
     } else {
@@ -186,18 +193,19 @@ void ApiServer::State::Completion(const httplib::Request& req, httplib::Response
   };
 
   if (!request.stream) {
-    std::string text;
+    std::string text, reasoning;
     for (;;) {
       std::optional<StreamEvent> e = stream->Pop(std::chrono::milliseconds(1000));
       if (!e) continue;
       if (e->kind == StreamEvent::Kind::kDelta) {
-        text += e->text;
+        (e->reasoning ? reasoning : text) += e->text;
       } else if (e->kind == StreamEvent::Kind::kFailed) {
         return SendError(res, ApiError(e->status, e->text, e->error_type));
       } else if (e->kind == StreamEvent::Kind::kFinished) {
         json choice = {{"index", 0}, {"finish_reason", e->finish_reason}};
         if (chat_endpoint) {
           choice["message"] = {{"role", "assistant"}, {"content", text}};
+          if (request.thinking) choice["message"]["reasoning_content"] = reasoning;
         } else {
           choice["text"] = text;
           choice["logprobs"] = nullptr;
@@ -237,7 +245,8 @@ void ApiServer::State::Completion(const httplib::Request& req, httplib::Response
             continue;
           }
           if (e->kind == StreamEvent::Kind::kDelta) {
-            return write(Sse(chunk(chat_endpoint ? json{{"content", e->text}} : json(e->text), nullptr)));
+            // Completions have no reasoning field: their think block is part of the text.
+            return write(Sse(chunk(chat_endpoint ? json{{e->reasoning ? "reasoning_content" : "content", e->text}} : json(e->text), nullptr)));
           }
           if (e->kind == StreamEvent::Kind::kFinished) {
             if (!write(Sse(chunk(chat_endpoint ? json::object() : json(""), e->finish_reason)))) return false;

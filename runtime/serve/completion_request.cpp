@@ -97,6 +97,25 @@ std::shared_ptr<const JsonGrammar> CachedGrammar(const json& schema) {
   return grammar;
 }
 
+// thinking: {"type": "enabled" | "disabled"} (DeepSeek's API), or reasoning_effort:
+// "low" | "medium" | "high" (OpenAI's; any of them enables thinking). Off by default.
+bool Thinking(const json& body) {
+  bool on = false;
+  if (const json* t = Find(body, "thinking"); t != nullptr && !t->is_null()) {
+    if (!t->is_object() || !t->contains("type") || !((*t)["type"] == "enabled" || (*t)["type"] == "disabled")) {
+      throw ApiError::BadRequest("'thinking' must be {\"type\": \"enabled\"} or {\"type\": \"disabled\"}", "thinking");
+    }
+    on = (*t)["type"] == "enabled";
+  }
+  if (const json* e = Find(body, "reasoning_effort"); e != nullptr && !e->is_null()) {
+    if (!e->is_string() || !(*e == "low" || *e == "medium" || *e == "high")) {
+      throw ApiError::BadRequest("'reasoning_effort' must be low, medium or high", "reasoning_effort");
+    }
+    on = true;
+  }
+  return on;
+}
+
 // response_format: text | json_object | json_schema {json_schema: {name, schema, strict}}.
 std::shared_ptr<const JsonGrammar> ResponseFormat(const json& body) {
   const json* v = Find(body, "response_format");
@@ -213,6 +232,7 @@ CompletionRequest ParseCompletionRequest(std::string_view text, Endpoint endpoin
     r.stream = Bool(body, "stream", false);
     r.ignore_eos = Bool(body, "ignore_eos", false);
     r.grammar = ResponseFormat(body);
+    r.thinking = Thinking(body);
     if (const json* options = Find(body, "stream_options")) {
       if (!options->is_object()) throw ApiError::BadRequest("'stream_options' must be an object", "stream_options");
       r.include_usage = Bool(*options, "include_usage", false);

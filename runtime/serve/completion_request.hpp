@@ -31,6 +31,9 @@ struct CompletionRequest {
   bool ignore_eos = false;  // extension (as vLLM's): generate past end-of-sequence, for fixed-length benchmarks
   // response_format json_object / json_schema: what the output must match; null: text.
   std::shared_ptr<const JsonGrammar> grammar;
+  // thinking {type: enabled} or reasoning_effort low|medium|high: the chat template
+  // opens the think block and the reply streams its reasoning as reasoning_content.
+  bool thinking = false;
 };
 
 // Parses and checks a request body. Throws ApiError (400) naming the field: a

@@ -14,6 +14,7 @@ struct Usage {
   int prompt_tokens = 0;
   int completion_tokens = 0;
   int cached_tokens = 0;
+  int reasoning_tokens = 0;  // of completion_tokens: the think block, its closing token included
 };
 
 // What the scheduler tells the HTTP handler about one request, in order:
@@ -21,6 +22,7 @@ struct Usage {
 struct StreamEvent {
   enum class Kind { kAdmitted, kDelta, kFinished, kFailed } kind = Kind::kDelta;
   std::string text;           // kDelta: text to append; kFailed: the error message
+  bool reasoning = false;     // kDelta: the text belongs to the think block (reasoning_content)
   std::string finish_reason;  // kFinished: "stop" | "length"
   Usage usage;                // kFinished
   int status = 0;             // kFailed: HTTP status (429, 503, ...)

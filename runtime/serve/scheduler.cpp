@@ -20,7 +20,7 @@
 #include "runtime/grammar/json_matcher.hpp"
 #include "runtime/grammar/token_mask.hpp"
 #include "runtime/serve/api_error.hpp"
-#include "runtime/serve/completion_text.hpp"
+#include "runtime/serve/reply_text.hpp"
 #include "runtime/serve/prefix_cache.hpp"
 
 namespace tandem::rt {
@@ -75,8 +75,11 @@ struct Scheduler::State {
     int cached = 0;
     int generated = 0;
     TokenId pending = 0;          // sampled, not yet fed
-    std::unique_ptr<CompletionText> text;
+    std::unique_ptr<ReplyText> text;
     std::optional<JsonMatcher> matcher;  // structured output: the emitted bytes so far
+    bool reasoning() const { return text->reasoning(); }  // inside the think block
+    // The grammar, once the think block (if any) is over.
+    const JsonMatcher* Grammar() const { return matcher && !reasoning() ? &*matcher : nullptr; }
   };
 
   // Shared with other threads, under `mutex`.
@@ -167,7 +170,7 @@ void Scheduler::State::Admit() {
       engine.kv().Open(a.sequence, capacity);
     }
     a.fed = a.cached = match.length;
-    a.text = std::make_unique<CompletionText>(tokenizer, a.submission.stop);
+    a.text = std::make_unique<ReplyText>(tokenizer, a.submission.stop, a.submission.think_end);
     if (a.submission.grammar) a.matcher.emplace(a.submission.grammar);
     {
       std::lock_guard lock(mutex);
@@ -181,11 +184,10 @@ void Scheduler::State::Admit() {
 
 void Scheduler::State::Finish(Active& a, const std::string& reason) {
   StreamEvent done;
-  const std::string rest = a.text->Flush();
-  if (!rest.empty()) a.stream->Push({StreamEvent::Kind::kDelta, rest});
+  for (ReplyText::Piece& p : a.text->Flush()) a.stream->Push({StreamEvent::Kind::kDelta, std::move(p.text), p.reasoning});
   done.kind = StreamEvent::Kind::kFinished;
   done.finish_reason = reason;
-  done.usage = {a.prompt_length, a.generated, a.cached};
+  done.usage = {a.prompt_length, a.generated, a.cached, a.text->reasoning_tokens()};
   a.stream->Push(std::move(done));
   // The tokens whose KV exists go back into the cache for later requests.
   prefix_cache.Insert(std::span<const TokenId>(a.tokens.data(), static_cast<std::size_t>(a.fed)), a.sequence);
@@ -264,8 +266,13 @@ void Scheduler::State::Draft(const std::vector<Active*>& decoding, StepShape ste
     rt::Draft& d = drafts[i];
     timing.drafted = std::max(timing.drafted, static_cast<int>(d.tokens.size()));
     std::size_t keep = std::min(policy->Choose(d, step), d.tokens.size());
-    // A structured output's drafts end at the first token its grammar refuses.
-    if (const auto& m = decoding[i]->matcher) {
+    // Drafts stop before the end of a think block (the grammar starts there), and a
+    // structured output's drafts at the first token its grammar refuses.
+    if (decoding[i]->reasoning()) {
+      for (std::size_t t = 0; t < keep; ++t) {
+        if (d.tokens[t] == decoding[i]->submission.think_end) keep = t;
+      }
+    } else if (const auto& m = decoding[i]->matcher) {
       JsonMatcher path = *m;
       std::size_t valid = 0;
       while (valid < keep && !tokenizer.TokenBytes(d.tokens[valid]).empty() && !tokenizer.IsSpecial(d.tokens[valid]) &&
@@ -283,8 +290,13 @@ std::string Scheduler::State::Emit(Active& a, TokenId token, bool last) {
   ++a.generated;
   // A structured output ends where its grammar allowed the end token.
   if (token == options.eos && (!a.submission.ignore_eos || a.matcher)) return "stop";
-  const std::string delta = a.text->Push(token);
-  if (!delta.empty()) a.stream->Push({StreamEvent::Kind::kDelta, delta});
+  const bool thinking = a.reasoning();
+  for (ReplyText::Piece& p : a.text->Push(token)) a.stream->Push({StreamEvent::Kind::kDelta, std::move(p.text), p.reasoning});
+  if (thinking) {
+    if (a.generated >= a.submission.max_new_tokens) return "length";
+    if (last && a.fed >= engine.kv().Get(a.sequence).capacity()) return "length";
+    return "";
+  }
   if (a.text->stopped()) return "stop";
   if (a.matcher) {
     a.matcher->Accept(tokenizer.TokenBytes(token));  // sampled under its mask: accepted
@@ -386,8 +398,8 @@ bool Scheduler::State::Step() {
     // Structured output: row j is masked by the grammar state after drafts 0 … j−1.
     std::vector<JsonMatcher> states;
     std::vector<std::vector<float>> masked;
-    if (a.matcher) {
-      states.push_back(*a.matcher);
+    if (a.Grammar() != nullptr) {
+      states.push_back(*a.Grammar());
       for (const TokenId t : d.tokens) {
         states.push_back(states.back());
         states.back().Accept(tokenizer.TokenBytes(t));
@@ -397,7 +409,7 @@ bool Scheduler::State::Step() {
     const VerifiedTokens v = VerifyDrafts(
         [&](std::size_t j) {
           const std::span<const float> logits = out.LogitsOf(first + j, vocab);
-          return a.matcher ? Constrain(states[j], logits, masked[j]) : logits;
+          return states.empty() ? logits : Constrain(states[j], logits, masked[j]);
         },
         d.tokens, a.submission.sampling, a.fed + 1);
     {
@@ -433,7 +445,7 @@ bool Scheduler::State::Step() {
     if (!prefill_rows[i].logits) continue;
     std::vector<float> masked;
     const std::span<const float> logits = out.LogitsOf(logits_row++, vocab);
-    const TokenId token = Sample(a.matcher ? Constrain(*a.matcher, logits, masked) : logits, a.submission.sampling, a.fed);
+    const TokenId token = Sample(a.Grammar() ? Constrain(*a.Grammar(), logits, masked) : logits, a.submission.sampling, a.fed);
     {
       std::lock_guard lock(mutex);
       counters.draft.Count(0, 0);

@@ -44,6 +44,10 @@ struct Submission {
   // continue a valid output (runtime/grammar), and the request ends when the value is
   // complete. Null: free text.
   std::shared_ptr<const JsonGrammar> grammar;
+  // Thinking: the output starts inside the think block; tokens up to and including
+  // `think_end` are reasoning (streamed apart, counted in usage), the grammar applies
+  // after it. -1: no think block.
+  TokenId think_end = -1;
 };
 
 // Continuous batching over one Engine, on its own thread. Each step forms one batch:

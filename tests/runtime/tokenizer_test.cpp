@@ -126,6 +126,7 @@ TEST(ChatTemplate, RendersTheDeepSeekFormat) {
             "<BOS>Be brief.<\uff5cUser\uff5c>Hi<\uff5cAssistant\uff5c>Hello.<EOS><\uff5cUser\uff5c>Bye<\uff5cAssistant\uff5c>");
   EXPECT_EQ(chat.Render({{"system", "A"}, {"system", "B"}, {"user", "x"}}, false), "<BOS>A\n\nB<\uff5cUser\uff5c>x");
   EXPECT_THROW(chat.Render({{"tool", "x"}}), ModelError);
+  EXPECT_EQ(chat.Render({{"user", "x"}}, true, true), "<BOS><\uff5cUser\uff5c>x<\uff5cAssistant\uff5c><think>") << "thinking opens the block";
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include "runtime/model/synthetic_tokenizer.hpp"
 #include "runtime/serve/api_error.hpp"
 #include "runtime/serve/completion_text.hpp"
+#include "runtime/serve/reply_text.hpp"
 
 namespace tandem::rt {
 namespace {
@@ -96,6 +97,49 @@ TEST(CompletionText, StopStringsEndTheTextAndAreNeverEmittedInPart) {
   for (TokenId id : t.Encode("xyz EN")) out2 += unfinished.Push(id);
   out2 += unfinished.Flush();
   EXPECT_EQ(out2, "xyz EN") << "a stop string that never completed is ordinary text";
+}
+
+TEST(ReplyText, ThinkingSplitsReasoningFromContentAtTheClosingToken) {
+  const Tokenizer t = Tokenizer::FromJson(DeriveSyntheticTokenizer("/nonexistent", 0).tokenizer_json, "t");
+  const std::optional<TokenId> end = t.Find("</think>");
+  ASSERT_TRUE(end.has_value()) << "the synthetic tokenizers carry the think markers";
+  ReplyText reply(t, {"STOP"}, *end);
+  std::string reasoning, content;
+  const auto take = [&](const std::vector<ReplyText::Piece>& pieces) {
+    for (const ReplyText::Piece& p : pieces) (p.reasoning ? reasoning : content) += p.text;
+  };
+  std::vector<TokenId> tokens = t.Encode("let me think STOP");
+  const auto thought = static_cast<int>(tokens.size());
+  tokens.push_back(*end);
+  for (TokenId id : t.Encode("the answer")) tokens.push_back(id);
+  for (std::size_t i = 0; i < tokens.size(); ++i) {
+    EXPECT_EQ(reply.reasoning(), static_cast<int>(i) <= thought) << "inside the block up to its closing token, token " << i;
+    take(reply.Push(tokens[i]));
+  }
+  take(reply.Flush());
+  EXPECT_EQ(reasoning, "let me think STOP") << "stop strings do not apply inside the think block";
+  EXPECT_EQ(content, "the answer");
+  EXPECT_EQ(reply.reasoning_tokens(), thought + 1) << "the closing token counts as reasoning";
+  EXPECT_FALSE(reply.reasoning());
+
+  ReplyText plain(t, {}, -1);
+  EXPECT_FALSE(plain.reasoning());
+  std::string all;
+  for (TokenId id : t.Encode("no block")) {
+    for (const ReplyText::Piece& p : plain.Push(id)) all += p.reasoning ? "?" : p.text;
+  }
+  EXPECT_EQ(all, "no block");
+  EXPECT_EQ(plain.reasoning_tokens(), 0);
+}
+
+TEST(CompletionRequest, ThinkingIsOffByDefaultAndEnabledEitherWay) {
+  const std::string chat = R"({"messages":[{"role":"user","content":"x"}])";
+  EXPECT_FALSE(ParseCompletionRequest(chat + "}", Endpoint::kChatCompletions, 100).thinking);
+  EXPECT_TRUE(ParseCompletionRequest(chat + R"(,"thinking":{"type":"enabled"}})", Endpoint::kChatCompletions, 100).thinking);
+  EXPECT_FALSE(ParseCompletionRequest(chat + R"(,"thinking":{"type":"disabled"}})", Endpoint::kChatCompletions, 100).thinking);
+  EXPECT_TRUE(ParseCompletionRequest(chat + R"(,"reasoning_effort":"low"})", Endpoint::kChatCompletions, 100).thinking);
+  EXPECT_EQ(ErrorOf(chat + R"(,"thinking":true})").second, "'thinking' must be {\"type\": \"enabled\"} or {\"type\": \"disabled\"}");
+  EXPECT_EQ(ErrorOf(chat + R"(,"reasoning_effort":"max"})").second, "'reasoning_effort' must be low, medium or high");
 }
 
 }  // namespace

@@ -229,6 +229,30 @@ TEST_F(ServeTest, JsonSchemaResponseFormatGivesAMatchingObject) {
   EXPECT_NE(error.dump().find("schema.properties.a: 'format' is not supported"), std::string::npos) << error.dump();
 }
 
+TEST_F(ServeTest, ThinkingStreamsReasoningContentAndCountsItsTokens) {
+  json body = Chat("Think first.", 12, true);
+  body["thinking"] = {{"type", "enabled"}};
+  const Streamed s = Stream(*server_, body);
+  ASSERT_EQ(s.status, 200);
+  std::string reasoning;
+  for (const json& e : s.events) {
+    if (e.contains("choices") && !e["choices"].empty() && e["choices"][0]["delta"].contains("reasoning_content")) {
+      reasoning += e["choices"][0]["delta"]["reasoning_content"].get<std::string>();
+    }
+  }
+  const int thought = s.usage["completion_tokens_details"]["reasoning_tokens"];
+  EXPECT_GT(thought, 0);
+  EXPECT_LE(thought, 12);
+  EXPECT_FALSE(reasoning.empty()) << "the think block streams as reasoning_content";
+  if (thought == 12) {
+    EXPECT_TRUE(s.text.empty()) << "still thinking when the tokens ran out: no content";
+  }
+  // Without thinking nothing is reasoning.
+  const Streamed plain = Stream(*server_, Chat("Think first.", 12, true));
+  EXPECT_EQ(plain.usage["completion_tokens_details"]["reasoning_tokens"], 0);
+  EXPECT_EQ(Post(*server_, "/v1/completions", R"({"prompt":"x","thinking":{"type":"enabled"}})").first, 400);
+}
+
 TEST_F(ServeTest, MalformedBodiesNeverHurtTheServer) {
   std::mt19937 rng(11);
   const std::vector<std::string> pieces = {"{", "}", "[", "]", "\"messages\"", ":", ",", "\"role\"", "\"user\"", "\"content\"",
