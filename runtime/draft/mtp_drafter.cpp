@@ -9,16 +9,6 @@
 
 namespace tandem::rt {
 
-namespace {
-
-float Probability(std::span<const float> logits, TokenId token) {
-  const float top = *std::max_element(logits.begin(), logits.end());
-  double sum = 0;
-  for (float v : logits) sum += std::exp(static_cast<double>(v - top));
-  return static_cast<float>(std::exp(static_cast<double>(logits[static_cast<std::size_t>(token)] - top)) / sum);
-}
-
-}  // namespace
 
 MtpDrafter::MtpDrafter(const Checkpoint& ckpt, ThreadPool* pool, const Engine::ExpertExecutorFactory& experts)
     : engine_(ckpt, EngineOptions{.pool = pool, .keep_hidden = true, .mtp = true}, experts),

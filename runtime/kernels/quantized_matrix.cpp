@@ -80,29 +80,32 @@ namespace {
 // depend on the batch or the thread.
 #define TANDEM_QUANT_CLONES __attribute__((target_clones("arch=haswell", "fma", "default")))
 
+// Σ over groups of scale[g] · Σ_i q[i]·x[i]: the portable form of a row's dot product,
+// with q as int8 values or as int4 values unpacked to floats.
+template <typename T>
+__attribute__((always_inline)) inline float GroupDot(const T* q, const float* scale, const float* x, std::int64_t groups, std::int64_t group) {
+  float total = 0;
+  for (std::int64_t g = 0; g < groups; ++g) {
+    float acc[16] = {};
+    const std::int64_t base = g * group;
+    for (std::int64_t i = 0; i < group; i += 16) {
+      const std::int64_t lanes = std::min<std::int64_t>(16, group - i);
+      for (std::int64_t l = 0; l < lanes; ++l) acc[l] += static_cast<float>(q[base + i + l]) * x[base + i + l];
+    }
+    for (int width = 8; width > 0; width /= 2) {
+      for (int l = 0; l < width; ++l) acc[l] += acc[l + width];
+    }
+    total += acc[0] * scale[g];
+  }
+  return total;
+}
+
 TANDEM_QUANT_CLONES void RowsInt8(const QuantizedMatrix& w, const float* x, std::int64_t batch, float* y, std::int64_t begin,
                                   std::int64_t end) {
   const std::int64_t groups = w.cols / w.group;
   for (std::int64_t o = begin; o < end; ++o) {
     const auto* q = reinterpret_cast<const std::int8_t*>(w.values.data()) + o * w.cols;
-    const float* scale = w.scales.data() + o * groups;
-    for (std::int64_t b = 0; b < batch; ++b) {
-      const float* xb = x + b * w.cols;
-      float total = 0;
-      for (std::int64_t g = 0; g < groups; ++g) {
-        float acc[16] = {};
-        const std::int64_t base = g * w.group;
-        for (std::int64_t i = 0; i < w.group; i += 16) {
-          const std::int64_t lanes = std::min<std::int64_t>(16, w.group - i);
-          for (std::int64_t l = 0; l < lanes; ++l) acc[l] += static_cast<float>(q[base + i + l]) * xb[base + i + l];
-        }
-        for (int width = 8; width > 0; width /= 2) {
-          for (int l = 0; l < width; ++l) acc[l] += acc[l + width];
-        }
-        total += acc[0] * scale[g];
-      }
-      y[b * w.rows + o] = total;
-    }
+    for (std::int64_t b = 0; b < batch; ++b) y[b * w.rows + o] = GroupDot(q, w.scales.data() + o * groups, x + b * w.cols, groups, w.group);
   }
 }
 
@@ -122,23 +125,8 @@ TANDEM_QUANT_CLONES void RowsInt4(const QuantizedMatrix& w, const float* x, std:
       row[static_cast<std::size_t>(2 * i)] = levels[2 * q[i]];
       row[static_cast<std::size_t>(2 * i + 1)] = levels[2 * q[i] + 1];
     }
-    const float* scale = w.scales.data() + o * groups;
     for (std::int64_t b = 0; b < batch; ++b) {
-      const float* xb = x + b * w.cols;
-      float total = 0;
-      for (std::int64_t g = 0; g < groups; ++g) {
-        float acc[16] = {};
-        const std::int64_t base = g * w.group;
-        for (std::int64_t i = 0; i < w.group; i += 16) {
-          const std::int64_t lanes = std::min<std::int64_t>(16, w.group - i);
-          for (std::int64_t l = 0; l < lanes; ++l) acc[l] += row[static_cast<std::size_t>(base + i + l)] * xb[base + i + l];
-        }
-        for (int width = 8; width > 0; width /= 2) {
-          for (int l = 0; l < width; ++l) acc[l] += acc[l + width];
-        }
-        total += acc[0] * scale[g];
-      }
-      y[b * w.rows + o] = total;
+      y[b * w.rows + o] = GroupDot(row.data(), w.scales.data() + o * groups, x + b * w.cols, groups, w.group);
     }
   }
 }
@@ -233,6 +221,14 @@ void MatMul(const QuantizedMatrix& w, const float* x, std::int64_t batch, float*
     rows(0, w.rows);
   } else {
     pool->ParallelFor(w.rows, rows, min_chunk);
+  }
+}
+
+void MatMulPortable(const QuantizedMatrix& w, const float* x, std::int64_t batch, float* y) {
+  if (w.format == QuantFormat::kInt8) {
+    RowsInt8(w, x, batch, y, 0, w.rows);
+  } else {
+    RowsInt4(w, x, batch, y, 0, w.rows);
   }
 }
 

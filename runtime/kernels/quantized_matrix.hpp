@@ -38,5 +38,7 @@ struct QuantizedMatrix {
 // Y[b, o] = Σ_i W[o, i] · X[b, i] as MatMul does, W dequantized group by group; a
 // row's result does not depend on the batch.
 void MatMul(const QuantizedMatrix& w, const float* x, std::int64_t batch, float* y, ThreadPool* pool);
+// The portable loops MatMul falls back to without AVX2 (tests compare the two).
+void MatMulPortable(const QuantizedMatrix& w, const float* x, std::int64_t batch, float* y);
 
 }  // namespace tandem::rt

@@ -69,4 +69,11 @@ TokenId Sample(std::span<const float> logits, const SamplingParams& params, std:
   return order[keep - 1];
 }
 
+float Probability(std::span<const float> logits, TokenId token) {
+  const float top = *std::max_element(logits.begin(), logits.end());
+  double sum = 0;
+  for (float v : logits) sum += std::exp(static_cast<double>(v - top));
+  return static_cast<float>(std::exp(static_cast<double>(logits[static_cast<std::size_t>(token)] - top)) / sum);
+}
+
 }  // namespace tandem::rt

@@ -23,6 +23,9 @@ std::uint64_t SplitMix64(std::uint64_t x);
 // however it is batched, drafted or resumed.
 double UniformDraw(std::uint64_t seed, std::int64_t position);
 
+// softmax(logits)[token]: a drafter's confidence in the token it proposes.
+float Probability(std::span<const float> logits, TokenId token);
+
 // Greedy: the largest logit, lowest id on ties.
 TokenId ArgMax(std::span<const float> logits);
 

@@ -54,6 +54,8 @@ TEST_P(QuantizedMatrixTest, MatMulIsTheDequantizedProductAndBatchInvariant) {
   std::vector<float> y(static_cast<std::size_t>(kBatch * w.rows));
   ThreadPool pool(3);
   MatMul(q, x.data(), kBatch, y.data(), &pool);
+  std::vector<float> portable(y.size());
+  MatMulPortable(q, x.data(), kBatch, portable.data());
   for (int b = 0; b < kBatch; ++b) {
     std::vector<float> alone(static_cast<std::size_t>(w.rows));
     MatMul(q, x.data() + b * w.cols, 1, alone.data(), nullptr);
@@ -62,6 +64,7 @@ TEST_P(QuantizedMatrixTest, MatMulIsTheDequantizedProductAndBatchInvariant) {
       for (std::int64_t i = 0; i < w.cols; ++i) expected += static_cast<double>(q.At(o, i)) * x[static_cast<std::size_t>(b * w.cols + i)];
       const float got = y[static_cast<std::size_t>(b * w.rows + o)];
       EXPECT_NEAR(got, expected, 1e-4) << "row " << o << " batch " << b;
+      EXPECT_NEAR(portable[static_cast<std::size_t>(b * w.rows + o)], expected, 1e-4) << "portable loop, row " << o;
       EXPECT_EQ(got, alone[static_cast<std::size_t>(o)]) << "a row's result does not depend on its batch or the threads";
     }
   }

@@ -16,6 +16,7 @@
 #include "runtime/engine/local_experts.hpp"
 #include "runtime/model/checkpoint.hpp"
 #include "runtime/serve/scheduler.hpp"
+#include "tests/runtime/stream_output.hpp"
 #include "tests/runtime/tiny_model.hpp"
 
 namespace tandem::rt {
@@ -93,19 +94,8 @@ class SpeculativeDecoding : public ::testing::Test {
     for (const Submission& s : submissions_) streams.push_back(scheduler.Submit(s));
     Generated run;
     for (auto& stream : streams) {
-      Output o;
-      for (;;) {
-        const auto e = stream->Pop(60s);
-        if (!e) throw std::runtime_error("no event within 60 s");
-        if (e->kind == StreamEvent::Kind::kDelta) o.text += e->text;
-        if (e->kind == StreamEvent::Kind::kFailed) throw std::runtime_error(e->text);
-        if (e->kind == StreamEvent::Kind::kFinished) {
-          o.completion_tokens = e->usage.completion_tokens;
-          o.finish_reason = e->finish_reason;
-          break;
-        }
-      }
-      run.outputs.push_back(o);
+      const testing::StreamOutput o = testing::ReadToEnd(*stream);
+      run.outputs.push_back({o.text, o.completion_tokens, o.finish_reason});
     }
     run.draft = nlohmann::json::parse(scheduler.StatsJson())["draft"];
     return run;

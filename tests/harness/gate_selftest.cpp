@@ -33,7 +33,9 @@ class GateSelfTest : public ::testing::Test {
     delete root_;
   }
 
-  // Runs an A/A campaign whose second arm adds `candidate_options`; returns the store.
+  // Runs an A/A campaign whose second arm adds `candidate_options` (", --flag, value");
+// returns the store. Drafting is off in both arms: its exploratory rounds are noise
+// this test does not need.
   static fs::path Run(const std::string& name, const std::string& candidate_options) {
     const fs::path file = *root_ / (name + ".yaml");
     std::ofstream(file) << fmt::format(R"(name: {name}
@@ -41,9 +43,10 @@ model: {{path: {model}}}
 arms:
   - label: base
     source: {{kind: binary, coordinator: {bin}}}
+    options: [--draft, "off"]
   - label: cand
     source: {{kind: binary, coordinator: {bin}}}
-    options: [{options}]
+    options: [--draft, "off"{options}]
 layouts:
   - {{name: single, workers: 0, coordinator_threads: 1{pin}}}
 sessions: {{per_layout: 24, order: ABBA}}
@@ -88,7 +91,7 @@ TEST_F(GateSelfTest, AaPassesAndAFifteenPercentSlowdownFails) {
   const auto a = nlohmann::json::parse(pass.out);
   EXPECT_EQ(a["verdict"], "pass") << pass.out;
 
-  const fs::path slow = Run("slow", "--debug-slowdown, \"0.15\"");
+  const fs::path slow = Run("slow", ", --debug-slowdown, \"0.15\"");
   const auto fail = testing::RunCommand(TANDEM_BIN, {"gate", slow.string(), "--json"});
   EXPECT_EQ(fail.exit_code, 1) << fail.out << fail.err;
   const auto f = nlohmann::json::parse(fail.out);
