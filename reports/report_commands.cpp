@@ -62,13 +62,18 @@ struct ExportFlags {
   std::int64_t campaign = 0;
 };
 
+// Every command reads one campaign of one store.
+void AddStoreOptions(CLI::App* command, std::string& db, std::int64_t& campaign) {
+  command->add_option("db", db, "Campaign store")->required();
+  command->add_option("--campaign", campaign, "Campaign id in the store (default: the latest)")->check(CLI::PositiveNumber);
+}
+
 }  // namespace
 
 void AddReportCommands(CLI::App& app) {
   auto rf = std::make_shared<ReportFlags>();
   CLI::App* report = app.add_subcommand("report", "Render a campaign's release report (markdown), recomputed from its raw samples");
-  report->add_option("db", rf->db, "Campaign store")->required();
-  report->add_option("--campaign", rf->campaign, "Campaign id in the store (default: the latest)")->check(CLI::PositiveNumber);
+  AddStoreOptions(report, rf->db, rf->campaign);
   report->add_option("--out", rf->out, "Write the markdown here (default: standard output)");
   report->add_option("--plots", rf->plots, "Draw SVG plots here with gnuplot (default with --out: FILE-plots/ beside it)");
   report->callback([rf] {
@@ -97,8 +102,7 @@ void AddReportCommands(CLI::App& app) {
 
   auto gf = std::make_shared<GateFlags>();
   CLI::App* gate = app.add_subcommand("gate", "Pass/fail a campaign for CI: exit 0 pass, 1 fail, 2 inconclusive or bad input");
-  gate->add_option("db", gf->db, "Campaign store")->required();
-  gate->add_option("--campaign", gf->campaign, "Campaign id in the store (default: the latest)")->check(CLI::PositiveNumber);
+  AddStoreOptions(gate, gf->db, gf->campaign);
   gate->add_option("--baseline", gf->baseline, "Baseline arm (default: the campaign's gate section, else the first arm)");
   gate->add_option("--candidate", gf->candidate, "Candidate arm (default: the campaign's gate section, else the second arm)");
   gate->add_option("--family", gf->families, "Gate only this family (repeatable; default: the campaign's, else every family)");
@@ -120,8 +124,7 @@ void AddReportCommands(CLI::App& app) {
 
   auto ef = std::make_shared<ExportFlags>();
   CLI::App* exp = app.add_subcommand("export", "Write a campaign's raw samples or session scores as CSV or JSON");
-  exp->add_option("db", ef->db, "Campaign store")->required();
-  exp->add_option("--campaign", ef->campaign, "Campaign id in the store (default: the latest)")->check(CLI::PositiveNumber);
+  AddStoreOptions(exp, ef->db, ef->campaign);
   exp->add_option("--format", ef->format, "csv or json")->required()->check(CLI::IsMember({"csv", "json"}));
   exp->add_option("--table", ef->table, "samples (every request) or scores (one row per session and family)")
       ->check(CLI::IsMember({"samples", "scores"}))

@@ -40,10 +40,27 @@ struct DraftWork {
   double first_s = 0;
   int chained = 0;
   double chained_s = 0;
+  bool started = false;
+
+  // Counts one forward of `seconds`: the first of the round, or a chained one.
+  void Record(double seconds) {
+    if (!started) {
+      first_s = seconds;
+      started = true;
+    } else {
+      ++chained;
+      chained_s += seconds;
+    }
+  }
 };
 
 // Asked after each drafted token: should request `request` draft another one?
 using DraftMore = std::function<bool(std::size_t request, const Draft& so_far)>;
+
+// Appends to `draft` the token a drafter's `logits` give request `q` (greedy, or the
+// request's own stateless draw at the token's index) with its probability; true when
+// the request should draft another one (below max_drafts and `more` agrees).
+bool AppendDraft(const DraftRequest& q, std::size_t request, std::span<const float> logits, const DraftMore& more, Draft& draft);
 
 // Drafters hold only derived state (their own KV caches, keyed by the target's
 // sequence ids): whatever they computed beyond the committed tokens is forgotten at

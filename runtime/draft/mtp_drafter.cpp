@@ -76,33 +76,20 @@ void MtpDrafter::Propose(std::span<const DraftRequest> requests, const DraftMore
   }
   work_ = {};
   work_.catchup_rows = static_cast<int>(rows_.size());
-  bool first = true;
   while (!drafting.empty()) {
     const auto start = std::chrono::steady_clock::now();
     engine_.Forward(rows_, out_, hidden_in_.data());
-    const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (first) {
-      work_.first_s = took;
-      first = false;
-    } else {
-      ++work_.chained;
-      work_.chained_s += took;
-    }
+    work_.Record(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
     std::vector<Row> next;
     std::vector<float> next_hidden;
     std::vector<std::size_t> still;
     for (std::size_t j = 0; j < drafting.size(); ++j) {
       const DraftRequest& q = requests[drafting[j]];
       Draft& d = drafts[drafting[j]];
-      const std::span<const float> logits = out_.LogitsOf(j, vocab);
-      const auto index = static_cast<std::int64_t>(q.context.size() + d.tokens.size());
-      const TokenId token = Sample(logits, *q.sampling, index);
-      d.tokens.push_back(token);
-      d.confidence.push_back(Probability(logits, token));
-      if (static_cast<int>(d.tokens.size()) >= q.max_drafts || !more(drafting[j], d)) continue;
+      if (!AppendDraft(q, drafting[j], out_.LogitsOf(j, vocab), more, d)) continue;
       // Chain: the MTP's own output at this row stands in for the target's hidden.
       const std::size_t row = out_.logit_rows[j];
-      next.push_back({q.sequence, rows_[row].position + 1, token, true});
+      next.push_back({q.sequence, rows_[row].position + 1, d.tokens.back(), true});
       next_hidden.insert(next_hidden.end(), out_.hidden.begin() + static_cast<std::ptrdiff_t>(row * h),
                          out_.hidden.begin() + static_cast<std::ptrdiff_t>((row + 1) * h));
       still.push_back(drafting[j]);

@@ -16,7 +16,6 @@ QuantizedExpertExecutor::QuantizedExpertExecutor(const Checkpoint& ckpt, QuantFo
     Mlp m{QuantizedMatrix::Quantize(ckpt.Matrix(prefix + ".gate_proj.weight", inter, c.hidden_size), format, group),
           QuantizedMatrix::Quantize(ckpt.Matrix(prefix + ".up_proj.weight", inter, c.hidden_size), format, group),
           QuantizedMatrix::Quantize(ckpt.Matrix(prefix + ".down_proj.weight", c.hidden_size, inter), format, group)};
-    bytes_ += m.gate.bytes() + m.up.bytes() + m.down.bytes();
     return m;
   };
   for (int l = 0; l < c.num_hidden_layers; ++l) {

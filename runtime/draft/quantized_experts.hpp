@@ -14,7 +14,7 @@ class ThreadPool;
 // Every routed and shared expert of every MoE layer, group-quantized (int8 or int4)
 // from the checkpoint when constructed, computed in this process with fp32
 // accumulation. The replica drafter's experts: close enough to the target's to
-// agree on most tokens, and a quarter (int8) or an eighth (int4) of their bf16 bytes.
+// agree on most tokens, and half (int8) or a quarter (int4) of their bf16 bytes.
 class QuantizedExpertExecutor : public ExpertExecutor {
  public:
   // Throws std::invalid_argument when the expert widths are not multiples of `group`.
@@ -22,8 +22,6 @@ class QuantizedExpertExecutor : public ExpertExecutor {
 
   void Start(int layer, std::span<const Row> rows, const float* x, std::span<const ExpertRoute> routes) override;
   void Finish(float* out) override;
-
-  std::size_t bytes() const { return bytes_; }
 
  private:
   struct Mlp {
@@ -40,7 +38,6 @@ class QuantizedExpertExecutor : public ExpertExecutor {
   std::int64_t hidden_;
   int top_k_;
   std::map<int, Layer> layers_;
-  std::size_t bytes_ = 0;
 
   int layer_ = -1;
   std::int64_t rows_ = 0;

@@ -45,31 +45,20 @@ void ReplicaDrafter::Propose(std::span<const DraftRequest> requests, const Draft
   // Then one row per drafting request per step, each fed the token drafted last.
   work_ = {};
   work_.catchup_rows = static_cast<int>(rows_.size());
-  bool first = true;
   while (!drafting.empty()) {
     const auto start = std::chrono::steady_clock::now();
     engine_.Forward(rows_, out_);
-    const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (first) {
-      work_.first_s = took;
-      first = false;
-    } else {
-      ++work_.chained;
-      work_.chained_s += took;
-    }
+    work_.Record(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
     rows_.clear();
     std::vector<std::size_t> still;
     for (std::size_t j = 0; j < drafting.size(); ++j) {
       const DraftRequest& q = requests[drafting[j]];
       Draft& d = drafts[drafting[j]];
-      const std::span<const float> logits = out_.LogitsOf(j, vocab);
-      const std::int64_t index = static_cast<std::int64_t>(q.context.size() + d.tokens.size());
-      const TokenId token = Sample(logits, *q.sampling, index);
-      d.tokens.push_back(token);
-      d.confidence.push_back(Probability(logits, token));
-      if (static_cast<int>(d.tokens.size()) >= q.max_drafts || !more(drafting[j], d)) continue;
-      rows_.push_back({q.sequence, static_cast<std::int32_t>(index), token, true});
-      fed_[q.sequence].push_back(token);
+      if (!AppendDraft(q, drafting[j], out_.LogitsOf(j, vocab), more, d)) continue;
+      // Feed the token just drafted (it sits at index context + drafts − 1).
+      const auto index = static_cast<std::int32_t>(q.context.size() + d.tokens.size() - 1);
+      rows_.push_back({q.sequence, index, d.tokens.back(), true});
+      fed_[q.sequence].push_back(d.tokens.back());
       still.push_back(drafting[j]);
     }
     drafting = std::move(still);

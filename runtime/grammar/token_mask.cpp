@@ -119,7 +119,7 @@ void TokenTrie::Walk(const Trie& trie, const JsonMatcher& matcher, std::vector<s
 }
 
 void TokenTrie::Mask(const JsonMatcher& matcher, TokenId eos, std::span<float> logits) const {
-  std::vector<std::uint8_t> allowed;
+  thread_local std::vector<std::uint8_t> allowed;  // reused: this runs for every constrained row
   Allowed(matcher, allowed);
   const bool end = matcher.Complete();
   for (std::size_t i = 0; i < logits.size(); ++i) {

@@ -17,7 +17,7 @@ std::string_view ToString(QuantFormat format);  // "int8" | "int4"
 // A [rows × cols] matrix stored as signed integers with one fp32 scale per group of
 // `group` consecutive values of a row (symmetric: w ≈ q · scale, q in [−127, 127]
 // for int8 and [−7, 7] for int4, two int4 values per byte, low nibble first).
-// What the replica drafter keeps of the routed experts: a quarter or an eighth of
+// What the replica drafter keeps of the routed experts: half or a quarter of
 // the bytes of bf16, read with fp32 accumulation.
 struct QuantizedMatrix {
   QuantFormat format = QuantFormat::kInt8;

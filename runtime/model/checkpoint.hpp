@@ -28,9 +28,7 @@ class Checkpoint {
   bool Has(std::string_view name) const { return tensors_.contains(name); }
   const TensorInfo& Info(std::string_view name) const;
   std::vector<std::string> TensorNames() const;
-  // The safetensors `__metadata__` of every weight file (the first file wins a key),
-  // e.g. `tandem_preset` in synthetic checkpoints.
-  const std::map<std::string, std::string>& metadata() const { return metadata_; }
+  // Written by WriteSyntheticCheckpoint: its safetensors metadata names the preset.
   bool synthetic() const { return metadata_.contains("tandem_preset"); }
   // The weight files, in the order they were listed.
   std::vector<std::filesystem::path> WeightFiles() const;
@@ -59,7 +57,7 @@ class Checkpoint {
   ModelConfig config_;
   std::vector<File> files_;
   std::map<std::string, Entry, std::less<>> tensors_;
-  std::map<std::string, std::string> metadata_;
+  std::map<std::string, std::string> metadata_;  // `__metadata__` of the weight files (the first file wins a key)
 };
 
 }  // namespace tandem::rt

@@ -250,13 +250,15 @@ void Scheduler::State::Draft(const std::vector<Active*>& decoding, StepShape ste
   std::vector<DraftRequest> requests(decoding.size());
   for (std::size_t i = 0; i < decoding.size(); ++i) {
     Active& a = *decoding[i];
-    contexts[i].assign(a.tokens.begin(), a.tokens.begin() + a.fed);
-    contexts[i].push_back(a.pending);
     const int capacity = engine.kv().Get(a.sequence).capacity();
     const int room = std::min(a.submission.max_new_tokens - a.generated - 1, capacity - 1 - a.fed);
     // Ask before the first draft too: a draft that will not pay should not be computed.
-    const int most = policy->More(rt::Draft{}, step) ? std::min(policy->MaxDrafts(), room) : 0;
-    requests[i] = {a.sequence, contexts[i], std::max(0, most), capacity, &a.submission.sampling};
+    const int most = room > 0 && policy->More(rt::Draft{}, step) ? std::min(policy->MaxDrafts(), room) : 0;
+    if (most > 0) {  // the context is copied only for a request that drafts
+      contexts[i].assign(a.tokens.begin(), a.tokens.begin() + a.fed);
+      contexts[i].push_back(a.pending);
+    }
+    requests[i] = {a.sequence, contexts[i], most, capacity, &a.submission.sampling};
   }
   const auto start = Clock::now();
   drafter->Propose(requests, [&](std::size_t, const rt::Draft& d) { return policy->More(d, step); }, drafts);
