@@ -40,7 +40,10 @@ double BytesPerToken(const Checkpoint& ckpt, int context) {
   }
   int moe_layers = 0;
   for (int l = 0; l < c.num_hidden_layers; ++l) moe_layers += c.IsMoeLayer(l) ? 1 : 0;
-  const double expert = 3.0 * c.hidden_size * c.moe_intermediate_size * 2.0;  // bf16
+  // bf16, or what `tandem-rt quantize` stores: a byte (int8) or half (int4) per value plus an fp32 scale per group.
+  double per_value = 2.0;
+  if (c.quantization) per_value = (c.quantization->format == QuantFormat::kInt8 ? 1.0 : 0.5) + 4.0 / c.quantization->group_size;
+  const double expert = 3.0 * c.hidden_size * c.moe_intermediate_size * per_value;
   bytes += moe_layers * c.num_experts_per_tok * expert;
   bytes += static_cast<double>(context) * c.num_hidden_layers * (c.kv_lora_rank + c.qk_rope_head_dim) * 4.0;
   return bytes;

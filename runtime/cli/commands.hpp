@@ -15,5 +15,6 @@ void AddEvalCommand(CLI::App& app);
 void AddGenerateCommand(CLI::App& app);
 void AddExpertCommand(CLI::App& app);
 void AddServeCommand(CLI::App& app);
+void AddQuantizeCommand(CLI::App& app);
 
 }  // namespace tandem::rt::cli

@@ -23,12 +23,23 @@ void Inspect(const std::string& dir) {
   std::int64_t total = 0, mtp = 0;
   std::map<std::string, std::int64_t> by_dtype;
   const std::string mtp_prefix = fmt::format("model.layers.{}.", c.num_hidden_layers);
+  std::uint64_t bytes = 0, quantized_bytes = 0;
   for (const std::string& name : ckpt.TensorNames()) {
     const TensorInfo& info = ckpt.Info(name);
-    if (name.ends_with("_scale_inv")) continue;  // fp8 block scales are not parameters
-    total += info.elements();
-    by_dtype[std::string(DTypeName(info.dtype))] += info.elements();
-    if (c.num_nextn_predict_layers > 0 && name.starts_with(mtp_prefix)) mtp += info.elements();
+    bytes += info.end - info.begin;
+    const bool quantized = name.ends_with(".qweight") || name.ends_with(".qscales");
+    if (quantized) quantized_bytes += info.end - info.begin;
+    // Neither fp8 block scales nor group-quantization scales are parameters.
+    if (name.ends_with("_scale_inv") || name.ends_with(".qscales")) continue;
+    std::int64_t n = info.elements();
+    std::string dtype(DTypeName(info.dtype));
+    if (quantized) {  // I8: one value per byte; U8: two int4 values per byte
+      if (info.dtype == DType::kU8) n *= 2;
+      dtype = fmt::format("{} ({})", info.dtype == DType::kU8 ? "int4" : "int8", dtype);
+    }
+    total += n;
+    by_dtype[dtype] += n;
+    if (c.num_nextn_predict_layers > 0 && name.starts_with(mtp_prefix)) mtp += n;
   }
   int moe_layers = 0;
   for (int l = 0; l < c.num_hidden_layers; ++l) moe_layers += c.IsMoeLayer(l) ? 1 : 0;
@@ -48,6 +59,11 @@ void Inspect(const std::string& dir) {
   }
   fmt::print("parameters    {:.3f} M total ({:.3f} M in MTP), {:.3f} M active per token\n", Millions(total), Millions(mtp), Millions(active));
   for (const auto& [dtype, n] : by_dtype) fmt::print("dtype         {}: {:.3f} M parameters\n", dtype, Millions(n));
+  if (c.quantization) {
+    fmt::print("quantization  routed experts {}, group {} ({:.1f} MB)\n", ToString(c.quantization->format),
+               c.quantization->group_size, static_cast<double>(quantized_bytes) / 1e6);
+  }
+  fmt::print("weights       {:.1f} MB\n", static_cast<double>(bytes) / 1e6);
   fmt::print("revision      {}\n", ModelRevision(ckpt.dir()));
 }
 

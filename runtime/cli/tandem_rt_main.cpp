@@ -21,6 +21,7 @@ int main(int argc, char** argv) {
   tandem::rt::cli::AddGenerateCommand(app);
   tandem::rt::cli::AddExpertCommand(app);
   tandem::rt::cli::AddServeCommand(app);
+  tandem::rt::cli::AddQuantizeCommand(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -47,6 +47,28 @@ PlacementPlan PlacementPlan::Compute(const ModelConfig& c, const Layout& layout)
                                             workers, c.n_routed_experts));
   }
 
+  // A group-quantized checkpoint's down projections can only be cut at whole groups.
+  if (c.quantization) {
+    const int group = c.quantization->group_size;
+    const auto check = [&](int parts, const std::string& what) {
+      for (int i = 1; i < parts; ++i) {
+        const int cut = Part(inter, parts, i).first;
+        if (cut % group != 0) {
+          throw std::invalid_argument(fmt::format(
+              "{} splits each routed expert's moe_intermediate_size {} at column {}, which is not a multiple of the "
+              "checkpoint's quantization group {} ({}); use --expert-parallel ep, a tp split into multiples of {}, or a "
+              "checkpoint quantized with a smaller --group", what, inter, cut, group, ToString(c.quantization->format), group));
+        }
+      }
+    };
+    int moe_layers = 0;
+    for (int l = 0; l < c.num_hidden_layers; ++l) moe_layers += c.IsMoeLayer(l) ? 1 : 0;
+    if (workers > 0 && layout.parallel == ExpertParallel::kTensor && layout.local_expert_layers < moe_layers) {
+      check(workers, fmt::format("tp over {} workers", workers));
+    }
+    if (layout.coordinator_ranks == 2) check(2, "--coordinator-ranks 2");
+  }
+
   PlacementPlan plan;
   plan.ranks.push_back({0, "coordinator", "", {}});
   if (layout.coordinator_ranks == 2) plan.ranks.push_back({1, "peer", layout.peer, {}});

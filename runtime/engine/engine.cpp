@@ -13,6 +13,7 @@
 #include "runtime/engine/model_weights.hpp"
 #include "runtime/engine/rope.hpp"
 #include "runtime/engine/router.hpp"
+#include "runtime/kernels/latent_attention.hpp"
 #include "runtime/kernels/matmul.hpp"
 #include "runtime/kernels/ops.hpp"
 #include "runtime/kernels/thread_pool.hpp"
@@ -33,7 +34,7 @@ struct Engine::State {
   float softmax_scale;
 
   // Workspace, reused between steps.
-  std::vector<float> x, xn, attn, mlp, q, q_a, kv_a, q_part, q_abs, latent, v_part, o, scores, router_logits,
+  std::vector<float> x, xn, attn, mlp, q, q_a, kv_a, q_abs, latent, o, router_logits,
       mlp_scratch, logits_in, mtp_in;
   std::vector<ExpertRoute> routes;
 
@@ -104,20 +105,24 @@ void Engine::State::Attention(int layer, std::span<const Row> rows) {
   const std::int64_t q_head = nope + rope_dim, kvl = config.kv_lora_rank, width = kvl + rope_dim;
   const auto eps = static_cast<float>(config.rms_norm_eps);
 
-  // Queries: [rows × heads·(nope + rope)].
+  // Queries [rows × heads·(nope + rope)] and the new rows' compressed KV, both from
+  // xn: the two down-projections in one parallel loop.
   q.resize(static_cast<std::size_t>(b_rows * heads * q_head));
+  kv_a.resize(static_cast<std::size_t>(b_rows * width));
   if (config.q_lora_rank > 0) {
     q_a.resize(static_cast<std::size_t>(b_rows * config.q_lora_rank));
-    MatMul(w.q_a_proj, xn.data(), b_rows, q_a.data(), &pool);
+    const MatMulTask down[] = {{&w.q_a_proj, xn.data(), b_rows, q_a.data(), nullptr},
+                               {&w.kv_a_proj, xn.data(), b_rows, kv_a.data(), nullptr}};
+    MatMulMany(down, &pool);
     RmsNorm(q_a.data(), w.q_a_norm.data(), b_rows, config.q_lora_rank, eps, q_a.data());
     MatMul(w.q_b_proj, q_a.data(), b_rows, q.data(), &pool);
   } else {
-    MatMul(w.q_proj, xn.data(), b_rows, q.data(), &pool);
+    const MatMulTask down[] = {{&w.q_proj, xn.data(), b_rows, q.data(), nullptr},
+                               {&w.kv_a_proj, xn.data(), b_rows, kv_a.data(), nullptr}};
+    MatMulMany(down, &pool);
   }
 
-  // Compressed KV of the new rows, normalised and rotated, straight into the caches.
-  kv_a.resize(static_cast<std::size_t>(b_rows * width));
-  MatMul(w.kv_a_proj, xn.data(), b_rows, kv_a.data(), &pool);
+  // The compressed KV, normalised and rotated, straight into the caches.
   for (std::int64_t b = 0; b < b_rows; ++b) {
     float* row = kv_a.data() + b * width;
     RmsNorm(row, w.kv_a_norm.data(), 1, kvl, eps, row);
@@ -126,52 +131,29 @@ void Engine::State::Attention(int layer, std::span<const Row> rows) {
     for (std::int64_t h = 0; h < heads; ++h) rope.Apply(q.data() + (b * heads + h) * q_head + nope, 1, rows[b].position);
   }
 
-  // Absorb W_UK into the queries: q_abs[h] = W_UK[h]ᵀ · q_nope[h], so scores are
-  // taken directly against the cached latents.
-  q_part.resize(static_cast<std::size_t>(b_rows * std::max(nope, kvl)));
+  // Per (row, head), one parallel loop: absorb W_UK into the query (q_abs =
+  // W_UK[h]ᵀ · q_nope, so scores are taken against the cached latents), attend over
+  // the cache, and apply W_UV[h] to the attended latent. Each pair is computed
+  // alone, so batching and threads never change it.
   q_abs.resize(static_cast<std::size_t>(b_rows * heads * kvl));
   latent.resize(static_cast<std::size_t>(b_rows * heads * kvl));
-  for (std::int64_t h = 0; h < heads; ++h) {
-    for (std::int64_t b = 0; b < b_rows; ++b) std::copy_n(q.data() + (b * heads + h) * q_head, nope, q_part.data() + b * nope);
-    const WeightMatrix w_uk = w.kv_b_proj.RowSlice(h * (nope + v_dim), nope);
-    v_part.resize(static_cast<std::size_t>(b_rows * kvl));
-    MatMulTransposed(w_uk, q_part.data(), b_rows, v_part.data(), &pool);
-    for (std::int64_t b = 0; b < b_rows; ++b) std::copy_n(v_part.data() + b * kvl, kvl, q_abs.data() + (b * heads + h) * kvl);
-  }
-
-  // Scores, softmax and the attention-weighted latent, per (row, head).
+  o.resize(static_cast<std::size_t>(b_rows * heads * v_dim));
   pool.ParallelFor(b_rows * heads, [&](std::int64_t begin, std::int64_t end) {
-    std::vector<float> s;
+    thread_local std::vector<float> s;
     for (std::int64_t i = begin; i < end; ++i) {
-      const std::int64_t b = i / heads;
+      const std::int64_t b = i / heads, h = i % heads;
       const KvCache& cache = kv.Get(rows[b].sequence);
-      const float* qa = q_abs.data() + i * kvl;
-      const float* qpe = q.data() + i * q_head + nope;
+      const WeightMatrix w_uk = w.kv_b_proj.RowSlice(h * (nope + v_dim), nope);
+      const WeightMatrix w_uv = w.kv_b_proj.RowSlice(h * (nope + v_dim) + nope, v_dim);
+      float* qa = q_abs.data() + i * kvl;
+      MatMulTransposed(w_uk, q.data() + i * q_head, 1, qa, nullptr);
       const int len = rows[b].position + 1;
       s.resize(static_cast<std::size_t>(len));
-      for (int t = 0; t < len; ++t) {
-        const float* entry = cache.At(layer, t);
-        s[t] = (Dot(qa, entry, kvl) + Dot(qpe, entry + kvl, rope_dim)) * softmax_scale;
-      }
-      Softmax(s.data(), len);
-      float* out = latent.data() + i * kvl;
-      std::fill_n(out, kvl, 0.0f);
-      for (int t = 0; t < len; ++t) {
-        const float* entry = cache.At(layer, t);
-        for (std::int64_t c = 0; c < kvl; ++c) out[c] += s[t] * entry[c];
-      }
+      float* lat = latent.data() + i * kvl;
+      LatentAttention(qa, q.data() + i * q_head + nope, cache.At(layer, 0), width, len, kvl, rope_dim, softmax_scale, s.data(), lat);
+      MatMul(w_uv, lat, 1, o.data() + i * v_dim, nullptr);
     }
   });
-
-  // Values: v[h] = W_UV[h] · latent[h], then the output projection.
-  o.resize(static_cast<std::size_t>(b_rows * heads * v_dim));
-  for (std::int64_t h = 0; h < heads; ++h) {
-    for (std::int64_t b = 0; b < b_rows; ++b) std::copy_n(latent.data() + (b * heads + h) * kvl, kvl, q_part.data() + b * kvl);
-    const WeightMatrix w_uv = w.kv_b_proj.RowSlice(h * (nope + v_dim) + nope, v_dim);
-    v_part.resize(static_cast<std::size_t>(b_rows * v_dim));
-    MatMul(w_uv, q_part.data(), b_rows, v_part.data(), &pool);
-    for (std::int64_t b = 0; b < b_rows; ++b) std::copy_n(v_part.data() + b * v_dim, v_dim, o.data() + (b * heads + h) * v_dim);
-  }
   attn.resize(static_cast<std::size_t>(b_rows * config.hidden_size));
   MatMul(w.o_proj, o.data(), b_rows, attn.data(), &pool);
 }

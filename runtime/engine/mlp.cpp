@@ -12,30 +12,44 @@ MlpWeights MlpWeights::Load(const Checkpoint& ckpt, const std::string& prefix, s
           ckpt.Matrix(prefix + ".down_proj.weight", hidden, intermediate)};
 }
 
-namespace {
-
-// silu(gate · x) ⊙ (up · x) for every row: [batch × intermediate], in `scratch`.
-float* GatedActivations(const MlpWeights& w, const float* x, std::int64_t batch, std::vector<float>& scratch, ThreadPool* pool) {
-  const std::int64_t inter = w.intermediate();
-  scratch.resize(static_cast<std::size_t>(2 * batch * inter));
-  float* gate = scratch.data();
-  float* up = gate + batch * inter;
-  MatMul(w.gate, x, batch, gate, pool);
-  MatMul(w.up, x, batch, up, pool);
-  SwiGlu(gate, up, batch * inter);
-  return gate;
+void MlpForwardMany(std::span<const MlpTask> tasks, std::vector<float>& scratch, ThreadPool* pool) {
+  // scratch: per task, its gate activations [batch × intermediate] then its up ones.
+  std::size_t size = 0;
+  for (const MlpTask& t : tasks) size += static_cast<std::size_t>(2 * t.batch * t.w->intermediate());
+  scratch.resize(size);
+  thread_local std::vector<MatMulTask> products;
+  products.clear();
+  std::size_t offset = 0;
+  for (const MlpTask& t : tasks) {
+    float* gate = scratch.data() + offset;
+    float* up = gate + t.batch * t.w->intermediate();
+    products.push_back({&t.w->gate, t.x, t.batch, gate, nullptr});
+    products.push_back({&t.w->up, t.x, t.batch, up, nullptr});
+    offset += static_cast<std::size_t>(2 * t.batch * t.w->intermediate());
+  }
+  MatMulMany(products, pool);
+  products.clear();
+  offset = 0;
+  for (const MlpTask& t : tasks) {
+    const std::int64_t n = t.batch * t.w->intermediate();
+    float* gate = scratch.data() + offset;
+    SwiGlu(gate, gate + n, n);
+    products.push_back({&t.w->down, gate, t.batch, t.out, t.out64});
+    offset += static_cast<std::size_t>(2 * n);
+  }
+  MatMulMany(products, pool);
 }
-
-}  // namespace
 
 void MlpForward(const MlpWeights& w, const float* x, std::int64_t batch, float* out, std::vector<float>& scratch,
                 ThreadPool* pool) {
-  MatMul(w.down, GatedActivations(w, x, batch, scratch, pool), batch, out, pool);
+  const MlpTask task{&w, x, batch, out, nullptr};
+  MlpForwardMany(std::span<const MlpTask>(&task, 1), scratch, pool);
 }
 
 void MlpForwardF64(const MlpWeights& w, const float* x, std::int64_t batch, double* out, std::vector<float>& scratch,
                    ThreadPool* pool) {
-  MatMulF64(w.down, GatedActivations(w, x, batch, scratch, pool), batch, out, pool);
+  const MlpTask task{&w, x, batch, nullptr, out};
+  MlpForwardMany(std::span<const MlpTask>(&task, 1), scratch, pool);
 }
 
 }  // namespace tandem::rt

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "runtime/kernels/weight_matrix.hpp"
@@ -21,6 +22,21 @@ struct MlpWeights {
   static MlpWeights Load(const Checkpoint& ckpt, const std::string& prefix, std::int64_t hidden, std::int64_t intermediate);
   std::int64_t intermediate() const { return gate.rows; }
 };
+
+// One MLP of MlpForwardMany: its input rows and where its output goes (fp32 `out`,
+// or `out64` with the down projection accumulated in double).
+struct MlpTask {
+  const MlpWeights* w = nullptr;
+  const float* x = nullptr;
+  std::int64_t batch = 0;
+  float* out = nullptr;
+  double* out64 = nullptr;
+};
+
+// Several MLPs (a MoE layer's experts, each on the rows routed to it) in two
+// parallel loops in all: every gate and up projection, then every down
+// projection. Results are identical to running each alone; `scratch` is reused.
+void MlpForwardMany(std::span<const MlpTask> tasks, std::vector<float>& scratch, ThreadPool* pool);
 
 // out[b] = mlp(x[b]) for b < batch; `scratch` is reused between calls.
 void MlpForward(const MlpWeights& w, const float* x, std::int64_t batch, float* out, std::vector<float>& scratch,

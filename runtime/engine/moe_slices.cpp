@@ -6,16 +6,31 @@
 
 #include <fmt/format.h>
 
+#include "runtime/kernels/quantized_matrix.hpp"
 #include "runtime/model/checkpoint.hpp"
 
 namespace tandem::rt {
 
 namespace {
 
-// Columns [begin, end) of `m` as a new contiguous matrix of the same type.
-WeightMatrix ColumnSlice(const WeightMatrix& m, std::int64_t begin, std::int64_t end) {
+// Columns [begin, end) of `m` (tensor `name`) as a new contiguous matrix of the same
+// type. A group-quantized matrix can only be cut at whole groups.
+WeightMatrix ColumnSlice(const WeightMatrix& m, std::int64_t begin, std::int64_t end, const std::string& name) {
   if (begin == 0 && end == m.cols) return m;
   const std::int64_t cols = end - begin;
+  WeightMatrix out = m;
+  out.cols = cols;
+  if (m.type == WeightMatrix::Type::kQuantized) {
+    const int group = m.quantized->group;
+    if (begin % group != 0 || end % group != 0) {
+      throw std::invalid_argument(fmt::format(
+          "expert slices: {}: intermediate columns [{}, {}) are not whole quantization groups of {} ({} checkpoint); split "
+          "the experts at multiples of {} (fewer tp ranks, or --expert-parallel ep) or quantize with a smaller --group",
+          name, begin, end, group, ToString(m.quantized->format), group));
+    }
+    out.quantized = std::make_shared<const QuantizedMatrix>(m.quantized->Columns(begin, end));
+    return out;
+  }
   const std::size_t elem = m.element_size();
   auto copy = std::shared_ptr<std::byte[]>(new std::byte[static_cast<std::size_t>(m.rows * cols) * elem]);
   const auto* src = static_cast<const std::byte*>(m.data);
@@ -23,17 +38,18 @@ WeightMatrix ColumnSlice(const WeightMatrix& m, std::int64_t begin, std::int64_t
     std::memcpy(copy.get() + static_cast<std::size_t>(r * cols) * elem, src + static_cast<std::size_t>(r * m.cols + begin) * elem,
                 static_cast<std::size_t>(cols) * elem);
   }
-  WeightMatrix out = m;
-  out.cols = cols;
+  out.quantized.reset();  // a slice reads the full-precision columns
   out.data = copy.get();
   out.owner = std::move(copy);
+  if (m.type == WeightMatrix::Type::kF8E4M3) out.block_origin_col += begin;  // keeps reading the full matrix's scale grid
   return out;
 }
 
 MlpWeights LoadSlice(const Checkpoint& ckpt, const std::string& prefix, std::int64_t hidden, std::int64_t intermediate,
                      std::int64_t begin, std::int64_t end) {
   const MlpWeights full = MlpWeights::Load(ckpt, prefix, hidden, intermediate);
-  return {full.gate.RowSlice(begin, end - begin), full.up.RowSlice(begin, end - begin), ColumnSlice(full.down, begin, end)};
+  return {full.gate.RowSlice(begin, end - begin), full.up.RowSlice(begin, end - begin),
+          ColumnSlice(full.down, begin, end, prefix + ".down_proj")};
 }
 
 std::uint64_t Bytes(const MlpWeights& m) { return m.gate.bytes() + m.up.bytes() + m.down.bytes(); }
@@ -71,16 +87,6 @@ MoeSlices::MoeSlices(const Checkpoint& ckpt, const std::vector<LayerSlice>& slic
   }
 }
 
-void MoeSlices::Mlp(const MlpWeights& w, const float* x, std::int64_t rows, double* out) {
-  if (exact_) {
-    MlpForwardF64(w, x, rows, out, scratch_, pool_);
-    return;
-  }
-  expert_out_f32_.resize(static_cast<std::size_t>(rows * hidden_));
-  MlpForward(w, x, rows, expert_out_f32_.data(), scratch_, pool_);
-  std::copy(expert_out_f32_.begin(), expert_out_f32_.end(), out);
-}
-
 std::vector<LayerSlice> MoeSlices::Everything(const ModelConfig& c) {
   std::vector<LayerSlice> slices;
   const int shared = c.moe_intermediate_size * c.n_shared_experts;
@@ -98,37 +104,63 @@ void MoeSlices::Compute(int layer, const float* x, std::int64_t rows, std::span<
   const auto h = static_cast<std::size_t>(hidden_);
   std::fill_n(out, static_cast<std::size_t>(rows) * h, 0.0);
 
+  // Gather, expert by expert, the rows routed to each held expert (slots_ lists
+  // their (row, k) slots in that order); `gathered_` holds those rows.
+  slots_.clear();
+  task_experts_.clear();
+  task_rows_.clear();
   if (!l.experts.empty()) {
-    // results_[r, k] = this slice's share of expert_{routes[r, k]}(x[r]), filled expert by expert.
-    results_.assign(static_cast<std::size_t>(rows * top_k) * h, 0.0);
     for (std::size_t i = 0; i < l.experts.size(); ++i) {
       const int expert = l.slice.expert_begin + static_cast<int>(i);
-      slots_.clear();
+      const std::size_t before = slots_.size();
       for (std::int64_t s = 0; s < rows * top_k; ++s) {
         if (routes[static_cast<std::size_t>(s)].expert == expert) slots_.push_back(s);
       }
-      if (slots_.empty()) continue;
-      const auto n = static_cast<std::int64_t>(slots_.size());
-      gathered_.resize(static_cast<std::size_t>(n) * h);
-      for (std::int64_t j = 0; j < n; ++j) std::copy_n(x + (slots_[j] / top_k) * hidden_, h, gathered_.data() + j * hidden_);
-      expert_out_.resize(static_cast<std::size_t>(n) * h);
-      Mlp(l.experts[i], gathered_.data(), n, expert_out_.data());
-      for (std::int64_t j = 0; j < n; ++j) std::copy_n(expert_out_.data() + j * hidden_, h, results_.data() + slots_[j] * hidden_);
+      if (slots_.size() == before) continue;
+      task_experts_.push_back(i);
+      task_rows_.push_back(static_cast<std::int64_t>(slots_.size() - before));
     }
-    for (std::int64_t r = 0; r < rows; ++r) {
-      double* o = out + r * hidden_;
-      for (int k = 0; k < top_k; ++k) {
-        const ExpertRoute& route = routes[static_cast<std::size_t>(r * top_k + k)];
-        if (route.expert < l.slice.expert_begin || route.expert >= l.slice.expert_end) continue;
-        const double* v = results_.data() + (r * top_k + k) * hidden_;
-        for (std::size_t i = 0; i < h; ++i) o[i] += static_cast<double>(route.weight) * v[i];
-      }
+  }
+  const auto gathered_rows = static_cast<std::int64_t>(slots_.size());
+  gathered_.resize(static_cast<std::size_t>(gathered_rows) * h);
+  for (std::int64_t j = 0; j < gathered_rows; ++j) std::copy_n(x + (slots_[j] / top_k) * hidden_, h, gathered_.data() + j * hidden_);
+
+  // Every active expert and the shared slice in one MlpForwardMany: outputs row by
+  // row in slot order, then the shared slice's rows.
+  const std::int64_t out_rows = gathered_rows + (l.shared ? rows : 0);
+  expert_out_.resize(static_cast<std::size_t>(out_rows) * h);
+  if (!exact_) expert_out_f32_.resize(static_cast<std::size_t>(out_rows) * h);
+  tasks_.clear();
+  std::int64_t row = 0;
+  for (std::size_t t = 0; t < task_experts_.size(); ++t) {
+    const std::size_t at = static_cast<std::size_t>(row) * h;
+    tasks_.push_back({&l.experts[task_experts_[t]], gathered_.data() + at, task_rows_[t],
+                      exact_ ? nullptr : expert_out_f32_.data() + at, exact_ ? expert_out_.data() + at : nullptr});
+    row += task_rows_[t];
+  }
+  if (l.shared) {
+    const std::size_t at = static_cast<std::size_t>(row) * h;
+    tasks_.push_back({&*l.shared, x, rows, exact_ ? nullptr : expert_out_f32_.data() + at, exact_ ? expert_out_.data() + at : nullptr});
+  }
+  MlpForwardMany(tasks_, scratch_, pool_);
+  if (!exact_) std::copy(expert_out_f32_.begin(), expert_out_f32_.end(), expert_out_.begin());
+
+  // out[r] = Σ_k weight · expert_k(x[r]) in k order, then the shared slice.
+  results_.assign(static_cast<std::size_t>(rows * top_k), -1);
+  for (std::int64_t j = 0; j < gathered_rows; ++j) results_[static_cast<std::size_t>(slots_[j])] = j;
+  for (std::int64_t r = 0; r < rows; ++r) {
+    double* o = out + r * hidden_;
+    for (int k = 0; k < top_k; ++k) {
+      const std::int64_t j = results_[static_cast<std::size_t>(r * top_k + k)];
+      if (j < 0) continue;
+      const double weight = routes[static_cast<std::size_t>(r * top_k + k)].weight;
+      const double* v = expert_out_.data() + j * hidden_;
+      for (std::size_t i = 0; i < h; ++i) o[i] += weight * v[i];
     }
   }
   if (l.shared) {
-    expert_out_.resize(static_cast<std::size_t>(rows) * h);
-    Mlp(*l.shared, x, rows, expert_out_.data());
-    for (std::size_t i = 0; i < static_cast<std::size_t>(rows) * h; ++i) out[i] += expert_out_[i];
+    const double* v = expert_out_.data() + gathered_rows * hidden_;
+    for (std::size_t i = 0; i < static_cast<std::size_t>(rows) * h; ++i) out[i] += v[i];
   }
 }
 

@@ -61,17 +61,18 @@ class MoeSlices {
     std::optional<MlpWeights> shared;
   };
 
-  void Mlp(const MlpWeights& w, const float* x, std::int64_t rows, double* out);
-
   std::int64_t hidden_;
   ThreadPool* pool_;
   bool exact_;
   std::vector<LayerSlice> slices_;
   std::map<int, Layer> layers_;
   std::uint64_t weight_bytes_ = 0;
-  std::vector<double> results_, expert_out_;
+  // Buffers reused between calls (the hot path does not allocate once they have grown).
+  std::vector<double> expert_out_;
   std::vector<float> gathered_, scratch_, expert_out_f32_;
-  std::vector<std::int64_t> slots_;
+  std::vector<std::int64_t> slots_, results_, task_rows_;
+  std::vector<std::size_t> task_experts_;
+  std::vector<MlpTask> tasks_;
 };
 
 }  // namespace tandem::rt

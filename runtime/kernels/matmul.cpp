@@ -1,13 +1,17 @@
 #include "runtime/kernels/matmul.hpp"
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <functional>
 #include <cstring>
 #include <vector>
 
+#include "runtime/kernels/cpu_features.hpp"
+#include "runtime/kernels/dense_rows.hpp"
 #include "runtime/kernels/quantized_matrix.hpp"
 #include "runtime/kernels/thread_pool.hpp"
+#include "runtime/model/dtype.hpp"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -21,6 +25,14 @@ constexpr int kLanes = 16;
 
 __attribute__((always_inline)) inline float Load(const float* p, std::int64_t i) { return p[i]; }
 __attribute__((always_inline)) inline float Load(const std::uint16_t* p, std::int64_t i) { return std::bit_cast<float>(static_cast<std::uint32_t>(p[i]) << 16); }
+
+// e4m3 byte → value, by table (the portable path only).
+const std::array<float, 256> kFp8Values = [] {
+  std::array<float, 256> v{};
+  for (int b = 0; b < 256; ++b) v[static_cast<std::size_t>(b)] = F8E4M3ToF32(static_cast<std::uint8_t>(b));
+  return v;
+}();
+__attribute__((always_inline)) inline float Load(const std::uint8_t* p, std::int64_t i) { return kFp8Values[p[i]]; }
 
 // Σ w[i]·x[i] with kLanes independent partial sums combined in a fixed tree: the
 // compiler vectorises the lanes, and the order never depends on the caller.
@@ -239,7 +251,6 @@ __attribute__((target("avx,fma"))) void RowsBf16F64Avx(const std::uint16_t* w, s
   }
 }
 
-const bool kHasAvxFma = __builtin_cpu_supports("avx") && __builtin_cpu_supports("fma");
 #endif
 
 TANDEM_KERNEL_CLONES void RowsBf16(const std::uint16_t* w, std::int64_t cols, std::int64_t rows, const float* x,
@@ -262,6 +273,16 @@ TANDEM_KERNEL_CLONES void RowsF32F64(const float* w, std::int64_t cols, std::int
   MatMulRowsF64(w, cols, rows, x, batch, y, begin, end);
 }
 
+TANDEM_KERNEL_CLONES void RowsFp8(const std::uint8_t* w, std::int64_t cols, std::int64_t rows, const float* x,
+                                  std::int64_t batch, float* y, std::int64_t begin, std::int64_t end) {
+  MatMulRows(w, cols, rows, x, batch, y, begin, end);
+}
+
+TANDEM_KERNEL_CLONES void RowsFp8F64(const std::uint8_t* w, std::int64_t cols, std::int64_t rows, const float* x,
+                                     std::int64_t batch, double* y, std::int64_t begin, std::int64_t end) {
+  MatMulRowsF64(w, cols, rows, x, batch, y, begin, end);
+}
+
 TANDEM_KERNEL_CLONES float DotF32(const float* a, const float* b, std::int64_t n) { return Dot(a, b, n); }
 
 void Run(ThreadPool* pool, std::int64_t n, std::int64_t min_chunk, const std::function<void(std::int64_t, std::int64_t)>& fn) {
@@ -272,51 +293,199 @@ void Run(ThreadPool* pool, std::int64_t n, std::int64_t min_chunk, const std::fu
   }
 }
 
+// Reused across calls so the hot path does not allocate: the caller thread's copy
+// of the inputs in the layout a kernel wants (read by every thread of the pool).
+std::vector<float>& InputScratch() {
+  thread_local std::vector<float> scratch;
+  return scratch;
+}
+
+// fp8 rows [begin, end): each 128-row block of the scale grid gets the inputs
+// multiplied by its column blocks' scales (times `multiplier`, which the SIMD
+// kernels use to read e4m3 as half precision), then the block's rows run through
+// `rows_fn` like any other type.
+template <typename RowsFn>
+void Fp8Rows(const WeightMatrix& w, const float* x, std::int64_t batch, std::int64_t begin, std::int64_t end, float multiplier,
+             std::vector<float>& scaled, RowsFn rows_fn) {
+  constexpr std::int64_t kBlock = WeightMatrix::kFp8Block;
+  scaled.resize(static_cast<std::size_t>(batch * w.cols));
+  for (std::int64_t first = begin; first < end;) {
+    const std::int64_t block_row = (first + w.block_origin_row) / kBlock;
+    const std::int64_t last = std::min(end, (block_row + 1) * kBlock - w.block_origin_row);
+    const float* scale = w.block_scales + block_row * w.scale_cols;
+    for (std::int64_t b = 0; b < batch; ++b) {
+      for (std::int64_t c = 0; c < w.cols; ++c) {
+        scaled[static_cast<std::size_t>(b * w.cols + c)] = x[b * w.cols + c] * scale[(c + w.block_origin_col) / kBlock] * multiplier;
+      }
+    }
+    rows_fn(scaled.data(), first, last);
+    first = last;
+  }
+}
+
 }  // namespace
 
-void MatMul(const WeightMatrix& w, const float* x, std::int64_t batch, float* y, ThreadPool* pool) {
-  if (w.quantized) return MatMul(*w.quantized, x, batch, y, pool);
-  // About 16k multiply-adds per chunk keeps dispatch overhead small for tiny layers.
-  const std::int64_t min_chunk = std::max<std::int64_t>(1, 16384 / std::max<std::int64_t>(1, w.cols * batch));
-  Run(pool, w.rows, min_chunk, [&](std::int64_t begin, std::int64_t end) {
-    if (w.type == WeightMatrix::Type::kF32) {
-      RowsF32(static_cast<const float*>(w.data), w.cols, w.rows, x, batch, y, begin, end);
-    } else {
+namespace kernels {
+
+float ReduceLanes(float* lanes) {
+  for (int width = kLanes / 2; width > 0; width /= 2) {
+    for (int l = 0; l < width; ++l) lanes[l] += lanes[l + width];
+  }
+  return lanes[0];
+}
+
+}  // namespace kernels
+
+namespace {
+
+// Rows [begin, end) of one product with fp32 output; `x` as PrepareInput left it.
+void RowsOf(const WeightMatrix& w, Isa isa, const float* x, std::int64_t batch, float* y, std::int64_t begin, std::int64_t end) {
+  const std::int64_t rows = w.rows, cols = w.cols;
+  switch (w.type) {
+    case WeightMatrix::Type::kBF16: {
+      const auto* data = static_cast<const std::uint16_t*>(w.data);
+      if (isa >= Isa::kAvx2) return kernels::RowsBf16Avx2(data, cols, x, batch, y, rows, begin, end);
 #if defined(__x86_64__)
-      if (kHasAvxFma) {
-        RowsBf16Avx(static_cast<const std::uint16_t*>(w.data), w.cols, w.rows, x, batch, y, begin, end);
-        return;
-      }
+      if (isa == Isa::kAvxFma) return RowsBf16Avx(data, cols, rows, x, batch, y, begin, end);
 #endif
-      RowsBf16(static_cast<const std::uint16_t*>(w.data), w.cols, w.rows, x, batch, y, begin, end);
+      return RowsBf16(data, cols, rows, x, batch, y, begin, end);
+    }
+    case WeightMatrix::Type::kF32: {
+      const auto* data = static_cast<const float*>(w.data);
+      if (isa == Isa::kAvx512) return kernels::RowsF32Avx512(data, cols, x, batch, y, rows, begin, end);
+      if (isa == Isa::kAvx2) return kernels::RowsF32Avx2(data, cols, x, batch, y, rows, begin, end);
+      return RowsF32(data, cols, rows, x, batch, y, begin, end);
+    }
+    case WeightMatrix::Type::kF8E4M3: {
+      const auto* data = static_cast<const std::uint8_t*>(w.data);
+      thread_local std::vector<float> scaled;
+      return Fp8Rows(w, x, batch, begin, end, isa >= Isa::kAvx2 ? 256.0f : 1.0f, scaled,
+                     [&](const float* xs, std::int64_t b, std::int64_t e) {
+                       if (isa == Isa::kAvx512) return kernels::RowsFp8Avx512(data, cols, xs, batch, y, rows, b, e);
+                       if (isa == Isa::kAvx2) return kernels::RowsFp8Avx2(data, cols, xs, batch, y, rows, b, e);
+                       RowsFp8(data, cols, rows, xs, batch, y, b, e);
+                     });
+    }
+    case WeightMatrix::Type::kQuantized: return;  // MatMulMany runs these itself
+  }
+}
+
+// Rows [begin, end) of one product with double accumulation and output.
+void RowsOfF64(const WeightMatrix& w, Isa isa, const float* x, std::int64_t batch, double* y, std::int64_t begin,
+               std::int64_t end) {
+  switch (w.type) {
+    case WeightMatrix::Type::kF32:
+      return RowsF32F64(static_cast<const float*>(w.data), w.cols, w.rows, x, batch, y, begin, end);
+    case WeightMatrix::Type::kBF16:
+#if defined(__x86_64__)
+      if (isa >= Isa::kAvxFma) return RowsBf16F64Avx(static_cast<const std::uint16_t*>(w.data), w.cols, w.rows, x, batch, y, begin, end);
+#endif
+      return RowsBf16F64(static_cast<const std::uint16_t*>(w.data), w.cols, w.rows, x, batch, y, begin, end);
+    case WeightMatrix::Type::kF8E4M3: {
+      thread_local std::vector<float> scaled;
+      return Fp8Rows(w, x, batch, begin, end, 1.0f, scaled, [&](const float* xs, std::int64_t b, std::int64_t e) {
+        RowsFp8F64(static_cast<const std::uint8_t*>(w.data), w.cols, w.rows, xs, batch, y, b, e);
+      });
+    }
+    case WeightMatrix::Type::kQuantized: return;
+  }
+}
+
+// Whether a product's fp32 kernel wants its input rearranged (AVX2 bf16: see
+// PrepareBf16InputAvx2).
+bool NeedsPreparedInput(const MatMulTask& t, Isa isa) {
+  return isa >= Isa::kAvx2 && t.y != nullptr && t.w->type == WeightMatrix::Type::kBF16 && !t.w->quantized;
+}
+
+}  // namespace
+
+void MatMulMany(std::span<const MatMulTask> tasks, ThreadPool* pool) {
+  const Isa isa = ActiveIsa();
+  // Inputs some kernels want rearranged: laid out one after the other in the
+  // caller's scratch, which the pool's threads read.
+  std::vector<float>& scratch = InputScratch();
+  std::size_t scratch_size = 0;
+  for (const MatMulTask& t : tasks) {
+    if (NeedsPreparedInput(t, isa)) scratch_size += static_cast<std::size_t>(t.batch * t.w->cols);
+  }
+  scratch.resize(scratch_size);
+  // Per task: its input as the kernel reads it, and where its rows start in the
+  // combined range the pool splits.
+  thread_local std::vector<const float*> inputs;
+  thread_local std::vector<std::int64_t> first_row;
+  inputs.assign(tasks.size(), nullptr);
+  first_row.assign(tasks.size() + 1, 0);
+  std::size_t offset = 0;
+  std::int64_t work = 0;
+  for (std::size_t i = 0; i < tasks.size(); ++i) {
+    const MatMulTask& t = tasks[i];
+    inputs[i] = t.x;
+    if (t.w->quantized) {
+      // Group-quantized matrices have their own kernels (and input quantization).
+      if (t.y != nullptr) MatMul(*t.w->quantized, t.x, t.batch, t.y, pool);
+      if (t.y64 != nullptr) MatMulF64(*t.w->quantized, t.x, t.batch, t.y64, pool);
+      first_row[i + 1] = first_row[i];
+      continue;
+    }
+    if (NeedsPreparedInput(t, isa)) {
+      float* prepared = scratch.data() + offset;
+      kernels::PrepareBf16InputAvx2(t.x, t.batch, t.w->cols, prepared);
+      inputs[i] = prepared;
+      offset += static_cast<std::size_t>(t.batch * t.w->cols);
+    }
+    first_row[i + 1] = first_row[i] + t.w->rows;
+    work += t.w->rows * t.w->cols * t.batch;
+  }
+  const std::int64_t total = first_row.back();
+  if (total == 0) return;
+  // About 16k multiply-adds per chunk keeps dispatch overhead small for tiny layers.
+  const std::int64_t per_row = std::max<std::int64_t>(1, work / total);
+  const std::int64_t min_chunk = std::max<std::int64_t>(1, 16384 / per_row);
+  const std::vector<const float*>& in = inputs;
+  const std::vector<std::int64_t>& starts = first_row;
+  Run(pool, total, min_chunk, [&](std::int64_t begin, std::int64_t end) {
+    auto i = static_cast<std::size_t>(std::upper_bound(starts.begin(), starts.end(), begin) - starts.begin()) - 1;
+    for (; i < tasks.size() && starts[i] < end; ++i) {
+      const MatMulTask& t = tasks[i];
+      if (t.w->quantized) continue;
+      const std::int64_t b = std::max(begin, starts[i]) - starts[i], e = std::min(end, starts[i + 1]) - starts[i];
+      if (b >= e) continue;
+      if (t.y != nullptr) RowsOf(*t.w, isa, in[i], t.batch, t.y, b, e);
+      if (t.y64 != nullptr) RowsOfF64(*t.w, isa, in[i], t.batch, t.y64, b, e);
     }
   });
 }
 
+void MatMul(const WeightMatrix& w, const float* x, std::int64_t batch, float* y, ThreadPool* pool) {
+  const MatMulTask task{&w, x, batch, y, nullptr};
+  MatMulMany(std::span<const MatMulTask>(&task, 1), pool);
+}
+
 void MatMulF64(const WeightMatrix& w, const float* x, std::int64_t batch, double* y, ThreadPool* pool) {
-  const std::int64_t min_chunk = std::max<std::int64_t>(1, 16384 / std::max<std::int64_t>(1, w.cols * batch));
-  Run(pool, w.rows, min_chunk, [&](std::int64_t begin, std::int64_t end) {
-    if (w.type == WeightMatrix::Type::kF32) {
-      RowsF32F64(static_cast<const float*>(w.data), w.cols, w.rows, x, batch, y, begin, end);
-    } else {
-#if defined(__x86_64__)
-      if (kHasAvxFma) {
-        RowsBf16F64Avx(static_cast<const std::uint16_t*>(w.data), w.cols, w.rows, x, batch, y, begin, end);
-        return;
-      }
-#endif
-      RowsBf16F64(static_cast<const std::uint16_t*>(w.data), w.cols, w.rows, x, batch, y, begin, end);
-    }
-  });
+  const MatMulTask task{&w, x, batch, nullptr, y};
+  MatMulMany(std::span<const MatMulTask>(&task, 1), pool);
 }
 
 void MatMulTransposed(const WeightMatrix& w, const float* x, std::int64_t batch, float* y, ThreadPool* pool) {
   const std::int64_t min_chunk = std::max<std::int64_t>(16, 16384 / std::max<std::int64_t>(1, w.rows * batch));
   Run(pool, w.cols, min_chunk, [&](std::int64_t begin, std::int64_t end) {
-    if (w.type == WeightMatrix::Type::kF32) {
-      MatMulTransposedCols(static_cast<const float*>(w.data), w.rows, w.cols, x, batch, y, begin, end);
-    } else {
-      MatMulTransposedCols(static_cast<const std::uint16_t*>(w.data), w.rows, w.cols, x, batch, y, begin, end);
+    switch (w.type) {
+      case WeightMatrix::Type::kF32:
+        return MatMulTransposedCols(static_cast<const float*>(w.data), w.rows, w.cols, x, batch, y, begin, end);
+      case WeightMatrix::Type::kBF16:
+        return MatMulTransposedCols(static_cast<const std::uint16_t*>(w.data), w.rows, w.cols, x, batch, y, begin, end);
+      case WeightMatrix::Type::kF8E4M3:
+      case WeightMatrix::Type::kQuantized:
+        // Small (attention's absorbed key projection), so element by element.
+        for (std::int64_t b = 0; b < batch; ++b) {
+          float* out = y + b * w.cols;
+          for (std::int64_t c = begin; c < end; ++c) out[c] = 0.0f;
+          for (std::int64_t r = 0; r < w.rows; ++r) {
+            const float xr = x[b * w.rows + r];
+            for (std::int64_t c = begin; c < end; ++c) out[c] += w.At(r, c) * xr;
+          }
+        }
+        return;
     }
   });
 }
@@ -326,10 +495,12 @@ float Dot(const float* a, const float* b, std::int64_t n) { return DotF32(a, b, 
 void CopyRow(const WeightMatrix& w, std::int64_t row, float* dst) {
   if (w.type == WeightMatrix::Type::kF32) {
     std::memcpy(dst, static_cast<const float*>(w.data) + row * w.cols, static_cast<std::size_t>(w.cols) * 4);
-    return;
+  } else if (w.type == WeightMatrix::Type::kBF16) {
+    const auto* src = static_cast<const std::uint16_t*>(w.data) + row * w.cols;
+    for (std::int64_t i = 0; i < w.cols; ++i) dst[i] = Load(src, i);
+  } else {
+    for (std::int64_t i = 0; i < w.cols; ++i) dst[i] = w.At(row, i);
   }
-  const auto* src = static_cast<const std::uint16_t*>(w.data) + row * w.cols;
-  for (std::int64_t i = 0; i < w.cols; ++i) dst[i] = Load(src, i);
 }
 
 }  // namespace tandem::rt

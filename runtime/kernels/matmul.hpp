@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 
 #include "runtime/kernels/weight_matrix.hpp"
 
@@ -19,6 +20,20 @@ void MatMul(const WeightMatrix& w, const float* x, std::int64_t batch, float* y,
 // double gives, once rounded to float, the same value as the whole sum: this is
 // what makes a hybrid layout reproduce a single process.
 void MatMulF64(const WeightMatrix& w, const float* x, std::int64_t batch, double* y, ThreadPool* pool);
+
+// One product of MatMulMany: fp32 output into `y`, or (exact) double into `y64`.
+struct MatMulTask {
+  const WeightMatrix* w = nullptr;
+  const float* x = nullptr;
+  std::int64_t batch = 0;
+  float* y = nullptr;
+  double* y64 = nullptr;
+};
+
+// Several independent products as one parallel loop over all their output rows:
+// one hand-off to the pool instead of one per matrix, which is what a MoE layer's
+// small expert matrices need. Results are identical to MatMul / MatMulF64 on each.
+void MatMulMany(std::span<const MatMulTask> tasks, ThreadPool* pool);
 
 // Y[b, c] = Σ_r W[r, c] · X[b, r]: the product with Wᵀ (X is [batch × W.rows],
 // Y is [batch × W.cols]); sums run over r in order.

@@ -73,6 +73,47 @@ float QuantizedMatrix::At(std::int64_t row, std::int64_t col) const {
   return static_cast<float>(level) * scales[static_cast<std::size_t>(row * (cols / group) + col / group)];
 }
 
+QuantizedMatrix QuantizedMatrix::Rows(std::int64_t first, std::int64_t count) const {
+  QuantizedMatrix q = *this;
+  q.rows = count;
+  const auto row_bytes = static_cast<std::size_t>(format == QuantFormat::kInt8 ? cols : cols / 2);
+  const auto row_scales = static_cast<std::size_t>(cols / group);
+  q.values.assign(values.begin() + static_cast<std::ptrdiff_t>(first * row_bytes),
+                  values.begin() + static_cast<std::ptrdiff_t>((first + count) * row_bytes));
+  q.scales.assign(scales.begin() + static_cast<std::ptrdiff_t>(first * row_scales),
+                  scales.begin() + static_cast<std::ptrdiff_t>((first + count) * row_scales));
+  return q;
+}
+
+QuantizedMatrix QuantizedMatrix::Columns(std::int64_t begin, std::int64_t end) const {
+  if (begin < 0 || end > cols || begin > end || begin % group != 0 || end % group != 0) {
+    throw std::invalid_argument(fmt::format("quantized matrix: columns [{}, {}) of {} are not whole groups of {}", begin, end,
+                                            cols, group));
+  }
+  QuantizedMatrix q;
+  q.format = format;
+  q.rows = rows;
+  q.cols = end - begin;
+  q.group = group;
+  const bool int8 = format == QuantFormat::kInt8;
+  // Bytes of a row and where the range starts in it (int4: begin and cols are even, groups being even).
+  const auto row_bytes = static_cast<std::size_t>(int8 ? cols : cols / 2);
+  const auto first_byte = static_cast<std::size_t>(int8 ? begin : begin / 2);
+  const auto slice_bytes = static_cast<std::size_t>(int8 ? q.cols : q.cols / 2);
+  const auto row_scales = static_cast<std::size_t>(cols / group);
+  const auto first_scale = static_cast<std::size_t>(begin / group);
+  const auto slice_scales = static_cast<std::size_t>(q.cols / group);
+  q.values.resize(static_cast<std::size_t>(rows) * slice_bytes);
+  q.scales.resize(static_cast<std::size_t>(rows) * slice_scales);
+  for (std::size_t r = 0; r < static_cast<std::size_t>(rows); ++r) {
+    std::copy_n(values.begin() + static_cast<std::ptrdiff_t>(r * row_bytes + first_byte), slice_bytes,
+                q.values.begin() + static_cast<std::ptrdiff_t>(r * slice_bytes));
+    std::copy_n(scales.begin() + static_cast<std::ptrdiff_t>(r * row_scales + first_scale), slice_scales,
+                q.scales.begin() + static_cast<std::ptrdiff_t>(r * slice_scales));
+  }
+  return q;
+}
+
 namespace {
 
 // One group's Σ q[i]·x[i] with sixteen lanes (the compiler vectorises them), then
@@ -222,6 +263,13 @@ void MatMul(const QuantizedMatrix& w, const float* x, std::int64_t batch, float*
   } else {
     pool->ParallelFor(w.rows, rows, min_chunk);
   }
+}
+
+void MatMulF64(const QuantizedMatrix& w, const float* x, std::int64_t batch, double* y, ThreadPool* pool) {
+  thread_local std::vector<float> out;
+  out.resize(static_cast<std::size_t>(batch * w.rows));
+  MatMul(w, x, batch, out.data(), pool);
+  std::copy(out.begin(), out.end(), y);
 }
 
 void MatMulPortable(const QuantizedMatrix& w, const float* x, std::int64_t batch, float* y) {

@@ -33,11 +33,18 @@ struct QuantizedMatrix {
 
   std::size_t bytes() const { return values.size() + scales.size() * sizeof(float); }
   float At(std::int64_t row, std::int64_t col) const;  // dequantized (tests, tools)
+  // Rows [first, first + count), copied.
+  QuantizedMatrix Rows(std::int64_t first, std::int64_t count) const;
+  // Columns [begin, end), copied. Throws std::invalid_argument unless both are
+  // multiples of `group` (a slice keeps whole groups and their scales).
+  QuantizedMatrix Columns(std::int64_t begin, std::int64_t end) const;
 };
 
 // Y[b, o] = Σ_i W[o, i] · X[b, i] as MatMul does, W dequantized group by group; a
 // row's result does not depend on the batch.
 void MatMul(const QuantizedMatrix& w, const float* x, std::int64_t batch, float* y, ThreadPool* pool);
+// MatMul with double output (what MoeSlices' exact mode calls for down projections).
+void MatMulF64(const QuantizedMatrix& w, const float* x, std::int64_t batch, double* y, ThreadPool* pool);
 // The portable loops MatMul falls back to without AVX2 (tests compare the two).
 void MatMulPortable(const QuantizedMatrix& w, const float* x, std::int64_t batch, float* y);
 

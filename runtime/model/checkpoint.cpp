@@ -9,6 +9,7 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include "runtime/kernels/quantized_matrix.hpp"
 #include "runtime/model/model_error.hpp"
 #include "runtime/model/shard_index.hpp"
 
@@ -89,7 +90,71 @@ const std::byte* Checkpoint::DataOf(const Entry& entry) const {
   return f.mapping->bytes().data() + f.data_offset + entry.info.begin;
 }
 
+WeightMatrix Checkpoint::QuantizedMatrixOf(std::string_view name, std::int64_t rows, std::int64_t cols) const {
+  const std::string base(name.substr(0, name.size() - std::string_view(".weight").size()));
+  const std::string values_name = base + ".qweight", scales_name = base + ".qscales";
+  if (!Has(values_name) || !Has(scales_name)) {
+    const std::string& present = Has(values_name) ? values_name : scales_name;
+    throw ModelError(fmt::format("{}: quantized weight without '{}'", Where(Find(present), present),
+                                 Has(values_name) ? scales_name : values_name));
+  }
+  const Entry& v = Find(values_name);
+  const Entry& s = Find(scales_name);
+  auto q = std::make_shared<QuantizedMatrix>();
+  q->rows = rows;
+  q->cols = cols;
+  std::vector<std::int64_t> values_shape;
+  if (v.info.dtype == DType::kI8) {
+    q->format = QuantFormat::kInt8;
+    values_shape = {rows, cols};
+  } else if (v.info.dtype == DType::kU8) {
+    q->format = QuantFormat::kInt4;
+    if (cols % 2 != 0) throw ModelError(fmt::format("{}: int4 needs an even number of columns, the config implies {}", Where(v, values_name), cols));
+    values_shape = {rows, cols / 2};
+  } else {
+    throw ModelError(fmt::format("{}: dtype {}; a quantized weight is I8 (int8) or U8 (int4, two values per byte)",
+                                 Where(v, values_name), DTypeName(v.info.dtype)));
+  }
+  if (v.info.shape != values_shape) {
+    throw ModelError(fmt::format("{}: shape [{}] but the config implies [{}] ({} of a [{}, {}] matrix)", Where(v, values_name),
+                                 fmt::join(v.info.shape, ", "), fmt::join(values_shape, ", "), ToString(q->format), rows, cols));
+  }
+  if (s.info.dtype != DType::kF32) {
+    throw ModelError(fmt::format("{}: dtype {}; quantization scales are F32", Where(s, scales_name), DTypeName(s.info.dtype)));
+  }
+  if (s.info.shape.size() != 2 || s.info.shape[0] != rows || s.info.shape[1] <= 0 || cols % s.info.shape[1] != 0) {
+    throw ModelError(fmt::format("{}: shape [{}] is not [{}, {} / group] for a whole number of groups per row",
+                                 Where(s, scales_name), fmt::join(s.info.shape, ", "), rows, cols));
+  }
+  const std::int64_t group = cols / s.info.shape[1];
+  if (q->format == QuantFormat::kInt4 && group % 2 != 0) {
+    throw ModelError(fmt::format("{}: group size {} (from [{}] scales of {} columns) is odd; int4 needs an even group",
+                                 Where(s, scales_name), group, fmt::join(s.info.shape, ", "), cols));
+  }
+  q->group = static_cast<int>(group);
+  if (config_.quantization && (config_.quantization->format != q->format || config_.quantization->group_size != q->group)) {
+    throw ModelError(fmt::format("{}: {} with group {}, but config.json's tandem_quantization says {} with group {}",
+                                 Where(v, values_name), ToString(q->format), q->group, ToString(config_.quantization->format),
+                                 config_.quantization->group_size));
+  }
+  const std::byte* values = DataOf(v);
+  q->values.resize(static_cast<std::size_t>(v.info.end - v.info.begin));
+  std::memcpy(q->values.data(), values, q->values.size());
+  q->scales.resize(static_cast<std::size_t>(s.info.elements()));
+  std::memcpy(q->scales.data(), DataOf(s), q->scales.size() * sizeof(float));
+  WeightMatrix m;
+  m.type = WeightMatrix::Type::kQuantized;
+  m.rows = rows;
+  m.cols = cols;
+  m.quantized = std::move(q);
+  return m;
+}
+
 WeightMatrix Checkpoint::Matrix(std::string_view name, std::int64_t rows, std::int64_t cols) const {
+  if (!Has(name) && name.ends_with(".weight")) {
+    const std::string base(name.substr(0, name.size() - std::string_view(".weight").size()));
+    if (Has(base + ".qweight") || Has(base + ".qscales")) return QuantizedMatrixOf(name, rows, cols);
+  }
   const Entry& e = Find(name);
   if (e.info.shape != std::vector<std::int64_t>{rows, cols}) {
     throw ModelError(fmt::format("{}: shape [{}] but the config implies [{}, {}]", Where(e, name),

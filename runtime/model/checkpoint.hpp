@@ -17,7 +17,9 @@ namespace tandem::rt {
 // An HF-layout checkpoint directory: config.json plus model.safetensors, or shards
 // listed in model.safetensors.index.json. Files are memory-mapped; tensors are
 // returned as views where the kernels can read them directly (F32, BF16), and
-// converted to fp32 otherwise (F16; F8_E4M3 with its 128×128 `weight_scale_inv`).
+// converted to fp32 otherwise (F16; F8_E4M3 with its 128×128 `weight_scale_inv`),
+// or copied into a QuantizedMatrix (group-quantized `X.qweight` + `X.qscales`).
+// Has / Info / TensorNames see the tensors as stored (so `X.qweight`, not `X.weight`).
 class Checkpoint {
  public:
   static Checkpoint Open(const std::filesystem::path& dir);  // throws ModelError
@@ -34,7 +36,12 @@ class Checkpoint {
   std::vector<std::filesystem::path> WeightFiles() const;
 
   // A 2-D tensor of exactly [rows × cols]; a missing tensor or another shape is a
-  // ModelError naming the file and tensor.
+  // ModelError naming the file and tensor. When `X.weight` is absent but
+  // `X.qweight` + `X.qscales` are there (a `tandem-rt quantize` checkpoint), the
+  // matrix is kQuantized: qweight I8 [rows, cols] (int8) or U8 [rows, cols/2] (int4,
+  // two's-complement nibbles, low nibble = even column), qscales F32
+  // [rows, cols/group]; the group is cols / qscales' columns and must match
+  // config.json's `tandem_quantization` when it has one. The values are copied.
   WeightMatrix Matrix(std::string_view name, std::int64_t rows, std::int64_t cols) const;
   // A 1-D tensor of exactly n elements, as fp32.
   std::vector<float> Vector(std::string_view name, std::int64_t n) const;
@@ -50,6 +57,7 @@ class Checkpoint {
   };
 
   const std::byte* DataOf(const Entry& entry) const;
+  WeightMatrix QuantizedMatrixOf(std::string_view name, std::int64_t rows, std::int64_t cols) const;
   const Entry& Find(std::string_view name) const;
   std::string Where(const Entry& entry, std::string_view name) const;
 

@@ -119,6 +119,27 @@ std::optional<YarnScaling> ParseRopeScaling(const ConfigReader& in) {
   return y;
 }
 
+std::optional<CheckpointQuantization> ParseQuantization(const ConfigReader& in) {
+  const json* v = in.Find("tandem_quantization");
+  if (v == nullptr) return std::nullopt;
+  if (!v->is_object()) throw in.Error("tandem_quantization", fmt::format("must be an object, got {}", v->dump()));
+  const ConfigReader q(*v, "config.json tandem_quantization");
+  CheckpointQuantization out;
+  const std::string format = q.String("format");
+  if (format == "int8") out.format = QuantFormat::kInt8;
+  else if (format == "int4") out.format = QuantFormat::kInt4;
+  else throw in.Error("tandem_quantization.format", fmt::format("'{}' is not a known format (int8, int4)", format));
+  out.group_size = q.Int("group_size", std::nullopt, 1);
+  if (out.format == QuantFormat::kInt4 && out.group_size % 2 != 0) {
+    throw in.Error("tandem_quantization.group_size", fmt::format("must be even for int4, got {}", out.group_size));
+  }
+  const std::string tensors = q.String("tensors");
+  if (tensors != kQuantizedTensors) {
+    throw in.Error("tandem_quantization.tensors", fmt::format("'{}' is not supported (only '{}')", tensors, kQuantizedTensors));
+  }
+  return out;
+}
+
 void Validate(const ModelConfig& c, const ConfigReader& in) {
   auto need = [&](bool ok, std::string_view key, std::string_view why) {
     if (!ok) throw in.Error(key, why);
@@ -147,6 +168,14 @@ void Validate(const ModelConfig& c, const ConfigReader& in) {
       need(c.topk_group * (c.n_routed_experts / c.n_group) >= c.num_experts_per_tok, "topk_group",
            "leaves fewer experts than num_experts_per_tok");
     }
+  }
+  if (c.quantization) {
+    const int g = c.quantization->group_size;
+    need(c.n_routed_experts > 0, "tandem_quantization", "quantizes routed experts but the model has none");
+    need(c.hidden_size % g == 0, "tandem_quantization.group_size",
+         fmt::format("{} does not divide hidden_size {} (the columns of gate_proj and up_proj)", g, c.hidden_size));
+    need(c.moe_intermediate_size % g == 0, "tandem_quantization.group_size",
+         fmt::format("{} does not divide moe_intermediate_size {} (the columns of down_proj)", g, c.moe_intermediate_size));
   }
 }
 
@@ -210,6 +239,7 @@ ModelConfig ParseModelConfig(std::string_view json_text, std::string_view source
   c.bos_token_id = in.TokenId("bos_token_id", 0);
   c.eos_token_id = in.TokenId("eos_token_id", 1);
   c.tie_word_embeddings = in.Bool("tie_word_embeddings", false);
+  c.quantization = ParseQuantization(in);
   Validate(c, in);
   return c;
 }
@@ -221,6 +251,10 @@ ModelConfig LoadModelConfig(const std::filesystem::path& checkpoint_dir) {
   std::ostringstream text;
   text << in.rdbuf();
   return ParseModelConfig(text.str(), path.string());
+}
+
+std::string QuantizationJson(const CheckpointQuantization& q) {
+  return json{{"format", ToString(q.format)}, {"group_size", q.group_size}, {"tensors", kQuantizedTensors}}.dump();
 }
 
 std::string ModelConfigJson(const ModelConfig& c) {
@@ -273,6 +307,7 @@ std::string ModelConfigJson(const ModelConfig& c) {
   } else {
     j["rope_scaling"] = nullptr;
   }
+  if (c.quantization) j["tandem_quantization"] = json::parse(QuantizationJson(*c.quantization));
   return j.dump(2) + "\n";
 }
 

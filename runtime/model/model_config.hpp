@@ -6,6 +6,8 @@
 #include <string>
 #include <string_view>
 
+#include "runtime/kernels/quantized_matrix.hpp"
+
 // A checkpoint's config.json, in the HF names of DeepseekV3ForCausalLM and
 // DeepseekV2ForCausalLM.
 namespace tandem::rt {
@@ -21,6 +23,14 @@ struct YarnScaling {
   double beta_slow = 1;
   double mscale = 1;
   double mscale_all_dim = 0;
+};
+
+// `tandem_quantization` in config.json, written by `tandem-rt quantize`:
+// {"format": "int8"|"int4", "group_size": G, "tensors": "routed_experts"}. The routed
+// experts' `X.weight` are stored as `X.qweight` + `X.qscales` (see Checkpoint::Matrix).
+struct CheckpointQuantization {
+  QuantFormat format = QuantFormat::kInt8;
+  int group_size = 32;
 };
 
 struct ModelConfig {
@@ -55,6 +65,7 @@ struct ModelConfig {
   std::int64_t bos_token_id = 0;
   std::int64_t eos_token_id = 1;
   bool tie_word_embeddings = false;
+  std::optional<CheckpointQuantization> quantization;  // set for a `tandem-rt quantize` output
 
   bool IsMoeLayer(int layer) const {
     return n_routed_experts > 0 && layer >= first_k_dense_replace && layer % moe_layer_freq == 0;
@@ -67,6 +78,10 @@ struct ModelConfig {
 // of the wrong type or an inconsistent value → ModelError naming `source` and the key.
 ModelConfig ParseModelConfig(std::string_view json_text, std::string_view source);
 ModelConfig LoadModelConfig(const std::filesystem::path& checkpoint_dir);
+
+// The `tandem_quantization` object of config.json, and its only "tensors" value.
+std::string QuantizationJson(const CheckpointQuantization& q);
+inline constexpr std::string_view kQuantizedTensors = "routed_experts";
 
 // The config.json text for `config` (used by the synthetic checkpoint writer).
 std::string ModelConfigJson(const ModelConfig& config);

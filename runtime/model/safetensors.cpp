@@ -1,6 +1,7 @@
 #include "runtime/model/safetensors.hpp"
 
 #include <cstring>
+#include <fstream>
 #include <limits>
 
 #include <fmt/format.h>
@@ -124,6 +125,40 @@ std::vector<std::pair<std::string, std::uint64_t>> SafetensorsWriter::Layout() c
     layout.emplace_back(name, static_cast<std::uint64_t>(info.elements()) * DTypeSize(info.dtype));
   }
   return layout;
+}
+
+std::uint64_t SafetensorsWriter::DataBytes() const {
+  std::uint64_t total = 0;
+  for (const auto& [name, size] : Layout()) total += size;
+  return total;
+}
+
+void SafetensorsWriter::Write(const std::filesystem::path& path, const TensorBytes& bytes_of) const {
+  std::filesystem::path tmp = path;
+  tmp += ".partial";
+  std::error_code ec;
+  try {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) throw ModelError(fmt::format("{}: cannot write", tmp.string()));
+    const std::string header = HeaderBytes();
+    out.write(header.data(), static_cast<std::streamsize>(header.size()));
+    for (const auto& [name, size] : Layout()) {
+      const std::span<const std::byte> bytes = bytes_of(name);
+      if (bytes.size() != size) {
+        throw ModelError(fmt::format("{}: tensor '{}' has {} bytes but its header declares {}", path.string(), name,
+                                     bytes.size(), size));
+      }
+      out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+      if (!out) break;
+    }
+    out.flush();
+    if (!out) throw ModelError(fmt::format("{}: write failed (disk full?)", tmp.string()));
+  } catch (...) {
+    std::filesystem::remove(tmp, ec);
+    throw;
+  }
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) throw ModelError(fmt::format("{}: cannot rename {} to it: {}", path.string(), tmp.filename().string(), ec.message()));
 }
 
 std::string SafetensorsWriter::HeaderBytes() const {

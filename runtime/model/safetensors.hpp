@@ -1,6 +1,8 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
+#include <functional>
 #include <map>
 #include <span>
 #include <string>
@@ -44,6 +46,16 @@ class SafetensorsWriter {
   std::string HeaderBytes() const;
   // Tensor names in file order, with their byte sizes.
   std::vector<std::pair<std::string, std::uint64_t>> Layout() const;
+  // Bytes of the data section (the sum of the tensor sizes).
+  std::uint64_t DataBytes() const;
+
+  // Writes the file: the header, then each tensor's bytes in file order, as
+  // `bytes_of(name)` returns them (a view that must stay valid until the next call;
+  // one tensor at a time, so a writer never holds the whole file). Written to
+  // `path`.partial and renamed, so a reader never sees half a file. Throws
+  // ModelError naming the file (and the tensor whose bytes have the wrong size).
+  using TensorBytes = std::function<std::span<const std::byte>(const std::string& name)>;
+  void Write(const std::filesystem::path& path, const TensorBytes& bytes_of) const;
 
  private:
   std::map<std::string, TensorInfo, std::less<>> tensors_;

@@ -229,23 +229,12 @@ SyntheticCheckpointReport WriteSyntheticCheckpoint(const SyntheticPreset& preset
     by_name[s.name] = &s;
   }
 
-  // Written under a temporary name and renamed, so a reader never sees half a file.
-  const auto weights_path = out_dir / "model.safetensors";
-  const auto tmp_path = out_dir / "model.safetensors.partial";
-  {
-    std::ofstream out(tmp_path, std::ios::binary | std::ios::trunc);
-    if (!out) throw ModelError(fmt::format("{}: cannot write", tmp_path.string()));
-    const std::string header = writer.HeaderBytes();
-    out.write(header.data(), static_cast<std::streamsize>(header.size()));
-    std::vector<char> bytes;
-    for (const auto& [name, size] : writer.Layout()) {
-      Fill(*by_name.at(name), seed, bytes);
-      out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-      report.weight_bytes += size;
-    }
-    if (!out) throw ModelError(fmt::format("{}: write failed (disk full?)", tmp_path.string()));
-  }
-  std::filesystem::rename(tmp_path, weights_path);
+  std::vector<char> bytes;
+  writer.Write(out_dir / "model.safetensors", [&](const std::string& name) {
+    Fill(*by_name.at(name), seed, bytes);
+    return std::as_bytes(std::span<const char>(bytes));
+  });
+  report.weight_bytes = writer.DataBytes();
   WriteText(out_dir / "config.json", ModelConfigJson(report.config));
   WriteText(out_dir / "tokenizer.json", tokenizer.tokenizer_json);
   WriteText(out_dir / "tokenizer_config.json", tokenizer.tokenizer_config_json);

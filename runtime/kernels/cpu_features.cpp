@@ -1,0 +1,86 @@
+#include "runtime/kernels/cpu_features.hpp"
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+
+namespace tandem::rt {
+
+std::string_view ToString(Isa isa) {
+  switch (isa) {
+    case Isa::kPortable: return "portable";
+    case Isa::kAvxFma: return "avx-fma";
+    case Isa::kAvx2: return "avx2";
+    case Isa::kAvx512: return "avx512";
+  }
+  return "?";
+}
+
+std::optional<Isa> ParseIsa(std::string_view name) {
+  for (Isa isa : {Isa::kPortable, Isa::kAvxFma, Isa::kAvx2, Isa::kAvx512}) {
+    if (ToString(isa) == name) return isa;
+  }
+  return std::nullopt;
+}
+
+Isa DetectedIsa() {
+#if defined(__x86_64__)
+  static const Isa detected = [] {
+    __builtin_cpu_init();
+    const bool avx_fma = __builtin_cpu_supports("avx") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+    if (!avx_fma) return Isa::kPortable;
+    if (!__builtin_cpu_supports("avx2")) return Isa::kAvxFma;
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl")) {
+      return Isa::kAvx512;
+    }
+    return Isa::kAvx2;
+  }();
+  return detected;
+#else
+  return Isa::kPortable;
+#endif
+}
+
+bool HasAvx512Vnni() {
+#if defined(__x86_64__)
+  static const bool vnni = DetectedIsa() == Isa::kAvx512 && __builtin_cpu_supports("avx512vnni");
+  return vnni;
+#else
+  return false;
+#endif
+}
+
+namespace {
+
+Isa FromEnvironment() {
+  const Isa detected = DetectedIsa();
+  const char* name = std::getenv("TANDEM_ISA");
+  if (name == nullptr || *name == '\0') return detected;
+  const std::optional<Isa> wanted = ParseIsa(name);
+  if (!wanted) {
+    std::fprintf(stderr, "tandem: TANDEM_ISA=%s is not one of portable, avx-fma, avx2, avx512; using %s\n", name,
+                 ToString(detected).data());
+    return detected;
+  }
+  if (*wanted > detected) {
+    std::fprintf(stderr, "tandem: TANDEM_ISA=%s is not supported by this CPU; using %s\n", name, ToString(detected).data());
+    return detected;
+  }
+  return *wanted;
+}
+
+std::atomic<Isa>& Active() {
+  static std::atomic<Isa> active{FromEnvironment()};
+  return active;
+}
+
+}  // namespace
+
+Isa ActiveIsa() { return Active().load(std::memory_order_relaxed); }
+
+Isa SetActiveIsa(Isa isa) {
+  if (isa > DetectedIsa()) isa = DetectedIsa();
+  return Active().exchange(isa, std::memory_order_relaxed);
+}
+
+}  // namespace tandem::rt

@@ -1,0 +1,34 @@
+#pragma once
+
+#include <optional>
+#include <string_view>
+
+namespace tandem::rt {
+
+// The instruction sets the kernels have code paths for, in increasing order.
+// Every path computes the same fixed-lane sums in the same order, so switching
+// paths changes speed, not results (FMA aside: the portable path multiplies and
+// adds separately unless the compiler contracts them).
+enum class Isa {
+  kPortable,  // plain C++ (whatever the compiler vectorises for the baseline target)
+  kAvxFma,    // AVX + FMA + F16C, no AVX2 (older AMD machines of the CI kind)
+  kAvx2,      // AVX2 + FMA + F16C
+  kAvx512,    // AVX-512 F/BW/VL (+ VNNI when present, for the quantized kernels)
+};
+
+std::string_view ToString(Isa isa);                      // "portable" | "avx-fma" | "avx2" | "avx512"
+std::optional<Isa> ParseIsa(std::string_view name);
+
+// What this CPU supports.
+Isa DetectedIsa();
+bool HasAvx512Vnni();
+
+// The path the kernels take: the detected one, or a lower one named by the
+// TANDEM_ISA environment variable (read once; a higher or unknown name is ignored
+// with a warning on stderr), or what SetActiveIsa chose.
+Isa ActiveIsa();
+// Chooses the path (clamped to DetectedIsa) and returns the previous one. For tests
+// and benchmarks comparing paths; not for use while kernels run on other threads.
+Isa SetActiveIsa(Isa isa);
+
+}  // namespace tandem::rt

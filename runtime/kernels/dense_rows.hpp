@@ -1,0 +1,42 @@
+#pragma once
+
+// The per-instruction-set row kernels behind MatMul (private to runtime/kernels).
+//
+// Every kernel computes, for output rows o in [begin, end) and batch rows b,
+//   y[b·y_stride + o] = Σ_i w[o, i] · x[b, i]
+// in the one fixed order all paths share: sixteen lanes, lane l summing the
+// products of columns i ≡ l (mod 16) in increasing i with fused multiply-adds,
+// then the lanes combined pairwise (l + 8, then + 4, + 2, + 1). Hence a row's
+// result depends neither on the batch around it, nor on the thread, nor on which
+// of these paths ran it.
+//
+// `x` is [batch × cols] fp32 in the layout the kernel's Prepare function wrote.
+
+#include <cstdint>
+
+namespace tandem::rt::kernels {
+
+// Fixed-lane reduction of sixteen partial sums (in place; returns the total).
+float ReduceLanes(float* lanes);
+
+// AVX2 + FMA + F16C (matmul_avx2.cpp).
+// bf16 wants x with each block of 16 columns reordered as its 8 even then its 8
+// odd columns (weights are then widened without shuffles); the columns past the
+// last full block stay in place.
+void PrepareBf16InputAvx2(const float* x, std::int64_t batch, std::int64_t cols, float* out);
+void RowsBf16Avx2(const std::uint16_t* w, std::int64_t cols, const float* x, std::int64_t batch, float* y,
+                  std::int64_t y_stride, std::int64_t begin, std::int64_t end);
+void RowsF32Avx2(const float* w, std::int64_t cols, const float* x, std::int64_t batch, float* y, std::int64_t y_stride,
+                 std::int64_t begin, std::int64_t end);
+// e4m3 bytes; x must already carry the block scales times 256 (see MatMul).
+void RowsFp8Avx2(const std::uint8_t* w, std::int64_t cols, const float* x, std::int64_t batch, float* y,
+                 std::int64_t y_stride, std::int64_t begin, std::int64_t end);
+
+// AVX-512 F/BW/VL (matmul_avx512.cpp): x in natural order. No bf16 kernel: the
+// AVX2 one is faster on AVX-512 machines too (see matmul_avx512.cpp).
+void RowsF32Avx512(const float* w, std::int64_t cols, const float* x, std::int64_t batch, float* y, std::int64_t y_stride,
+                   std::int64_t begin, std::int64_t end);
+void RowsFp8Avx512(const std::uint8_t* w, std::int64_t cols, const float* x, std::int64_t batch, float* y,
+                   std::int64_t y_stride, std::int64_t begin, std::int64_t end);
+
+}  // namespace tandem::rt::kernels
