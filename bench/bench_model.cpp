@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include "runtime/model/quantize_checkpoint.hpp"
 #include "runtime/model/synthetic_checkpoint.hpp"
 #include "runtime/model/synthetic_tokenizer.hpp"
 
@@ -22,6 +23,26 @@ const std::filesystem::path& BenchModel() {
     });
     return d;
   }();
+  return *model;
+}
+
+const std::filesystem::path& BenchModelQuantized(rt::QuantFormat format) {
+  static const std::filesystem::path* models[2] = {};
+  const std::filesystem::path*& model = models[format == rt::QuantFormat::kInt8 ? 0 : 1];
+  if (model == nullptr) {
+    const std::filesystem::path& source = BenchModel();
+    auto* d = new std::filesystem::path(std::filesystem::temp_directory_path() /
+                                        fmt::format("tandem-bench-{}-{}-{}", source.filename().string(), rt::ToString(format), ::getpid()));
+    std::filesystem::remove_all(*d);
+    rt::QuantizeCheckpoint(source, *d, format, 32);
+    model = d;
+    std::atexit([] {
+      for (const std::filesystem::path* m : models) {
+        std::error_code ec;
+        if (m != nullptr) std::filesystem::remove_all(*m, ec);
+      }
+    });
+  }
   return *model;
 }
 

@@ -3,7 +3,10 @@
 // weight once, so tok/s × bytes per token ÷ bandwidth says how close we are.
 //
 // The checkpoint is bench::BenchModel().
+#include <algorithm>
 #include <chrono>
+#include <numeric>
+#include <random>
 #include <filesystem>
 
 #include <benchmark/benchmark.h>
@@ -16,6 +19,7 @@
 #include "runtime/dist/remote_expert_executor.hpp"
 #include "runtime/draft/quantized_experts.hpp"
 #include "runtime/engine/engine.hpp"
+#include "runtime/engine/moe_slices.hpp"
 #include "runtime/kernels/thread_pool.hpp"
 #include "runtime/model/checkpoint.hpp"
 
@@ -79,8 +83,16 @@ double Seconds(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+// The checkpoint of a format argument: 16 = BenchModel() (bf16), 8 / 4 = its routed
+// experts quantized to int8 / int4.
+const std::filesystem::path& ModelOfFormat(std::int64_t format) {
+  if (format == 16) return tandem::bench::BenchModel();
+  return tandem::bench::BenchModelQuantized(format == 8 ? QuantFormat::kInt8 : QuantFormat::kInt4);
+}
+
+// Args: threads (0 = all cores), expert format (16, 8, 4).
 void BM_Decode(benchmark::State& state) {
-  const Checkpoint ckpt = Checkpoint::Open(tandem::bench::BenchModel());
+  const Checkpoint ckpt = Checkpoint::Open(ModelOfFormat(state.range(1)));
   Engine engine(ckpt, EngineOptions{.threads = static_cast<int>(state.range(0))});
   DecodeLoop loop(engine);
   for (auto _ : state) loop.Step();
@@ -93,7 +105,46 @@ void BM_Decode(benchmark::State& state) {
   state.counters["bw_fraction"] =
       benchmark::Counter(static_cast<double>(state.iterations()) * bytes / bandwidth, benchmark::Counter::kIsRate);
 }
-BENCHMARK(BM_Decode)->Arg(1)->Arg(0)->Unit(benchmark::kMillisecond)->MinTime(3.0);
+BENCHMARK(BM_Decode)->ArgsProduct({{1, 0}, {16, 8, 4}})->ArgNames({"threads", "experts"})->Unit(benchmark::kMillisecond)->MinTime(3.0);
+
+// What an expert worker holding every routed and shared expert does per decoded
+// token: for each MoE layer, one row through its 6 routed experts (drawn at random,
+// as a router spreads them) and the shared expert. Args: threads (0 = all cores),
+// expert format (16, 8, 4); the shared experts stay bf16 in every format.
+void BM_ExpertDecode(benchmark::State& state) {
+  const Checkpoint ckpt = Checkpoint::Open(ModelOfFormat(state.range(1)));
+  const ModelConfig& c = ckpt.config();
+  ThreadPool pool(static_cast<int>(state.range(0)));
+  MoeSlices experts(ckpt, MoeSlices::Everything(c), &pool, false);
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> x(static_cast<std::size_t>(c.hidden_size));
+  for (float& v : x) v = normal(rng);
+  std::vector<double> out(x.size());
+  std::vector<ExpertRoute> routes(static_cast<std::size_t>(c.num_experts_per_tok));
+  std::vector<int> ids(static_cast<std::size_t>(c.n_routed_experts));
+  for (auto _ : state) {
+    for (const LayerSlice& s : experts.slices()) {
+      std::iota(ids.begin(), ids.end(), 0);
+      std::shuffle(ids.begin(), ids.end(), rng);
+      for (std::size_t k = 0; k < routes.size(); ++k) routes[k] = {ids[k], 1.0f / static_cast<float>(routes.size())};
+      experts.Compute(s.layer, x.data(), 1, routes, c.num_experts_per_tok, out.data());
+    }
+  }
+  // Bytes read per token: 6 routed experts and the shared one, per MoE layer.
+  double per_value = 2.0;
+  if (c.quantization) per_value = (c.quantization->format == QuantFormat::kInt8 ? 1.0 : 0.5) + 4.0 / c.quantization->group_size;
+  const double expert_values = 3.0 * c.hidden_size * c.moe_intermediate_size;
+  const double bytes = static_cast<double>(experts.slices().size()) *
+                       (c.num_experts_per_tok * expert_values * per_value + c.n_shared_experts * expert_values * 2.0);
+  const double bandwidth = tandem::bench::MeasureReadBandwidth(pool);
+  state.counters["tok/s"] = benchmark::Counter(static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+  state.counters["MB/token"] = bytes / 1e6;
+  state.counters["read_GB/s"] = bandwidth / 1e9;
+  state.counters["bw_fraction"] =
+      benchmark::Counter(static_cast<double>(state.iterations()) * bytes / bandwidth, benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_ExpertDecode)->ArgsProduct({{1, 0}, {16, 8, 4}})->ArgNames({"threads", "experts"})->Unit(benchmark::kMillisecond)->MinTime(2.0);
 
 // The replica drafter's forward (what one draft token costs): the same model with
 // its projections and experts group-quantized. Arg: 8 (int8) or 4 (int4).

@@ -9,6 +9,7 @@
 
 #include "runtime/kernels/cpu_features.hpp"
 #include "runtime/kernels/dense_rows.hpp"
+#include "runtime/kernels/quantized_input.hpp"
 #include "runtime/kernels/quantized_matrix.hpp"
 #include "runtime/kernels/thread_pool.hpp"
 #include "runtime/model/dtype.hpp"
@@ -402,32 +403,44 @@ bool NeedsPreparedInput(const MatMulTask& t, Isa isa) {
 void MatMulMany(std::span<const MatMulTask> tasks, ThreadPool* pool) {
   const Isa isa = ActiveIsa();
   // Inputs some kernels want rearranged: laid out one after the other in the
-  // caller's scratch, which the pool's threads read.
+  // caller's scratch, which the pool's threads read. Quantized products get their
+  // inputs quantized once (a product sharing its input and format with an earlier
+  // one, like an MLP's up with its gate, reuses that).
   std::vector<float>& scratch = InputScratch();
   std::size_t scratch_size = 0;
   for (const MatMulTask& t : tasks) {
     if (NeedsPreparedInput(t, isa)) scratch_size += static_cast<std::size_t>(t.batch * t.w->cols);
   }
   scratch.resize(scratch_size);
-  // Per task: its input as the kernel reads it, and where its rows start in the
-  // combined range the pool splits.
   thread_local std::vector<const float*> inputs;
   thread_local std::vector<std::int64_t> first_row;
+  thread_local std::vector<kernels::PreparedQuantizedInput> quantized_inputs;
+  thread_local std::vector<const kernels::PreparedQuantizedInput*> quantized_of;
   inputs.assign(tasks.size(), nullptr);
+  // Sized up front: quantized_of points into it.
+  if (quantized_inputs.size() < tasks.size()) quantized_inputs.resize(tasks.size());
+  quantized_of.assign(tasks.size(), nullptr);
   first_row.assign(tasks.size() + 1, 0);
-  std::size_t offset = 0;
+  std::size_t offset = 0, quantized_used = 0;
   std::int64_t work = 0;
   for (std::size_t i = 0; i < tasks.size(); ++i) {
     const MatMulTask& t = tasks[i];
     inputs[i] = t.x;
     if (t.w->quantized) {
-      // Group-quantized matrices have their own kernels (and input quantization).
-      if (t.y != nullptr) MatMul(*t.w->quantized, t.x, t.batch, t.y, pool);
-      if (t.y64 != nullptr) MatMulF64(*t.w->quantized, t.x, t.batch, t.y64, pool);
-      first_row[i + 1] = first_row[i];
-      continue;
-    }
-    if (NeedsPreparedInput(t, isa)) {
+      const QuantizedMatrix& q = *t.w->quantized;
+      for (std::size_t j = 0; j < quantized_used && quantized_of[i] == nullptr; ++j) {
+        const kernels::PreparedQuantizedInput& p = quantized_inputs[j];
+        if (p.source == t.x && p.batch == t.batch && p.cols == q.cols && p.int4 == (q.format == QuantFormat::kInt4)) {
+          quantized_of[i] = &p;
+        }
+      }
+      if (quantized_of[i] == nullptr) {
+        kernels::PreparedQuantizedInput& p = quantized_inputs[quantized_used++];
+        p.source = nullptr;
+        p.Prepare(q, t.x, t.batch, isa);
+        quantized_of[i] = &p;
+      }
+    } else if (NeedsPreparedInput(t, isa)) {
       float* prepared = scratch.data() + offset;
       kernels::PrepareBf16InputAvx2(t.x, t.batch, t.w->cols, prepared);
       inputs[i] = prepared;
@@ -443,13 +456,26 @@ void MatMulMany(std::span<const MatMulTask> tasks, ThreadPool* pool) {
   const std::int64_t min_chunk = std::max<std::int64_t>(1, 16384 / per_row);
   const std::vector<const float*>& in = inputs;
   const std::vector<std::int64_t>& starts = first_row;
+  const std::vector<const kernels::PreparedQuantizedInput*>& quantized = quantized_of;
   Run(pool, total, min_chunk, [&](std::int64_t begin, std::int64_t end) {
     auto i = static_cast<std::size_t>(std::upper_bound(starts.begin(), starts.end(), begin) - starts.begin()) - 1;
     for (; i < tasks.size() && starts[i] < end; ++i) {
       const MatMulTask& t = tasks[i];
-      if (t.w->quantized) continue;
       const std::int64_t b = std::max(begin, starts[i]) - starts[i], e = std::min(end, starts[i + 1]) - starts[i];
       if (b >= e) continue;
+      if (t.w->quantized) {
+        const QuantizedMatrix& q = *t.w->quantized;
+        if (t.y != nullptr) kernels::QuantizedRows(q, *quantized[i], t.y + b, q.rows, b, e, isa);
+        if (t.y64 != nullptr) {
+          thread_local std::vector<float> rows;
+          rows.resize(static_cast<std::size_t>(t.batch * (e - b)));
+          kernels::QuantizedRows(q, *quantized[i], rows.data(), e - b, b, e, isa);
+          for (std::int64_t r = 0; r < t.batch; ++r) {
+            for (std::int64_t o = b; o < e; ++o) t.y64[r * q.rows + o] = rows[static_cast<std::size_t>(r * (e - b) + o - b)];
+          }
+        }
+        continue;
+      }
       if (t.y != nullptr) RowsOf(*t.w, isa, in[i], t.batch, t.y, b, e);
       if (t.y64 != nullptr) RowsOfF64(*t.w, isa, in[i], t.batch, t.y64, b, e);
     }
@@ -457,6 +483,7 @@ void MatMulMany(std::span<const MatMulTask> tasks, ThreadPool* pool) {
 }
 
 void MatMul(const WeightMatrix& w, const float* x, std::int64_t batch, float* y, ThreadPool* pool) {
+  if (w.quantized) return MatMul(*w.quantized, x, batch, y, pool);
   const MatMulTask task{&w, x, batch, y, nullptr};
   MatMulMany(std::span<const MatMulTask>(&task, 1), pool);
 }

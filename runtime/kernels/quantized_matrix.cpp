@@ -7,6 +7,9 @@
 
 #include <fmt/format.h>
 
+#include "runtime/kernels/cpu_features.hpp"
+#include "runtime/kernels/quantized_input.hpp"
+#include "runtime/kernels/quantized_rows.hpp"
 #include "runtime/kernels/thread_pool.hpp"
 
 #if defined(__x86_64__)
@@ -24,10 +27,12 @@ int Levels(QuantFormat format) { return format == QuantFormat::kInt8 ? 127 : 7; 
 }  // namespace
 
 QuantizedMatrix QuantizedMatrix::Quantize(const WeightMatrix& w, QuantFormat format, int group) {
-  if (group <= 0 || w.cols % group != 0) {
+  if (group <= 0 || group % 32 != 0) {
+    throw std::invalid_argument(fmt::format("quantize: group size {} is not a multiple of 32, the kernels' input block", group));
+  }
+  if (w.cols % group != 0) {
     throw std::invalid_argument(fmt::format("quantize: {} columns are not a multiple of the group size {}", w.cols, group));
   }
-  if (format == QuantFormat::kInt4 && group % 2 != 0) throw std::invalid_argument(fmt::format("quantize: int4 needs an even group size, not {}", group));
   QuantizedMatrix q;
   q.format = format;
   q.rows = w.rows;
@@ -114,155 +119,159 @@ QuantizedMatrix QuantizedMatrix::Columns(std::int64_t begin, std::int64_t end) c
   return q;
 }
 
+namespace kernels {
+
+void QuantizeInput(const float* x, std::int64_t batch, std::int64_t cols, bool int4_order, std::int8_t* q, float* d,
+                   std::int32_t* sums8) {
+  const std::int64_t blocks = cols / kInputBlock;
+  for (std::int64_t b = 0; b < batch; ++b) {
+    for (std::int64_t k = 0; k < blocks; ++k) {
+      const float* in = x + b * cols + k * kInputBlock;
+      float amax = 0;
+      for (int i = 0; i < kInputBlock; ++i) amax = std::max(amax, std::abs(in[i]));
+      const float inv = amax > 0 ? 127.0f / amax : 0.0f;
+      d[b * blocks + k] = amax / 127.0f;
+      std::int8_t* out = q + b * cols + k * kInputBlock;
+      for (int i = 0; i < kInputBlock; ++i) {
+        // Int4 lane order: the block's even columns, then its odd ones.
+        const int at = int4_order ? (i % 2 == 0 ? i / 2 : 16 + i / 2) : i;
+        out[at] = static_cast<std::int8_t>(std::clamp(std::nearbyint(in[i] * inv), -127.0f, 127.0f));
+      }
+      if (int4_order) {
+        for (int l = 0; l < 8; ++l) {
+          int sum = 0;
+          for (int j = 0; j < 4; ++j) sum += out[4 * l + j];
+          sums8[(b * blocks + k) * 8 + l] = 8 * sum;
+        }
+      }
+    }
+  }
+}
+
 namespace {
 
-// One group's Σ q[i]·x[i] with sixteen lanes (the compiler vectorises them), then
-// scaled: the sum of a row is the groups' scaled sums in order, so results do not
-// depend on the batch or the thread.
-#define TANDEM_QUANT_CLONES __attribute__((target_clones("arch=haswell", "fma", "default")))
-
-// Σ over groups of scale[g] · Σ_i q[i]·x[i]: the portable form of a row's dot product,
-// with q as int8 values or as int4 values unpacked to floats.
-template <typename T>
-__attribute__((always_inline)) inline float GroupDot(const T* q, const float* scale, const float* x, std::int64_t groups, std::int64_t group) {
-  float total = 0;
-  for (std::int64_t g = 0; g < groups; ++g) {
-    float acc[16] = {};
-    const std::int64_t base = g * group;
-    for (std::int64_t i = 0; i < group; i += 16) {
-      const std::int64_t lanes = std::min<std::int64_t>(16, group - i);
-      for (std::int64_t l = 0; l < lanes; ++l) acc[l] += static_cast<float>(q[base + i + l]) * x[base + i + l];
-    }
-    for (int width = 8; width > 0; width /= 2) {
-      for (int l = 0; l < width; ++l) acc[l] += acc[l + width];
-    }
-    total += acc[0] * scale[g];
-  }
-  return total;
-}
-
-TANDEM_QUANT_CLONES void RowsInt8(const QuantizedMatrix& w, const float* x, std::int64_t batch, float* y, std::int64_t begin,
-                                  std::int64_t end) {
-  const std::int64_t groups = w.cols / w.group;
-  for (std::int64_t o = begin; o < end; ++o) {
-    const auto* q = reinterpret_cast<const std::int8_t*>(w.values.data()) + o * w.cols;
-    for (std::int64_t b = 0; b < batch; ++b) y[b * w.rows + o] = GroupDot(q, w.scales.data() + o * groups, x + b * w.cols, groups, w.group);
-  }
-}
-
-TANDEM_QUANT_CLONES void RowsInt4(const QuantizedMatrix& w, const float* x, std::int64_t batch, float* y, std::int64_t begin,
-                                  std::int64_t end) {
-  const std::int64_t groups = w.cols / w.group;
-  float levels[256 * 2];  // byte → its two values, low nibble first
-  for (int v = 0; v < 256; ++v) {
-    const int lo = v & 0xF, hi = v >> 4;
-    levels[2 * v] = static_cast<float>(lo >= 8 ? lo - 16 : lo);
-    levels[2 * v + 1] = static_cast<float>(hi >= 8 ? hi - 16 : hi);
-  }
-  std::vector<float> row(static_cast<std::size_t>(w.cols));
-  for (std::int64_t o = begin; o < end; ++o) {
-    const std::uint8_t* q = w.values.data() + o * w.cols / 2;
-    for (std::int64_t i = 0; i < w.cols / 2; ++i) {
-      row[static_cast<std::size_t>(2 * i)] = levels[2 * q[i]];
-      row[static_cast<std::size_t>(2 * i + 1)] = levels[2 * q[i] + 1];
-    }
-    for (std::int64_t b = 0; b < batch; ++b) {
-      y[b * w.rows + o] = GroupDot(row.data(), w.scales.data() + o * groups, x + b * w.cols, groups, w.group);
+// The portable form of quantized_rows.hpp's order, one (row, input) at a time.
+// `level(k, p)` is the weight at position p (0–31) of block k in lane order.
+template <typename Level>
+float QuantizedDot(Level level, const float* ws, std::int64_t blocks, int per_group, const QuantizedInput& in) {
+  float acc[8] = {};
+  for (std::int64_t k = 0; k < blocks; ++k) {
+    const float scale = ws[k / per_group] * in.d[k];
+    const std::int8_t* x = in.q + k * kInputBlock;
+    for (int l = 0; l < 8; ++l) {
+      std::int32_t sum = 0;
+      for (int j = 0; j < 4; ++j) sum += level(k, 4 * l + j) * x[4 * l + j];
+      acc[l] = std::fma(static_cast<float>(sum), scale, acc[l]);
     }
   }
-}
-
-#if defined(__x86_64__)
-const bool kHasAvx2Fma = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-
-__attribute__((target("avx2,fma"))) inline float HorizontalSum(__m256 v) {
-  alignas(32) float lanes[8];
-  _mm256_store_ps(lanes, v);
-  return ((lanes[0] + lanes[4]) + (lanes[1] + lanes[5])) + ((lanes[2] + lanes[6]) + (lanes[3] + lanes[7]));
-}
-
-// Eight signed 8-bit values widened to floats, times eight inputs, into `acc`.
-__attribute__((target("avx2,fma"))) inline __m256 Fma8(__m128i q8, const float* x, __m256 acc) {
-  return _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q8)), _mm256_loadu_ps(x), acc);
-}
-
-// int8, group a multiple of 8: per group an 8-lane dot product, scaled into an
-// 8-lane total, summed in a fixed tree at the end. Each (row, input) pair runs the
-// same instructions whatever the batch, so results do not depend on it.
-__attribute__((target("avx2,fma"))) void RowsInt8Avx2(const QuantizedMatrix& w, const float* x, std::int64_t batch, float* y,
-                                                     std::int64_t begin, std::int64_t end) {
-  const std::int64_t groups = w.cols / w.group;
-  for (std::int64_t o = begin; o < end; ++o) {
-    const auto* q = reinterpret_cast<const std::int8_t*>(w.values.data()) + o * w.cols;
-    const float* scale = w.scales.data() + o * groups;
-    for (std::int64_t b = 0; b < batch; ++b) {
-      const float* xb = x + b * w.cols;
-      __m256 total = _mm256_setzero_ps();
-      for (std::int64_t g = 0; g < groups; ++g) {
-        __m256 acc = _mm256_setzero_ps();
-        for (std::int64_t i = g * w.group; i < (g + 1) * w.group; i += 8) {
-          acc = Fma8(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(q + i)), xb + i, acc);
-        }
-        total = _mm256_fmadd_ps(acc, _mm256_set1_ps(scale[g]), total);
-      }
-      y[b * w.rows + o] = HorizontalSum(total);
-    }
+  for (int width = 4; width > 0; width /= 2) {
+    for (int l = 0; l < width; ++l) acc[l] += acc[l + width];
   }
+  return acc[0];
 }
-
-// int4, group a multiple of 32: 16 packed bytes → 32 signed values in order (low
-// nibble first), then as int8.
-__attribute__((target("avx2,fma"))) void RowsInt4Avx2(const QuantizedMatrix& w, const float* x, std::int64_t batch, float* y,
-                                                     std::int64_t begin, std::int64_t end) {
-  const std::int64_t groups = w.cols / w.group;
-  const __m128i low_nibbles = _mm_set1_epi8(0x0F), sign = _mm_set1_epi8(0x08);
-  for (std::int64_t o = begin; o < end; ++o) {
-    const std::uint8_t* q = w.values.data() + o * w.cols / 2;
-    const float* scale = w.scales.data() + o * groups;
-    for (std::int64_t b = 0; b < batch; ++b) {
-      const float* xb = x + b * w.cols;
-      __m256 total = _mm256_setzero_ps();
-      for (std::int64_t g = 0; g < groups; ++g) {
-        __m256 acc = _mm256_setzero_ps();
-        for (std::int64_t i = g * w.group; i < (g + 1) * w.group; i += 32) {
-          const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q + i / 2));
-          // (n ^ 8) − 8 turns a 4-bit two's complement nibble into a signed byte.
-          const __m128i lo = _mm_sub_epi8(_mm_xor_si128(_mm_and_si128(packed, low_nibbles), sign), sign);
-          const __m128i hi = _mm_sub_epi8(_mm_xor_si128(_mm_and_si128(_mm_srli_epi16(packed, 4), low_nibbles), sign), sign);
-          const __m128i first = _mm_unpacklo_epi8(lo, hi), second = _mm_unpackhi_epi8(lo, hi);
-          acc = Fma8(first, xb + i, acc);
-          acc = Fma8(_mm_srli_si128(first, 8), xb + i + 8, acc);
-          acc = Fma8(second, xb + i + 16, acc);
-          acc = Fma8(_mm_srli_si128(second, 8), xb + i + 24, acc);
-        }
-        total = _mm256_fmadd_ps(acc, _mm256_set1_ps(scale[g]), total);
-      }
-      y[b * w.rows + o] = HorizontalSum(total);
-    }
-  }
-}
-#endif
 
 }  // namespace
 
-void MatMul(const QuantizedMatrix& w, const float* x, std::int64_t batch, float* y, ThreadPool* pool) {
-  const auto rows = [&](std::int64_t begin, std::int64_t end) {
-#if defined(__x86_64__)
-    if (kHasAvx2Fma && w.format == QuantFormat::kInt8 && w.group % 8 == 0) return RowsInt8Avx2(w, x, batch, y, begin, end);
-    if (kHasAvx2Fma && w.format == QuantFormat::kInt4 && w.group % 32 == 0) return RowsInt4Avx2(w, x, batch, y, begin, end);
-#endif
-    if (w.format == QuantFormat::kInt8) {
-      RowsInt8(w, x, batch, y, begin, end);
-    } else {
-      RowsInt4(w, x, batch, y, begin, end);
+void RowsInt8Portable(const std::int8_t* values, const float* scales, std::int64_t cols, int group, const QuantizedInput* inputs,
+                      std::int64_t batch, float* y, std::int64_t y_stride, std::int64_t begin, std::int64_t end) {
+  const std::int64_t blocks = cols / kInputBlock, groups = cols / group;
+  for (std::int64_t o = begin; o < end; ++o) {
+    const std::int8_t* w = values + o * cols;
+    const auto level = [w](std::int64_t k, int p) { return static_cast<std::int32_t>(w[k * kInputBlock + p]); };
+    for (std::int64_t b = 0; b < batch; ++b) {
+      y[b * y_stride + o] = QuantizedDot(level, scales + o * groups, blocks, group / kInputBlock, inputs[b]);
     }
-  };
-  const std::int64_t min_chunk = std::max<std::int64_t>(1, 16384 / std::max<std::int64_t>(1, w.cols * batch));
+  }
+}
+
+void RowsInt4Portable(const std::uint8_t* values, const float* scales, std::int64_t cols, int group,
+                      const QuantizedInput* inputs, std::int64_t batch, float* y, std::int64_t y_stride, std::int64_t begin,
+                      std::int64_t end) {
+  const std::int64_t blocks = cols / kInputBlock, groups = cols / group;
+  for (std::int64_t o = begin; o < end; ++o) {
+    const std::uint8_t* w = values + o * cols / 2;
+    // Lane position p < 16 is the block's even column 2p (a low nibble), p >= 16 the
+    // odd column 2(p − 16) + 1 (a high nibble).
+    const auto level = [w](std::int64_t k, int p) {
+      const std::uint8_t byte = w[k * 16 + p % 16];
+      const int nibble = p < 16 ? byte & 0xF : byte >> 4;
+      return static_cast<std::int32_t>(nibble >= 8 ? nibble - 16 : nibble);
+    };
+    for (std::int64_t b = 0; b < batch; ++b) {
+      y[b * y_stride + o] = QuantizedDot(level, scales + o * groups, blocks, group / kInputBlock, inputs[b]);
+    }
+  }
+}
+
+}  // namespace kernels
+
+namespace kernels {
+
+void PreparedQuantizedInput::Prepare(const QuantizedMatrix& w, const float* x, std::int64_t batch_rows, Isa isa) {
+  const bool w_int4 = w.format == QuantFormat::kInt4;
+  if (source == x && batch == batch_rows && cols == w.cols && int4 == w_int4) return;  // gate and up share their input
+  source = x;
+  batch = batch_rows;
+  cols = w.cols;
+  int4 = w_int4;
+  const std::int64_t blocks = cols / kInputBlock;
+  q.resize(static_cast<std::size_t>(batch * cols));
+  d.resize(static_cast<std::size_t>(batch * blocks));
+  sums8.resize(int4 ? static_cast<std::size_t>(batch * blocks * 8) : 0);
+  if (isa >= Isa::kAvx2) {
+    QuantizeInputAvx2(x, batch, cols, int4, q.data(), d.data(), sums8.data());
+  } else {
+    QuantizeInput(x, batch, cols, int4, q.data(), d.data(), sums8.data());
+  }
+  rows.resize(static_cast<std::size_t>(batch));
+  for (std::int64_t b = 0; b < batch; ++b) {
+    rows[static_cast<std::size_t>(b)] = {q.data() + b * cols, d.data() + b * blocks, int4 ? sums8.data() + b * blocks * 8 : nullptr};
+  }
+}
+
+void QuantizedRows(const QuantizedMatrix& w, const PreparedQuantizedInput& in, float* y, std::int64_t y_stride,
+                   std::int64_t begin, std::int64_t end, Isa isa) {
+  // The rows [begin, end) as a matrix of their own, so outputs start at y.
+  const std::int64_t groups = w.cols / w.group;
+  const float* scales = w.scales.data() + begin * groups;
+  const std::int64_t n = end - begin, batch = in.batch;
+  const QuantizedInput* x = in.rows.data();
+  if (w.format == QuantFormat::kInt8) {
+    const auto* values = reinterpret_cast<const std::int8_t*>(w.values.data()) + begin * w.cols;
+    if (isa == Isa::kAvx512 && HasAvx512Vnni()) return RowsInt8Vnni(values, scales, w.cols, w.group, x, batch, y, y_stride, 0, n);
+    if (isa >= Isa::kAvx2) return RowsInt8Avx2(values, scales, w.cols, w.group, x, batch, y, y_stride, 0, n);
+    return RowsInt8Portable(values, scales, w.cols, w.group, x, batch, y, y_stride, 0, n);
+  }
+  const std::uint8_t* values = w.values.data() + begin * w.cols / 2;
+  if (isa == Isa::kAvx512 && HasAvx512Vnni()) return RowsInt4Vnni(values, scales, w.cols, w.group, x, batch, y, y_stride, 0, n);
+  if (isa >= Isa::kAvx2) return RowsInt4Avx2(values, scales, w.cols, w.group, x, batch, y, y_stride, 0, n);
+  RowsInt4Portable(values, scales, w.cols, w.group, x, batch, y, y_stride, 0, n);
+}
+
+}  // namespace kernels
+
+namespace {
+
+void Multiply(const QuantizedMatrix& w, const float* x, std::int64_t batch, float* y, ThreadPool* pool, Isa isa) {
+  thread_local kernels::PreparedQuantizedInput caller_input;
+  // A reference, so the pool's threads read the caller's buffers (a thread_local
+  // named inside the lambda would be each worker's own).
+  kernels::PreparedQuantizedInput& prepared = caller_input;
+  prepared.source = nullptr;  // inputs may have changed in place since the last call
+  prepared.Prepare(w, x, batch, isa);
+  const auto rows = [&](std::int64_t begin, std::int64_t end) { kernels::QuantizedRows(w, prepared, y + begin, w.rows, begin, end, isa); };
+  const std::int64_t min_chunk = std::max<std::int64_t>(1, 65536 / std::max<std::int64_t>(1, w.cols * batch));
   if (pool == nullptr) {
     rows(0, w.rows);
   } else {
     pool->ParallelFor(w.rows, rows, min_chunk);
   }
+}
+
+}  // namespace
+
+void MatMul(const QuantizedMatrix& w, const float* x, std::int64_t batch, float* y, ThreadPool* pool) {
+  Multiply(w, x, batch, y, pool, ActiveIsa());
 }
 
 void MatMulF64(const QuantizedMatrix& w, const float* x, std::int64_t batch, double* y, ThreadPool* pool) {
@@ -273,11 +282,7 @@ void MatMulF64(const QuantizedMatrix& w, const float* x, std::int64_t batch, dou
 }
 
 void MatMulPortable(const QuantizedMatrix& w, const float* x, std::int64_t batch, float* y) {
-  if (w.format == QuantFormat::kInt8) {
-    RowsInt8(w, x, batch, y, 0, w.rows);
-  } else {
-    RowsInt4(w, x, batch, y, 0, w.rows);
-  }
+  Multiply(w, x, batch, y, nullptr, Isa::kPortable);
 }
 
 }  // namespace tandem::rt

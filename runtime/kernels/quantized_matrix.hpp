@@ -27,8 +27,8 @@ struct QuantizedMatrix {
   std::vector<std::uint8_t> values;  // int8: rows·cols bytes; int4: rows·cols/2
   std::vector<float> scales;         // rows · cols/group
 
-  // Throws std::invalid_argument when cols is not a multiple of `group` (or group is
-  // not even, for int4).
+  // Throws std::invalid_argument when `group` is not a multiple of 32 (the kernels
+  // quantize their inputs in blocks of 32) or does not divide cols.
   static QuantizedMatrix Quantize(const WeightMatrix& w, QuantFormat format, int group);
 
   std::size_t bytes() const { return values.size() + scales.size() * sizeof(float); }
@@ -40,12 +40,13 @@ struct QuantizedMatrix {
   QuantizedMatrix Columns(std::int64_t begin, std::int64_t end) const;
 };
 
-// Y[b, o] = Σ_i W[o, i] · X[b, i] as MatMul does, W dequantized group by group; a
-// row's result does not depend on the batch.
+// Y[b, o] = Σ_i W[o, i] · X[b, i] with the inputs quantized to int8 per block of 32
+// and integer block products (see kernels/quantized_rows.hpp for the exact order);
+// a row's result does not depend on the batch, the threads or the code path.
 void MatMul(const QuantizedMatrix& w, const float* x, std::int64_t batch, float* y, ThreadPool* pool);
 // MatMul with double output (what MoeSlices' exact mode calls for down projections).
 void MatMulF64(const QuantizedMatrix& w, const float* x, std::int64_t batch, double* y, ThreadPool* pool);
-// The portable loops MatMul falls back to without AVX2 (tests compare the two).
+// The portable loops MatMul falls back to without AVX2 (bit-identical; tests compare).
 void MatMulPortable(const QuantizedMatrix& w, const float* x, std::int64_t batch, float* y);
 
 }  // namespace tandem::rt

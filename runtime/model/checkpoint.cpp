@@ -17,7 +17,7 @@ namespace tandem::rt {
 
 namespace {
 
-constexpr std::int64_t kFp8Block = 128;  // DeepSeek-V3's weight_scale_inv block size
+constexpr std::int64_t kFp8Block = WeightMatrix::kFp8Block;  // DeepSeek-V3's weight_scale_inv block size
 
 std::shared_ptr<float[]> NewFloats(std::int64_t n) { return std::shared_ptr<float[]>(new float[static_cast<std::size_t>(n)]); }
 
@@ -127,8 +127,8 @@ WeightMatrix Checkpoint::QuantizedMatrixOf(std::string_view name, std::int64_t r
                                  Where(s, scales_name), fmt::join(s.info.shape, ", "), rows, cols));
   }
   const std::int64_t group = cols / s.info.shape[1];
-  if (q->format == QuantFormat::kInt4 && group % 2 != 0) {
-    throw ModelError(fmt::format("{}: group size {} (from [{}] scales of {} columns) is odd; int4 needs an even group",
+  if (group % 32 != 0) {
+    throw ModelError(fmt::format("{}: group size {} (from [{}] scales of {} columns) is not a multiple of 32, the kernels' input block",
                                  Where(s, scales_name), group, fmt::join(s.info.shape, ", "), cols));
   }
   q->group = static_cast<int>(group);
@@ -195,15 +195,20 @@ WeightMatrix Checkpoint::Matrix(std::string_view name, std::int64_t rows, std::i
       const std::int64_t block_rows = (rows + kFp8Block - 1) / kFp8Block;
       const std::int64_t block_cols = (cols + kFp8Block - 1) / kFp8Block;
       if (!Has(scale_name)) throw ModelError(fmt::format("{}: F8_E4M3 weight without '{}'", Where(e, name), scale_name));
+      // The e4m3 bytes stay as mapped (the kernels read them directly); the small
+      // scale grid is copied to fp32 whatever its stored type.
       const WeightMatrix scales = Matrix(scale_name, block_rows, block_cols);
-      auto values = NewFloats(n);
-      for (std::int64_t r = 0; r < rows; ++r) {
-        for (std::int64_t c = 0; c < cols; ++c) {
-          const auto byte = static_cast<std::uint8_t>(data[r * cols + c]);
-          values[r * cols + c] = F8E4M3ToF32(byte) * scales.At(r / kFp8Block, c / kFp8Block);
-        }
+      auto grid = std::make_shared<std::vector<float>>(static_cast<std::size_t>(block_rows * block_cols));
+      for (std::int64_t r = 0; r < block_rows; ++r) {
+        for (std::int64_t c = 0; c < block_cols; ++c) (*grid)[static_cast<std::size_t>(r * block_cols + c)] = scales.At(r, c);
       }
-      return WeightMatrix::OwnedF32(rows, cols, std::move(values));
+      m.type = WeightMatrix::Type::kF8E4M3;
+      m.data = data;
+      m.block_scales = grid->data();
+      m.scale_cols = block_cols;
+      m.owner = std::make_shared<std::pair<std::shared_ptr<MappedFile>, std::shared_ptr<std::vector<float>>>>(
+          files_[e.file].mapping, std::move(grid));
+      return m;
     }
     default:
       throw ModelError(fmt::format("{}: dtype {} is not a floating-point weight type", Where(e, name), DTypeName(e.info.dtype)));

@@ -130,8 +130,8 @@ std::optional<CheckpointQuantization> ParseQuantization(const ConfigReader& in) 
   else if (format == "int4") out.format = QuantFormat::kInt4;
   else throw in.Error("tandem_quantization.format", fmt::format("'{}' is not a known format (int8, int4)", format));
   out.group_size = q.Int("group_size", std::nullopt, 1);
-  if (out.format == QuantFormat::kInt4 && out.group_size % 2 != 0) {
-    throw in.Error("tandem_quantization.group_size", fmt::format("must be even for int4, got {}", out.group_size));
+  if (out.group_size % 32 != 0) {
+    throw in.Error("tandem_quantization.group_size", fmt::format("must be a multiple of 32 (the kernels' input block), got {}", out.group_size));
   }
   const std::string tensors = q.String("tensors");
   if (tensors != kQuantizedTensors) {

@@ -111,8 +111,8 @@ QuantizeCheckpointReport QuantizeCheckpoint(const std::filesystem::path& in_dir,
                                             const std::function<void(const std::string&)>& progress) {
   // Options first: nothing is read or written for a bad flag.
   if (group <= 0) throw std::invalid_argument(fmt::format("--group must be positive, got {}", group));
-  if (format == QuantFormat::kInt4 && group % 2 != 0) {
-    throw std::invalid_argument(fmt::format("--group {} is odd; int4 packs two values per byte and needs an even group", group));
+  if (group <= 0 || group % 32 != 0) {
+    throw std::invalid_argument(fmt::format("--group {} is not a multiple of 32, the kernels' input block", group));
   }
   std::filesystem::path out = out_arg;
   if (!out.has_filename()) out = out.parent_path();  // "dir/" → "dir"

@@ -35,8 +35,8 @@ struct QuantizeCheckpointReport {
 // into a temporary directory next to `out`, renamed to `out` at the end and removed
 // on failure.
 //
-// Throws std::invalid_argument for bad options (a group that is not positive, odd
-// for int4, or does not divide an expert's columns; an `out` that exists and is not
+// Throws std::invalid_argument for bad options (a group that is not a positive
+// multiple of 32, or does not divide an expert's columns; an `out` that exists and is not
 // an empty directory) and ModelError for an unusable input (not a checkpoint,
 // already quantized, no routed experts). `progress` gets one line per weight file.
 QuantizeCheckpointReport QuantizeCheckpoint(const std::filesystem::path& in, const std::filesystem::path& out,

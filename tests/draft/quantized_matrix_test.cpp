@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include "runtime/kernels/cpu_features.hpp"
 #include "runtime/kernels/thread_pool.hpp"
 
 namespace tandem::rt {
@@ -42,15 +43,33 @@ TEST_P(QuantizedMatrixTest, ErrorStaysWithinHalfAStepOfItsGroup) {
   }
 }
 
-TEST_P(QuantizedMatrixTest, MatMulIsTheDequantizedProductAndBatchInvariant) {
+// The inputs as the kernels see them: per block of 32, d = max|x| / 127 and
+// round-half-even(x · 127 / max|x|) (quantized_rows.hpp).
+std::vector<double> QuantizedInputs(const float* x, std::int64_t n, std::vector<double>& step) {
+  std::vector<double> out(static_cast<std::size_t>(n));
+  step.assign(static_cast<std::size_t>(n / 32), 0.0);
+  for (std::int64_t k = 0; k < n / 32; ++k) {
+    float amax = 0;
+    for (int i = 0; i < 32; ++i) amax = std::max(amax, std::abs(x[k * 32 + i]));
+    const float d = amax / 127.0f, inv = amax > 0 ? 127.0f / amax : 0.0f;
+    step[static_cast<std::size_t>(k)] = d;
+    for (int i = 0; i < 32; ++i) out[static_cast<std::size_t>(k * 32 + i)] = std::nearbyint(x[k * 32 + i] * inv) * static_cast<double>(d);
+  }
+  return out;
+}
+
+TEST_P(QuantizedMatrixTest, MatMulIsTheProductOfTheQuantizedOperandsOnEveryPath) {
   const auto [format, group] = GetParam();
-  const WeightMatrix w = RandomMatrix(40, 128, 2);
+  // Enough rows that the pool splits them between its threads.
+  const WeightMatrix w = RandomMatrix(300, 256, 2);
   const QuantizedMatrix q = QuantizedMatrix::Quantize(w, format, group);
   constexpr int kBatch = 7;
   std::mt19937 rng(3);
-  std::uniform_real_distribution<float> uniform(-1, 1);
+  std::normal_distribution<float> normal(0, 1);
   std::vector<float> x(static_cast<std::size_t>(kBatch * w.cols));
-  for (float& v : x) v = uniform(rng);
+  for (float& v : x) v = normal(rng);
+  for (int i = 0; i < 32; ++i) x[static_cast<std::size_t>(64 + i)] = 0.0f;  // an all-zero block
+  x[5] = 40.0f;                                                               // an outlier in another
   std::vector<float> y(static_cast<std::size_t>(kBatch * w.rows));
   ThreadPool pool(3);
   MatMul(q, x.data(), kBatch, y.data(), &pool);
@@ -59,14 +78,32 @@ TEST_P(QuantizedMatrixTest, MatMulIsTheDequantizedProductAndBatchInvariant) {
   for (int b = 0; b < kBatch; ++b) {
     std::vector<float> alone(static_cast<std::size_t>(w.rows));
     MatMul(q, x.data() + b * w.cols, 1, alone.data(), nullptr);
+    std::vector<double> step;
+    const std::vector<double> xq = QuantizedInputs(x.data() + b * w.cols, w.cols, step);
     for (std::int64_t o = 0; o < w.rows; ++o) {
-      double expected = 0;
-      for (std::int64_t i = 0; i < w.cols; ++i) expected += static_cast<double>(q.At(o, i)) * x[static_cast<std::size_t>(b * w.cols + i)];
+      double exact = 0, magnitude = 0, unquantized = 0, input_error = 0;
+      for (std::int64_t i = 0; i < w.cols; ++i) {
+        const double wi = q.At(o, i), xi = x[static_cast<std::size_t>(b * w.cols + i)];
+        exact += wi * xq[static_cast<std::size_t>(i)];
+        magnitude += std::abs(wi * xq[static_cast<std::size_t>(i)]);
+        unquantized += wi * xi;
+        input_error += std::abs(wi) * step[static_cast<std::size_t>(i / 32)] / 2;  // each input is off by at most half a step
+      }
       const float got = y[static_cast<std::size_t>(b * w.rows + o)];
-      EXPECT_NEAR(got, expected, 1e-4) << "row " << o << " batch " << b;
-      EXPECT_NEAR(portable[static_cast<std::size_t>(b * w.rows + o)], expected, 1e-4) << "portable loop, row " << o;
+      EXPECT_NEAR(got, exact, 1e-6 * magnitude + 1e-6) << "row " << o << " batch " << b;
+      EXPECT_LE(std::abs(got - unquantized), input_error * 1.001 + 1e-5) << "row " << o << " batch " << b;
+      EXPECT_EQ(portable[static_cast<std::size_t>(b * w.rows + o)], got) << "the portable loops compute the same order, row " << o;
       EXPECT_EQ(got, alone[static_cast<std::size_t>(o)]) << "a row's result does not depend on its batch or the threads";
     }
+  }
+  // Every SIMD path this CPU has gives the same bits.
+  for (Isa isa : {Isa::kPortable, Isa::kAvxFma, Isa::kAvx2, Isa::kAvx512}) {
+    if (isa > DetectedIsa()) continue;
+    const Isa before = SetActiveIsa(isa);
+    std::vector<float> other(y.size());
+    MatMul(q, x.data(), kBatch, other.data(), &pool);
+    SetActiveIsa(before);
+    EXPECT_EQ(other, y) << ToString(isa);
   }
 }
 
@@ -77,10 +114,11 @@ INSTANTIATE_TEST_SUITE_P(Formats, QuantizedMatrixTest,
                            return std::string(ToString(std::get<0>(p.param))) + "_g" + std::to_string(std::get<1>(p.param));
                          });
 
-TEST(QuantizedMatrix, ColumnsMustFillWholeGroups) {
-  const WeightMatrix w = RandomMatrix(2, 48, 4);
-  EXPECT_THROW(QuantizedMatrix::Quantize(w, QuantFormat::kInt8, 32), std::invalid_argument);
-  EXPECT_NO_THROW(QuantizedMatrix::Quantize(w, QuantFormat::kInt8, 16));
+TEST(QuantizedMatrix, GroupsAreWholeInputBlocksThatFillTheRows) {
+  const WeightMatrix w = RandomMatrix(2, 96, 4);
+  EXPECT_THROW(QuantizedMatrix::Quantize(w, QuantFormat::kInt8, 64), std::invalid_argument);  // 96 columns
+  EXPECT_THROW(QuantizedMatrix::Quantize(w, QuantFormat::kInt8, 16), std::invalid_argument);  // not a multiple of 32
+  EXPECT_NO_THROW(QuantizedMatrix::Quantize(w, QuantFormat::kInt8, 32));
 }
 
 TEST(QuantizedMatrix, ZeroGroupsStayZero) {

@@ -479,7 +479,7 @@ TEST(QuantizedCheckpoint, LoaderChecksShapesDtypesAndGroups) {
       {{{"x.qweight", DType::kI8, {64, 128}}, {"x.qscales", DType::kBF16, {64, 4}}}, "tensor 'x.qscales': dtype BF16; quantization scales are F32"},
       {{{"x.qweight", DType::kI8, {64, 128}}, {"x.qscales", DType::kF32, {64, 3}}},
        "tensor 'x.qscales': shape [64, 3] is not [64, 128 / group]"},
-      {{{"x.qweight", DType::kU8, {64, 64}}, {"x.qscales", DType::kF32, {64, 128}}}, "group size 1 (from [64, 128] scales of 128 columns) is odd"},
+      {{{"x.qweight", DType::kU8, {64, 64}}, {"x.qscales", DType::kF32, {64, 128}}}, "group size 1 (from [64, 128] scales of 128 columns) is not a multiple of 32"},
   };
   for (const auto& [tensors, message] : cases) {
     const std::string error = LoadError(HandMadeCheckpoint(tensors));
@@ -510,7 +510,7 @@ TEST(QuantizedCheckpoint, ConfigRejectsUnknownFormatsAndGroupsThatDoNotFit) {
   EXPECT_NE(error_with({{"format", "int8"}, {"group_size", 128}, {"tensors", "routed_experts"}})
                 .find("'tandem_quantization.group_size' 128 does not divide moe_intermediate_size 64"),
             std::string::npos);
-  EXPECT_NE(error_with({{"format", "int4"}, {"group_size", 3}, {"tensors", "routed_experts"}}).find("must be even for int4"),
+  EXPECT_NE(error_with({{"format", "int4"}, {"group_size", 3}, {"tensors", "routed_experts"}}).find("must be a multiple of 32"),
             std::string::npos);
   EXPECT_NE(error_with({{"format", "int8"}, {"group_size", 32}, {"tensors", "all"}}).find("'all' is not supported"), std::string::npos);
   EXPECT_NE(error_with("int8").find("'tandem_quantization' must be an object"), std::string::npos);

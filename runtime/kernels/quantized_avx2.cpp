@@ -1,0 +1,56 @@
+// The AVX2 kernels for group-quantized weights (see quantized_rows.hpp). Compiled
+// for that target through the pragma; only reached when DetectedIsa() allows. No
+// standard-library templates here (see matmul_avx2.cpp).
+#pragma GCC target("avx2,fma,f16c")
+
+#include "runtime/kernels/quantized_simd.hpp"
+
+namespace tandem::rt::kernels {
+
+void QuantizeInputAvx2(const float* x, std::int64_t batch, std::int64_t cols, bool int4_order, std::int8_t* q, float* d,
+                       std::int32_t* sums8) {
+  const std::int64_t blocks = cols / kInputBlock;
+  const __m256 sign = _mm256_set1_ps(-0.0f);
+  // Bytes of each 128-bit lane reordered as its 8 even then its 8 odd ones.
+  const __m256i even_odd = _mm256_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15, 0, 2, 4, 6, 8, 10, 12, 14, 1,
+                                            3, 5, 7, 9, 11, 13, 15);
+  for (std::int64_t b = 0; b < batch; ++b) {
+    for (std::int64_t k = 0; k < blocks; ++k) {
+      const float* in = x + b * cols + k * kInputBlock;
+      __m256 v[4];
+      for (int i = 0; i < 4; ++i) v[i] = _mm256_loadu_ps(in + 8 * i);
+      __m256 m = _mm256_max_ps(_mm256_max_ps(_mm256_andnot_ps(sign, v[0]), _mm256_andnot_ps(sign, v[1])),
+                               _mm256_max_ps(_mm256_andnot_ps(sign, v[2]), _mm256_andnot_ps(sign, v[3])));
+      __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+      m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+      const float amax = _mm_cvtss_f32(_mm_max_ss(m4, _mm_shuffle_ps(m4, m4, 1)));
+      const float inv = amax > 0 ? 127.0f / amax : 0.0f;
+      d[b * blocks + k] = amax / 127.0f;
+      const __m256 scale = _mm256_set1_ps(inv);
+      __m256i r[4];
+      for (int i = 0; i < 4; ++i) r[i] = _mm256_cvtps_epi32(_mm256_mul_ps(v[i], scale));  // round half to even
+      // |x · inv| <= 127 (up to rounding, which still rounds to 127): no clamping needed.
+      const __m256i packed = _mm256_permutevar8x32_epi32(
+          _mm256_packs_epi16(_mm256_packs_epi32(r[0], r[1]), _mm256_packs_epi32(r[2], r[3])), _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+      __m256i out = packed;
+      if (int4_order) out = _mm256_permute4x64_epi64(_mm256_shuffle_epi8(packed, even_odd), 0xD8);  // lanes' evens, then odds
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + b * cols + k * kInputBlock), out);
+      if (int4_order) {
+        const __m256i sums = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), out), _mm256_set1_epi16(1));
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(sums8 + (b * blocks + k) * 8), _mm256_slli_epi32(sums, 3));
+      }
+    }
+  }
+}
+
+void RowsInt8Avx2(const std::int8_t* values, const float* scales, std::int64_t cols, int group, const QuantizedInput* inputs,
+                  std::int64_t batch, float* y, std::int64_t y_stride, std::int64_t begin, std::int64_t end) {
+  Rows<false, false>(reinterpret_cast<const std::uint8_t*>(values), scales, cols, group, inputs, batch, y, y_stride, begin, end);
+}
+
+void RowsInt4Avx2(const std::uint8_t* values, const float* scales, std::int64_t cols, int group, const QuantizedInput* inputs,
+                  std::int64_t batch, float* y, std::int64_t y_stride, std::int64_t begin, std::int64_t end) {
+  Rows<true, false>(values, scales, cols, group, inputs, batch, y, y_stride, begin, end);
+}
+
+}  // namespace tandem::rt::kernels

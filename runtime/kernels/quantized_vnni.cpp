@@ -1,0 +1,23 @@
+// The quantized kernels with AVX-512 VNNI's byte dot product (vpdpbusd on 256-bit
+// registers) for the lane sums: the same integers as the AVX2 kernels' two
+// instructions. Only reached when HasAvx512Vnni(). No standard-library templates
+// here (see matmul_avx2.cpp).
+#pragma GCC target("avx2,fma,f16c,avx512f,avx512vl,avx512vnni")
+// GCC 12's own AVX-512 headers trip this warning (their _mm512_undefined_* helpers).
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+#include "runtime/kernels/quantized_simd.hpp"
+
+namespace tandem::rt::kernels {
+
+void RowsInt8Vnni(const std::int8_t* values, const float* scales, std::int64_t cols, int group, const QuantizedInput* inputs,
+                  std::int64_t batch, float* y, std::int64_t y_stride, std::int64_t begin, std::int64_t end) {
+  Rows<false, true>(reinterpret_cast<const std::uint8_t*>(values), scales, cols, group, inputs, batch, y, y_stride, begin, end);
+}
+
+void RowsInt4Vnni(const std::uint8_t* values, const float* scales, std::int64_t cols, int group, const QuantizedInput* inputs,
+                  std::int64_t batch, float* y, std::int64_t y_stride, std::int64_t begin, std::int64_t end) {
+  Rows<true, true>(values, scales, cols, group, inputs, batch, y, y_stride, begin, end);
+}
+
+}  // namespace tandem::rt::kernels
