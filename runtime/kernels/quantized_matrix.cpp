@@ -184,21 +184,55 @@ void RowsInt8Portable(const std::int8_t* values, const float* scales, std::int64
   }
 }
 
+void PairInt4Input(const std::int8_t* q, const float* d, const std::int32_t* sums8, std::int64_t blocks, std::int8_t* pair_q,
+                   std::int32_t* pair_sums, float* pair_d) {
+  const std::int64_t pairs = (blocks + 1) / 2;
+  std::fill_n(pair_q, pairs * 64, std::int8_t{0});
+  std::fill_n(pair_sums, pairs * 16, 0);
+  std::fill_n(pair_d, pairs * 8, 0.0f);
+  for (std::int64_t k = 0; k < blocks; ++k) {
+    const std::int64_t p = k / 2, second = k % 2;
+    std::copy_n(q + k * kInputBlock, 16, pair_q + p * 64 + second * 16);            // evens
+    std::copy_n(q + k * kInputBlock + 16, 16, pair_q + p * 64 + 32 + second * 16);  // odds
+    for (int i = 0; i < 4; ++i) {
+      pair_sums[p * 16 + second * 4 + i] = sums8[k * 8 + i];
+      pair_sums[p * 16 + 8 + second * 4 + i] = sums8[k * 8 + 4 + i];
+      pair_d[p * 8 + second * 4 + i] = d[k];
+    }
+  }
+}
+
 void RowsInt4Portable(const std::uint8_t* values, const float* scales, std::int64_t cols, int group,
                       const QuantizedInput* inputs, std::int64_t batch, float* y, std::int64_t y_stride, std::int64_t begin,
                       std::int64_t end) {
-  const std::int64_t blocks = cols / kInputBlock, groups = cols / group;
+  const std::int64_t blocks = cols / kInputBlock, pairs = (blocks + 1) / 2, groups = cols / group, per_group = group / kInputBlock;
   for (std::int64_t o = begin; o < end; ++o) {
     const std::uint8_t* w = values + o * cols / 2;
-    // Lane position p < 16 is the block's even column 2p (a low nibble), p >= 16 the
-    // odd column 2(p − 16) + 1 (a high nibble).
-    const auto level = [w](std::int64_t k, int p) {
-      const std::uint8_t byte = w[k * 16 + p % 16];
-      const int nibble = p < 16 ? byte & 0xF : byte >> 4;
-      return static_cast<std::int32_t>(nibble >= 8 ? nibble - 16 : nibble);
-    };
+    const float* ws = scales + o * groups;
     for (std::int64_t b = 0; b < batch; ++b) {
-      y[b * y_stride + o] = QuantizedDot(level, scales + o * groups, blocks, group / kInputBlock, inputs[b]);
+      const QuantizedInput& in = inputs[b];
+      float acc[16] = {};
+      for (std::int64_t p = 0; p < pairs; ++p) {
+        for (int lane = 0; lane < 16; ++lane) {
+          const int odd = lane / 8, second = (lane % 8) / 4, l = lane % 4;
+          const std::int64_t k = 2 * p + second;
+          std::int32_t sum = 0;
+          float scale = 0.0f;
+          if (k < blocks) {
+            for (int j = 0; j < 4; ++j) {
+              const std::uint8_t byte = w[k * 16 + 4 * l + j];  // columns 2(4l + j) and 2(4l + j) + 1
+              const int nibble = odd ? byte >> 4 : byte & 0xF;
+              sum += (nibble >= 8 ? nibble - 16 : nibble) * in.q[p * 64 + odd * 32 + second * 16 + 4 * l + j];
+            }
+            scale = ws[k / per_group] * in.pair_d[p * 8 + second * 4];
+          }
+          acc[lane] = std::fma(static_cast<float>(sum), scale, acc[lane]);
+        }
+      }
+      for (int width = 8; width > 0; width /= 2) {
+        for (int l = 0; l < width; ++l) acc[l] += acc[l + width];
+      }
+      y[b * y_stride + o] = acc[0];
     }
   }
 }
@@ -214,18 +248,29 @@ void PreparedQuantizedInput::Prepare(const QuantizedMatrix& w, const float* x, s
   batch = batch_rows;
   cols = w.cols;
   int4 = w_int4;
-  const std::int64_t blocks = cols / kInputBlock;
-  q.resize(static_cast<std::size_t>(batch * cols));
+  const std::int64_t blocks = cols / kInputBlock, pairs = (blocks + 1) / 2;
   d.resize(static_cast<std::size_t>(batch * blocks));
-  sums8.resize(int4 ? static_cast<std::size_t>(batch * blocks * 8) : 0);
+  std::vector<std::int8_t>& quantized = int4 ? block_q : q;
+  quantized.resize(static_cast<std::size_t>(batch * cols));
+  block_sums.resize(int4 ? static_cast<std::size_t>(batch * blocks * 8) : 0);
   if (isa >= Isa::kAvx2) {
-    QuantizeInputAvx2(x, batch, cols, int4, q.data(), d.data(), sums8.data());
+    QuantizeInputAvx2(x, batch, cols, int4, quantized.data(), d.data(), block_sums.data());
   } else {
-    QuantizeInput(x, batch, cols, int4, q.data(), d.data(), sums8.data());
+    QuantizeInput(x, batch, cols, int4, quantized.data(), d.data(), block_sums.data());
   }
   rows.resize(static_cast<std::size_t>(batch));
+  if (!int4) {
+    for (std::int64_t b = 0; b < batch; ++b) rows[static_cast<std::size_t>(b)] = {q.data() + b * cols, d.data() + b * blocks, nullptr, nullptr};
+    return;
+  }
+  q.resize(static_cast<std::size_t>(batch * pairs * 64));
+  sums.resize(static_cast<std::size_t>(batch * pairs * 16));
+  pair_d.resize(static_cast<std::size_t>(batch * pairs * 8));
   for (std::int64_t b = 0; b < batch; ++b) {
-    rows[static_cast<std::size_t>(b)] = {q.data() + b * cols, d.data() + b * blocks, int4 ? sums8.data() + b * blocks * 8 : nullptr};
+    PairInt4Input(block_q.data() + b * cols, d.data() + b * blocks, block_sums.data() + b * blocks * 8, blocks,
+                  q.data() + b * pairs * 64, sums.data() + b * pairs * 16, pair_d.data() + b * pairs * 8);
+    rows[static_cast<std::size_t>(b)] = {q.data() + b * pairs * 64, d.data() + b * blocks, sums.data() + b * pairs * 16,
+                                         pair_d.data() + b * pairs * 8};
   }
 }
 

@@ -10,10 +10,14 @@
 // and the eight lanes are combined pairwise (l + 4, + 2, + 1). Every path, SIMD or
 // not, computes exactly this, so results depend only on the inputs.
 //
-// Which four products form a lane: for int8 weights, columns 4l … 4l+3 of the
-// block. For int4 (two columns per byte, the even one in the low nibble): lanes
-// 0–3 take even columns 8l, 8l+2, 8l+4, 8l+6 and lanes 4–7 the odd ones 8(l−4)+1,
-// +3, +5, +7; the prepared input is laid out in that order (QuantizeInput).
+// int4 differs (two columns per byte, the even one in the low nibble): blocks go in
+// pairs, and a pair has sixteen lanes. Lanes 0–3 sum the even columns of the pair's
+// first block (lane l: columns 8l, 8l+2, 8l+4, 8l+6), lanes 4–7 those of its second
+// block, lanes 8–11 and 12–15 the odd columns (8l+1, +3, +5, +7) of the first and
+// the second block; each lane's scale is its block's. A last unpaired block's
+// second half adds fma(0, 0, acc). The sixteen lanes are combined l + 8, then as
+// above. (So a pair's 32 packed bytes unpack into its evens and odds with two
+// masks and no shuffles.)
 
 #include <cstdint>
 
@@ -22,9 +26,9 @@ namespace tandem::rt::kernels {
 constexpr int kInputBlock = 32;
 
 // Quantizes `batch` rows of `cols` values (cols a multiple of 32) into q (int8,
-// [batch × cols], in int4 lane order when `int4_order`), d ([batch × cols/32]) and,
-// for int4, sums8 ([batch × cols/32 × 8]: 8 × the sum of each lane's four inputs,
-// which the int4 kernels subtract because they read nibbles offset by 8).
+// [batch × cols]; with `int4_order` each block's even columns then its odd ones),
+// d ([batch × cols/32]) and, with `int4_order`, sums8 ([batch × cols/32 × 8]: 8 ×
+// the sum of each lane's four inputs). PairInt4Input then arranges these in pairs.
 void QuantizeInput(const float* x, std::int64_t batch, std::int64_t cols, bool int4_order, std::int8_t* q, float* d,
                    std::int32_t* sums8);
 
@@ -32,12 +36,21 @@ void QuantizeInput(const float* x, std::int64_t batch, std::int64_t cols, bool i
 void QuantizeInputAvx2(const float* x, std::int64_t batch, std::int64_t cols, bool int4_order, std::int8_t* q, float* d,
                        std::int32_t* sums8);
 
-// The prepared input of one batch row.
+// The prepared input of one batch row. For int4, q holds per pair of blocks 64 bytes
+// (first block's evens, second's evens, first's odds, second's odds), sums 16 lanes
+// per pair (8 × each lane's input sum: the kernels read nibbles offset by 8 and
+// take it back out) and pair_d 8 scales ([d_first × 4, d_second × 4]); zeros stand
+// for a missing second block.
 struct QuantizedInput {
   const std::int8_t* q;
   const float* d;
-  const std::int32_t* sums8;  // int4 only
+  const std::int32_t* sums;  // int4 only
+  const float* pair_d;       // int4 only
 };
+
+// Rearranges one row's per-block int4 input (QuantizeInput's) into pairs.
+void PairInt4Input(const std::int8_t* q, const float* d, const std::int32_t* sums8, std::int64_t blocks, std::int8_t* pair_q,
+                   std::int32_t* pair_sums, float* pair_d);
 
 // Rows [begin, end) of y[b·y_stride + o] for b < batch; `inputs` has batch entries;
 // `values`/`scales` are the QuantizedMatrix's; `group` a multiple of 32.

@@ -12,12 +12,12 @@ namespace tandem::rt::kernels {
 
 void RowsInt8Vnni(const std::int8_t* values, const float* scales, std::int64_t cols, int group, const QuantizedInput* inputs,
                   std::int64_t batch, float* y, std::int64_t y_stride, std::int64_t begin, std::int64_t end) {
-  Rows<false, true>(reinterpret_cast<const std::uint8_t*>(values), scales, cols, group, inputs, batch, y, y_stride, begin, end);
+  RowsInt8<true>(reinterpret_cast<const std::uint8_t*>(values), scales, cols, group, inputs, batch, y, y_stride, begin, end);
 }
 
 void RowsInt4Vnni(const std::uint8_t* values, const float* scales, std::int64_t cols, int group, const QuantizedInput* inputs,
                   std::int64_t batch, float* y, std::int64_t y_stride, std::int64_t begin, std::int64_t end) {
-  Rows<true, true>(values, scales, cols, group, inputs, batch, y, y_stride, begin, end);
+  RowsInt4<true>(values, scales, cols, group, inputs, batch, y, y_stride, begin, end);
 }
 
 }  // namespace tandem::rt::kernels

@@ -60,15 +60,19 @@ std::vector<double> QuantizedInputs(const float* x, std::int64_t n, std::vector<
 
 TEST_P(QuantizedMatrixTest, MatMulIsTheProductOfTheQuantizedOperandsOnEveryPath) {
   const auto [format, group] = GetParam();
-  // Enough rows that the pool splits them between its threads.
-  const WeightMatrix w = RandomMatrix(300, 256, 2);
+  // Enough rows that the pool splits them between its threads; 256 columns are
+  // whole pairs of input blocks, 96 (with group 32) leave an unpaired last block.
+  for (const std::int64_t cols : {256, 96}) {
+  if (cols % group != 0) continue;
+  SCOPED_TRACE(cols);
+  const WeightMatrix w = RandomMatrix(300, cols, 2);
   const QuantizedMatrix q = QuantizedMatrix::Quantize(w, format, group);
   constexpr int kBatch = 7;
   std::mt19937 rng(3);
   std::normal_distribution<float> normal(0, 1);
   std::vector<float> x(static_cast<std::size_t>(kBatch * w.cols));
   for (float& v : x) v = normal(rng);
-  for (int i = 0; i < 32; ++i) x[static_cast<std::size_t>(64 + i)] = 0.0f;  // an all-zero block
+  for (int i = 0; i < 32; ++i) x[static_cast<std::size_t>(32 + i)] = 0.0f;  // an all-zero block
   x[5] = 40.0f;                                                               // an outlier in another
   std::vector<float> y(static_cast<std::size_t>(kBatch * w.rows));
   ThreadPool pool(3);
@@ -104,6 +108,7 @@ TEST_P(QuantizedMatrixTest, MatMulIsTheProductOfTheQuantizedOperandsOnEveryPath)
     MatMul(q, x.data(), kBatch, other.data(), &pool);
     SetActiveIsa(before);
     EXPECT_EQ(other, y) << ToString(isa);
+  }
   }
 }
 
