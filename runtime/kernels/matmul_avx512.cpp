@@ -7,7 +7,9 @@
 // templates in this file (see matmul_avx2.cpp).
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx2,fma,f16c")
 // GCC 12's own AVX-512 headers trip this warning (their _mm512_undefined_* helpers).
+#if !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 
 #include <immintrin.h>
 

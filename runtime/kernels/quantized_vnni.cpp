@@ -4,7 +4,9 @@
 // here (see matmul_avx2.cpp).
 #pragma GCC target("avx2,fma,f16c,avx512f,avx512vl,avx512vnni")
 // GCC 12's own AVX-512 headers trip this warning (their _mm512_undefined_* helpers).
+#if !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 
 #include "runtime/kernels/quantized_simd.hpp"
 
