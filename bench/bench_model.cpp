@@ -26,15 +26,15 @@ const std::filesystem::path& BenchModel() {
   return *model;
 }
 
-const std::filesystem::path& BenchModelQuantized(rt::QuantFormat format) {
-  static const std::filesystem::path* models[2] = {};
-  const std::filesystem::path*& model = models[format == rt::QuantFormat::kInt8 ? 0 : 1];
+const std::filesystem::path& BenchModelQuantized(rt::QuantFormat format, bool all_experts) {
+  static const std::filesystem::path* models[4] = {};
+  const std::filesystem::path*& model = models[(format == rt::QuantFormat::kInt8 ? 0 : 1) + (all_experts ? 2 : 0)];
   if (model == nullptr) {
     const std::filesystem::path& source = BenchModel();
     auto* d = new std::filesystem::path(std::filesystem::temp_directory_path() /
-                                        fmt::format("tandem-bench-{}-{}-{}", source.filename().string(), rt::ToString(format), ::getpid()));
+                                        fmt::format("tandem-bench-{}-{}{}-{}", source.filename().string(), rt::ToString(format), all_experts ? "-all" : "", ::getpid()));
     std::filesystem::remove_all(*d);
-    rt::QuantizeCheckpoint(source, *d, format, 32);
+    rt::QuantizeCheckpoint(source, *d, format, 32, all_experts);
     model = d;
     std::atexit([] {
       for (const std::filesystem::path* m : models) {

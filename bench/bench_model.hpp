@@ -10,8 +10,9 @@ namespace tandem::bench {
 // (seed 1) written fresh into a temporary directory that is removed at exit.
 const std::filesystem::path& BenchModel();
 
-// BenchModel() with its routed experts group-quantized (group 32) by
-// `tandem-rt quantize`'s library function, written next to it once per format.
-const std::filesystem::path& BenchModelQuantized(rt::QuantFormat format);
+// BenchModel() with its routed experts (and with `all_experts` its shared experts)
+// group-quantized (group 32) by `tandem-rt quantize`'s library function, written
+// next to it once per variant.
+const std::filesystem::path& BenchModelQuantized(rt::QuantFormat format, bool all_experts = false);
 
 }  // namespace tandem::bench

@@ -84,13 +84,14 @@ double Seconds(std::chrono::steady_clock::time_point t0) {
 }
 
 // The checkpoint of a format argument: 16 = BenchModel() (bf16), 8 / 4 = its routed
-// experts quantized to int8 / int4.
+// experts quantized to int8 / int4, 48 / 44 = its routed and shared experts.
 const std::filesystem::path& ModelOfFormat(std::int64_t format) {
   if (format == 16) return tandem::bench::BenchModel();
-  return tandem::bench::BenchModelQuantized(format == 8 ? QuantFormat::kInt8 : QuantFormat::kInt4);
+  const bool all = format >= 40;
+  return tandem::bench::BenchModelQuantized(format % 10 == 8 ? QuantFormat::kInt8 : QuantFormat::kInt4, all);
 }
 
-// Args: threads (0 = all cores), expert format (16, 8, 4).
+// Args: threads (0 = all cores), expert format (16, 8, 4, 44; see ModelOfFormat).
 void BM_Decode(benchmark::State& state) {
   const Checkpoint ckpt = Checkpoint::Open(ModelOfFormat(state.range(1)));
   Engine engine(ckpt, EngineOptions{.threads = static_cast<int>(state.range(0))});
@@ -105,12 +106,12 @@ void BM_Decode(benchmark::State& state) {
   state.counters["bw_fraction"] =
       benchmark::Counter(static_cast<double>(state.iterations()) * bytes / bandwidth, benchmark::Counter::kIsRate);
 }
-BENCHMARK(BM_Decode)->ArgsProduct({{1, 0}, {16, 8, 4}})->ArgNames({"threads", "experts"})->Unit(benchmark::kMillisecond)->MinTime(3.0);
+BENCHMARK(BM_Decode)->ArgsProduct({{1, 0}, {16, 8, 4, 44}})->ArgNames({"threads", "experts"})->Unit(benchmark::kMillisecond)->MinTime(3.0);
 
 // What an expert worker holding every routed and shared expert does per decoded
 // token: for each MoE layer, one row through its 6 routed experts (drawn at random,
 // as a router spreads them) and the shared expert. Args: threads (0 = all cores),
-// expert format (16, 8, 4); the shared experts stay bf16 in every format.
+// expert format (16, 8, 4: the shared experts stay bf16; 44: int4 shared experts too).
 void BM_ExpertDecode(benchmark::State& state) {
   const Checkpoint ckpt = Checkpoint::Open(ModelOfFormat(state.range(1)));
   const ModelConfig& c = ckpt.config();
@@ -135,8 +136,9 @@ void BM_ExpertDecode(benchmark::State& state) {
   double per_value = 2.0;
   if (c.quantization) per_value = (c.quantization->format == QuantFormat::kInt8 ? 1.0 : 0.5) + 4.0 / c.quantization->group_size;
   const double expert_values = 3.0 * c.hidden_size * c.moe_intermediate_size;
+  const double shared_per_value = c.quantization && c.quantization->shared_experts ? per_value : 2.0;
   const double bytes = static_cast<double>(experts.slices().size()) *
-                       (c.num_experts_per_tok * expert_values * per_value + c.n_shared_experts * expert_values * 2.0);
+                       (c.num_experts_per_tok * expert_values * per_value + c.n_shared_experts * expert_values * shared_per_value);
   const double bandwidth = tandem::bench::MeasureReadBandwidth(pool);
   state.counters["tok/s"] = benchmark::Counter(static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
   state.counters["MB/token"] = bytes / 1e6;
@@ -144,7 +146,7 @@ void BM_ExpertDecode(benchmark::State& state) {
   state.counters["bw_fraction"] =
       benchmark::Counter(static_cast<double>(state.iterations()) * bytes / bandwidth, benchmark::Counter::kIsRate);
 }
-BENCHMARK(BM_ExpertDecode)->ArgsProduct({{1, 0}, {16, 8, 4}})->ArgNames({"threads", "experts"})->Unit(benchmark::kMillisecond)->MinTime(2.0);
+BENCHMARK(BM_ExpertDecode)->ArgsProduct({{1, 0}, {16, 8, 4, 44}})->ArgNames({"threads", "experts"})->Unit(benchmark::kMillisecond)->MinTime(2.0);
 
 // The replica drafter's forward (what one draft token costs): the same model with
 // its projections and experts group-quantized. Arg: 8 (int8) or 4 (int4).

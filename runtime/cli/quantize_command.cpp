@@ -13,8 +13,9 @@ namespace tandem::rt::cli {
 namespace {
 
 constexpr const char* kFooter = R"(
-Only the routed experts (model.layers.L.mlp.experts.E.{gate,up,down}_proj.weight,
-the MTP layer's included) are quantized; every other tensor is copied unchanged
+The routed experts (model.layers.L.mlp.experts.E.{gate,up,down}_proj.weight, the
+MTP layer's included) are quantized, and with --experts all the shared experts
+(model.layers.L.mlp.shared_experts.*) too; every other tensor is copied unchanged
 (fp8 ones with their weight_scale_inv), and so are the other top-level files
 (tokenizer.json, tokenizer_config.json, ...). A quantized W [rows x cols] stored as
 X.weight becomes
@@ -24,7 +25,7 @@ X.weight becomes
 symmetric per group of `group` consecutive values of a row: w = q * scale with
 q in [-127, 127] (int8) or [-7, 7] (int4), scale = max|w| / 127 (or / 7).
 config.json gains "tandem_quantization": {"format", "group_size", "tensors":
-"routed_experts"}, so the model revision changes. Sharded inputs give one output
+"routed_experts" or "experts"}, so the model revision changes. Sharded inputs give one output
 file per input file, with model.safetensors.index.json rewritten. The output is
 written into a temporary directory next to --out and renamed when complete.)";
 
@@ -36,6 +37,7 @@ void AddQuantizeCommand(CLI::App& app) {
     std::string out;
     std::string format;
     int group = 32;
+    std::string experts = "routed";
   };
   auto opt = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand("quantize", "Write a copy of a checkpoint with its routed experts group-quantized (int8 or int4)");
@@ -43,12 +45,15 @@ void AddQuantizeCommand(CLI::App& app) {
   cmd->add_option("--out", opt->out, "Output checkpoint directory (must not exist, or be empty)")->required();
   cmd->add_option("--format", opt->format, "int8 or int4")->required()->check(CLI::IsMember({"int8", "int4"}));
   cmd->add_option("--group", opt->group, "Values per scale, along a row")->capture_default_str()->check(CLI::IsMember({32, 64, 128}));
+  cmd->add_option("--experts", opt->experts, "routed: the routed experts; all: the shared experts too")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"routed", "all"}));
   cmd->footer(kFooter);
   cmd->callback([opt] {
     const QuantFormat format = opt->format == "int4" ? QuantFormat::kInt4 : QuantFormat::kInt8;
     const QuantizeCheckpointReport r =
-        QuantizeCheckpoint(opt->in, opt->out, format, opt->group, [](const std::string& line) { fmt::print("{}\n", line); });
-    fmt::print("wrote {}: {} routed expert matrices {} (group {}), {:.1f} MB -> {:.1f} MB; {} other tensors copied; {:.1f} MB of weights\n",
+        QuantizeCheckpoint(opt->in, opt->out, format, opt->group, opt->experts == "all", [](const std::string& line) { fmt::print("{}\n", line); });
+    fmt::print("wrote {}: {} expert matrices {} (group {}), {:.1f} MB -> {:.1f} MB; {} other tensors copied; {:.1f} MB of weights\n",
                opt->out, r.quantized_matrices, opt->format, opt->group, static_cast<double>(r.expert_bytes_in) / 1e6,
                static_cast<double>(r.expert_bytes_out) / 1e6, r.copied_tensors, static_cast<double>(r.weight_bytes_out) / 1e6);
     if (!r.copied_files.empty()) fmt::print("copied {}\n", fmt::join(r.copied_files, ", "));

@@ -67,6 +67,16 @@ PlacementPlan PlacementPlan::Compute(const ModelConfig& c, const Layout& layout)
       check(workers, fmt::format("tp over {} workers", workers));
     }
     if (layout.coordinator_ranks == 2) check(2, "--coordinator-ranks 2");
+    // Quantized shared experts are split between coordinator ranks the same way.
+    if (c.quantization->shared_experts && layout.coordinator_ranks == 2) {
+      const int cut = Part(shared, 2, 1).first;
+      if (cut % group != 0) {
+        throw std::invalid_argument(fmt::format(
+            "--coordinator-ranks 2 splits the shared experts' intermediate size {} at column {}, which is not a multiple of "
+            "the checkpoint's quantization group {}; use one coordinator rank or a checkpoint quantized with a smaller --group",
+            shared, cut, group));
+      }
+    }
   }
 
   PlacementPlan plan;

@@ -134,9 +134,11 @@ std::optional<CheckpointQuantization> ParseQuantization(const ConfigReader& in) 
     throw in.Error("tandem_quantization.group_size", fmt::format("must be a multiple of 32 (the kernels' input block), got {}", out.group_size));
   }
   const std::string tensors = q.String("tensors");
-  if (tensors != kQuantizedTensors) {
-    throw in.Error("tandem_quantization.tensors", fmt::format("'{}' is not supported (only '{}')", tensors, kQuantizedTensors));
+  if (tensors != kRoutedExpertTensors && tensors != kAllExpertTensors) {
+    throw in.Error("tandem_quantization.tensors",
+                   fmt::format("'{}' is not one of '{}', '{}'", tensors, kRoutedExpertTensors, kAllExpertTensors));
   }
+  out.shared_experts = tensors == kAllExpertTensors;
   return out;
 }
 
@@ -254,7 +256,7 @@ ModelConfig LoadModelConfig(const std::filesystem::path& checkpoint_dir) {
 }
 
 std::string QuantizationJson(const CheckpointQuantization& q) {
-  return json{{"format", ToString(q.format)}, {"group_size", q.group_size}, {"tensors", kQuantizedTensors}}.dump();
+  return json{{"format", ToString(q.format)}, {"group_size", q.group_size}, {"tensors", q.shared_experts ? kAllExpertTensors : kRoutedExpertTensors}}.dump();
 }
 
 std::string ModelConfigJson(const ModelConfig& c) {

@@ -26,11 +26,13 @@ struct YarnScaling {
 };
 
 // `tandem_quantization` in config.json, written by `tandem-rt quantize`:
-// {"format": "int8"|"int4", "group_size": G, "tensors": "routed_experts"}. The routed
-// experts' `X.weight` are stored as `X.qweight` + `X.qscales` (see Checkpoint::Matrix).
+// {"format": "int8"|"int4", "group_size": G, "tensors": "routed_experts"|"experts"}.
+// The quantized experts' `X.weight` (routed ones; with "experts" the shared ones too)
+// are stored as `X.qweight` + `X.qscales` (see Checkpoint::Matrix).
 struct CheckpointQuantization {
   QuantFormat format = QuantFormat::kInt8;
   int group_size = 32;
+  bool shared_experts = false;  // "tensors": "experts"
 };
 
 struct ModelConfig {
@@ -79,9 +81,10 @@ struct ModelConfig {
 ModelConfig ParseModelConfig(std::string_view json_text, std::string_view source);
 ModelConfig LoadModelConfig(const std::filesystem::path& checkpoint_dir);
 
-// The `tandem_quantization` object of config.json, and its only "tensors" value.
+// The `tandem_quantization` object of config.json, and its "tensors" values.
 std::string QuantizationJson(const CheckpointQuantization& q);
-inline constexpr std::string_view kQuantizedTensors = "routed_experts";
+inline constexpr std::string_view kRoutedExpertTensors = "routed_experts";
+inline constexpr std::string_view kAllExpertTensors = "experts";
 
 // The config.json text for `config` (used by the synthetic checkpoint writer).
 std::string ModelConfigJson(const ModelConfig& config);

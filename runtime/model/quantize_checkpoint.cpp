@@ -40,6 +40,11 @@ bool IsRoutedExpert(const std::string& name) {
   return std::regex_match(name, pattern);
 }
 
+bool IsSharedExpert(const std::string& name) {
+  static const std::regex pattern(R"(model\.layers\.\d+\.mlp\.shared_experts\.(gate|up|down)_proj\.weight)");
+  return std::regex_match(name, pattern);
+}
+
 // "X" of "X.weight".
 std::string Base(const std::string& weight_name) { return weight_name.substr(0, weight_name.size() - kWeightSuffix.size()); }
 
@@ -107,7 +112,7 @@ struct ExpertTensor {
 }  // namespace
 
 QuantizeCheckpointReport QuantizeCheckpoint(const std::filesystem::path& in_dir, const std::filesystem::path& out_arg,
-                                            QuantFormat format, int group,
+                                            QuantFormat format, int group, bool shared_experts,
                                             const std::function<void(const std::string&)>& progress) {
   // Options first: nothing is read or written for a bad flag.
   if (group <= 0) throw std::invalid_argument(fmt::format("--group must be positive, got {}", group));
@@ -133,17 +138,17 @@ QuantizeCheckpointReport QuantizeCheckpoint(const std::filesystem::path& in_dir,
                                  config.quantization->group_size));
   }
 
-  // Every routed expert, checked before anything is written.
+  // Every expert to quantize, checked before anything is written.
   std::map<std::string, ExpertTensor> experts;  // by X.weight
   for (const std::string& name : ckpt.TensorNames()) {
     if (name.ends_with(".qweight") || name.ends_with(".qscales")) {
       throw ModelError(fmt::format("{}: tensor '{}' is already group-quantized; quantize the original checkpoint instead",
                                    in_dir.string(), name));
     }
-    if (!IsRoutedExpert(name)) continue;
+    if (!IsRoutedExpert(name) && !(shared_experts && IsSharedExpert(name))) continue;
     const TensorInfo& info = ckpt.Info(name);
     if (info.shape.size() != 2) {
-      throw ModelError(fmt::format("{}: tensor '{}' has shape [{}]; a routed expert projection is a matrix", in_dir.string(),
+      throw ModelError(fmt::format("{}: tensor '{}' has shape [{}]; an expert projection is a matrix", in_dir.string(),
                                    name, fmt::join(info.shape, ", ")));
     }
     const ExpertTensor t{info.shape[0], info.shape[1]};
@@ -161,7 +166,7 @@ QuantizeCheckpointReport QuantizeCheckpoint(const std::filesystem::path& in_dir,
 
   // The new config.json, validated as a reader will see it.
   ordered_json config_json = ParseJson(config_path);
-  config_json["tandem_quantization"] = ordered_json::parse(QuantizationJson(CheckpointQuantization{format, group}));
+  config_json["tandem_quantization"] = ordered_json::parse(QuantizationJson(CheckpointQuantization{format, group, shared_experts}));
   const std::string config_text = config_json.dump(2) + "\n";
   (void)ParseModelConfig(config_text, config_path.string() + " (with tandem_quantization)");
 
@@ -231,7 +236,7 @@ QuantizeCheckpointReport QuantizeCheckpoint(const std::filesystem::path& in_dir,
     report.weight_bytes_out += writer.DataBytes();
     report.weight_files.push_back(file);
     if (progress) {
-      progress(fmt::format("{}: {} routed expert matrices quantized, {} tensors copied, {:.1f} MB", file, quantized_here,
+      progress(fmt::format("{}: {} expert matrices quantized, {} tensors copied, {:.1f} MB", file, quantized_here,
                            copied_here, static_cast<double>(writer.DataBytes()) / 1e6));
     }
   }

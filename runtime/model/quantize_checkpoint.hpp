@@ -23,7 +23,7 @@ struct QuantizeCheckpointReport {
 
 // Writes `out`: the checkpoint `in` with its routed experts
 // (model.layers.L.mlp.experts.E.{gate,up,down}_proj.weight, the MTP layer's too)
-// group-quantized by QuantizedMatrix::Quantize and stored as X.qweight (I8
+// — and with `shared_experts` its shared experts (mlp.shared_experts.*) — group-quantized by QuantizedMatrix::Quantize and stored as X.qweight (I8
 // [rows, cols] for int8; U8 [rows, cols/2] for int4, two's-complement nibbles, low
 // nibble = even column) + X.qscales (F32 [rows, cols/group]); their fp8
 // `X.weight_scale_inv` are dropped. Every other tensor is copied unchanged, one
@@ -40,7 +40,7 @@ struct QuantizeCheckpointReport {
 // an empty directory) and ModelError for an unusable input (not a checkpoint,
 // already quantized, no routed experts). `progress` gets one line per weight file.
 QuantizeCheckpointReport QuantizeCheckpoint(const std::filesystem::path& in, const std::filesystem::path& out,
-                                            QuantFormat format, int group,
+                                            QuantFormat format, int group, bool shared_experts = false,
                                             const std::function<void(const std::string&)>& progress = {});
 
 }  // namespace tandem::rt
