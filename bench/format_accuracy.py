@@ -8,7 +8,7 @@ Writes the preset (tandem-rt init-model), quantizes its routed experts with
     inputs for both), and the largest per-position relative error;
   - greedy agreement: how many of the 64 decoded tokens match bf16's before the first
     difference (after it the inputs differ), and whether all do.
-Usage: bench/format_accuracy.py [--tandem-rt build/bin/tandem-rt] [--preset small]
+Usage: bench/format_accuracy.py [--tandem-rt build/bin/tandem-rt] [--preset small | --model DIR]
 """
 import argparse
 import os
@@ -36,14 +36,17 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tandem-rt", default="build/bin/tandem-rt")
     parser.add_argument("--preset", default="small")
+    parser.add_argument("--model", help="a bf16/fp8 checkpoint to measure instead of a synthetic preset")
     args = parser.parse_args()
     rt = args.tandem_rt
     with tempfile.TemporaryDirectory(prefix="tandem-accuracy-") as tmp:
-        base = os.path.join(tmp, "bf16")
-        run(rt, "init-model", "--preset", args.preset, "--seed", "1", "--out", base)
+        base = args.model
+        if base is None:
+            base = os.path.join(tmp, "bf16")
+            run(rt, "init-model", "--preset", args.preset, "--seed", "1", "--out", base)
         reference = logits(rt, base, os.path.join(tmp, "bf16.logits"))
         ref_tokens = reference[len(PROMPT) - 1 :].argmax(axis=1)
-        print(f"{args.preset} preset, prompt {len(PROMPT)} tokens, {DECODE} greedy steps; against bf16 experts")
+        print(f"{args.model or args.preset + ' preset'}, prompt {len(PROMPT)} tokens, {DECODE} greedy steps; against bf16 experts")
         print("| experts | logit error (rel. L2, prompt) | worst position | greedy tokens equal before the first difference |")
         print("|---|---|---|---|")
         for fmt, group in [("int8", 32), ("int8", 128), ("int4", 32), ("int4", 64), ("int4", 128)]:
