@@ -1,0 +1,101 @@
+// The row-wise kernels a decode step runs besides the matrix products, at the
+// small preset's sizes (DeepSeek-V3's in brackets where they differ): bytes read
+// and written per second, and FLOP/s (counting a multiply-add as 2 and exp/rsqrt as 1).
+#include <random>
+#include <vector>
+
+#include <benchmark/benchmark.h>
+
+#include "runtime/engine/rope.hpp"
+#include "runtime/kernels/latent_attention.hpp"
+#include "runtime/kernels/ops.hpp"
+#include "runtime/model/synthetic_checkpoint.hpp"
+
+namespace tandem::rt {
+namespace {
+
+std::vector<float> Random(std::int64_t n, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> v(static_cast<std::size_t>(n));
+  for (float& x : v) x = normal(rng);
+  return v;
+}
+
+void Count(benchmark::State& state, double bytes, double flops) {
+  state.SetBytesProcessed(static_cast<std::int64_t>(static_cast<double>(state.iterations()) * bytes));
+  state.counters["FLOP/s"] = benchmark::Counter(static_cast<double>(state.iterations()) * flops, benchmark::Counter::kIsRate);
+}
+
+// Arg: width (512 small hidden, 7168 V3 hidden).
+void BM_RmsNorm(benchmark::State& state) {
+  const std::int64_t n = state.range(0);
+  std::vector<float> x = Random(n, 1), w = Random(n, 2), out(static_cast<std::size_t>(n));
+  for (auto _ : state) {
+    RmsNorm(x.data(), w.data(), 1, n, 1e-6f, out.data());
+    benchmark::DoNotOptimize(out.data());
+  }
+  Count(state, 3.0 * 4 * static_cast<double>(n), 4.0 * static_cast<double>(n));
+}
+BENCHMARK(BM_RmsNorm)->Arg(512)->Arg(7168);
+
+// Arg: width (128 small expert, 2048 V3 expert).
+void BM_SwiGlu(benchmark::State& state) {
+  const std::int64_t n = state.range(0);
+  std::vector<float> gate = Random(n, 3), up = Random(n, 4);
+  for (auto _ : state) {
+    std::vector<float> g = gate;  // SwiGlu works in place
+    SwiGlu(g.data(), up.data(), n);
+    benchmark::DoNotOptimize(g.data());
+  }
+  Count(state, 3.0 * 4 * static_cast<double>(n), 5.0 * static_cast<double>(n));
+}
+BENCHMARK(BM_SwiGlu)->Arg(128)->Arg(2048);
+
+// Arg: length (attention scores over a context; the LM head's vocabulary).
+void BM_Softmax(benchmark::State& state) {
+  const std::int64_t n = state.range(0);
+  const std::vector<float> x = Random(n, 5);
+  std::vector<float> y = x;
+  for (auto _ : state) {
+    y = x;
+    Softmax(y.data(), n);
+    benchmark::DoNotOptimize(y.data());
+  }
+  Count(state, 2.0 * 4 * static_cast<double>(n), 4.0 * static_cast<double>(n));
+}
+BENCHMARK(BM_Softmax)->Arg(96)->Arg(4096)->Arg(16276);
+
+// The rope part of every head's query and of the cached key at one position.
+void BM_Rope(benchmark::State& state) {
+  const ModelConfig config = FindPreset("small").config;
+  const RopeTable rope(config);
+  const std::int64_t rows = config.num_attention_heads + 1, dim = config.qk_rope_head_dim;
+  std::vector<float> v = Random(rows * dim, 6);
+  std::int64_t position = 0;
+  for (auto _ : state) {
+    rope.Apply(v.data(), rows, position++ % 4096);
+    benchmark::DoNotOptimize(v.data());
+  }
+  Count(state, 2.0 * 4 * static_cast<double>(rows * dim), 3.0 * static_cast<double>(rows * dim));
+}
+BENCHMARK(BM_Rope);
+
+// One query head over a compressed MLA cache of `len` positions (small preset:
+// latent 128, rope 32). Arg: len.
+void BM_LatentAttention(benchmark::State& state) {
+  const std::int64_t len = state.range(0), latent = 128, rope = 32, stride = latent + rope;
+  const std::vector<float> cache = Random(len * stride, 7), q = Random(stride, 8);
+  std::vector<float> scores(static_cast<std::size_t>(len)), out(static_cast<std::size_t>(latent));
+  for (auto _ : state) {
+    LatentAttention(q.data(), q.data() + latent, cache.data(), stride, len, latent, rope, 0.1f, scores.data(), out.data());
+    benchmark::DoNotOptimize(out.data());
+  }
+  // The cache is read twice (scores, then the weighted sum of latents).
+  Count(state, 4.0 * static_cast<double>(len) * static_cast<double>(stride + latent),
+        2.0 * static_cast<double>(len) * static_cast<double>(stride + latent));
+}
+BENCHMARK(BM_LatentAttention)->Arg(96)->Arg(1024)->Arg(8192);
+
+}  // namespace
+}  // namespace tandem::rt
