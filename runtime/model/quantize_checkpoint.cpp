@@ -9,10 +9,10 @@
 #include <fstream>
 #include <map>
 #include <optional>
-#include <regex>
 #include <set>
 #include <sstream>
 #include <stdexcept>
+#include <string_view>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -35,14 +35,34 @@ constexpr std::string_view kWeightSuffix = ".weight";
 constexpr std::string_view kScaleInvSuffix = "_scale_inv";
 constexpr const char* kIndexName = "model.safetensors.index.json";
 
-bool IsRoutedExpert(const std::string& name) {
-  static const std::regex pattern(R"(model\.layers\.\d+\.mlp\.experts\.\d+\.(gate|up|down)_proj\.weight)");
-  return std::regex_match(name, pattern);
+// Consumes `prefix` from the front of `rest`.
+bool Take(std::string_view& rest, std::string_view prefix) {
+  if (!rest.starts_with(prefix)) return false;
+  rest.remove_prefix(prefix.size());
+  return true;
 }
 
-bool IsSharedExpert(const std::string& name) {
-  static const std::regex pattern(R"(model\.layers\.\d+\.mlp\.shared_experts\.(gate|up|down)_proj\.weight)");
-  return std::regex_match(name, pattern);
+// Consumes one or more decimal digits.
+bool TakeNumber(std::string_view& rest) {
+  std::size_t n = 0;
+  while (n < rest.size() && rest[n] >= '0' && rest[n] <= '9') ++n;
+  rest.remove_prefix(n);
+  return n > 0;
+}
+
+bool IsProjection(std::string_view rest) {
+  return rest == "gate_proj.weight" || rest == "up_proj.weight" || rest == "down_proj.weight";
+}
+
+// model.layers.L.mlp.experts.E.{gate,up,down}_proj.weight
+bool IsRoutedExpert(std::string_view name) {
+  return Take(name, "model.layers.") && TakeNumber(name) && Take(name, ".mlp.experts.") && TakeNumber(name) && Take(name, ".") &&
+         IsProjection(name);
+}
+
+// model.layers.L.mlp.shared_experts.{gate,up,down}_proj.weight
+bool IsSharedExpert(std::string_view name) {
+  return Take(name, "model.layers.") && TakeNumber(name) && Take(name, ".mlp.shared_experts.") && IsProjection(name);
 }
 
 // "X" of "X.weight".
