@@ -66,7 +66,8 @@ PlacementPlan PlacementPlan::Compute(const ModelConfig& c, const Layout& layout)
     if (workers > 0 && layout.parallel == ExpertParallel::kTensor && layout.local_expert_layers < moe_layers) {
       check(workers, fmt::format("tp over {} workers", workers));
     }
-    if (layout.coordinator_ranks == 2) check(2, "--coordinator-ranks 2");
+    // Two coordinator ranks split the routed experts of the layers they keep.
+    if (layout.coordinator_ranks == 2 && (workers == 0 || layout.local_expert_layers > 0)) check(2, "--coordinator-ranks 2");
     // Quantized shared experts are split between coordinator ranks the same way.
     if (c.quantization->shared_experts && layout.coordinator_ranks == 2) {
       const int cut = Part(shared, 2, 1).first;

@@ -138,7 +138,7 @@ void Engine::State::Attention(int layer, std::span<const Row> rows) {
   q_abs.resize(static_cast<std::size_t>(b_rows * heads * kvl));
   latent.resize(static_cast<std::size_t>(b_rows * heads * kvl));
   o.resize(static_cast<std::size_t>(b_rows * heads * v_dim));
-  pool.ParallelFor(b_rows * heads, [&](std::int64_t begin, std::int64_t end) {
+  const auto per_head = [&](std::int64_t begin, std::int64_t end) {
     thread_local std::vector<float> s;
     for (std::int64_t i = begin; i < end; ++i) {
       const std::int64_t b = i / heads, h = i % heads;
@@ -153,7 +153,9 @@ void Engine::State::Attention(int layer, std::span<const Row> rows) {
       LatentAttention(qa, q.data() + i * q_head + nope, cache.At(layer, 0), width, len, kvl, rope_dim, softmax_scale, s.data(), lat);
       MatMul(w_uv, lat, 1, o.data() + i * v_dim, nullptr);
     }
-  });
+  };
+  // Capturing one reference keeps the pool's std::function from allocating.
+  pool.ParallelFor(b_rows * heads, [&per_head](std::int64_t begin, std::int64_t end) { per_head(begin, end); });
   attn.resize(static_cast<std::size_t>(b_rows * config.hidden_size));
   MatMul(w.o_proj, o.data(), b_rows, attn.data(), &pool);
 }

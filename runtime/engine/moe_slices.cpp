@@ -40,8 +40,13 @@ WeightMatrix ColumnSlice(const WeightMatrix& m, std::int64_t begin, std::int64_t
   }
   out.quantized.reset();  // a slice reads the full-precision columns
   out.data = copy.get();
-  out.owner = std::move(copy);
-  if (m.type == WeightMatrix::Type::kF8E4M3) out.block_origin_col += begin;  // keeps reading the full matrix's scale grid
+  if (m.type == WeightMatrix::Type::kF8E4M3) {
+    // It keeps reading the full matrix's scale grid, which the full matrix's owner holds.
+    out.block_origin_col += begin;
+    out.owner = std::make_shared<std::pair<std::shared_ptr<const void>, std::shared_ptr<std::byte[]>>>(m.owner, std::move(copy));
+  } else {
+    out.owner = std::move(copy);
+  }
   return out;
 }
 

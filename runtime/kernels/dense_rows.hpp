@@ -28,7 +28,9 @@ void RowsBf16Avx2(const std::uint16_t* w, std::int64_t cols, const float* x, std
                   std::int64_t y_stride, std::int64_t begin, std::int64_t end);
 void RowsF32Avx2(const float* w, std::int64_t cols, const float* x, std::int64_t batch, float* y, std::int64_t y_stride,
                  std::int64_t begin, std::int64_t end);
-// e4m3 bytes; x must already carry the block scales times 256 (see MatMul).
+// e4m3 bytes; x must already carry the block scales times 256 (see MatMul). The
+// NaN codes 0x7F/0xFF read as ±480 here (the portable loops give NaN); weights
+// never hold them.
 void RowsFp8Avx2(const std::uint8_t* w, std::int64_t cols, const float* x, std::int64_t batch, float* y,
                  std::int64_t y_stride, std::int64_t begin, std::int64_t end);
 

@@ -286,11 +286,15 @@ TANDEM_KERNEL_CLONES void RowsFp8F64(const std::uint8_t* w, std::int64_t cols, s
 
 TANDEM_KERNEL_CLONES float DotF32(const float* a, const float* b, std::int64_t n) { return Dot(a, b, n); }
 
-void Run(ThreadPool* pool, std::int64_t n, std::int64_t min_chunk, const std::function<void(std::int64_t, std::int64_t)>& fn) {
+// Calls fn over [0, n) on the pool, or directly without one. The pool takes a
+// std::function: handing it a lambda that captures a single reference keeps the
+// function object in place, so no call allocates however much `fn` captures.
+template <typename Fn>
+void Run(ThreadPool* pool, std::int64_t n, std::int64_t min_chunk, const Fn& fn) {
   if (pool == nullptr) {
     fn(0, n);
   } else {
-    pool->ParallelFor(n, fn, min_chunk);
+    pool->ParallelFor(n, [&fn](std::int64_t begin, std::int64_t end) { fn(begin, end); }, min_chunk);
   }
 }
 
@@ -477,7 +481,7 @@ void MatMulMany(std::span<const MatMulTask> tasks, ThreadPool* pool) {
         continue;
       }
       if (t.y != nullptr) RowsOf(*t.w, isa, in[i], t.batch, t.y, b, e);
-      if (t.y64 != nullptr) RowsOfF64(*t.w, isa, in[i], t.batch, t.y64, b, e);
+      if (t.y64 != nullptr) RowsOfF64(*t.w, isa, t.x, t.batch, t.y64, b, e);  // the double kernels read x as given
     }
   });
 }

@@ -24,8 +24,10 @@ void QuantizeInputAvx2(const float* x, std::int64_t batch, std::int64_t cols, bo
       __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
       m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
       const float amax = _mm_cvtss_f32(_mm_max_ss(m4, _mm_shuffle_ps(m4, m4, 1)));
-      const float inv = amax > 0 ? 127.0f / amax : 0.0f;
-      d[b * blocks + k] = amax / 127.0f;
+      // Below the smallest normal float, 127 / amax overflows: such a block counts as zero.
+      const bool zero = !(amax >= 1.17549435e-38f);  // FLT_MIN (no <limits> here: see above)
+      const float inv = zero ? 0.0f : 127.0f / amax;
+      d[b * blocks + k] = zero ? 0.0f : amax / 127.0f;
       const __m256 scale = _mm256_set1_ps(inv);
       __m256i r[4];
       for (int i = 0; i < 4; ++i) r[i] = _mm256_cvtps_epi32(_mm256_mul_ps(v[i], scale));  // round half to even

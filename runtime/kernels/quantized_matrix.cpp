@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -129,8 +130,10 @@ void QuantizeInput(const float* x, std::int64_t batch, std::int64_t cols, bool i
       const float* in = x + b * cols + k * kInputBlock;
       float amax = 0;
       for (int i = 0; i < kInputBlock; ++i) amax = std::max(amax, std::abs(in[i]));
-      const float inv = amax > 0 ? 127.0f / amax : 0.0f;
-      d[b * blocks + k] = amax / 127.0f;
+      // Below the smallest normal float, 127 / amax overflows: such a block counts as zero.
+      const bool zero = !(amax >= std::numeric_limits<float>::min());
+      const float inv = zero ? 0.0f : 127.0f / amax;
+      d[b * blocks + k] = zero ? 0.0f : amax / 127.0f;
       std::int8_t* out = q + b * cols + k * kInputBlock;
       for (int i = 0; i < kInputBlock; ++i) {
         // Int4 lane order: the block's even columns, then its odd ones.
@@ -309,7 +312,8 @@ void Multiply(const QuantizedMatrix& w, const float* x, std::int64_t batch, floa
   if (pool == nullptr) {
     rows(0, w.rows);
   } else {
-    pool->ParallelFor(w.rows, rows, min_chunk);
+    // A lambda capturing one reference fits in std::function's own storage: no allocation.
+    pool->ParallelFor(w.rows, [&rows](std::int64_t begin, std::int64_t end) { rows(begin, end); }, min_chunk);
   }
 }
 

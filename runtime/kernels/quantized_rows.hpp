@@ -3,7 +3,8 @@
 // The row kernels behind MatMul(const QuantizedMatrix&) (private to runtime/kernels).
 //
 // Inputs are quantized too, per block of 32 values: d = max|x| / 127 and
-// q = round-half-even(x · 127 / max|x|) (all zero for a zero block). A block's
+// q = round-half-even(x · 127 / max|x|) (all zero, d = 0, for a block whose max|x|
+// is below the smallest normal float). A block's
 // product with 32 weights is then exact in integers, split into eight lanes of
 // four products each; lane l of the row accumulates, block after block,
 //   acc_l = fma(float(lane sum), weight_scale(group) · d(block), acc_l)

@@ -527,7 +527,7 @@ def mtp_forward(ckpt, cfg, tokens, hidden):
 # 8. Running the engine and reading what it wrote
 # ---------------------------------------------------------------------------
 
-def run_engine(binary, model_dir, prompt, decode, cfg, workdir, mtp=False):
+def run_engine(binary, model_dir, prompt, decode, cfg, workdir, mtp=False, engine_args=()):
     """Returns (tokens [P+N], logits [P+N, V] float64, routes {layer: [P+N] tuples},
     MTP logits [P+N−1, V] float64 or None)."""
     logits_path = os.path.join(workdir, "logits.bin")
@@ -538,6 +538,7 @@ def run_engine(binary, model_dir, prompt, decode, cfg, workdir, mtp=False):
            "--logits-out", logits_path, "--routes-out", routes_path]
     if mtp:
         cmd += ["--mtp-logits-out", mtp_path]
+    cmd += list(engine_args)
     # The engine runs in its own process group, so that a timeout also ends any
     # worker processes it started.
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -709,6 +710,9 @@ def parse_args(argv):
     parser.add_argument("--decode", type=int, default=32, help="greedy decode steps (default 32)")
     parser.add_argument("--tolerance", type=float, default=1e-4,
                         help="max per-position relative logit error (default 1e-4)")
+    parser.add_argument("--engine-args", default="",
+                        help="extra tandem-rt eval arguments, space-separated (e.g. a hybrid layout: "
+                             "'--spawn-workers 2')")
     parser.add_argument("--mtp", action="store_true",
                         help="also check the checkpoint's MTP layer (tandem-rt eval --mtp-logits-out)")
     args = parser.parse_args(argv)       # exits 2 on malformed arguments
@@ -746,7 +750,7 @@ def main(argv=None):
             start = time.monotonic()
             tokens, cpp, cpp_routes, cpp_mtp = run_engine(os.path.abspath(args.tandem_rt), args.model,
                                                           args.prompt, args.decode, cfg, workdir,
-                                                          mtp=args.mtp)
+                                                          mtp=args.mtp, engine_args=args.engine_args.split())
             engine_s = time.monotonic() - start
     except EngineError as e:
         print(f"FAIL: {e}")

@@ -146,8 +146,8 @@ TEST(MatMulMany, GivesWhatEachProductGivesAlone) {
                      c = RandomMatrix(Format::kF32, 64, 96, 3);
   const std::vector<float> xa = RandomInputs(3 * 512, 5), xc = RandomInputs(3 * 96, 6);
   std::vector<float> ya(3 * 128), yb(3 * 130), yc(3 * 64);
-  std::vector<double> yb64(3 * 130);
-  const MatMulTask tasks[] = {{&a, xa.data(), 3, ya.data(), nullptr},
+  std::vector<double> yb64(3 * 130), ya64(3 * 128);
+  const MatMulTask tasks[] = {{&a, xa.data(), 3, ya.data(), ya64.data()},  // both outputs of one product
                               {&b, xa.data(), 3, yb.data(), nullptr},
                               {&b, xa.data(), 3, nullptr, yb64.data()},
                               {&c, xc.data(), 3, yc.data(), nullptr}};
@@ -158,6 +158,9 @@ TEST(MatMulMany, GivesWhatEachProductGivesAlone) {
   std::vector<double> alone(yb64.size());
   MatMulF64(b, xa.data(), 3, alone.data(), nullptr);
   EXPECT_EQ(yb64, alone);
+  std::vector<double> a64(ya64.size());
+  MatMulF64(a, xa.data(), 3, a64.data(), nullptr);
+  EXPECT_EQ(ya64, a64);
 }
 
 TEST(LatentAttention, IsSoftmaxWeightedLatents) {
