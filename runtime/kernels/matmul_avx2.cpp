@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "runtime/kernels/dense_rows.hpp"
+#include "runtime/kernels/prefetch.hpp"
 #include "runtime/model/dtype.hpp"
 
 namespace tandem::rt::kernels {
@@ -18,18 +19,6 @@ namespace tandem::rt::kernels {
 namespace {
 
 constexpr std::int64_t kBlock = 16;
-// How far ahead of a tile the kernels prefetch, into L2. A tile interleaves
-// several rows, which the hardware prefetcher follows poorly; software prefetches
-// of the contiguous bytes 32 KiB on, issued at the pace the tile consumes its own,
-// keep enough reads in flight (measured on the CI machine kind: 10 → 22 GB/s from
-// memory on one thread, against 23–24 for a plain sequential sum).
-constexpr std::int64_t kAheadBytes = 32768;
-
-// Prefetches the cache lines of [from, from + bytes) that start in it.
-inline void PrefetchRange(const char* from, std::int64_t bytes) {
-  for (std::int64_t b = 0; b < bytes; b += 64) _mm_prefetch(from + b, _MM_HINT_T1);
-}
-
 // A format's 16 columns from `p`, widened to fp32 as two 8-lane vectors, and where
 // those lanes sit among the sixteen canonical ones.
 struct Bf16 {

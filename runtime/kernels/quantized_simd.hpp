@@ -8,13 +8,12 @@
 
 #include <cstdint>
 
+#include "runtime/kernels/prefetch.hpp"
 #include "runtime/kernels/quantized_rows.hpp"
 
 namespace tandem::rt::kernels {
 
 namespace {
-
-constexpr std::int64_t kAheadBytes = 16384;  // prefetch distance into L2, as the dense kernels
 
 // Lane sums of 32 unsigned × 32 signed bytes: lane l = Σ of products 4l … 4l+3.
 template <bool kVnni>
