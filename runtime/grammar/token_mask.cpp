@@ -64,12 +64,14 @@ void TokenTrie::Insert(Trie& trie, std::string_view bytes, TokenId id) {
 }
 
 TokenTrie::TokenTrie(const Tokenizer& tokenizer, int vocab_size)
-    : vocab_(vocab_size), all_(1), special_(1), plain_(static_cast<std::size_t>(vocab_size), 0) {
+    : vocab_(vocab_size), all_(1), special_(1), plain_(static_cast<std::size_t>(vocab_size), 0),
+      eligible_(static_cast<std::size_t>(vocab_size), 0) {
   for (TokenId id = 0; id < vocab_size; ++id) {
     if (tokenizer.IsSpecial(id) || tokenizer.IsAdded(id)) continue;
     const std::string_view bytes = tokenizer.TokenBytes(id);
     if (bytes.empty()) continue;
     Insert(all_, bytes, id);
+    eligible_[static_cast<std::size_t>(id)] = 1;
     if (PlainStringBytes(bytes)) {
       plain_[static_cast<std::size_t>(id)] = 1;
     } else {

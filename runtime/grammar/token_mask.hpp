@@ -22,6 +22,8 @@ class TokenTrie {
   void Allowed(const JsonMatcher& matcher, std::vector<std::uint8_t>& allowed) const;
   // Sets the logits of tokens the matcher refuses to −∞; `eos` stays when Complete().
   void Mask(const JsonMatcher& matcher, TokenId eos, std::span<float> logits) const;
+  // Whether a mask can ever allow `id`: it has bytes and is neither special nor added.
+  bool Eligible(TokenId id) const { return id >= 0 && id < vocab_ && eligible_[static_cast<std::size_t>(id)] != 0; }
 
  private:
   struct Node {
@@ -36,6 +38,7 @@ class TokenTrie {
   Trie all_;                          // every token
   Trie special_;                      // tokens that are not plain string characters
   std::vector<std::uint8_t> plain_;   // plain_[id]: printable, no quote or backslash, whole UTF-8
+  std::vector<std::uint8_t> eligible_;  // eligible_[id]: in `all_`
 };
 
 }  // namespace tandem::rt

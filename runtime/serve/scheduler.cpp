@@ -57,7 +57,8 @@ struct Scheduler::State {
   RemoteExpertExecutor* remote;
   std::unique_ptr<Drafter> drafter;    // null: target only
   std::unique_ptr<DraftPolicy> policy;
-  std::unique_ptr<TokenTrie> trie;  // built for the first structured-output request
+  TokenTrie trie;                      // the vocabulary by bytes, for structured outputs
+  std::vector<float> masked;           // a constrained row's logits (reused)
   PrefixCache prefix_cache;
 
   struct Queued {
@@ -106,6 +107,9 @@ struct Scheduler::State {
         remote(r),
         drafter(std::move(d)),
         policy(std::move(p)),
+        // Built here, not for the first structured-output request: over a 129k-token
+        // vocabulary it would stall that step for every request in it.
+        trie(t, e.config().vocab_size),
         prefix_cache(e.kv(), o.prefix_cache_entries, SequenceId{1} << 62) {}
 
   void Run();
@@ -118,8 +122,8 @@ struct Scheduler::State {
   // limits; returns the finish reason, or "" when the request goes on.
   std::string Emit(Active& a, TokenId token, bool last);
   void Close(Active& a);
-  // `logits` with every token `m` refuses at −∞, in `buffer`.
-  std::span<const float> Constrain(const JsonMatcher& m, std::span<const float> logits, std::vector<float>& buffer);
+  // `logits` with every token `m` refuses at −∞, in `masked` (valid until the next call).
+  std::span<const float> Constrain(const JsonMatcher& m, std::span<const float> logits);
   void Observe(Active& a, int position, std::size_t row, const ForwardOutput& out, std::size_t count = 0);
   void Finish(Active& a, const std::string& reason);
   void FailEverything(const std::string& reason);
@@ -227,11 +231,11 @@ void Scheduler::State::Observe(Active& a, int position, std::size_t row, const F
   drafter->ObserveTarget(a.sequence, position, tokens, out.hidden.data() + row * hidden, engine.kv().Get(a.sequence).capacity());
 }
 
-std::span<const float> Scheduler::State::Constrain(const JsonMatcher& m, std::span<const float> logits, std::vector<float>& buffer) {
-  if (!trie) trie = std::make_unique<TokenTrie>(tokenizer, engine.config().vocab_size);
-  buffer.assign(logits.begin(), logits.end());
-  trie->Mask(m, options.eos, buffer);
-  return buffer;
+std::span<const float> Scheduler::State::Constrain(const JsonMatcher& m, std::span<const float> logits) {
+  // One buffer serves every row: each constrained row is sampled before the next is asked for.
+  masked.assign(logits.begin(), logits.end());
+  trie.Mask(m, options.eos, masked);
+  return masked;
 }
 
 void Scheduler::State::Close(Active& a) {
@@ -248,12 +252,13 @@ void Scheduler::State::Draft(const std::vector<Active*>& decoding, StepShape ste
   if (!drafter || decoding.empty()) return;
   std::vector<std::vector<TokenId>> contexts(decoding.size());
   std::vector<DraftRequest> requests(decoding.size());
+  // Ask before the first draft too: a draft that will not pay should not be computed.
+  const bool first_pays = policy->More(rt::Draft{}, step);
   for (std::size_t i = 0; i < decoding.size(); ++i) {
     Active& a = *decoding[i];
     const int capacity = engine.kv().Get(a.sequence).capacity();
     const int room = std::min(a.submission.max_new_tokens - a.generated - 1, capacity - 1 - a.fed);
-    // Ask before the first draft too: a draft that will not pay should not be computed.
-    const int most = room > 0 && policy->More(rt::Draft{}, step) ? std::min(policy->MaxDrafts(), room) : 0;
+    const int most = room > 0 && first_pays ? std::min(policy->MaxDrafts(), room) : 0;
     if (most > 0) {  // the context is copied only for a request that drafts
       contexts[i].assign(a.tokens.begin(), a.tokens.begin() + a.fed);
       contexts[i].push_back(a.pending);
@@ -275,12 +280,10 @@ void Scheduler::State::Draft(const std::vector<Active*>& decoding, StepShape ste
         if (d.tokens[t] == decoding[i]->submission.think_end) keep = t;
       }
     } else if (const auto& m = decoding[i]->matcher) {
+      // The tokens the mask could allow: a draft it would refuse only wastes a row.
       JsonMatcher path = *m;
       std::size_t valid = 0;
-      while (valid < keep && !tokenizer.TokenBytes(d.tokens[valid]).empty() && !tokenizer.IsSpecial(d.tokens[valid]) &&
-             path.Accept(tokenizer.TokenBytes(d.tokens[valid]))) {
-        ++valid;
-      }
+      while (valid < keep && trie.Eligible(d.tokens[valid]) && path.Accept(tokenizer.TokenBytes(d.tokens[valid]))) ++valid;
       keep = valid;
     }
     d.tokens.resize(keep);
@@ -294,15 +297,13 @@ std::string Scheduler::State::Emit(Active& a, TokenId token, bool last) {
   if (token == options.eos && (!a.submission.ignore_eos || a.matcher)) return "stop";
   const bool thinking = a.reasoning();
   for (ReplyText::Piece& p : a.text->Push(token)) a.stream->Push({StreamEvent::Kind::kDelta, std::move(p.text), p.reasoning});
-  if (thinking) {
-    if (a.generated >= a.submission.max_new_tokens) return "length";
-    if (last && a.fed >= engine.kv().Get(a.sequence).capacity()) return "length";
-    return "";
-  }
-  if (a.text->stopped()) return "stop";
-  if (a.matcher) {
-    a.matcher->Accept(tokenizer.TokenBytes(token));  // sampled under its mask: accepted
-    if (a.matcher->Complete() && !a.matcher->CanContinue()) return "stop";
+  // Stop strings and the grammar apply to the content, not to the think block.
+  if (!thinking) {
+    if (a.text->stopped()) return "stop";
+    if (a.matcher) {
+      a.matcher->Accept(tokenizer.TokenBytes(token));  // sampled under its mask: accepted
+      if (a.matcher->Complete() && !a.matcher->CanContinue()) return "stop";
+    }
   }
   if (a.generated >= a.submission.max_new_tokens) return "length";
   // The last token emitted is fed next step: it needs a KV position.
@@ -398,20 +399,19 @@ bool Scheduler::State::Step() {
     const std::size_t first_row = first;
     logits_row += 1 + d.tokens.size();
     // Structured output: row j is masked by the grammar state after drafts 0 … j−1.
-    std::vector<JsonMatcher> states;
-    std::vector<std::vector<float>> masked;
-    if (a.Grammar() != nullptr) {
-      states.push_back(*a.Grammar());
-      for (const TokenId t : d.tokens) {
-        states.push_back(states.back());
-        states.back().Accept(tokenizer.TokenBytes(t));
-      }
-      masked.resize(states.size());
-    }
+    // Rows are asked for in order and only until a draft is refused, so one state,
+    // advanced a draft at a time, serves them all (a copy only when there are drafts).
+    const JsonMatcher* grammar = a.Grammar();
+    std::optional<JsonMatcher> advanced;
     const VerifiedTokens v = VerifyDrafts(
         [&](std::size_t j) {
           const std::span<const float> logits = out.LogitsOf(first + j, vocab);
-          return states.empty() ? logits : Constrain(states[j], logits, masked[j]);
+          if (grammar == nullptr) return logits;
+          if (j > 0) {
+            if (!advanced) advanced.emplace(*grammar);
+            advanced->Accept(tokenizer.TokenBytes(d.tokens[j - 1]));
+          }
+          return Constrain(advanced ? *advanced : *grammar, logits);
         },
         d.tokens, a.submission.sampling, a.fed + 1);
     {
@@ -445,9 +445,8 @@ bool Scheduler::State::Step() {
     }
     ++a.fed;
     if (!prefill_rows[i].logits) continue;
-    std::vector<float> masked;
     const std::span<const float> logits = out.LogitsOf(logits_row++, vocab);
-    const TokenId token = Sample(a.Grammar() ? Constrain(*a.Grammar(), logits, masked) : logits, a.submission.sampling, a.fed);
+    const TokenId token = Sample(a.Grammar() ? Constrain(*a.Grammar(), logits) : logits, a.submission.sampling, a.fed);
     {
       std::lock_guard lock(mutex);
       counters.draft.Count(0, 0);
