@@ -487,7 +487,6 @@ void MatMulMany(std::span<const MatMulTask> tasks, ThreadPool* pool) {
 }
 
 void MatMul(const WeightMatrix& w, const float* x, std::int64_t batch, float* y, ThreadPool* pool) {
-  if (w.quantized) return MatMul(*w.quantized, x, batch, y, pool);
   const MatMulTask task{&w, x, batch, y, nullptr};
   MatMulMany(std::span<const MatMulTask>(&task, 1), pool);
 }
@@ -495,6 +494,29 @@ void MatMul(const WeightMatrix& w, const float* x, std::int64_t batch, float* y,
 void MatMulF64(const WeightMatrix& w, const float* x, std::int64_t batch, double* y, ThreadPool* pool) {
   const MatMulTask task{&w, x, batch, nullptr, y};
   MatMulMany(std::span<const MatMulTask>(&task, 1), pool);
+}
+
+namespace {
+
+// A QuantizedMatrix as a kQuantized WeightMatrix that does not own it (an aliasing
+// shared_ptr with no owner: nothing is allocated or counted).
+WeightMatrix View(const QuantizedMatrix& q) {
+  WeightMatrix w;
+  w.type = WeightMatrix::Type::kQuantized;
+  w.rows = q.rows;
+  w.cols = q.cols;
+  w.quantized = std::shared_ptr<const QuantizedMatrix>(std::shared_ptr<const QuantizedMatrix>(), &q);
+  return w;
+}
+
+}  // namespace
+
+void MatMul(const QuantizedMatrix& w, const float* x, std::int64_t batch, float* y, ThreadPool* pool) {
+  MatMul(View(w), x, batch, y, pool);
+}
+
+void MatMulF64(const QuantizedMatrix& w, const float* x, std::int64_t batch, double* y, ThreadPool* pool) {
+  MatMulF64(View(w), x, batch, y, pool);
 }
 
 void MatMulTransposed(const WeightMatrix& w, const float* x, std::int64_t batch, float* y, ThreadPool* pool) {

@@ -7,13 +7,9 @@
 
 namespace tandem::rt::kernels {
 
-void QuantizeInputAvx2(const float* x, std::int64_t batch, std::int64_t cols, bool int4_order, std::int8_t* q, float* d,
-                       std::int32_t* sums8) {
+void QuantizeInputAvx2(const float* x, std::int64_t batch, std::int64_t cols, std::int8_t* q, float* d) {
   const std::int64_t blocks = cols / kInputBlock;
   const __m256 sign = _mm256_set1_ps(-0.0f);
-  // Bytes of each 128-bit lane reordered as its 8 even then its 8 odd ones.
-  const __m256i even_odd = _mm256_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15, 0, 2, 4, 6, 8, 10, 12, 14, 1,
-                                            3, 5, 7, 9, 11, 13, 15);
   for (std::int64_t b = 0; b < batch; ++b) {
     for (std::int64_t k = 0; k < blocks; ++k) {
       const float* in = x + b * cols + k * kInputBlock;
@@ -34,13 +30,7 @@ void QuantizeInputAvx2(const float* x, std::int64_t batch, std::int64_t cols, bo
       // |x · inv| <= 127 (up to rounding, which still rounds to 127): no clamping needed.
       const __m256i packed = _mm256_permutevar8x32_epi32(
           _mm256_packs_epi16(_mm256_packs_epi32(r[0], r[1]), _mm256_packs_epi32(r[2], r[3])), _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
-      __m256i out = packed;
-      if (int4_order) out = _mm256_permute4x64_epi64(_mm256_shuffle_epi8(packed, even_odd), 0xD8);  // lanes' evens, then odds
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + b * cols + k * kInputBlock), out);
-      if (int4_order) {
-        const __m256i sums = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), out), _mm256_set1_epi16(1));
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(sums8 + (b * blocks + k) * 8), _mm256_slli_epi32(sums, 3));
-      }
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + b * cols + k * kInputBlock), packed);
     }
   }
 }

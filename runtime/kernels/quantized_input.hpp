@@ -17,9 +17,9 @@ namespace kernels {
 
 // Buffers grow and are then reused: preparing allocates nothing once warm.
 struct PreparedQuantizedInput {
-  std::vector<std::int8_t> q, block_q;
+  std::vector<std::int8_t> q, pair_q;  // column order; int4: also in pairs
   std::vector<float> d, pair_d;
-  std::vector<std::int32_t> sums, block_sums;
+  std::vector<std::int32_t> sums;
   std::vector<QuantizedInput> rows;
   // What was prepared: a product with the same matrix format and inputs reuses it.
   const float* source = nullptr;

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <functional>
 #include <limits>
 #include <stdexcept>
 
@@ -11,11 +10,7 @@
 #include "runtime/kernels/cpu_features.hpp"
 #include "runtime/kernels/quantized_input.hpp"
 #include "runtime/kernels/quantized_rows.hpp"
-#include "runtime/kernels/thread_pool.hpp"
 
-#if defined(__x86_64__)
-#include <immintrin.h>
-#endif
 
 namespace tandem::rt {
 
@@ -122,8 +117,7 @@ QuantizedMatrix QuantizedMatrix::Columns(std::int64_t begin, std::int64_t end) c
 
 namespace kernels {
 
-void QuantizeInput(const float* x, std::int64_t batch, std::int64_t cols, bool int4_order, std::int8_t* q, float* d,
-                   std::int32_t* sums8) {
+void QuantizeInput(const float* x, std::int64_t batch, std::int64_t cols, std::int8_t* q, float* d) {
   const std::int64_t blocks = cols / kInputBlock;
   for (std::int64_t b = 0; b < batch; ++b) {
     for (std::int64_t k = 0; k < blocks; ++k) {
@@ -135,18 +129,7 @@ void QuantizeInput(const float* x, std::int64_t batch, std::int64_t cols, bool i
       const float inv = zero ? 0.0f : 127.0f / amax;
       d[b * blocks + k] = zero ? 0.0f : amax / 127.0f;
       std::int8_t* out = q + b * cols + k * kInputBlock;
-      for (int i = 0; i < kInputBlock; ++i) {
-        // Int4 lane order: the block's even columns, then its odd ones.
-        const int at = int4_order ? (i % 2 == 0 ? i / 2 : 16 + i / 2) : i;
-        out[at] = static_cast<std::int8_t>(std::clamp(std::nearbyint(in[i] * inv), -127.0f, 127.0f));
-      }
-      if (int4_order) {
-        for (int l = 0; l < 8; ++l) {
-          int sum = 0;
-          for (int j = 0; j < 4; ++j) sum += out[4 * l + j];
-          sums8[(b * blocks + k) * 8 + l] = 8 * sum;
-        }
-      }
+      for (int i = 0; i < kInputBlock; ++i) out[i] = static_cast<std::int8_t>(std::clamp(std::nearbyint(in[i] * inv), -127.0f, 127.0f));
     }
   }
 }
@@ -187,21 +170,24 @@ void RowsInt8Portable(const std::int8_t* values, const float* scales, std::int64
   }
 }
 
-void PairInt4Input(const std::int8_t* q, const float* d, const std::int32_t* sums8, std::int64_t blocks, std::int8_t* pair_q,
-                   std::int32_t* pair_sums, float* pair_d) {
+void PairInt4Input(const std::int8_t* q, const float* d, std::int64_t blocks, std::int8_t* pair_q, std::int32_t* pair_sums,
+                   float* pair_d) {
   const std::int64_t pairs = (blocks + 1) / 2;
-  std::fill_n(pair_q, pairs * 64, std::int8_t{0});
-  std::fill_n(pair_sums, pairs * 16, 0);
+  std::fill_n(pair_q, pairs * 64, std::int8_t{0});  // a missing second block stays zero
   std::fill_n(pair_d, pairs * 8, 0.0f);
   for (std::int64_t k = 0; k < blocks; ++k) {
     const std::int64_t p = k / 2, second = k % 2;
-    std::copy_n(q + k * kInputBlock, 16, pair_q + p * 64 + second * 16);            // evens
-    std::copy_n(q + k * kInputBlock + 16, 16, pair_q + p * 64 + 32 + second * 16);  // odds
-    for (int i = 0; i < 4; ++i) {
-      pair_sums[p * 16 + second * 4 + i] = sums8[k * 8 + i];
-      pair_sums[p * 16 + 8 + second * 4 + i] = sums8[k * 8 + 4 + i];
-      pair_d[p * 8 + second * 4 + i] = d[k];
+    for (int j = 0; j < 16; ++j) {
+      pair_q[p * 64 + second * 16 + j] = q[k * kInputBlock + 2 * j];           // even columns
+      pair_q[p * 64 + 32 + second * 16 + j] = q[k * kInputBlock + 2 * j + 1];  // odd columns
     }
+    for (int i = 0; i < 4; ++i) pair_d[p * 8 + second * 4 + i] = d[k];
+  }
+  // Lane sums, times 8: each lane's four inputs, as the kernels group them.
+  for (std::int64_t l = 0; l < pairs * 16; ++l) {
+    int sum = 0;
+    for (int j = 0; j < 4; ++j) sum += pair_q[4 * l + j];
+    pair_sums[l] = 8 * sum;
   }
 }
 
@@ -252,27 +238,25 @@ void PreparedQuantizedInput::Prepare(const QuantizedMatrix& w, const float* x, s
   cols = w.cols;
   int4 = w_int4;
   const std::int64_t blocks = cols / kInputBlock, pairs = (blocks + 1) / 2;
+  q.resize(static_cast<std::size_t>(batch * cols));
   d.resize(static_cast<std::size_t>(batch * blocks));
-  std::vector<std::int8_t>& quantized = int4 ? block_q : q;
-  quantized.resize(static_cast<std::size_t>(batch * cols));
-  block_sums.resize(int4 ? static_cast<std::size_t>(batch * blocks * 8) : 0);
   if (isa >= Isa::kAvx2) {
-    QuantizeInputAvx2(x, batch, cols, int4, quantized.data(), d.data(), block_sums.data());
+    QuantizeInputAvx2(x, batch, cols, q.data(), d.data());
   } else {
-    QuantizeInput(x, batch, cols, int4, quantized.data(), d.data(), block_sums.data());
+    QuantizeInput(x, batch, cols, q.data(), d.data());
   }
   rows.resize(static_cast<std::size_t>(batch));
   if (!int4) {
     for (std::int64_t b = 0; b < batch; ++b) rows[static_cast<std::size_t>(b)] = {q.data() + b * cols, d.data() + b * blocks, nullptr, nullptr};
     return;
   }
-  q.resize(static_cast<std::size_t>(batch * pairs * 64));
+  pair_q.resize(static_cast<std::size_t>(batch * pairs * 64));
   sums.resize(static_cast<std::size_t>(batch * pairs * 16));
   pair_d.resize(static_cast<std::size_t>(batch * pairs * 8));
   for (std::int64_t b = 0; b < batch; ++b) {
-    PairInt4Input(block_q.data() + b * cols, d.data() + b * blocks, block_sums.data() + b * blocks * 8, blocks,
-                  q.data() + b * pairs * 64, sums.data() + b * pairs * 16, pair_d.data() + b * pairs * 8);
-    rows[static_cast<std::size_t>(b)] = {q.data() + b * pairs * 64, d.data() + b * blocks, sums.data() + b * pairs * 16,
+    PairInt4Input(q.data() + b * cols, d.data() + b * blocks, blocks, pair_q.data() + b * pairs * 64, sums.data() + b * pairs * 16,
+                  pair_d.data() + b * pairs * 8);
+    rows[static_cast<std::size_t>(b)] = {pair_q.data() + b * pairs * 64, d.data() + b * blocks, sums.data() + b * pairs * 16,
                                          pair_d.data() + b * pairs * 8};
   }
 }
@@ -297,41 +281,5 @@ void QuantizedRows(const QuantizedMatrix& w, const PreparedQuantizedInput& in, f
 }
 
 }  // namespace kernels
-
-namespace {
-
-void Multiply(const QuantizedMatrix& w, const float* x, std::int64_t batch, float* y, ThreadPool* pool, Isa isa) {
-  thread_local kernels::PreparedQuantizedInput caller_input;
-  // A reference, so the pool's threads read the caller's buffers (a thread_local
-  // named inside the lambda would be each worker's own).
-  kernels::PreparedQuantizedInput& prepared = caller_input;
-  prepared.source = nullptr;  // inputs may have changed in place since the last call
-  prepared.Prepare(w, x, batch, isa);
-  const auto rows = [&](std::int64_t begin, std::int64_t end) { kernels::QuantizedRows(w, prepared, y + begin, w.rows, begin, end, isa); };
-  const std::int64_t min_chunk = std::max<std::int64_t>(1, 65536 / std::max<std::int64_t>(1, w.cols * batch));
-  if (pool == nullptr) {
-    rows(0, w.rows);
-  } else {
-    // A lambda capturing one reference fits in std::function's own storage: no allocation.
-    pool->ParallelFor(w.rows, [&rows](std::int64_t begin, std::int64_t end) { rows(begin, end); }, min_chunk);
-  }
-}
-
-}  // namespace
-
-void MatMul(const QuantizedMatrix& w, const float* x, std::int64_t batch, float* y, ThreadPool* pool) {
-  Multiply(w, x, batch, y, pool, ActiveIsa());
-}
-
-void MatMulF64(const QuantizedMatrix& w, const float* x, std::int64_t batch, double* y, ThreadPool* pool) {
-  thread_local std::vector<float> out;
-  out.resize(static_cast<std::size_t>(batch * w.rows));
-  MatMul(w, x, batch, out.data(), pool);
-  std::copy(out.begin(), out.end(), y);
-}
-
-void MatMulPortable(const QuantizedMatrix& w, const float* x, std::int64_t batch, float* y) {
-  Multiply(w, x, batch, y, nullptr, Isa::kPortable);
-}
 
 }  // namespace tandem::rt

@@ -45,8 +45,7 @@ struct QuantizedMatrix {
 // a row's result does not depend on the batch, the threads or the code path.
 void MatMul(const QuantizedMatrix& w, const float* x, std::int64_t batch, float* y, ThreadPool* pool);
 // MatMul with double output (what MoeSlices' exact mode calls for down projections).
+// Both run through MatMulMany (kernels/matmul.cpp), as a kQuantized WeightMatrix does.
 void MatMulF64(const QuantizedMatrix& w, const float* x, std::int64_t batch, double* y, ThreadPool* pool);
-// The portable loops MatMul falls back to without AVX2 (bit-identical; tests compare).
-void MatMulPortable(const QuantizedMatrix& w, const float* x, std::int64_t batch, float* y);
 
 }  // namespace tandem::rt

@@ -27,15 +27,12 @@ namespace tandem::rt::kernels {
 constexpr int kInputBlock = 32;
 
 // Quantizes `batch` rows of `cols` values (cols a multiple of 32) into q (int8,
-// [batch × cols]; with `int4_order` each block's even columns then its odd ones),
-// d ([batch × cols/32]) and, with `int4_order`, sums8 ([batch × cols/32 × 8]: 8 ×
-// the sum of each lane's four inputs). PairInt4Input then arranges these in pairs.
-void QuantizeInput(const float* x, std::int64_t batch, std::int64_t cols, bool int4_order, std::int8_t* q, float* d,
-                   std::int32_t* sums8);
+// [batch × cols], in column order) and d ([batch × cols/32]). PairInt4Input then
+// arranges a row in the int4 kernels' layout.
+void QuantizeInput(const float* x, std::int64_t batch, std::int64_t cols, std::int8_t* q, float* d);
 
 // The same, for AVX2 (quantized_avx2.cpp): identical bytes.
-void QuantizeInputAvx2(const float* x, std::int64_t batch, std::int64_t cols, bool int4_order, std::int8_t* q, float* d,
-                       std::int32_t* sums8);
+void QuantizeInputAvx2(const float* x, std::int64_t batch, std::int64_t cols, std::int8_t* q, float* d);
 
 // The prepared input of one batch row. For int4, q holds per pair of blocks 64 bytes
 // (first block's evens, second's evens, first's odds, second's odds), sums 16 lanes
@@ -49,9 +46,10 @@ struct QuantizedInput {
   const float* pair_d;       // int4 only
 };
 
-// Rearranges one row's per-block int4 input (QuantizeInput's) into pairs.
-void PairInt4Input(const std::int8_t* q, const float* d, const std::int32_t* sums8, std::int64_t blocks, std::int8_t* pair_q,
-                   std::int32_t* pair_sums, float* pair_d);
+// One row's quantized input (QuantizeInput's) in the int4 kernels' layout: pair_q,
+// pair_sums and pair_d as QuantizedInput describes them.
+void PairInt4Input(const std::int8_t* q, const float* d, std::int64_t blocks, std::int8_t* pair_q, std::int32_t* pair_sums,
+                   float* pair_d);
 
 // Rows [begin, end) of y[b·y_stride + o] for b < batch; `inputs` has batch entries;
 // `values`/`scales` are the QuantizedMatrix's; `group` a multiple of 32.

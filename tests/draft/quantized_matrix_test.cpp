@@ -78,7 +78,9 @@ TEST_P(QuantizedMatrixTest, MatMulIsTheProductOfTheQuantizedOperandsOnEveryPath)
   ThreadPool pool(3);
   MatMul(q, x.data(), kBatch, y.data(), &pool);
   std::vector<float> portable(y.size());
-  MatMulPortable(q, x.data(), kBatch, portable.data());
+  const Isa active = SetActiveIsa(Isa::kPortable);
+  MatMul(q, x.data(), kBatch, portable.data(), nullptr);
+  SetActiveIsa(active);
   for (int b = 0; b < kBatch; ++b) {
     std::vector<float> alone(static_cast<std::size_t>(w.rows));
     MatMul(q, x.data() + b * w.cols, 1, alone.data(), nullptr);
