@@ -143,15 +143,13 @@ void Engine::State::Attention(int layer, std::span<const Row> rows) {
     for (std::int64_t i = begin; i < end; ++i) {
       const std::int64_t b = i / heads, h = i % heads;
       const KvCache& cache = kv.Get(rows[b].sequence);
-      const WeightMatrix w_uk = w.kv_b_proj.RowSlice(h * (nope + v_dim), nope);
-      const WeightMatrix w_uv = w.kv_b_proj.RowSlice(h * (nope + v_dim) + nope, v_dim);
       float* qa = q_abs.data() + i * kvl;
-      MatMulTransposed(w_uk, q.data() + i * q_head, 1, qa, nullptr);
+      MatMulTransposed(w.key_up[static_cast<std::size_t>(h)], q.data() + i * q_head, 1, qa, nullptr);
       const int len = rows[b].position + 1;
       s.resize(static_cast<std::size_t>(len));
       float* lat = latent.data() + i * kvl;
       LatentAttention(qa, q.data() + i * q_head + nope, cache.At(layer, 0), width, len, kvl, rope_dim, softmax_scale, s.data(), lat);
-      MatMul(w_uv, lat, 1, o.data() + i * v_dim, nullptr);
+      MatMul(w.value_up[static_cast<std::size_t>(h)], lat, 1, o.data() + i * v_dim, nullptr);
     }
   };
   // Capturing one reference keeps the pool's std::function from allocating.

@@ -18,7 +18,10 @@ struct AttentionWeights {
   WeightMatrix q_b_proj;  // [heads·q_head × q_lora]
   WeightMatrix kv_a_proj;  // [kv_lora + rope × hidden]
   std::vector<float> kv_a_norm;
-  WeightMatrix kv_b_proj;  // [heads·(nope + v) × kv_lora]
+  // kv_b_proj [heads·(nope + v) × kv_lora] as per-head row slices, cut once at load
+  // (attention uses them per row and head):
+  std::vector<WeightMatrix> key_up;    // W_UK[h]: [nope × kv_lora], absorbed into the query
+  std::vector<WeightMatrix> value_up;  // W_UV[h]: [v × kv_lora], applied to the attended latent
   WeightMatrix o_proj;     // [hidden × heads·v]
 };
 
