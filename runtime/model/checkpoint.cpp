@@ -90,8 +90,7 @@ const std::byte* Checkpoint::DataOf(const Entry& entry) const {
   return f.mapping->bytes().data() + f.data_offset + entry.info.begin;
 }
 
-WeightMatrix Checkpoint::QuantizedMatrixOf(std::string_view name, std::int64_t rows, std::int64_t cols) const {
-  const std::string base(name.substr(0, name.size() - std::string_view(".weight").size()));
+WeightMatrix Checkpoint::QuantizedMatrixOf(const std::string& base, std::int64_t rows, std::int64_t cols) const {
   const std::string values_name = base + ".qweight", scales_name = base + ".qscales";
   if (!Has(values_name) || !Has(scales_name)) {
     const std::string& present = Has(values_name) ? values_name : scales_name;
@@ -153,7 +152,7 @@ WeightMatrix Checkpoint::QuantizedMatrixOf(std::string_view name, std::int64_t r
 WeightMatrix Checkpoint::Matrix(std::string_view name, std::int64_t rows, std::int64_t cols) const {
   if (!Has(name) && name.ends_with(".weight")) {
     const std::string base(name.substr(0, name.size() - std::string_view(".weight").size()));
-    if (Has(base + ".qweight") || Has(base + ".qscales")) return QuantizedMatrixOf(name, rows, cols);
+    if (Has(base + ".qweight") || Has(base + ".qscales")) return QuantizedMatrixOf(base, rows, cols);
   }
   const Entry& e = Find(name);
   if (e.info.shape != std::vector<std::int64_t>{rows, cols}) {

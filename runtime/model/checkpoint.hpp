@@ -16,8 +16,8 @@ namespace tandem::rt {
 
 // An HF-layout checkpoint directory: config.json plus model.safetensors, or shards
 // listed in model.safetensors.index.json. Files are memory-mapped; tensors are
-// returned as views where the kernels can read them directly (F32, BF16), and
-// converted to fp32 otherwise (F16; F8_E4M3 with its 128×128 `weight_scale_inv`),
+// returned as views where the kernels can read them directly (F32, BF16; F8_E4M3
+// with its 128×128 `weight_scale_inv` grid copied beside), converted to fp32 (F16),
 // or copied into a QuantizedMatrix (group-quantized `X.qweight` + `X.qscales`).
 // Has / Info / TensorNames see the tensors as stored (so `X.qweight`, not `X.weight`).
 class Checkpoint {
@@ -57,7 +57,7 @@ class Checkpoint {
   };
 
   const std::byte* DataOf(const Entry& entry) const;
-  WeightMatrix QuantizedMatrixOf(std::string_view name, std::int64_t rows, std::int64_t cols) const;
+  WeightMatrix QuantizedMatrixOf(const std::string& base, std::int64_t rows, std::int64_t cols) const;  // X of X.weight
   const Entry& Find(std::string_view name) const;
   std::string Where(const Entry& entry, std::string_view name) const;
 

@@ -1,12 +1,11 @@
 #include "runtime/model/model_config.hpp"
 
-#include <fstream>
-#include <sstream>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "runtime/model/model_error.hpp"
+#include "runtime/model/text_file.hpp"
 
 namespace tandem::rt {
 
@@ -248,11 +247,10 @@ ModelConfig ParseModelConfig(std::string_view json_text, std::string_view source
 
 ModelConfig LoadModelConfig(const std::filesystem::path& checkpoint_dir) {
   const std::filesystem::path path = checkpoint_dir / "config.json";
-  std::ifstream in(path);
-  if (!in) throw ModelError(fmt::format("{}: cannot open (is {} a checkpoint directory?)", path.string(), checkpoint_dir.string()));
-  std::ostringstream text;
-  text << in.rdbuf();
-  return ParseModelConfig(text.str(), path.string());
+  if (!std::filesystem::is_regular_file(path)) {
+    throw ModelError(fmt::format("{}: cannot open (is {} a checkpoint directory?)", path.string(), checkpoint_dir.string()));
+  }
+  return ParseModelConfig(ReadTextFile(path), path.string());
 }
 
 std::string QuantizationJson(const CheckpointQuantization& q) {

@@ -6,11 +6,9 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <map>
 #include <optional>
 #include <set>
-#include <sstream>
 #include <stdexcept>
 #include <string_view>
 
@@ -23,6 +21,7 @@
 #include "runtime/model/model_config.hpp"
 #include "runtime/model/model_error.hpp"
 #include "runtime/model/safetensors.hpp"
+#include "runtime/model/text_file.hpp"
 #include "runtime/model/shard_index.hpp"
 
 namespace tandem::rt {
@@ -68,24 +67,9 @@ bool IsSharedExpert(std::string_view name) {
 // "X" of "X.weight".
 std::string Base(const std::string& weight_name) { return weight_name.substr(0, weight_name.size() - kWeightSuffix.size()); }
 
-std::string ReadText(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw ModelError(fmt::format("{}: cannot open", path.string()));
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-void WriteText(const std::filesystem::path& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << text;
-  out.flush();
-  if (!out) throw ModelError(fmt::format("{}: cannot write", path.string()));
-}
-
 ordered_json ParseJson(const std::filesystem::path& path) {
   try {
-    return ordered_json::parse(ReadText(path));
+    return ordered_json::parse(ReadTextFile(path));
   } catch (const nlohmann::json::exception& e) {
     throw ModelError(fmt::format("{}: not valid JSON: {}", path.string(), e.what()));
   }
@@ -135,9 +119,8 @@ QuantizeCheckpointReport QuantizeCheckpoint(const std::filesystem::path& in_dir,
                                             QuantFormat format, int group, bool shared_experts,
                                             const std::function<void(const std::string&)>& progress) {
   // Options first: nothing is read or written for a bad flag.
-  if (group <= 0) throw std::invalid_argument(fmt::format("--group must be positive, got {}", group));
   if (group <= 0 || group % 32 != 0) {
-    throw std::invalid_argument(fmt::format("--group {} is not a multiple of 32, the kernels' input block", group));
+    throw std::invalid_argument(fmt::format("--group {} is not a positive multiple of 32, the kernels' input block", group));
   }
   std::filesystem::path out = out_arg;
   if (!out.has_filename()) out = out.parent_path();  // "dir/" → "dir"
@@ -270,9 +253,9 @@ QuantizeCheckpointReport QuantizeCheckpoint(const std::filesystem::path& in_dir,
     if (index_json.contains("metadata") && index_json["metadata"].is_object()) {
       index_json["metadata"]["total_size"] = report.weight_bytes_out;
     }
-    WriteText(tmp.path() / kIndexName, index_json.dump(2) + "\n");
+    WriteTextFile(tmp.path() / kIndexName, index_json.dump(2) + "\n");
   }
-  WriteText(tmp.path() / "config.json", config_text);
+  WriteTextFile(tmp.path() / "config.json", config_text);
 
   // Everything else at the top level: tokenizer files, generation config, README, ...
   const std::set<std::string> written(index.files.begin(), index.files.end());

@@ -1,13 +1,12 @@
 #include "runtime/model/shard_index.hpp"
 
 #include <algorithm>
-#include <fstream>
-#include <sstream>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "runtime/model/model_error.hpp"
+#include "runtime/model/text_file.hpp"
 
 namespace tandem::rt {
 
@@ -21,12 +20,9 @@ ShardIndex ReadShardIndex(const std::filesystem::path& dir) {
     index.files = {"model.safetensors"};
     return index;
   }
-  std::ifstream in(path);
-  std::ostringstream text;
-  text << in.rdbuf();
   nlohmann::json doc;
   try {
-    doc = nlohmann::json::parse(text.str());
+    doc = nlohmann::json::parse(ReadTextFile(path));
   } catch (const nlohmann::json::exception& e) {
     throw ModelError(fmt::format("{}: not valid JSON: {}", path.string(), e.what()));
   }

@@ -5,16 +5,15 @@
 
 #include <algorithm>
 #include <array>
-#include <fstream>
 #include <mutex>
 #include <queue>
-#include <sstream>
 #include <unordered_map>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "runtime/model/model_error.hpp"
+#include "runtime/model/text_file.hpp"
 
 namespace tandem::rt {
 
@@ -552,11 +551,7 @@ Tokenizer Tokenizer::FromJson(std::string_view json_text, std::string_view sourc
 }
 
 Tokenizer Tokenizer::Load(const std::filesystem::path& tokenizer_json) {
-  std::ifstream in(tokenizer_json, std::ios::binary);
-  if (!in) throw ModelError(fmt::format("{}: cannot open", tokenizer_json.string()));
-  std::ostringstream text;
-  text << in.rdbuf();
-  return FromJson(text.str(), tokenizer_json.string());
+  return FromJson(ReadTextFile(tokenizer_json), tokenizer_json.string());
 }
 
 }  // namespace tandem::rt

@@ -1,0 +1,27 @@
+#include "runtime/model/text_file.hpp"
+
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "runtime/model/model_error.hpp"
+
+namespace tandem::rt {
+
+std::string ReadTextFile(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw ModelError(fmt::format("{}: cannot open", path.string()));
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+void WriteTextFile(const std::filesystem::path& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << text;
+  out.flush();
+  if (!out) throw ModelError(fmt::format("{}: cannot write", path.string()));
+}
+
+}  // namespace tandem::rt
