@@ -1,5 +1,7 @@
 #include "runtime/grammar/json_matcher.hpp"
 
+#include "runtime/model/utf8.hpp"
+
 #include <bit>
 
 namespace tandem::rt {
@@ -247,17 +249,10 @@ JsonMatcher::Step JsonMatcher::FeedString(Frame& f, unsigned char c) {
         return Step::kConsumed;
       }
       // A UTF-8 lead byte, the continuation bytes it announces, and the range of the
-      // first of them (no overlong forms, no surrogates, nothing past U+10FFFF).
-      if (c >= 0xC2 && c <= 0xDF) {
-        f.extra = 1;
-      } else if (c >= 0xE0 && c <= 0xEF) {
-        f.extra = 2;
-      } else if (c >= 0xF0 && c <= 0xF4) {
-        f.extra = 3;
-      } else {
-        return Step::kRejected;
-      }
-      f.mask = c == 0xE0 ? 0xA0BF : c == 0xED ? 0x809F : c == 0xF0 ? 0x90BF : c == 0xF4 ? 0x808F : 0x80BF;
+      // first of them, packed as lo << 8 | hi.
+      if (Utf8SequenceLength(c) < 2) return Step::kRejected;
+      f.extra = static_cast<int>(Utf8SequenceLength(c)) - 1;
+      f.mask = std::uint64_t{Utf8ContinuationRange(c, 1).first} << 8 | Utf8ContinuationRange(c, 1).second;
       f.state = kUtf8;
       ++f.count;
       return Step::kConsumed;

@@ -1,5 +1,7 @@
 #include "runtime/grammar/token_mask.hpp"
 
+#include "runtime/model/utf8.hpp"
+
 #include <algorithm>
 #include <limits>
 
@@ -18,27 +20,13 @@ bool PlainStringBytes(std::string_view bytes) {
       ++i;
       continue;
     }
-    int extra;
-    unsigned char lo = 0x80, hi = 0xBF;
-    if (c >= 0xC2 && c <= 0xDF) {
-      extra = 1;
-    } else if (c >= 0xE0 && c <= 0xEF) {
-      extra = 2;
-      if (c == 0xE0) lo = 0xA0;
-      if (c == 0xED) hi = 0x9F;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-      extra = 3;
-      if (c == 0xF0) lo = 0x90;
-      if (c == 0xF4) hi = 0x8F;
-    } else {
-      return false;
+    const std::size_t length = Utf8SequenceLength(c);
+    if (length < 2) return false;
+    if (i + length > bytes.size()) return false;  // the sequence continues in another token
+    for (std::size_t k = 1; k < length; ++k) {
+      if (!Utf8ValidContinuation(c, k, static_cast<unsigned char>(bytes[i + k]))) return false;
     }
-    if (i + static_cast<std::size_t>(extra) >= bytes.size()) return false;  // the sequence continues in another token
-    for (int k = 1; k <= extra; ++k) {
-      const auto b = static_cast<unsigned char>(bytes[i + static_cast<std::size_t>(k)]);
-      if (b < (k == 1 ? lo : 0x80) || b > (k == 1 ? hi : 0xBF)) return false;
-    }
-    i += static_cast<std::size_t>(extra) + 1;
+    i += length;
   }
   return true;
 }
