@@ -4,6 +4,10 @@
 #include <cstdio>
 #include <cstdlib>
 
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
+
 namespace tandem::rt {
 
 std::string_view ToString(Isa isa) {
@@ -23,11 +27,23 @@ std::optional<Isa> ParseIsa(std::string_view name) {
   return std::nullopt;
 }
 
+#if defined(__x86_64__)
+namespace {
+
+// CPUID leaf 1, ECX bit 29 (clang's __builtin_cpu_supports has no "f16c").
+bool HasF16c() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  return __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & bit_F16C) != 0;
+}
+
+}  // namespace
+#endif
+
 Isa DetectedIsa() {
 #if defined(__x86_64__)
   static const Isa detected = [] {
     __builtin_cpu_init();
-    const bool avx_fma = __builtin_cpu_supports("avx") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+    const bool avx_fma = __builtin_cpu_supports("avx") && __builtin_cpu_supports("fma") && HasF16c();
     if (!avx_fma) return Isa::kPortable;
     if (!__builtin_cpu_supports("avx2")) return Isa::kAvxFma;
     if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl")) {

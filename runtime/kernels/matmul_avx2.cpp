@@ -3,7 +3,9 @@
 // unless DetectedIsa() says the CPU has it. No standard-library templates in this
 // file: their instantiations would be compiled for AVX2 and could be picked by the
 // linker for baseline callers.
+#if !defined(__clang__)
 #pragma GCC target("avx2,fma,f16c")
+#endif
 
 #include <immintrin.h>
 
@@ -13,6 +15,12 @@
 #include "runtime/kernels/dense_rows.hpp"
 #include "runtime/kernels/prefetch.hpp"
 #include "runtime/model/dtype.hpp"
+
+// Clang applies `#pragma GCC target` to plain functions only, not to template
+// instantiations: give every function from here on the target instead.
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx2,fma,f16c"))), apply_to = function)
+#endif
 
 namespace tandem::rt::kernels {
 
@@ -189,3 +197,7 @@ void RowsFp8Avx2(const std::uint8_t* w, std::int64_t cols, const float* x, std::
 }
 
 }  // namespace tandem::rt::kernels
+
+#if defined(__clang__)
+#pragma clang attribute pop
+#endif

@@ -5,7 +5,9 @@
 // no shuffles, so AVX-512 machines run that one. Compiled for that target only through the pragma; nothing here
 // may be reached unless DetectedIsa() says the CPU has it. No standard-library
 // templates in this file (see matmul_avx2.cpp).
+#if !defined(__clang__)
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx2,fma,f16c")
+#endif
 // GCC 12's own AVX-512 headers trip this warning (their _mm512_undefined_* helpers).
 #if !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -19,6 +21,12 @@
 #include "runtime/kernels/dense_rows.hpp"
 #include "runtime/kernels/prefetch.hpp"
 #include "runtime/model/dtype.hpp"
+
+// Clang applies `#pragma GCC target` to plain functions only, not to template
+// instantiations: give every function from here on the target instead.
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512vl,avx2,fma,f16c"))), apply_to = function)
+#endif
 
 namespace tandem::rt::kernels {
 
@@ -117,3 +125,7 @@ void RowsFp8Avx512(const std::uint8_t* w, std::int64_t cols, const float* x, std
 }
 
 }  // namespace tandem::rt::kernels
+
+#if defined(__clang__)
+#pragma clang attribute pop
+#endif

@@ -1,7 +1,19 @@
 // The AVX2 kernels for group-quantized weights (see quantized_rows.hpp). Compiled
 // for that target through the pragma; only reached when DetectedIsa() allows. No
 // standard-library templates here (see matmul_avx2.cpp).
+#if !defined(__clang__)
 #pragma GCC target("avx2,fma,f16c")
+#endif
+
+#include <immintrin.h>
+
+#include "runtime/kernels/quantized_rows.hpp"
+
+// Clang applies `#pragma GCC target` to plain functions only, not to template
+// instantiations: give every function from here on the target instead.
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx2,fma,f16c"))), apply_to = function)
+#endif
 
 #include "runtime/kernels/quantized_simd.hpp"
 
@@ -46,3 +58,7 @@ void RowsInt4Avx2(const std::uint8_t* values, const float* scales, std::int64_t 
 }
 
 }  // namespace tandem::rt::kernels
+
+#if defined(__clang__)
+#pragma clang attribute pop
+#endif

@@ -2,10 +2,22 @@
 // registers) for the lane sums: the same integers as the AVX2 kernels' two
 // instructions. Only reached when HasAvx512Vnni(). No standard-library templates
 // here (see matmul_avx2.cpp).
+#if !defined(__clang__)
 #pragma GCC target("avx2,fma,f16c,avx512f,avx512vl,avx512vnni")
+#endif
 // GCC 12's own AVX-512 headers trip this warning (their _mm512_undefined_* helpers).
 #if !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
+#include <immintrin.h>
+
+#include "runtime/kernels/quantized_rows.hpp"
+
+// Clang applies `#pragma GCC target` to plain functions only, not to template
+// instantiations: give every function from here on the target instead.
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx2,fma,f16c,avx512f,avx512vl,avx512vnni"))), apply_to = function)
 #endif
 
 #include "runtime/kernels/quantized_simd.hpp"
@@ -23,3 +35,7 @@ void RowsInt4Vnni(const std::uint8_t* values, const float* scales, std::int64_t 
 }
 
 }  // namespace tandem::rt::kernels
+
+#if defined(__clang__)
+#pragma clang attribute pop
+#endif
