@@ -181,14 +181,8 @@ class AdaptivePolicy : public DraftPolicy {
     exploring_ = false;
     // Acceptance evidence fades too, so a policy that stopped drafting drifts back to
     // its prior and tries again.
-    for (Bin* b : {&first_}) {
-      b->verified *= RoundTimeModel::kDecay;
-      b->accepted *= RoundTimeModel::kDecay;
-    }
-    for (Bin& b : bins_) {
-      b.verified *= RoundTimeModel::kDecay;
-      b.accepted *= RoundTimeModel::kDecay;
-    }
+    first_.Decay();
+    for (Bin& b : bins_) b.Decay();
   }
 
   void Describe(nlohmann::json& out) const override {
@@ -207,7 +201,7 @@ class AdaptivePolicy : public DraftPolicy {
 
  private:
   static constexpr int kBins = 10;
-  static constexpr double kPrior = 4;  // drafts of evidence a bin's own confidence is worth
+  static constexpr double kPrior = 4;  // drafts of evidence the overall rate counts for in each bin
   static constexpr int kExploreEvery = 256;    // rounds, doubling up to
   static constexpr int kExploreAtMost = 16384;
   static constexpr double kMargin = 0.10;    // expected gain needed to draft at all
@@ -215,6 +209,10 @@ class AdaptivePolicy : public DraftPolicy {
 
   struct Bin {
     double verified = 0, accepted = 0;
+    void Decay() {
+      verified *= RoundTimeModel::kDecay;
+      accepted *= RoundTimeModel::kDecay;
+    }
   };
 
   static std::size_t BinOf(float c) { return static_cast<std::size_t>(std::clamp(static_cast<int>(c * kBins), 0, kBins - 1)); }

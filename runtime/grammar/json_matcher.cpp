@@ -69,15 +69,18 @@ std::uint64_t JsonMatcher::KeyCandidates(const SchemaNode& n, int from) const {
   return mask;
 }
 
+int JsonMatcher::EndedCandidate(const Frame& f) const {
+  const auto& c = Candidates(f);
+  for (std::uint64_t m = f.mask; m != 0; m &= m - 1) {
+    const int i = std::countr_zero(m);
+    if (static_cast<int>(c[static_cast<std::size_t>(i)].size()) == f.count) return i;
+  }
+  return -1;
+}
+
 bool JsonMatcher::CanEnd(const Frame& f) const {
   if (f.kind == Kind::kNumber) return f.state == kZero || f.state == kInt || f.state == kFrac || f.state == kExp;
-  if (f.kind == Kind::kLiteral) {
-    const auto& c = Candidates(f);
-    for (std::uint64_t m = f.mask; m != 0; m &= m - 1) {
-      if (static_cast<int>(c[static_cast<std::size_t>(std::countr_zero(m))].size()) == f.count) return true;
-    }
-  }
-  return false;
+  return f.kind == Kind::kLiteral && EndedCandidate(f) >= 0;
 }
 
 bool JsonMatcher::InPlainString() const {
@@ -114,14 +117,7 @@ bool JsonMatcher::Accept(unsigned char c) {
         return true;
       case Step::kEndedRetry:
         // The frame could end, and c does not continue it: end it, offer c to the parent.
-        if (stack_.back().kind == Kind::kLiteral) {
-          const Frame& f = stack_.back();
-          const auto& cands = Candidates(f);
-          for (std::uint64_t m = f.mask; m != 0; m &= m - 1) {
-            const int i = std::countr_zero(m);
-            if (static_cast<int>(cands[static_cast<std::size_t>(i)].size()) == f.count) matched_ = i;
-          }
-        }
+        if (stack_.back().kind == Kind::kLiteral) matched_ = EndedCandidate(stack_.back());
         stack_.pop_back();
         ChildDone();
         break;

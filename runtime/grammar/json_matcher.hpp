@@ -57,6 +57,8 @@ class JsonMatcher {
   Step FeedArray(Frame& f, unsigned char c);
   void ChildDone();
   bool CanEnd(const Frame& f) const;
+  // A literal frame's candidate that all its bytes so far complete; -1 if none.
+  int EndedCandidate(const Frame& f) const;
   const std::vector<std::string>& Candidates(const Frame& f) const;
   std::uint64_t KeyCandidates(const SchemaNode& n, int from) const;
   Frame ValueFrame(int node) const;
