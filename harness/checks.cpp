@@ -14,6 +14,19 @@ namespace tandem::harness {
 
 namespace {
 
+bool HasType(const nlohmann::json& v, JsonType type) {
+  switch (type) {
+    case JsonType::kString: return v.is_string();
+    case JsonType::kInteger: return v.is_number_integer();
+    case JsonType::kNumber: return v.is_number();
+    case JsonType::kBoolean: return v.is_boolean();
+    case JsonType::kArray: return v.is_array();
+    case JsonType::kObject: return v.is_object();
+    case JsonType::kNull: return v.is_null();
+  }
+  return false;
+}
+
 // The first JSON object in `text`: the whole text, or a fenced or embedded {...}.
 std::optional<nlohmann::json> FindJsonObject(const std::string& text) {
   auto whole = nlohmann::json::parse(text, nullptr, false);
@@ -72,14 +85,7 @@ bool RunContentCheck(const ContentCheck& check, const std::string& content, int 
       for (const auto& [key, type] : check.types) {
         if (!object->contains(key)) return false;
         const nlohmann::json& v = (*object)[key];
-        const bool ok = type == "string"    ? v.is_string()
-                        : type == "integer" ? v.is_number_integer()
-                        : type == "number"  ? v.is_number()
-                        : type == "boolean" ? v.is_boolean()
-                        : type == "array"   ? v.is_array()
-                        : type == "object"  ? v.is_object()
-                                            : v.is_null();
-        if (!ok) return false;
+        if (!HasType(v, type)) return false;
       }
       return true;
     }

@@ -2,7 +2,7 @@
 
 #include <fstream>
 #include <regex>
-#include <set>
+#include <utility>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -10,6 +10,17 @@
 #include "harness/yaml_reader.hpp"
 
 namespace tandem::harness {
+
+std::optional<JsonType> ParseJsonType(std::string_view name) {
+  static constexpr std::pair<std::string_view, JsonType> kNames[] = {
+      {"string", JsonType::kString}, {"integer", JsonType::kInteger}, {"number", JsonType::kNumber},
+      {"boolean", JsonType::kBoolean}, {"array", JsonType::kArray},     {"object", JsonType::kObject},
+      {"null", JsonType::kNull}};
+  for (const auto& [n, type] : kNames) {
+    if (n == name) return type;
+  }
+  return std::nullopt;
+}
 
 namespace {
 
@@ -40,10 +51,9 @@ ContentCheck ParseCheck(const At& at) {
       const At types = j.Get("types");
       if (!types.node().IsMap()) throw types.Error("must be a mapping key: type");
       for (const auto& kv : types.node()) {
-        const std::string type = kv.second.IsScalar() ? kv.second.Scalar() : "";
-        static const std::set<std::string> kTypes = {"string", "integer", "number", "boolean", "array", "object", "null"};
-        if (!kTypes.contains(type)) throw types.Error(fmt::format("'{}': the type must be one of string, integer, number, boolean, array, object, null", kv.first.Scalar()));
-        check.types[kv.first.Scalar()] = type;
+        const std::optional<JsonType> type = ParseJsonType(kv.second.IsScalar() ? kv.second.Scalar() : "");
+        if (!type) throw types.Error(fmt::format("'{}': the type must be one of string, integer, number, boolean, array, object, null", kv.first.Scalar()));
+        check.types[kv.first.Scalar()] = *type;
       }
     }
     if (j.Has("values")) {

@@ -2,19 +2,25 @@
 
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 // The workload corpus (campaigns/corpus.yaml): the release battery's weighted cases
 // and diagnostics, each with its prompt, output budget and content checks.
 namespace tandem::harness {
 
+// The JSON value types a json_fields check can require, as JSON Schema names them.
+enum class JsonType { kString, kInteger, kNumber, kBoolean, kArray, kObject, kNull };
+std::optional<JsonType> ParseJsonType(std::string_view name);  // "string", ..., "null"
+
 struct ContentCheck {
   enum class Kind { kNonEmpty, kRegex, kJsonFields, kCounting } kind = Kind::kNonEmpty;
   std::string pattern;                        // regex (ECMAScript, searched anywhere in the content)
   std::vector<std::string> keys;              // json_fields: keys the object must have
   std::map<std::string, std::string> values;  // json_fields: key → expected value as JSON text
-  std::map<std::string, std::string> types;   // json_fields: key → string|integer|number|boolean|array|object|null
+  std::map<std::string, JsonType> types;      // json_fields: key → the type its value must have
 };
 
 struct CorpusCase {
