@@ -46,14 +46,8 @@ class RandomDrafter : public Drafter {
   std::mt19937 rng_{5};
 };
 
-struct Output {
-  std::string text;
-  int completion_tokens = 0;
-  std::string finish_reason;
-};
-
 struct Generated {
-  std::vector<Output> outputs;
+  std::vector<testing::StreamOutput> outputs;
   nlohmann::json draft;
 };
 
@@ -94,8 +88,7 @@ class SpeculativeDecoding : public ::testing::Test {
     for (const Submission& s : submissions_) streams.push_back(scheduler.Submit(s));
     Generated run;
     for (auto& stream : streams) {
-      const testing::StreamOutput o = testing::ReadToEnd(*stream);
-      run.outputs.push_back({o.text, o.completion_tokens, o.finish_reason});
+      run.outputs.push_back(testing::ReadToEnd(*stream));
     }
     run.draft = nlohmann::json::parse(scheduler.StatsJson())["draft"];
     return run;
@@ -134,7 +127,7 @@ TEST_F(SpeculativeDecoding, TargetOnlyVerifiesNothing) {
   EXPECT_EQ(run.draft["mode"], "off");
   EXPECT_EQ(run.draft["verified_drafts"], 0);
   int tokens = 0;
-  for (const Output& o : run.outputs) tokens += o.completion_tokens;
+  for (const testing::StreamOutput& o : run.outputs) tokens += o.completion_tokens;
   EXPECT_EQ(run.draft["request_rounds"], tokens) << "one round per token without drafts";
 }
 
