@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/model/synthetic_checkpoint.hpp"
+#include "tests/runtime/eval_run.hpp"
 #include "tests/runtime/tiny_model.hpp"
 #include "tests/support/child_process.hpp"
 #include "tests/support/run_command.hpp"
@@ -21,6 +22,9 @@ namespace {
 
 using tandem::testing::ChildProcess;
 using tandem::testing::CommandResult;
+using tandem::testing::EvalRun;
+using tandem::testing::MaxRelativeError;
+using tandem::testing::RunEval;
 using tandem::testing::RunCommand;
 using tandem::testing::TempDir;
 using namespace std::chrono_literals;
@@ -62,51 +66,11 @@ std::string Join(const std::vector<Worker>& workers) {
   return out;
 }
 
-struct EvalResult {
-  CommandResult run;
-  std::vector<float> logits;
-  std::vector<int> tokens;
-  int vocab = 0;
-};
-
-const std::string kPrompt = "0,72,101,108,108,111,44,32,119,111,114,108,100,33,10,84";
-
-EvalResult Eval(const std::filesystem::path& model, std::vector<std::string> extra, int decode = 64) {
-  EvalResult r;
-  const auto logits = TempDir("eval") / "logits.bin";
-  std::vector<std::string> args = {"eval", "--model", model.string(), "--tokens", kPrompt, "--decode", std::to_string(decode),
-                                   "--logits-out", logits.string(), "--threads", "1"};
-  args.insert(args.end(), extra.begin(), extra.end());
-  r.run = RunCommand(TANDEM_RT_BIN, args, 240s);
-  if (r.run.exit_code != 0) return r;
-  const auto summary = nlohmann::json::parse(r.run.out);
-  r.vocab = summary["vocab"];
-  r.tokens = summary["tokens"].get<std::vector<int>>();
-  r.logits.resize(std::filesystem::file_size(logits) / 4);
-  std::ifstream(logits, std::ios::binary).read(reinterpret_cast<char*>(r.logits.data()), static_cast<std::streamsize>(r.logits.size() * 4));
-  return r;
-}
-
-// max over positions of max|a − b| / max|b|
-double MaxRelativeError(const EvalResult& a, const EvalResult& b) {
-  double worst = 0.0;
-  for (std::size_t row = 0; row < b.logits.size() / static_cast<std::size_t>(b.vocab); ++row) {
-    double diff = 0.0, scale = 0.0;
-    for (int v = 0; v < b.vocab; ++v) {
-      const std::size_t i = row * static_cast<std::size_t>(b.vocab) + static_cast<std::size_t>(v);
-      diff = std::max(diff, static_cast<double>(std::fabs(a.logits[i] - b.logits[i])));
-      scale = std::max(scale, static_cast<double>(std::fabs(b.logits[i])));
-    }
-    worst = std::max(worst, diff / scale);
-  }
-  return worst;
-}
-
 // The single-process run with the experts' inputs rounded as the wire rounds them.
-const EvalResult& SingleProcess(const std::string& preset, const std::string& precision) {
-  static std::map<std::string, EvalResult> cache;
+const EvalRun& SingleProcess(const std::string& preset, const std::string& precision) {
+  static std::map<std::string, EvalRun> cache;
   const std::string key = preset + "/" + precision;
-  if (!cache.contains(key)) cache[key] = Eval(ModelFor(preset), {"--expert-input-dtype", precision});
+  if (!cache.contains(key)) cache[key] = RunEval(ModelFor(preset), {"--expert-input-dtype", precision});
   return cache[key];
 }
 
@@ -131,9 +95,9 @@ TEST_P(HybridLayouts, MatchSingleProcessLogitsAndGreedyTokens) {
     peer = StartWorker(model, "peer");
     flags.insert(flags.end(), {"--coordinator-ranks", "2", "--peer", peer->address});
   }
-  const EvalResult& single = SingleProcess(preset, "bf16");
+  const EvalRun& single = SingleProcess(preset, "bf16");
   ASSERT_EQ(single.run.exit_code, 0) << single.run.err;
-  const EvalResult hybrid = Eval(model, flags);
+  const EvalRun hybrid = RunEval(model, flags);
   ASSERT_EQ(hybrid.run.exit_code, 0) << hybrid.run.err;
   EXPECT_LE(MaxRelativeError(hybrid, single), 1e-4);
   EXPECT_EQ(hybrid.tokens, single.tokens) << "greedy 64-token outputs must be identical";
@@ -153,15 +117,15 @@ TEST(Hybrid, Fp8WireMatchesLikeForLikeAndStaysWithinItsBound) {
   const auto& model = ModelFor("tiny");
   std::vector<Worker> workers;
   for (int i = 0; i < 4; ++i) workers.push_back(StartWorker(model));
-  const EvalResult hybrid = Eval(model, {"--experts", Join(workers), "--wire-dtype", "fp8"});
+  const EvalRun hybrid = RunEval(model, {"--experts", Join(workers), "--wire-dtype", "fp8"});
   ASSERT_EQ(hybrid.run.exit_code, 0) << hybrid.run.err;
   EXPECT_LE(MaxRelativeError(hybrid, SingleProcess("tiny", "fp8")), 1e-4);
   EXPECT_EQ(hybrid.tokens, SingleProcess("tiny", "fp8").tokens);
   // Against unrounded fp32 experts, on the same tokens (the prompt, teacher-forced):
   // fp8's 3-bit mantissa costs a few percent of the logit scale (docs/wire-protocol.md);
   // beyond 0.1 the codec would be broken.
-  const EvalResult fp8_prompt = Eval(model, {"--experts", Join(workers), "--wire-dtype", "fp8"}, 0);
-  const EvalResult f32_prompt = Eval(model, {}, 0);
+  const EvalRun fp8_prompt = RunEval(model, {"--experts", Join(workers), "--wire-dtype", "fp8"}, 0);
+  const EvalRun f32_prompt = RunEval(model, {}, 0);
   ASSERT_EQ(fp8_prompt.run.exit_code, 0) << fp8_prompt.run.err;
   const double vs_f32 = MaxRelativeError(fp8_prompt, f32_prompt);
   EXPECT_LT(vs_f32, 0.1);
@@ -194,7 +158,7 @@ TEST(Hybrid, AStalledWorkerTimesOut) {
   for (int i = 0; i < 2; ++i) workers.push_back(StartWorker(model));
   workers[0].process->Pause();
   const auto t0 = std::chrono::steady_clock::now();
-  const EvalResult r = Eval(model, {"--experts", Join(workers), "--connect-timeout-ms", "800", "--round-trip-timeout-ms", "500"}, 4);
+  const EvalRun r = RunEval(model, {"--experts", Join(workers), "--connect-timeout-ms", "800", "--round-trip-timeout-ms", "500"}, 4);
   EXPECT_EQ(r.run.exit_code, 3);
   EXPECT_NE(r.run.err.find("expert worker rank 1"), std::string::npos) << r.run.err;
   EXPECT_LT(std::chrono::steady_clock::now() - t0, 10s);
@@ -205,7 +169,7 @@ TEST(Hybrid, AWorkerWithAnotherModelIsRefusedAtHandshake) {
   const auto other = TempDir("other") / "tiny-seed2";
   WriteSyntheticCheckpoint(FindPreset("tiny"), 2, other, other / "none");
   Worker w = StartWorker(other);
-  const EvalResult r = Eval(ModelFor("tiny"), {"--experts", w.address}, 2);
+  const EvalRun r = RunEval(ModelFor("tiny"), {"--experts", w.address}, 2);
   EXPECT_EQ(r.run.exit_code, 3);
   EXPECT_NE(r.run.err.find("refused the handshake: model revision mismatch: the coordinator has "), std::string::npos) << r.run.err;
   EXPECT_NE(r.run.err.find("this worker (" + other.string() + ") has "), std::string::npos) << r.run.err;
@@ -230,7 +194,7 @@ TEST(Hybrid, GarbageOnTheWireClosesThatConnectionOnly) {
     socket.read_some(asio::buffer(&byte, 1), ec);  // the worker answers by closing
     EXPECT_TRUE(ec == asio::error::eof || ec == asio::error::connection_reset) << ec.message();
   }
-  const EvalResult ok = Eval(model, {"--experts", w.address}, 2);
+  const EvalRun ok = RunEval(model, {"--experts", w.address}, 2);
   EXPECT_EQ(ok.run.exit_code, 0) << ok.run.err;
   std::ifstream in(w.log);
   const std::string err((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());

@@ -11,13 +11,16 @@
 #include "runtime/model/model_revision.hpp"
 #include "runtime/model/safetensors.hpp"
 #include "runtime/model/synthetic_checkpoint.hpp"
+#include "tests/runtime/eval_run.hpp"
 #include "tests/runtime/tiny_model.hpp"
 
 namespace tandem::rt {
 namespace {
 
+using tandem::testing::ReadFile;
 using tandem::testing::TempDir;
 using tandem::testing::TinyCheckpoint;
+using tandem::testing::WriteFile;
 
 std::string ErrorOf(const std::function<void()>& fn) {
   try {
@@ -26,16 +29,6 @@ std::string ErrorOf(const std::function<void()>& fn) {
     return e.what();
   }
   return "(no error)";
-}
-
-std::string ReadFile(const std::filesystem::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-void WriteFile(const std::filesystem::path& p, const std::string& bytes) {
-  std::ofstream out(p, std::ios::binary | std::ios::trunc);
-  out << bytes;
 }
 
 std::span<const std::byte> AsBytes(const std::string& s) { return {reinterpret_cast<const std::byte*>(s.data()), s.size()}; }

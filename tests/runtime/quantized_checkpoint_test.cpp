@@ -20,6 +20,7 @@
 #include "runtime/model/model_revision.hpp"
 #include "runtime/model/quantize_checkpoint.hpp"
 #include "runtime/model/safetensors.hpp"
+#include "tests/runtime/eval_run.hpp"
 #include "tests/runtime/tiny_model.hpp"
 #include "tests/support/run_command.hpp"
 
@@ -27,6 +28,11 @@ namespace tandem::rt {
 namespace {
 
 using tandem::testing::CommandResult;
+using tandem::testing::EvalRun;
+using tandem::testing::MaxRelativeError;
+using tandem::testing::ReadFile;
+using tandem::testing::RunEval;
+using tandem::testing::WriteFile;
 using tandem::testing::RunCommand;
 using tandem::testing::TempDir;
 using tandem::testing::TinyCheckpoint;
@@ -36,16 +42,6 @@ CommandResult Rt(const std::vector<std::string>& args, std::chrono::seconds time
   CommandResult r = RunCommand(TANDEM_RT_BIN, args, timeout);
   EXPECT_FALSE(r.timed_out);
   return r;
-}
-
-std::string ReadFile(const std::filesystem::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-void WriteFile(const std::filesystem::path& p, const std::string& bytes) {
-  std::ofstream out(p, std::ios::binary | std::ios::trunc);
-  out << bytes;
 }
 
 bool IsRoutedExpert(const std::string& name) {
@@ -209,21 +205,6 @@ TEST_P(QuantizeTiny, ExpertsAreQuantizedAndEverythingElseIsCopied) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Formats, QuantizeTiny, ::testing::Values("int8", "int4"));
-
-// max over rows of max|a − b| / max|b| (as the hybrid tests measure).
-double MaxRelativeError(const std::vector<float>& a, const std::vector<float>& b, int vocab) {
-  double worst = 0.0;
-  for (std::size_t row = 0; row < b.size() / static_cast<std::size_t>(vocab); ++row) {
-    double diff = 0.0, scale = 0.0;
-    for (int v = 0; v < vocab; ++v) {
-      const std::size_t i = row * static_cast<std::size_t>(vocab) + static_cast<std::size_t>(v);
-      diff = std::max(diff, static_cast<double>(std::fabs(a[i] - b[i])));
-      scale = std::max(scale, static_cast<double>(std::fabs(b[i])));
-    }
-    worst = std::max(worst, diff / scale);
-  }
-  return worst;
-}
 
 std::vector<float> PromptLogits(const Checkpoint& ckpt, bool mtp = false) {
   Engine engine(ckpt, EngineOptions{.threads = 2, .mtp = mtp});
@@ -609,43 +590,20 @@ TEST(QuantizedCheckpoint, PlacementRefusesTpSplitsInsideAGroup) {
 
 // Hybrid layouts on the quantized checkpoint reproduce the single process (with its
 // expert inputs rounded as the wire rounds them).
-struct EvalResult {
-  CommandResult run;
-  std::vector<float> logits;
-  std::vector<int> tokens;
-  int vocab = 0;
-};
-
-EvalResult Eval(const std::filesystem::path& model, const std::vector<std::string>& extra) {
-  EvalResult r;
-  const auto logits = TempDir("eval") / "logits.bin";
-  std::vector<std::string> args = {"eval", "--model", model.string(), "--tokens", "0,72,101,108,108,111,44,32,119,111,114,108,100,33,10,84",
-                                   "--decode", "32", "--logits-out", logits.string(), "--threads", "1"};
-  args.insert(args.end(), extra.begin(), extra.end());
-  r.run = RunCommand(TANDEM_RT_BIN, args, 240s);
-  if (r.run.exit_code != 0) return r;
-  const auto summary = nlohmann::json::parse(r.run.out);
-  r.vocab = summary["vocab"];
-  r.tokens = summary["tokens"].get<std::vector<int>>();
-  r.logits.resize(std::filesystem::file_size(logits) / 4);
-  std::ifstream(logits, std::ios::binary).read(reinterpret_cast<char*>(r.logits.data()), static_cast<std::streamsize>(r.logits.size() * 4));
-  return r;
-}
-
 TEST(QuantizedCheckpoint, HybridLayoutsMatchTheSingleProcess) {
   const auto& model = QuantizedTiny("int4");
-  const EvalResult single = Eval(model, {"--expert-input-dtype", "bf16"});
+  const EvalRun single = RunEval(model, {"--expert-input-dtype", "bf16"}, 32);
   ASSERT_EQ(single.run.exit_code, 0) << single.run.err;
   for (const std::vector<std::string>& layout : std::vector<std::vector<std::string>>{
            {"--spawn-workers", "4", "--expert-parallel", "ep"},
            {"--spawn-workers", "2", "--expert-parallel", "tp"},
            {"--spawn-workers", "2", "--expert-parallel", "tp", "--local-expert-layers", "1"}}) {
-    const EvalResult hybrid = Eval(model, layout);
+    const EvalRun hybrid = RunEval(model, layout, 32);
     ASSERT_EQ(hybrid.run.exit_code, 0) << fmt::format("{}", fmt::join(layout, " ")) << ": " << hybrid.run.err;
-    EXPECT_LE(MaxRelativeError(hybrid.logits, single.logits, single.vocab), 1e-4) << fmt::format("{}", fmt::join(layout, " "));
+    EXPECT_LE(MaxRelativeError(hybrid, single), 1e-4) << fmt::format("{}", fmt::join(layout, " "));
     EXPECT_EQ(hybrid.tokens, single.tokens) << fmt::format("{}", fmt::join(layout, " "));
   }
-  const EvalResult tp4 = Eval(model, {"--spawn-workers", "4", "--expert-parallel", "tp"});
+  const EvalRun tp4 = RunEval(model, {"--spawn-workers", "4", "--expert-parallel", "tp"}, 32);
   EXPECT_EQ(tp4.run.exit_code, 2);
   EXPECT_NE(tp4.run.err.find("not a multiple of the checkpoint's quantization group 32"), std::string::npos) << tp4.run.err;
 }
