@@ -68,7 +68,8 @@ void Eval(const Options& opt) {
   LayoutFlags layout = opt.layout;
   const std::unique_ptr<LocalWorkers> spawned = SpawnRequestedWorkers(opt.model, layout);
   Engine engine(ckpt, EngineOptions{.threads = opt.threads, .record_routes = !opt.routes_out.empty(),
-                              .expert_input = ExpertInput(layout), .keep_hidden = !opt.mtp_logits_out.empty()},
+                              .expert_input = ExpertInput(layout), .keep_hidden = !opt.mtp_logits_out.empty(),
+                              .device = EngineDevice(layout)},
                 MakeExpertExecutor(ckpt, layout));
   std::vector<float> hidden;  // every position's final hidden state, for --mtp-logits-out
   const int total = static_cast<int>(opt.tokens.size()) + opt.decode;

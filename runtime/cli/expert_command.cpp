@@ -6,6 +6,7 @@
 
 #include "runtime/cli/commands.hpp"
 #include "runtime/dist/expert_worker.hpp"
+#include "runtime/kernels/cuda/cuda_device.hpp"
 
 namespace tandem::rt::cli {
 
@@ -13,6 +14,7 @@ void AddExpertCommand(CLI::App& app) {
   auto opt = std::make_shared<ExpertWorkerOptions>();
   auto frame_timeout_ms = std::make_shared<int>(30000);
   auto model = std::make_shared<std::string>();
+  auto device = std::make_shared<std::string>("cpu");
   CLI::App* cmd = app.add_subcommand("expert", "Serve routed experts (or a coordinator's TP2 half, --role peer) over TCP");
   cmd->add_option("--listen", opt->listen, "HOST:PORT to listen on; port 0 picks a free one (printed on stdout)")->required();
   cmd->add_option("--model", *model, "Checkpoint directory (opened at the coordinator's handshake)")->required();
@@ -21,10 +23,15 @@ void AddExpertCommand(CLI::App& app) {
       ->check(CLI::IsMember({"worker", "peer"}))
       ->capture_default_str();
   cmd->add_option("--frame-timeout-ms", *frame_timeout_ms, "A frame that has started must finish within this")->check(CLI::Range(1, 3600000));
+  cmd->add_option("--device", *device, "Where the experts are computed: cpu, or cuda (a CUDA build with a GPU)")
+      ->check(CLI::IsMember({"cpu", "cuda"}))
+      ->capture_default_str();
   cmd->add_flag("--transport-only", opt->transport_only,
                 "Benchmarking aid: hold no weights, answer every request with zeros (measures the transport alone)");
-  cmd->callback([opt, model, frame_timeout_ms] {
+  cmd->callback([opt, model, frame_timeout_ms, device] {
     opt->model = *model;
+    opt->device = ParseDevice(*device);
+    if (opt->device == Device::kCuda) RequireCudaDevice();  // fail at start, not at the first handshake
     opt->frame_timeout = std::chrono::milliseconds(*frame_timeout_ms);
     ExpertWorker worker(*opt);
     fmt::print("tandem-rt expert: listening on {}\n", worker.address());

@@ -56,7 +56,8 @@ void Generate(const Options& opt) {
   LayoutFlags layout = opt.layout;
   const std::unique_ptr<LocalWorkers> spawned = SpawnRequestedWorkers(opt.model, layout);
   std::shared_ptr<RemoteExpertExecutor> remote;
-  Engine engine(ckpt, EngineOptions{.threads = opt.threads, .expert_input = ExpertInput(layout)}, MakeExpertExecutor(ckpt, layout, &remote));
+  Engine engine(ckpt, EngineOptions{.threads = opt.threads, .expert_input = ExpertInput(layout), .device = EngineDevice(layout)},
+                MakeExpertExecutor(ckpt, layout, &remote));
   engine.kv().Open(1, capacity);
   IncrementalDetokenizer detok(tokenizer, /*skip_special=*/true);
 
@@ -70,7 +71,8 @@ void Generate(const Options& opt) {
   int position = static_cast<int>(prompt.size());
   int generated = 0;
   while (generated < opt.max_tokens) {
-    const TokenId next = Sample(out.LogitsOf(0, c.vocab_size), opt.sampling, position);
+    const std::int64_t at = position;
+    const TokenId next = engine.SampleRows(out, std::span<const SamplingParams>(&opt.sampling, 1), std::span<const std::int64_t>(&at, 1))[0];
     ++generated;
     std::fputs(detok.Push(next).c_str(), stdout);
     std::fflush(stdout);

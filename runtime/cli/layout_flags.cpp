@@ -43,6 +43,13 @@ void AddLayoutFlags(CLI::App* cmd, LayoutFlags& f) {
                     ->check(CLI::Range(0, 64))
                     ->group(group);
   cmd->add_option("--spawned-threads", f.spawned_threads, "Threads of each spawned worker")->check(CLI::Range(1, 1024))->group(group);
+  cmd->add_option("--spawned-device", f.spawned_device, "Where each spawned worker computes its experts")
+      ->check(CLI::IsMember({"cpu", "cuda"}))
+      ->capture_default_str()
+      ->group(group);
+  cmd->add_option("--device", f.device, "Where the coordinator computes: cpu, or cuda (a CUDA build with a GPU)")
+      ->check(CLI::IsMember({"cpu", "cuda"}))
+      ->capture_default_str();
   cmd->get_option("--experts")->excludes(spawn);
   cmd->add_option("--round-trip-timeout-ms", f.round_trip_timeout_ms, "Limit for one layer's partials")->check(CLI::Range(1, 3600000))->group(group);
 }
@@ -84,13 +91,18 @@ Engine::ExpertExecutorFactory MakeExpertExecutor(const Checkpoint& ckpt, const L
 std::unique_ptr<LocalWorkers> SpawnRequestedWorkers(const std::filesystem::path& model, LayoutFlags& f) {
   if (f.spawn_workers == 0) return nullptr;
   const bool peer = f.coordinator_ranks == 2 && f.peer.empty();
-  auto spawned = std::make_unique<LocalWorkers>(model, f.spawn_workers, peer, f.spawned_threads);
+  std::vector<std::string> extra;
+  if (f.spawned_device != "cpu") extra = {"--device", f.spawned_device};
+  auto spawned = std::make_unique<LocalWorkers>(model, f.spawn_workers, peer, f.spawned_threads, std::filesystem::path{},
+                                                std::move(extra));
   std::string list;
   for (const std::string& a : spawned->worker_addresses()) list += (list.empty() ? "" : ",") + a;
   f.experts = list;
   if (peer) f.peer = spawned->peer_address();
   return spawned;
 }
+
+Device EngineDevice(const LayoutFlags& f) { return ParseDevice(f.device); }
 
 ExpertInputPrecision ExpertInput(const LayoutFlags& f) {
   const bool distributed = !f.experts.empty() || f.coordinator_ranks == 2;

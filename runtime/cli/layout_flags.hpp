@@ -33,6 +33,8 @@ struct LayoutFlags {
   std::string expert_input = "f32";  // single process: round expert inputs as a wire would
   int spawn_workers = 0;             // start N local workers (and a peer if needed) instead of --experts
   int spawned_threads = 1;
+  std::string device = "cpu";          // where the coordinator computes
+  std::string spawned_device = "cpu";  // where spawned workers compute
 };
 
 void AddLayoutFlags(CLI::App* command, LayoutFlags& flags);
@@ -51,6 +53,9 @@ Engine::ExpertExecutorFactory MakeExpertExecutor(const Checkpoint& ckpt, const L
 // The precision experts see their inputs in: --expert-input-dtype, or the wire's
 // when the flags name other ranks.
 ExpertInputPrecision ExpertInput(const LayoutFlags& flags);
+
+// --device as the engine's Device.
+Device EngineDevice(const LayoutFlags& flags);
 
 // One line per remote rank: frames, bytes, round-trip p50/p99, worker compute.
 std::string FormatRankStats(const RemoteExpertExecutor& remote);

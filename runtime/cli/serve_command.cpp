@@ -69,7 +69,8 @@ void Serve(Options opt) {
   const std::unique_ptr<LocalWorkers> spawned = SpawnRequestedWorkers(opt.model, layout);
   std::shared_ptr<RemoteExpertExecutor> remote;
   const bool mtp = ResolveDraftMode(opt.draft, ckpt) == "mtp";
-  Engine engine(ckpt, EngineOptions{.threads = opt.threads, .expert_input = ExpertInput(layout), .keep_hidden = mtp},
+  Engine engine(ckpt, EngineOptions{.threads = opt.threads, .expert_input = ExpertInput(layout), .keep_hidden = mtp,
+                                    .device = EngineDevice(layout)},
                 MakeExpertExecutor(ckpt, layout, &remote));
   ServedModel served{ModelRevision(ckpt.dir()), opt.scheduler.max_context,
                      opt.max_output_tokens > 0 ? std::min(opt.max_output_tokens, opt.scheduler.max_context)

@@ -10,6 +10,7 @@
 #include "runtime/dist/frame_channel.hpp"
 #include "runtime/dist/handshake.hpp"
 #include "runtime/engine/moe_slices.hpp"
+#include "runtime/kernels/cuda/cuda_experts.hpp"
 #include "runtime/kernels/thread_pool.hpp"
 #include "runtime/model/checkpoint.hpp"
 #include "runtime/model/model_error.hpp"
@@ -27,6 +28,7 @@ struct ExpertWorker::State {
   ThreadPool pool;
   std::optional<Checkpoint> checkpoint;  // opened at the first handshake
   std::string revision;
+  std::unique_ptr<CudaMoeSlices> device_slices;  // --device cuda: the served slices on the GPU
 
   explicit State(ExpertWorkerOptions o) : options(std::move(o)), pool(options.threads) {}
 
@@ -96,11 +98,14 @@ struct ExpertWorker::State {
     }
     try {
       MoeSlices slices(*checkpoint, options.transport_only ? std::vector<LayerSlice>{} : hello.slices, &pool);
-      HelloAck ack{revision, slices.weight_bytes(), std::chrono::duration<double>(Clock::now() - t0).count()};
+      device_slices.reset();
+      if (options.device == Device::kCuda) device_slices = CudaMoeSlices::Upload(slices);
+      HelloAck ack{revision, device_slices ? device_slices->weight_bytes() : slices.weight_bytes(),
+                   std::chrono::duration<double>(Clock::now() - t0).count()};
       if (!Send(channel, wire::EncodeTextFrame(wire::FrameType::kHelloAck, HelloAckJson(ack)))) return std::nullopt;
-      Log(fmt::format("{}: serving rank {} of {}: {} slices, {:.1f} MB of expert weights, loaded in {:.3f} s", channel.peer(),
-                      hello.rank, hello.world, hello.slices.size(), static_cast<double>(ack.weight_bytes) / 1e6,
-                      ack.load_seconds));
+      Log(fmt::format("{}: serving rank {} of {}: {} slices, {:.1f} MB of expert weights on the {}, loaded in {:.3f} s",
+                      channel.peer(), hello.rank, hello.world, hello.slices.size(), static_cast<double>(ack.weight_bytes) / 1e6,
+                      device_slices ? "GPU" : "CPU", ack.load_seconds));
       return slices;
     } catch (const std::exception& e) {
       return refuse(fmt::format("cannot load the slices: {}", e.what()));
@@ -130,6 +135,9 @@ struct ExpertWorker::State {
         partial.resize(request.hidden.size());
         if (options.transport_only) {
           std::fill(partial.begin(), partial.end(), 0.0);
+        } else if (device_slices) {
+          device_slices->Compute(layer, request.hidden.data(), request.header.rows, request.routes, hello.shape.top_k,
+                                 partial.data());
         } else {
           slices->Compute(layer, request.hidden.data(), request.header.rows, request.routes, hello.shape.top_k, partial.data());
         }

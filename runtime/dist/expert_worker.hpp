@@ -6,6 +6,8 @@
 #include <memory>
 #include <string>
 
+#include "runtime/kernels/device.hpp"
+
 namespace tandem::rt {
 
 struct ExpertWorkerOptions {
@@ -17,6 +19,8 @@ struct ExpertWorkerOptions {
   // Benchmarking aid: load no weights and answer every request with zero partials,
   // so a round trip measures the transport alone. Never for real use.
   bool transport_only = false;
+  // kCuda: the slices are copied to the GPU at the handshake and computed there.
+  Device device = Device::kCpu;
 };
 
 // `tandem-rt expert`: serves one coordinator connection at a time. The first frame

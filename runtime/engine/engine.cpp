@@ -13,6 +13,7 @@
 #include "runtime/engine/model_weights.hpp"
 #include "runtime/engine/rope.hpp"
 #include "runtime/engine/router.hpp"
+#include "runtime/kernels/cuda/cuda_forward.hpp"
 #include "runtime/kernels/latent_attention.hpp"
 #include "runtime/kernels/matmul.hpp"
 #include "runtime/kernels/ops.hpp"
@@ -37,6 +38,7 @@ struct Engine::State {
   std::vector<float> x, xn, attn, mlp, q, q_a, kv_a, q_abs, latent, o, router_logits,
       mlp_scratch, logits_in, mtp_in;
   std::vector<ExpertRoute> routes;
+  std::unique_ptr<CudaForward> cuda;  // set when the pass runs on the GPU
 
   State(const Checkpoint& ckpt, EngineOptions opts, const ExpertExecutorFactory& factory)
       : config(ckpt.config()),
@@ -46,12 +48,19 @@ struct Engine::State {
         own_pool(opts.pool != nullptr ? nullptr : std::make_unique<ThreadPool>(opts.threads)),
         pool(opts.pool != nullptr ? *opts.pool : *own_pool),
         // Rounded expert inputs mean a comparison with a hybrid run: sum exactly as it does.
-        experts(factory ? factory(pool)
-                        : std::make_shared<LocalExpertExecutor>(ckpt, &pool, opts.expert_input != ExpertInputPrecision::kF32,
-                                                                MoeLayersOf(config, weights))),
+        // On the GPU the device holds the experts itself.
+        experts(factory                             ? factory(pool)
+                : opts.device == Device::kCuda ? nullptr
+                                               : std::make_shared<LocalExpertExecutor>(
+                                                     ckpt, &pool, opts.expert_input != ExpertInputPrecision::kF32,
+                                                     MoeLayersOf(config, weights))),
         kv(static_cast<int>(weights.layers.size()), config.kv_lora_rank + config.qk_rope_head_dim),
         softmax_scale(static_cast<float>(rope.softmax_scale_factor() / std::sqrt(static_cast<double>(config.q_head_dim())))) {
-    if (opts.quantize) weights.Quantize(*opts.quantize, opts.quantize_group);
+    if (opts.quantize) {
+      if (opts.device == Device::kCuda) throw std::invalid_argument("--device cuda: a quantized reading of the model (a drafter's) runs on the CPU");
+      weights.Quantize(*opts.quantize, opts.quantize_group);
+    }
+    if (opts.device == Device::kCuda) cuda = CudaForward::Create(ckpt, weights, rope, softmax_scale, experts == nullptr);
     for (const LayerWeights& lw : weights.layers) {
       if (lw.moe) {
         routers.emplace_back(std::in_place, config, lw.router_bias);
@@ -179,6 +188,11 @@ void Engine::Forward(std::span<const Row> rows, ForwardOutput& out, const float*
   if (s.weights.mtp && hidden_in == nullptr) throw std::invalid_argument("the MTP layer needs the target's hidden state of every row");
   std::map<SequenceId, int> next_position;
   s.Validate(rows, next_position);
+  if (s.cuda) {
+    s.cuda->Forward(rows, s.kv, s.experts.get(), s.options.expert_input, s.options.record_routes, s.options.keep_hidden, out);
+    for (const auto& [sequence, length] : next_position) s.kv.Get(sequence).SetLength(length);
+    return;
+  }
 
   const auto b_rows = static_cast<std::int64_t>(rows.size());
   const std::int64_t hidden = c.hidden_size;
@@ -240,6 +254,21 @@ void Engine::Forward(std::span<const Row> rows, ForwardOutput& out, const float*
   RmsNorm(s.logits_in.data(), s.weights.final_norm.data(), selected, hidden, eps, s.logits_in.data());
   out.logits.resize(static_cast<std::size_t>(selected * c.vocab_size));
   MatMul(s.weights.lm_head, s.logits_in.data(), selected, out.logits.data(), &s.pool);
+}
+
+std::vector<TokenId> Engine::SampleRows(const ForwardOutput& out, std::span<const SamplingParams> params,
+                                        std::span<const std::int64_t> positions) {
+  if (params.size() != out.logit_rows.size() || positions.size() != params.size()) {
+    throw std::invalid_argument(fmt::format("sampling {} logits rows with {} settings and {} positions", out.logit_rows.size(),
+                                            params.size(), positions.size()));
+  }
+  if (state_->cuda) return state_->cuda->SampleLogits(params, positions);
+  std::vector<TokenId> tokens;
+  tokens.reserve(params.size());
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    tokens.push_back(Sample(out.LogitsOf(i, state_->config.vocab_size), params[i], positions[i]));
+  }
+  return tokens;
 }
 
 }  // namespace tandem::rt

@@ -10,10 +10,12 @@
 #include "runtime/engine/expert_executor.hpp"
 #include "runtime/engine/kv_cache.hpp"
 #include "runtime/engine/row.hpp"
+#include "runtime/kernels/device.hpp"
 #include "runtime/kernels/ops.hpp"
 #include "runtime/kernels/quantized_matrix.hpp"
 #include "runtime/model/model_config.hpp"
 #include "runtime/model/tokenizer.hpp"
+#include "runtime/sampling/sampler.hpp"
 
 namespace tandem::rt {
 
@@ -52,6 +54,10 @@ struct EngineOptions {
   // Compute the checkpoint's MTP layer instead of the model: a one-layer model whose
   // rows also take a hidden state (Forward's `hidden_in`), see ModelWeights::LoadMtp.
   bool mtp = false;
+  // kCuda: the forward pass runs on the GPU (CudaForward), the experts too unless
+  // an executor factory is given (a hybrid layout's workers). Needs a CUDA build and
+  // a device; the MTP layer and `quantize` are CPU-only.
+  Device device = Device::kCpu;
 };
 
 // The forward pass of a DeepSeek-V3-family model over batches of rows, with a
@@ -75,6 +81,12 @@ class Engine {
   // sequence, non-consecutive positions, capacity, token out of range).
   // `hidden_in` ([rows × hidden]) is required by, and only read by, an MTP engine.
   void Forward(std::span<const Row> rows, ForwardOutput& out, const float* hidden_in = nullptr);
+
+  // Sample (runtime/sampling) of each logits row of `out`, the last Forward's
+  // output: row i with params[i] at positions[i]. On the device for a kCuda engine
+  // (same choices, and the logits need not come back for it).
+  std::vector<TokenId> SampleRows(const ForwardOutput& out, std::span<const SamplingParams> params,
+                                  std::span<const std::int64_t> positions);
 
  private:
   struct State;

@@ -1,14 +1,22 @@
 #include "runtime/engine/kv_cache.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <stdexcept>
 
 #include <fmt/format.h>
 
 namespace tandem::rt {
 
+namespace {
+std::uint64_t NextSerial() {
+  static std::atomic<std::uint64_t> next{1};
+  return next.fetch_add(1, std::memory_order_relaxed);
+}
+}  // namespace
+
 KvCache::KvCache(int layers, int width, int capacity)
-    : layers_(layers), width_(width), capacity_(capacity),
+    : layers_(layers), width_(width), capacity_(capacity), serial_(NextSerial()),
       data_(static_cast<std::size_t>(layers) * static_cast<std::size_t>(capacity) * static_cast<std::size_t>(width)) {
   if (layers <= 0 || width <= 0 || capacity <= 0) throw std::invalid_argument("kv cache: layers, width and capacity must be positive");
 }
@@ -37,6 +45,7 @@ void KvCache::CopyPrefixFrom(const KvCache& other, int length) {
     std::copy_n(other.At(l, 0), static_cast<std::size_t>(length) * static_cast<std::size_t>(width_), At(l, 0));
   }
   length_ = length;
+  serial_ = NextSerial();
 }
 
 KvCache& KvCachePool::Open(SequenceId id, int capacity) {

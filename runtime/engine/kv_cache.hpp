@@ -19,6 +19,11 @@ class KvCache {
   int length() const { return length_; }
   int capacity() const { return capacity_; }
   int width() const { return width_; }
+  int layers() const { return layers_; }
+  // Unique in the process, and renewed whenever the content is replaced from outside
+  // a forward pass (a new cache, CopyPrefixFrom): a device's mirror of the cache
+  // knows from it whether what it holds is still this cache's.
+  std::uint64_t serial() const { return serial_; }
 
   float* At(int layer, int position) { return data_.data() + Offset(layer, position); }
   const float* At(int layer, int position) const { return data_.data() + Offset(layer, position); }
@@ -40,6 +45,7 @@ class KvCache {
   int width_;
   int capacity_;
   int length_ = 0;
+  std::uint64_t serial_;
   std::vector<float> data_;
 };
 

@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -54,12 +55,15 @@ class MoeSlices {
   // Every slice of a single process: all experts and shared experts of all MoE layers.
   static std::vector<LayerSlice> Everything(const ModelConfig& config);
 
- private:
+  // What one held layer holds (a device backend copies it from here).
   struct Layer {
     LayerSlice slice;
     std::vector<MlpWeights> experts;  // index e − expert_begin
     std::optional<MlpWeights> shared;
   };
+  const std::map<int, Layer>& layers() const { return layers_; }
+
+ private:
 
   std::int64_t hidden_;
   ThreadPool* pool_;

@@ -24,6 +24,7 @@ class RopeTable {
   // The factor the attention softmax scale is multiplied by (YaRN's mscale²).
   double softmax_scale_factor() const { return softmax_scale_factor_; }
   const std::vector<double>& inv_freq() const { return inv_freq_; }
+  double mscale() const { return mscale_; }  // cos and sin are multiplied by it
 
  private:
   int dim_ = 0;

@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "runtime/kernels/cuda/cuda_device.hpp"
+
 #include "tests/runtime/tiny_model.hpp"
 #include "tests/support/run_command.hpp"
 
@@ -79,6 +81,23 @@ TEST(TandemRtCli, BadInputExitsTwoWithAMessage) {
     EXPECT_EQ(r.exit_code, 2) << args[0] << ": " << r.err;
     EXPECT_NE(r.err.find(message), std::string::npos) << "stderr: " << r.err;
   }
+}
+
+TEST(TandemRtCli, DeviceCudaWithoutABackendOrAGpuExitsTwoAndSaysWhy) {
+  if (CudaDeviceCount() > 0) GTEST_SKIP() << "a GPU is here: " << CudaDeviceSummary();
+  const auto dir = tandem::testing::TinyCheckpoint();
+  const std::string why = CudaBuilt() ? "CUDA device" : "configure with -DTANDEM_CUDA=ON";
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"eval", "--model", dir.string(), "--tokens", "0,1", "--logits-out", "/tmp/x.bin", "--device", "cuda"},
+        std::vector<std::string>{"expert", "--listen", "127.0.0.1:0", "--model", dir.string(), "--device", "cuda"}}) {
+    const CommandResult r = Rt(args);
+    EXPECT_EQ(r.exit_code, 2) << args[0] << ": " << r.err;
+    EXPECT_NE(r.err.find("--device cuda: "), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find(why), std::string::npos) << r.err;
+  }
+  const CommandResult bad = Rt({"eval", "--model", dir.string(), "--tokens", "0", "--logits-out", "/tmp/x.bin", "--device", "tpu"});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("--device"), std::string::npos) << bad.err;
 }
 
 }  // namespace

@@ -1,0 +1,405 @@
+#include "runtime/kernels/cuda/cuda_forward.hpp"
+
+#include <algorithm>
+#include <map>
+#include <optional>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "runtime/engine/engine.hpp"
+#include "runtime/engine/model_weights.hpp"
+#include "runtime/engine/moe_slices.hpp"
+#include "runtime/engine/rope.hpp"
+#include "runtime/kernels/cuda/cuda_device.hpp"
+#include "runtime/kernels/cuda/device_experts.hpp"
+#include "runtime/kernels/cuda/device_sampler.hpp"
+#include "runtime/kernels/cuda/device_weights.hpp"
+#include "runtime/model/checkpoint.hpp"
+
+namespace tandem::rt {
+namespace cuda {
+
+namespace {
+
+struct DeviceAttention {
+  DeviceMatrix q_proj, q_a_proj, q_b_proj, kv_a_proj, key_up, value_up, o_proj;
+  DeviceBuffer<float> q_a_norm, kv_a_norm;
+};
+
+struct DeviceLayer {
+  int checkpoint_layer = 0;
+  DeviceBuffer<float> input_norm, post_attention_norm;
+  DeviceAttention attention;
+  bool moe = false;
+  DeviceMatrix dense_gate, dense_up, dense_down;
+  DeviceMatrix router;
+  DeviceBuffer<float> router_bias;
+  bool has_bias = false;
+};
+
+// A sequence's compressed cache on the device, mirroring the host's KvCache.
+struct CacheMirror {
+  DeviceBuffer<float> data;
+  int capacity = 0;
+  std::uint64_t serial = 0;
+  int synced = 0;  // positions [0, synced) hold the host cache's values
+};
+
+RouterParams RouterParamsOf(const ModelConfig& c) {
+  RouterParams p;
+  p.experts = c.n_routed_experts;
+  p.top_k = c.num_experts_per_tok;
+  p.groups = c.n_group;
+  p.top_groups = c.topk_group;
+  p.scoring = static_cast<int>(c.scoring_func);
+  p.topk_method = static_cast<int>(c.topk_method);
+  p.norm_topk_prob = c.norm_topk_prob;
+  const bool normalise = p.top_k > 1 && c.norm_topk_prob;
+  p.scale = c.architecture == Architecture::kDeepseekV3 || !normalise;
+  p.routed_scaling_factor = c.routed_scaling_factor;
+  return p;
+}
+
+class DeviceForward final : public CudaForward {
+ public:
+  DeviceForward(const Checkpoint& ckpt, const ModelWeights& w, const RopeTable& rope, float softmax_scale, bool experts_on_device)
+      : c_(ckpt.config()), router_(RouterParamsOf(c_)), softmax_scale_(softmax_scale) {
+    if (w.mtp) throw std::invalid_argument("--device cuda: the MTP layer runs on the CPU (use --device cpu for an MTP drafter)");
+    if (c_.n_routed_experts > kMaxRoutedExperts) {
+      throw std::invalid_argument(fmt::format("--device cuda: {} routed experts; the device router takes at most {}",
+                                              c_.n_routed_experts, kMaxRoutedExperts));
+    }
+    embed_ = Upload(w.embed);
+    lm_head_ = Upload(w.lm_head);
+    final_norm_ = UploadFloats(w.final_norm);
+    inv_freq_ = UploadDoubles(rope.inv_freq());
+    mscale_ = rope.mscale();
+    for (const LayerWeights& lw : w.layers) {
+      DeviceLayer d;
+      d.checkpoint_layer = lw.checkpoint_layer;
+      d.input_norm = UploadFloats(lw.input_norm);
+      d.post_attention_norm = UploadFloats(lw.post_attention_norm);
+      const AttentionWeights& a = lw.attention;
+      if (c_.q_lora_rank > 0) {
+        d.attention.q_a_proj = Upload(a.q_a_proj);
+        d.attention.q_b_proj = Upload(a.q_b_proj);
+        d.attention.q_a_norm = UploadFloats(a.q_a_norm);
+      } else {
+        d.attention.q_proj = Upload(a.q_proj);
+      }
+      d.attention.kv_a_proj = Upload(a.kv_a_proj);
+      d.attention.kv_a_norm = UploadFloats(a.kv_a_norm);
+      std::vector<const WeightMatrix*> keys, values;
+      for (const WeightMatrix& m : a.key_up) keys.push_back(&m);
+      for (const WeightMatrix& m : a.value_up) values.push_back(&m);
+      d.attention.key_up = UploadStacked(keys);
+      d.attention.value_up = UploadStacked(values);
+      d.attention.o_proj = Upload(a.o_proj);
+      d.moe = lw.moe;
+      if (lw.moe) {
+        d.router = Upload(lw.router);
+        d.has_bias = !lw.router_bias.empty();
+        d.router_bias = UploadFloats(lw.router_bias);
+      } else {
+        d.dense_gate = Upload(lw.dense.gate);
+        d.dense_up = Upload(lw.dense.up);
+        d.dense_down = Upload(lw.dense.down);
+      }
+      layers_.push_back(std::move(d));
+    }
+    if (experts_on_device) {
+      std::vector<LayerSlice> slices;
+      const int shared = c_.moe_intermediate_size * c_.n_shared_experts;
+      for (const LayerWeights& lw : w.layers) {
+        if (lw.moe) slices.push_back({lw.checkpoint_layer, 0, c_.n_routed_experts, 0, c_.moe_intermediate_size, 0, shared});
+      }
+      // The host slices are views into the checkpoint (down columns are whole, so
+      // nothing is copied); they are only read while uploading.
+      const MoeSlices host(ckpt, slices, nullptr, false);
+      experts_.emplace(host);
+    }
+  }
+
+  void Forward(std::span<const Row> rows, KvCachePool& kv, ExpertExecutor* experts, ExpertInputPrecision expert_input,
+               bool record_routes, bool keep_hidden, ForwardOutput& out) override;
+
+  std::vector<TokenId> SampleLogits(std::span<const SamplingParams> params, std::span<const std::int64_t> positions) override {
+    if (params.size() != logit_rows_) {
+      throw std::invalid_argument(fmt::format("device sampler: {} sampling settings for the last pass's {} logits rows",
+                                              params.size(), logit_rows_));
+    }
+    return sampler_.Sample(logits_.get(), c_.vocab_size, params, positions, stream_.get());
+  }
+
+ private:
+  void SyncCaches(std::span<const Row> rows, KvCachePool& kv);
+  void Attention(const DeviceLayer& l, int layer, std::int64_t b_rows);
+  void Moe(const DeviceLayer& l, std::span<const Row> rows, ExpertExecutor* experts, ExpertInputPrecision expert_input,
+           bool record_routes, ForwardOutput& out);
+
+  const ModelConfig& c_;
+  RouterParams router_;
+  float softmax_scale_;
+  double mscale_ = 1.0;
+  Stream stream_;
+  DeviceMatrix embed_, lm_head_;
+  DeviceBuffer<float> final_norm_;
+  DeviceBuffer<double> inv_freq_;
+  std::vector<DeviceLayer> layers_;
+  std::optional<DeviceExperts> experts_;
+  std::map<SequenceId, CacheMirror> mirrors_;
+  DeviceSampler sampler_;
+  std::size_t logit_rows_ = 0;
+
+  // Per pass: the rows' tokens, positions, capacities and cache pointers.
+  PinnedBuffer<std::int32_t> tokens_pinned_, positions_pinned_, capacities_pinned_;
+  PinnedBuffer<float*> caches_pinned_;
+  DeviceBuffer<std::int32_t> tokens_, positions_, capacities_;
+  DeviceBuffer<float*> caches_;
+  std::int64_t max_len_ = 0;
+  // Activations, reused between passes.
+  DeviceBuffer<float> x_, xn_, q_, q_a_, kv_a_, q_abs_, latent_, o_, scores_, gate_, up_, mlp_, router_logits_, route_weights_,
+      logits_in_, logits_, staging_;
+  DeviceBuffer<std::int32_t> route_experts_;
+  // Host copies for a remote executor and for the cache of record.
+  PinnedBuffer<float> host_x_, host_mlp_, host_staging_, host_route_weights_;
+  PinnedBuffer<std::int32_t> host_route_experts_;
+  std::vector<ExpertRoute> host_routes_;
+};
+
+void DeviceForward::SyncCaches(std::span<const Row> rows, KvCachePool& kv) {
+  for (auto it = mirrors_.begin(); it != mirrors_.end();) {  // closed sequences
+    it = kv.Contains(it->first) ? std::next(it) : mirrors_.erase(it);
+  }
+  const std::int64_t width = c_.kv_lora_rank + c_.qk_rope_head_dim;
+  const auto layers = static_cast<std::int64_t>(layers_.size());
+  for (const Row& r : rows) {
+    const KvCache& host = kv.Get(r.sequence);
+    CacheMirror& m = mirrors_[r.sequence];
+    if (m.capacity != host.capacity()) {
+      m.data = DeviceBuffer<float>(static_cast<std::size_t>(layers * host.capacity() * width));
+      m.capacity = host.capacity();
+      m.synced = 0;
+    }
+    if (m.serial != host.serial()) {
+      m.serial = host.serial();
+      m.synced = 0;
+    }
+    m.synced = std::min(m.synced, host.length());
+    if (m.synced < host.length()) {  // positions the host has and the mirror lacks
+      for (std::int64_t l = 0; l < layers; ++l) {
+        const std::int64_t first = (l * m.capacity + m.synced) * width;
+        Check(cudaMemcpyAsync(m.data.get() + first, host.At(static_cast<int>(l), m.synced),
+                              static_cast<std::size_t>((host.length() - m.synced) * width) * sizeof(float),
+                              cudaMemcpyHostToDevice, stream_.get()),
+              "cudaMemcpyAsync (kv cache)");
+      }
+      m.synced = host.length();
+    }
+  }
+  const auto n = rows.size();
+  tokens_pinned_.Reserve(n);
+  positions_pinned_.Reserve(n);
+  capacities_pinned_.Reserve(n);
+  caches_pinned_.Reserve(n);
+  tokens_.Reserve(n);
+  positions_.Reserve(n);
+  capacities_.Reserve(n);
+  caches_.Reserve(n);
+  max_len_ = 0;
+  for (std::size_t b = 0; b < n; ++b) {
+    CacheMirror& m = mirrors_.at(rows[b].sequence);
+    tokens_pinned_.get()[b] = rows[b].token;
+    positions_pinned_.get()[b] = rows[b].position;
+    capacities_pinned_.get()[b] = m.capacity;
+    caches_pinned_.get()[b] = m.data.get();
+    max_len_ = std::max<std::int64_t>(max_len_, rows[b].position + 1);
+  }
+  const cudaStream_t s = stream_.get();
+  Check(cudaMemcpyAsync(tokens_.get(), tokens_pinned_.get(), n * sizeof(std::int32_t), cudaMemcpyHostToDevice, s), "cudaMemcpyAsync");
+  Check(cudaMemcpyAsync(positions_.get(), positions_pinned_.get(), n * sizeof(std::int32_t), cudaMemcpyHostToDevice, s),
+        "cudaMemcpyAsync");
+  Check(cudaMemcpyAsync(capacities_.get(), capacities_pinned_.get(), n * sizeof(std::int32_t), cudaMemcpyHostToDevice, s),
+        "cudaMemcpyAsync");
+  Check(cudaMemcpyAsync(caches_.get(), caches_pinned_.get(), n * sizeof(float*), cudaMemcpyHostToDevice, s), "cudaMemcpyAsync");
+}
+
+void DeviceForward::Attention(const DeviceLayer& l, int layer, std::int64_t b_rows) {
+  const DeviceAttention& w = l.attention;
+  const cudaStream_t s = stream_.get();
+  const std::int64_t hidden = c_.hidden_size, heads = c_.num_attention_heads;
+  const std::int64_t nope = c_.qk_nope_head_dim, rope = c_.qk_rope_head_dim, v_dim = c_.v_head_dim;
+  const std::int64_t q_head = nope + rope, kvl = c_.kv_lora_rank, width = kvl + rope;
+  const auto eps = static_cast<float>(c_.rms_norm_eps);
+  const std::int64_t q_width = heads * q_head;
+
+  q_.Reserve(static_cast<std::size_t>(b_rows * q_width));
+  kv_a_.Reserve(static_cast<std::size_t>(b_rows * width));
+  if (c_.q_lora_rank > 0) {
+    q_a_.Reserve(static_cast<std::size_t>(b_rows * c_.q_lora_rank));
+    Gemv(w.q_a_proj.view, xn_.get(), hidden, b_rows, q_a_.get(), c_.q_lora_rank, false, s);
+    RmsNorm(q_a_.get(), c_.q_lora_rank, w.q_a_norm.get(), b_rows, c_.q_lora_rank, eps, q_a_.get(), c_.q_lora_rank, s);
+    Gemv(w.q_b_proj.view, q_a_.get(), c_.q_lora_rank, b_rows, q_.get(), q_width, false, s);
+  } else {
+    Gemv(w.q_proj.view, xn_.get(), hidden, b_rows, q_.get(), q_width, false, s);
+  }
+  Gemv(w.kv_a_proj.view, xn_.get(), hidden, b_rows, kv_a_.get(), width, false, s);
+
+  // The new rows' compressed KV: normalised latent, rotated key, into the caches.
+  RmsNorm(kv_a_.get(), width, w.kv_a_norm.get(), b_rows, kvl, eps, kv_a_.get(), width, s);
+  Rope(kv_a_.get(), b_rows, width, kvl, 1, 0, rope, positions_.get(), inv_freq_.get(), mscale_, s);
+  const CacheRows cache{caches_.get(), capacities_.get(), positions_.get(), width};
+  StoreLatents(kv_a_.get(), b_rows, cache, layer, staging_.get() + static_cast<std::int64_t>(layer) * b_rows * width, s);
+  Rope(q_.get(), b_rows, q_width, nope, heads, q_head, rope, positions_.get(), inv_freq_.get(), mscale_, s);
+
+  q_abs_.Reserve(static_cast<std::size_t>(b_rows * heads * kvl));
+  latent_.Reserve(static_cast<std::size_t>(b_rows * heads * kvl));
+  o_.Reserve(static_cast<std::size_t>(b_rows * heads * v_dim));
+  scores_.Reserve(static_cast<std::size_t>(b_rows * heads * max_len_));
+  AbsorbKeys(w.key_up.view, heads, nope, kvl, q_.get(), q_head, b_rows, q_abs_.get(), s);
+  LatentAttention(q_abs_.get(), q_.get(), q_head, nope, cache, layer, b_rows, heads, kvl, rope, softmax_scale_, scores_.get(),
+                  max_len_, latent_.get(), s);
+  ApplyValues(w.value_up.view, heads, v_dim, kvl, latent_.get(), b_rows, o_.get(), s);
+  // x += o_proj · o: the residual added by the product itself.
+  Gemv(w.o_proj.view, o_.get(), heads * v_dim, b_rows, x_.get(), hidden, true, s);
+}
+
+void DeviceForward::Moe(const DeviceLayer& l, std::span<const Row> rows, ExpertExecutor* experts,
+                        ExpertInputPrecision expert_input, bool record_routes, ForwardOutput& out) {
+  const cudaStream_t s = stream_.get();
+  const auto b_rows = static_cast<std::int64_t>(rows.size());
+  const std::int64_t hidden = c_.hidden_size;
+  const int k = c_.num_experts_per_tok;
+  const auto n = static_cast<std::size_t>(b_rows * hidden);
+  const auto routes = static_cast<std::size_t>(b_rows * k);
+  router_logits_.Reserve(static_cast<std::size_t>(b_rows * c_.n_routed_experts));
+  route_experts_.Reserve(routes);
+  route_weights_.Reserve(routes);
+  Gemv(l.router.view, xn_.get(), hidden, b_rows, router_logits_.get(), c_.n_routed_experts, false, s);
+  Route(router_logits_.get(), b_rows, router_, l.has_bias ? l.router_bias.get() : nullptr, route_experts_.get(),
+        route_weights_.get(), s);
+
+  const bool host_routes = record_routes || experts != nullptr;
+  if (host_routes) {
+    host_route_experts_.Reserve(routes);
+    host_route_weights_.Reserve(routes);
+    Check(cudaMemcpyAsync(host_route_experts_.get(), route_experts_.get(), routes * sizeof(std::int32_t), cudaMemcpyDeviceToHost, s),
+          "cudaMemcpyAsync");
+    Check(cudaMemcpyAsync(host_route_weights_.get(), route_weights_.get(), routes * sizeof(float), cudaMemcpyDeviceToHost, s),
+          "cudaMemcpyAsync");
+  }
+  if (experts != nullptr) {
+    host_x_.Reserve(n);
+    host_mlp_.Reserve(n);
+    Check(cudaMemcpyAsync(host_x_.get(), xn_.get(), n * sizeof(float), cudaMemcpyDeviceToHost, s), "cudaMemcpyAsync");
+  }
+  if (host_routes) {
+    stream_.Synchronize();
+    host_routes_.resize(routes);
+    for (std::size_t i = 0; i < routes; ++i) host_routes_[i] = {host_route_experts_.get()[i], host_route_weights_.get()[i]};
+    if (record_routes) out.routes.push_back(host_routes_);
+  }
+  mlp_.Reserve(n);
+  if (experts != nullptr) {
+    RoundExpertInput(host_x_.get(), b_rows, hidden, expert_input);
+    experts->Start(l.checkpoint_layer, rows, host_x_.get(), host_routes_);
+    experts->Finish(host_mlp_.get());
+    Check(cudaMemcpyAsync(mlp_.get(), host_mlp_.get(), n * sizeof(float), cudaMemcpyHostToDevice, s), "cudaMemcpyAsync");
+  } else {
+    experts_->ComputeOnDevice(l.checkpoint_layer, xn_.get(), b_rows, route_experts_.get(), route_weights_.get(), k, mlp_.get(),
+                              nullptr, s);
+  }
+  Add(x_.get(), mlp_.get(), static_cast<std::int64_t>(n), s);
+}
+
+void DeviceForward::Forward(std::span<const Row> rows, KvCachePool& kv, ExpertExecutor* experts,
+                            ExpertInputPrecision expert_input, bool record_routes, bool keep_hidden, ForwardOutput& out) {
+  if (experts == nullptr && !experts_) throw std::logic_error("device forward: no executor for the experts");
+  if (experts == nullptr && expert_input != ExpertInputPrecision::kF32) {
+    throw std::invalid_argument("--device cuda: rounding the experts' inputs (a CPU comparison aid) is not done on the device");
+  }
+  const cudaStream_t s = stream_.get();
+  const auto b_rows = static_cast<std::int64_t>(rows.size());
+  const std::int64_t hidden = c_.hidden_size, width = c_.kv_lora_rank + c_.qk_rope_head_dim;
+  const auto layers = static_cast<std::int64_t>(layers_.size());
+  const auto eps = static_cast<float>(c_.rms_norm_eps);
+  const auto n = static_cast<std::size_t>(b_rows * hidden);
+  logit_rows_ = 0;
+  SyncCaches(rows, kv);
+  x_.Reserve(n);
+  xn_.Reserve(n);
+  staging_.Reserve(static_cast<std::size_t>(layers * b_rows * width));
+  Embed(embed_.view, tokens_.get(), b_rows, x_.get(), s);
+
+  for (int l = 0; l < static_cast<int>(layers); ++l) {
+    const DeviceLayer& lw = layers_[static_cast<std::size_t>(l)];
+    RmsNorm(x_.get(), hidden, lw.input_norm.get(), b_rows, hidden, eps, xn_.get(), hidden, s);
+    Attention(lw, l, b_rows);
+    RmsNorm(x_.get(), hidden, lw.post_attention_norm.get(), b_rows, hidden, eps, xn_.get(), hidden, s);
+    if (!lw.moe) {
+      const std::int64_t inter = lw.dense_gate.view.rows;
+      gate_.Reserve(static_cast<std::size_t>(b_rows * inter));
+      up_.Reserve(static_cast<std::size_t>(b_rows * inter));
+      Gemv(lw.dense_gate.view, xn_.get(), hidden, b_rows, gate_.get(), inter, false, s);
+      Gemv(lw.dense_up.view, xn_.get(), hidden, b_rows, up_.get(), inter, false, s);
+      SwiGlu(gate_.get(), up_.get(), b_rows * inter, s);
+      Gemv(lw.dense_down.view, gate_.get(), inter, b_rows, x_.get(), hidden, true, s);
+    } else {
+      Moe(lw, rows, experts, expert_input, record_routes, out);
+    }
+  }
+
+  // The new cache entries back to the cache of record.
+  host_staging_.Reserve(static_cast<std::size_t>(layers * b_rows * width));
+  Check(cudaMemcpyAsync(host_staging_.get(), staging_.get(), static_cast<std::size_t>(layers * b_rows * width) * sizeof(float),
+                        cudaMemcpyDeviceToHost, s),
+        "cudaMemcpyAsync (kv cache)");
+  if (keep_hidden) {
+    host_x_.Reserve(n);
+    Check(cudaMemcpyAsync(host_x_.get(), x_.get(), n * sizeof(float), cudaMemcpyDeviceToHost, s), "cudaMemcpyAsync");
+  }
+
+  for (std::size_t b = 0; b < rows.size(); ++b) {
+    if (rows[b].logits) out.logit_rows.push_back(b);
+  }
+  const auto selected = static_cast<std::int64_t>(out.logit_rows.size());
+  if (selected > 0) {
+    logits_in_.Reserve(static_cast<std::size_t>(selected * hidden));
+    logits_.Reserve(static_cast<std::size_t>(selected * c_.vocab_size));
+    for (std::int64_t i = 0; i < selected; ++i) {
+      RmsNorm(x_.get() + static_cast<std::int64_t>(out.logit_rows[static_cast<std::size_t>(i)]) * hidden, hidden,
+              final_norm_.get(), 1, hidden, eps, logits_in_.get() + i * hidden, hidden, s);
+    }
+    Gemv(lm_head_.view, logits_in_.get(), hidden, selected, logits_.get(), c_.vocab_size, false, s);
+    out.logits.resize(static_cast<std::size_t>(selected * c_.vocab_size));
+    Check(cudaMemcpyAsync(out.logits.data(), logits_.get(), out.logits.size() * sizeof(float), cudaMemcpyDeviceToHost, s),
+          "cudaMemcpyAsync (logits)");
+  }
+  stream_.Synchronize();
+  logit_rows_ = static_cast<std::size_t>(selected);
+
+  for (std::int64_t l = 0; l < layers; ++l) {
+    for (std::int64_t b = 0; b < b_rows; ++b) {
+      const Row& r = rows[static_cast<std::size_t>(b)];
+      std::copy_n(host_staging_.get() + (l * b_rows + b) * width, width, kv.Get(r.sequence).At(static_cast<int>(l), r.position));
+    }
+  }
+  for (const Row& r : rows) {
+    CacheMirror& m = mirrors_.at(r.sequence);
+    m.synced = std::max(m.synced, r.position + 1);
+  }
+  if (keep_hidden) out.hidden.assign(host_x_.get(), host_x_.get() + n);
+}
+
+}  // namespace
+
+}  // namespace cuda
+
+std::unique_ptr<CudaForward> CudaForward::Create(const Checkpoint& ckpt, const ModelWeights& weights, const RopeTable& rope,
+                                                 float softmax_scale, bool experts_on_device) {
+  RequireCudaDevice();
+  return std::make_unique<cuda::DeviceForward>(ckpt, weights, rope, softmax_scale, experts_on_device);
+}
+
+}  // namespace tandem::rt

@@ -1,0 +1,134 @@
+#include "runtime/kernels/cuda/device_experts.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "runtime/kernels/cuda/cuda_device.hpp"
+
+namespace tandem::rt {
+
+std::unique_ptr<CudaMoeSlices> CudaMoeSlices::Upload(const MoeSlices& host) {
+  RequireCudaDevice();
+  return std::make_unique<cuda::DeviceExperts>(host);
+}
+
+namespace cuda {
+
+namespace {
+
+std::uint64_t Bytes(const DeviceMatrix& m) { return m.storage.bytes(); }
+
+}  // namespace
+
+DeviceExperts::DeviceExperts(const MoeSlices& host) : hidden_(host.hidden()) {
+  for (const auto& [index, held] : host.layers()) {
+    Layer layer;
+    layer.slice = held.slice;
+    if (!held.experts.empty()) {
+      if (held.experts.size() > static_cast<std::size_t>(kMaxRoutedExperts)) {
+        throw std::invalid_argument(fmt::format("device experts: layer {} holds {} routed experts; the device router and "
+                                                "grouping take at most {}", index, held.experts.size(), kMaxRoutedExperts));
+      }
+      std::vector<const WeightMatrix*> gate, up, down;
+      for (const MlpWeights& e : held.experts) {
+        gate.push_back(&e.gate);
+        up.push_back(&e.up);
+        down.push_back(&e.down);
+      }
+      layer.gate = UploadStacked(gate);
+      layer.up = UploadStacked(up);
+      layer.down = UploadStacked(down);
+      weight_bytes_ += Bytes(layer.gate) + Bytes(layer.up) + Bytes(layer.down);
+    }
+    if (held.shared) {
+      layer.shared.emplace(SharedMlp{cuda::Upload(held.shared->gate), cuda::Upload(held.shared->up), cuda::Upload(held.shared->down)});
+      weight_bytes_ += Bytes(layer.shared->gate) + Bytes(layer.shared->up) + Bytes(layer.shared->down);
+    }
+    layers_.emplace(index, std::move(layer));
+  }
+}
+
+DeviceExperts::~DeviceExperts() = default;
+
+void DeviceExperts::ComputeOnDevice(int layer, const float* x, std::int64_t rows, const std::int32_t* experts,
+                                    const float* weights, int top_k, float* out32, double* out64, cudaStream_t stream) {
+  const auto it = layers_.find(layer);
+  if (it == layers_.end()) throw std::invalid_argument(fmt::format("device experts: layer {} is not held here", layer));
+  const Layer& l = it->second;
+  const std::int64_t routes = rows * top_k;
+  const int local = l.slice.expert_end - l.slice.expert_begin;
+  const bool routed = l.gate.storage.get() != nullptr && l.slice.HoldsRouted();
+  const std::int64_t inter = l.slice.inter_end - l.slice.inter_begin;
+
+  slot_route_.Reserve(static_cast<std::size_t>(std::max<std::int64_t>(routes, 1)));
+  route_slot_.Reserve(static_cast<std::size_t>(std::max<std::int64_t>(routes, 1)));
+  offsets_.Reserve(static_cast<std::size_t>(local + 1));
+  if (routed) {
+    h_.Reserve(static_cast<std::size_t>(routes * inter));
+    y_.Reserve(static_cast<std::size_t>(routes * hidden_));
+    GroupRoutes(experts, routes, l.slice.expert_begin, l.slice.expert_end, slot_route_.get(), offsets_.get(), route_slot_.get(),
+                stream);
+    ExpertGateUp(l.gate.view, l.up.view, local, inter, hidden_, x, slot_route_.get(), offsets_.get(), top_k, routes, h_.get(),
+                 stream);
+    ExpertDown(l.down.view, local, hidden_, inter, h_.get(), offsets_.get(), routes, y_.get(), stream);
+  } else {
+    // No routed experts here: every route is skipped.
+    Check(cudaMemsetAsync(route_slot_.get(), 0xFF, static_cast<std::size_t>(routes) * sizeof(std::int32_t), stream),
+          "cudaMemsetAsync");
+  }
+  const float* shared = nullptr;
+  if (l.shared) {
+    const std::int64_t shared_inter = l.shared->gate.view.rows;
+    shared_gate_.Reserve(static_cast<std::size_t>(rows * shared_inter));
+    shared_up_.Reserve(static_cast<std::size_t>(rows * shared_inter));
+    shared_out_.Reserve(static_cast<std::size_t>(rows * hidden_));
+    Gemv(l.shared->gate.view, x, hidden_, rows, shared_gate_.get(), shared_inter, false, stream);
+    Gemv(l.shared->up.view, x, hidden_, rows, shared_up_.get(), shared_inter, false, stream);
+    SwiGlu(shared_gate_.get(), shared_up_.get(), rows * shared_inter, stream);
+    Gemv(l.shared->down.view, shared_gate_.get(), shared_inter, rows, shared_out_.get(), hidden_, false, stream);
+    shared = shared_out_.get();
+  }
+  CombineRoutes(y_.get(), route_slot_.get(), weights, rows, top_k, hidden_, shared, out32, out64, stream);
+}
+
+void DeviceExperts::Compute(int layer, const float* x, std::int64_t rows, std::span<const ExpertRoute> routes, int top_k,
+                            double* out) {
+  if (!stream_) stream_.emplace();
+  const auto n = static_cast<std::size_t>(rows * hidden_);
+  const auto r = static_cast<std::size_t>(rows * top_k);
+  if (routes.size() != r) {
+    throw std::invalid_argument(fmt::format("device experts: {} routes for {} rows of top-{}", routes.size(), rows, top_k));
+  }
+  if (rows == 0) return;
+  x_pinned_.Reserve(n);
+  out_pinned_.Reserve(n);
+  experts_pinned_.Reserve(r);
+  weights_pinned_.Reserve(r);
+  x_device_.Reserve(n);
+  out_device_.Reserve(n);
+  experts_device_.Reserve(r);
+  weights_device_.Reserve(r);
+  std::memcpy(x_pinned_.get(), x, n * sizeof(float));
+  for (std::size_t i = 0; i < r; ++i) {
+    experts_pinned_.get()[i] = routes[i].expert;
+    weights_pinned_.get()[i] = routes[i].weight;
+  }
+  const cudaStream_t s = stream_->get();
+  Check(cudaMemcpyAsync(x_device_.get(), x_pinned_.get(), n * sizeof(float), cudaMemcpyHostToDevice, s), "cudaMemcpyAsync");
+  Check(cudaMemcpyAsync(experts_device_.get(), experts_pinned_.get(), r * sizeof(std::int32_t), cudaMemcpyHostToDevice, s),
+        "cudaMemcpyAsync");
+  Check(cudaMemcpyAsync(weights_device_.get(), weights_pinned_.get(), r * sizeof(float), cudaMemcpyHostToDevice, s),
+        "cudaMemcpyAsync");
+  ComputeOnDevice(layer, x_device_.get(), rows, experts_device_.get(), weights_device_.get(), top_k, nullptr, out_device_.get(),
+                  s);
+  Check(cudaMemcpyAsync(out_pinned_.get(), out_device_.get(), n * sizeof(double), cudaMemcpyDeviceToHost, s),
+        "cudaMemcpyAsync");
+  stream_->Synchronize();
+  std::memcpy(out, out_pinned_.get(), n * sizeof(double));
+}
+
+}  // namespace cuda
+}  // namespace tandem::rt

@@ -1,0 +1,107 @@
+#pragma once
+
+// Device and pinned host memory owned by RAII handles, and the one way CUDA
+// errors become exceptions. Internal to the CUDA backend (needs cuda_runtime.h).
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <utility>
+
+namespace tandem::rt::cuda {
+
+// Throws std::runtime_error "CUDA: <what>: <reason>" unless `status` is cudaSuccess.
+void Check(cudaError_t status, const char* what);
+
+// Throws if the last kernel launch failed (bad configuration, no image for this GPU).
+void CheckLaunch(const char* kernel);
+
+// A device allocation of T. Reserve grows it (dropping the contents): workspace
+// that reaches its steady size after the first steps and is then reused.
+template <typename T>
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  explicit DeviceBuffer(std::size_t n) { Reserve(n); }
+  ~DeviceBuffer() { Release(); }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  DeviceBuffer(DeviceBuffer&& other) noexcept
+      : data_(std::exchange(other.data_, nullptr)), size_(std::exchange(other.size_, 0)) {}
+  DeviceBuffer& operator=(DeviceBuffer&& other) noexcept {
+    if (this != &other) {
+      Release();
+      data_ = std::exchange(other.data_, nullptr);
+      size_ = std::exchange(other.size_, 0);
+    }
+    return *this;
+  }
+
+  void Reserve(std::size_t n) {
+    if (n <= size_) return;
+    Release();
+    void* p = nullptr;
+    Check(cudaMalloc(&p, n * sizeof(T)), "cudaMalloc");
+    data_ = static_cast<T*>(p);
+    size_ = n;
+  }
+  T* get() const { return data_; }
+  std::size_t size() const { return size_; }
+  std::size_t bytes() const { return size_ * sizeof(T); }
+
+ private:
+  void Release() {
+    if (data_ != nullptr) cudaFree(data_);
+    data_ = nullptr;
+    size_ = 0;
+  }
+
+  T* data_ = nullptr;
+  std::size_t size_ = 0;
+};
+
+// Page-locked host memory: what asynchronous copies to and from the device need.
+template <typename T>
+class PinnedBuffer {
+ public:
+  PinnedBuffer() = default;
+  ~PinnedBuffer() { Release(); }
+  PinnedBuffer(const PinnedBuffer&) = delete;
+  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
+
+  void Reserve(std::size_t n) {
+    if (n <= size_) return;
+    Release();
+    void* p = nullptr;
+    Check(cudaMallocHost(&p, n * sizeof(T)), "cudaMallocHost");
+    data_ = static_cast<T*>(p);
+    size_ = n;
+  }
+  T* get() const { return data_; }
+
+ private:
+  void Release() {
+    if (data_ != nullptr) cudaFreeHost(data_);
+    data_ = nullptr;
+    size_ = 0;
+  }
+
+  T* data_ = nullptr;
+  std::size_t size_ = 0;
+};
+
+// A stream owned by RAII.
+class Stream {
+ public:
+  Stream() { Check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate"); }
+  ~Stream() { cudaStreamDestroy(stream_); }
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+  cudaStream_t get() const { return stream_; }
+  void Synchronize() const { Check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize"); }
+
+ private:
+  cudaStream_t stream_ = nullptr;
+};
+
+}  // namespace tandem::rt::cuda

@@ -1,0 +1,209 @@
+// GPU tests (CTest label "gpu"): need a CUDA build and a GPU. They compare the
+// device engine, experts and sampler with the CPU's on the same inputs.
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <random>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "runtime/engine/engine.hpp"
+#include "runtime/engine/moe_slices.hpp"
+#include "runtime/kernels/cuda/cuda_device.hpp"
+#include "runtime/kernels/cuda/cuda_experts.hpp"
+#include "runtime/kernels/cuda/cuda_forward.hpp"
+#include "runtime/model/checkpoint.hpp"
+#include "runtime/sampling/sampler.hpp"
+#include "tests/runtime/eval_run.hpp"
+#include "tests/runtime/tiny_model.hpp"
+#include "tests/support/run_command.hpp"
+
+namespace tandem::rt {
+namespace {
+
+using testing::MaxRelativeError;
+using testing::RunEval;
+using testing::TempDir;
+using testing::TinyCheckpoint;
+
+// The acceptance bound for bf16 weights: the two engines read the same weights and
+// differ only in the order of fp32 sums.
+constexpr double kLogitTolerance = 1e-3;
+
+class Gpu : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (CudaDeviceCount() == 0) GTEST_SKIP() << CudaDeviceSummary();
+  }
+};
+
+const std::filesystem::path& SmallCheckpoint() {
+  static const std::filesystem::path dir = [] {
+    const auto d = TempDir("gpu-small") / "model";
+    const auto r = testing::RunCommand(TANDEM_RT_BIN, {"init-model", "--preset", "small", "--seed", "1", "--out", d.string()},
+                                       std::chrono::seconds(300));
+    if (r.exit_code != 0) throw std::runtime_error("init-model failed: " + r.err);
+    return d;
+  }();
+  return dir;
+}
+
+void ExpectSameRun(const std::filesystem::path& model, const std::vector<std::string>& cpu_flags,
+                   const std::vector<std::string>& gpu_flags, double tolerance) {
+  const auto cpu = RunEval(model, cpu_flags);
+  const auto gpu = RunEval(model, gpu_flags);
+  ASSERT_EQ(cpu.run.exit_code, 0) << cpu.run.err;
+  ASSERT_EQ(gpu.run.exit_code, 0) << gpu.run.err;
+  ASSERT_EQ(cpu.logits.size(), gpu.logits.size());
+  const double error = MaxRelativeError(gpu, cpu);
+  std::printf("max relative logit error %.3g over %zu positions\n", error, cpu.logits.size() / static_cast<std::size_t>(cpu.vocab));
+  EXPECT_LE(error, tolerance);
+  EXPECT_EQ(gpu.tokens, cpu.tokens) << "greedy outputs differ";
+}
+
+TEST_F(Gpu, SmallPresetLogitsAndGreedyTokensMatchTheCpuEngine) {
+  ExpectSameRun(SmallCheckpoint(), {}, {"--device", "cuda"}, kLogitTolerance);
+}
+
+TEST_F(Gpu, TinyPresetLogitsAndGreedyTokensMatchTheCpuEngine) {
+  // The tiny preset's widths are not multiples of 8: the kernels' scalar paths.
+  ExpectSameRun(TinyCheckpoint(), {}, {"--device", "cuda"}, kLogitTolerance);
+}
+
+TEST_F(Gpu, HybridLayoutWithGpuCoordinatorAndGpuWorkersMatchesTheCpuLayout) {
+  ExpectSameRun(SmallCheckpoint(), {"--spawn-workers", "4"},
+                {"--device", "cuda", "--spawn-workers", "4", "--spawned-device", "cuda"}, kLogitTolerance);
+}
+
+std::vector<TokenId> Tokens(int n, std::uint64_t seed, int vocab) {
+  std::vector<TokenId> t;
+  for (int i = 0; i < n; ++i) {
+    t.push_back(static_cast<TokenId>(SplitMix64(seed * 1000 + static_cast<std::uint64_t>(i)) % static_cast<std::uint64_t>(vocab)));
+  }
+  return t;
+}
+
+std::vector<float> Prefill(Engine& engine, SequenceId seq, const std::vector<TokenId>& tokens) {
+  std::vector<Row> rows;
+  const int start = engine.kv().Get(seq).length();
+  for (std::size_t i = 0; i < tokens.size(); ++i) rows.push_back({seq, start + static_cast<std::int32_t>(i), tokens[i], true});
+  ForwardOutput out;
+  engine.Forward(rows, out);
+  return out.logits;
+}
+
+TEST_F(Gpu, RowLogitsAreBitIdenticalAloneAndInABatch) {
+  const Checkpoint ckpt = Checkpoint::Open(SmallCheckpoint());
+  Engine engine(ckpt, EngineOptions{.threads = 1, .device = Device::kCuda});
+  const int vocab = ckpt.config().vocab_size;
+  const auto prompt = Tokens(12, 7, vocab);
+  engine.kv().Open(1, 64);
+  const std::vector<float> batched = Prefill(engine, 1, prompt);
+  for (std::size_t i = 0; i < prompt.size(); ++i) {
+    engine.kv().Open(100 + i, 64);
+    std::vector<TokenId> prefix(prompt.begin(), prompt.begin() + static_cast<std::ptrdiff_t>(i) + 1);
+    const std::vector<float> alone = Prefill(engine, 100 + i, prefix);
+    const float* row = alone.data() + i * static_cast<std::size_t>(vocab);
+    EXPECT_EQ(0, std::memcmp(row, batched.data() + i * static_cast<std::size_t>(vocab), static_cast<std::size_t>(vocab) * 4))
+        << "position " << i;
+  }
+}
+
+TEST_F(Gpu, RollbackForkAndReopenKeepTheDeviceCacheInStepWithTheHost) {
+  const Checkpoint ckpt = Checkpoint::Open(SmallCheckpoint());
+  Engine gpu(ckpt, EngineOptions{.threads = 1, .device = Device::kCuda});
+  Engine cpu(ckpt, EngineOptions{.threads = 1});
+  const int vocab = ckpt.config().vocab_size;
+  const auto a = Tokens(10, 3, vocab), b = Tokens(6, 4, vocab);
+  for (Engine* e : {&gpu, &cpu}) {
+    e->kv().Open(1, 64);
+    Prefill(*e, 1, a);
+    e->kv().Get(1).Truncate(4);                 // speculative rollback: positions 4.. are recomputed
+    e->kv().Fork(1, 2, 4, 64);                  // a fork written on the host only
+    e->kv().Close(1);
+    e->kv().Open(1, 32);                        // same id, new cache
+  }
+  const auto cpu_fork = Prefill(cpu, 2, b), gpu_fork = Prefill(gpu, 2, b);
+  const auto cpu_new = Prefill(cpu, 1, b), gpu_new = Prefill(gpu, 1, b);
+  EXPECT_LE(MaxRelativeError(gpu_fork, cpu_fork, vocab), kLogitTolerance);
+  EXPECT_LE(MaxRelativeError(gpu_new, cpu_new, vocab), kLogitTolerance);
+}
+
+TEST_F(Gpu, DeviceExpertSlicesMatchTheCpuSlices) {
+  const Checkpoint ckpt = Checkpoint::Open(SmallCheckpoint());
+  const ModelConfig& c = ckpt.config();
+  const int layer = c.first_k_dense_replace;
+  const int shared = c.moe_intermediate_size * c.n_shared_experts;
+  // A tensor-parallel half of some experts and of the shared experts, as a worker holds.
+  const std::vector<LayerSlice> slices = {
+      {layer, 2, c.n_routed_experts - 1, 0, c.moe_intermediate_size / 2, shared / 2, shared}};
+  MoeSlices host(ckpt, slices, nullptr, true);
+  const auto device = CudaMoeSlices::Upload(host);
+  const int rows = 5, k = c.num_experts_per_tok;
+  std::mt19937 rng(11);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> x(static_cast<std::size_t>(rows * c.hidden_size));
+  for (float& v : x) v = normal(rng);
+  std::vector<ExpertRoute> routes;
+  for (int r = 0; r < rows; ++r) {
+    for (int j = 0; j < k; ++j) routes.push_back({(r * 3 + j * 5) % c.n_routed_experts, 0.1f + 0.05f * static_cast<float>(j)});
+  }
+  std::vector<double> want(x.size()), got(x.size());
+  host.Compute(layer, x.data(), rows, routes, k, want.data());
+  device->Compute(layer, x.data(), rows, routes, k, got.data());
+  double diff = 0.0, scale = 0.0;
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    diff = std::max(diff, std::fabs(want[i] - got[i]));
+    scale = std::max(scale, std::fabs(want[i]));
+  }
+  std::printf("device expert slices: max |Δ| %.3g of max |y| %.3g\n", diff, scale);
+  EXPECT_GT(scale, 0.0);
+  EXPECT_LE(diff, 1e-4 * scale);
+}
+
+TEST_F(Gpu, SampledChoicesEqualTheCpuSamplersForTheSameLogits) {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal(0.0f, 3.0f);
+  int compared = 0;
+  for (const std::int64_t vocab : {1, 7, 1000, 32000, 129280}) {
+    std::vector<SamplingParams> params;
+    std::vector<std::int64_t> positions;
+    for (int i = 0; i < 24; ++i) {
+      SamplingParams p;
+      p.temperature = i % 6 == 0 ? 0.0f : 0.3f + 0.25f * static_cast<float>(i % 5);
+      p.top_k = i % 3 == 0 ? 0 : 1 + (i * 37) % 200;
+      p.top_p = i % 4 == 0 ? 1.0f : 0.5f + 0.1f * static_cast<float>(i % 5);
+      p.min_p = i % 5 == 0 ? 0.05f : 0.0f;
+      p.seed = 1000 + static_cast<std::uint64_t>(i);
+      params.push_back(p);
+      positions.push_back(i * 13);
+    }
+    std::vector<float> logits(params.size() * static_cast<std::size_t>(vocab));
+    for (std::size_t i = 0; i < logits.size(); ++i) {
+      // Coarse values make ties; some −0 and +0 among them.
+      const float v = std::round(normal(rng) * 4.0f) / 4.0f;
+      logits[i] = i % 97 == 0 ? -0.0f : v;
+    }
+    const std::vector<TokenId> device = CudaSample(logits, vocab, params, positions);
+    ASSERT_EQ(device.size(), params.size());
+    for (std::size_t r = 0; r < params.size(); ++r) {
+      const std::span<const float> row(logits.data() + r * static_cast<std::size_t>(vocab), static_cast<std::size_t>(vocab));
+      EXPECT_EQ(device[r], Sample(row, params[r], positions[r])) << "vocab " << vocab << " row " << r;
+      ++compared;
+    }
+  }
+  std::printf("%d sampled choices compared\n", compared);
+}
+
+TEST(GpuBuild, DeviceSummaryNamesTheCard) {
+  ASSERT_TRUE(CudaBuilt());
+  std::printf("%s\n", CudaDeviceSummary().c_str());
+  if (CudaDeviceCount() == 0) GTEST_SKIP() << "no GPU here";
+}
+
+}  // namespace
+}  // namespace tandem::rt
