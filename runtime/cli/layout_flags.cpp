@@ -80,7 +80,8 @@ Engine::ExpertExecutorFactory MakeExpertExecutor(const Checkpoint& ckpt, const L
   if (!layout.distributed()) return {};
   fmt::print(stderr, "placement ({} over {} workers, wire {}, partials {}):\n{}", ToString(layout.parallel), layout.workers.size(),
              ToString(layout.wire), ToString(layout.partial), plan.Summary());
-  const RemoteOptions options{std::chrono::milliseconds(f.connect_timeout_ms), std::chrono::milliseconds(f.round_trip_timeout_ms)};
+  RemoteOptions options{std::chrono::milliseconds(f.connect_timeout_ms), std::chrono::milliseconds(f.round_trip_timeout_ms)};
+  options.device = ParseDevice(f.device);  // a GPU coordinator computes its own share there too
   return [&ckpt, plan = std::move(plan), layout, options, remote](ThreadPool& pool) -> std::shared_ptr<ExpertExecutor> {
     auto executor = std::make_shared<RemoteExpertExecutor>(ckpt, plan, layout, &pool, options);
     if (remote != nullptr) *remote = executor;

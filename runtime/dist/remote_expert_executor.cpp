@@ -10,6 +10,7 @@
 #include "runtime/dist/frame_channel.hpp"
 #include "runtime/dist/handshake.hpp"
 #include "runtime/engine/moe_slices.hpp"
+#include "runtime/kernels/cuda/cuda_experts.hpp"
 #include "runtime/kernels/ops.hpp"
 #include "runtime/kernels/thread_pool.hpp"
 #include "runtime/model/checkpoint.hpp"
@@ -54,6 +55,7 @@ struct RemoteExpertExecutor::State {
   wire::RequestShape shape;
   wire::Dtype wire_dtype;
   std::optional<MoeSlices> local;  // rank 0's own slices
+  std::unique_ptr<CudaMoeSlices> local_device;  // the same on the GPU (RemoteOptions::device)
   ThreadPool* pool = nullptr;
   boost::asio::io_context io;
   std::map<int, std::unique_ptr<FrameChannel>> channels;  // rank → connection
@@ -100,6 +102,7 @@ RemoteExpertExecutor::RemoteExpertExecutor(const Checkpoint& ckpt, PlacementPlan
     if (c.IsMoeLayer(l)) s.owners[l] = s.plan.OwnersOf(l);
   }
   s.local.emplace(ckpt, s.plan.ranks[0].slices, pool);
+  if (options.device == Device::kCuda) s.local_device = CudaMoeSlices::Upload(*s.local);
   s.pool = pool;
 
   const std::string revision = ModelRevision(ckpt.dir());
@@ -194,7 +197,12 @@ void RemoteExpertExecutor::Finish(float* out) {
   auto t = Clock::now();
   if (own_share) {
     s.own.resize(n);
-    s.local->Compute(s.layer, s.x, s.rows, s.routes, s.shape.top_k, s.own.data());  // overlaps the remote ranks' work
+    // Overlaps the remote ranks' work.
+    if (s.local_device) {
+      s.local_device->Compute(s.layer, s.x, s.rows, s.routes, s.shape.top_k, s.own.data());
+    } else {
+      s.local->Compute(s.layer, s.x, s.rows, s.routes, s.shape.top_k, s.own.data());
+    }
   }
   s.times.local_ns += Since(t);
   t = Clock::now();

@@ -10,6 +10,7 @@
 
 #include "runtime/dist/placement_plan.hpp"
 #include "runtime/engine/expert_executor.hpp"
+#include "runtime/kernels/device.hpp"
 
 namespace tandem::rt {
 
@@ -28,6 +29,9 @@ struct RemoteOptions {
   std::chrono::milliseconds round_trip_timeout{10000};  // one layer's request → all partials
   // How long to poll (yielding) for partials before blocking; see RunUntilIdle.
   std::chrono::microseconds spin{0};
+  // kCuda: the coordinator's own slices (shared experts, coordinator-resident layers)
+  // are computed on the GPU while the remote ranks work.
+  Device device = Device::kCpu;
 };
 
 // Round-trip times of one rank, per layer, in a log-spaced histogram (8 buckets

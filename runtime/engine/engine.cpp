@@ -176,6 +176,7 @@ const ModelConfig& Engine::config() const { return state_->config; }
 KvCachePool& Engine::kv() { return state_->kv; }
 ThreadPool& Engine::pool() { return state_->pool; }
 bool Engine::keeps_hidden() const { return state_->options.keep_hidden; }
+const CudaForward* Engine::cuda() const { return state_->cuda.get(); }
 
 void Engine::Forward(std::span<const Row> rows, ForwardOutput& out, const float* hidden_in) {
   State& s = *state_;

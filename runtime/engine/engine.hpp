@@ -20,6 +20,7 @@
 namespace tandem::rt {
 
 class Checkpoint;
+class CudaForward;
 class ThreadPool;
 
 struct ForwardOutput {
@@ -76,6 +77,8 @@ class Engine {
   KvCachePool& kv();
   ThreadPool& pool();
   bool keeps_hidden() const;
+  // The device pass of a kCuda engine (null on the CPU): its counters.
+  const CudaForward* cuda() const;
 
   // Throws std::invalid_argument for rows that break the rules above (unknown
   // sequence, non-consecutive positions, capacity, token out of range).

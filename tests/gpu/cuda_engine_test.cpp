@@ -133,6 +133,31 @@ TEST_F(Gpu, RollbackForkAndReopenKeepTheDeviceCacheInStepWithTheHost) {
   EXPECT_LE(MaxRelativeError(gpu_new, cpu_new, vocab), kLogitTolerance);
 }
 
+TEST_F(Gpu, GraphReplayGivesTheSameLogitsAsLaunchingEachKernel) {
+  const Checkpoint ckpt = Checkpoint::Open(SmallCheckpoint());
+  setenv("TANDEM_CUDA_GRAPHS", "0", 1);
+  Engine direct(ckpt, EngineOptions{.threads = 1, .device = Device::kCuda});
+  unsetenv("TANDEM_CUDA_GRAPHS");
+  Engine graphs(ckpt, EngineOptions{.threads = 1, .device = Device::kCuda});
+  const int vocab = ckpt.config().vocab_size;
+  const auto prompt = Tokens(9, 21, vocab);
+  std::vector<float> a, b;
+  for (Engine* e : {&direct, &graphs}) {
+    e->kv().Open(1, 128);
+    (e == &direct ? a : b) = Prefill(*e, 1, prompt);
+  }
+  ASSERT_EQ(a, b);
+  for (int step = 0; step < 40; ++step) {
+    const TokenId next = ArgMax(std::span<const float>(a.data() + a.size() - static_cast<std::size_t>(vocab), static_cast<std::size_t>(vocab)));
+    a = Prefill(direct, 1, {next});
+    b = Prefill(graphs, 1, {next});
+    ASSERT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * 4)) << "step " << step;
+  }
+  EXPECT_EQ(direct.cuda()->graph_launches(), 0u);
+  EXPECT_GE(graphs.cuda()->graph_launches(), 38u);  // every step once the shape has been seen twice
+  std::printf("graph launches: %llu of 41 passes\n", static_cast<unsigned long long>(graphs.cuda()->graph_launches()));
+}
+
 TEST_F(Gpu, DeviceExpertSlicesMatchTheCpuSlices) {
   const Checkpoint ckpt = Checkpoint::Open(SmallCheckpoint());
   const ModelConfig& c = ckpt.config();

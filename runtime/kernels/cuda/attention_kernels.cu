@@ -98,10 +98,11 @@ __global__ void ApplyValuesKernel(const T* value_up, std::int64_t heads, std::in
   const std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarp;
   if (i >= rows * heads * v_dim) return;
   const std::int64_t v = i % v_dim, bh = i / v_dim, h = bh % heads;
+  const T* w[1] = {value_up + (h * v_dim + v) * latent};
   const float* x[1] = {latents + bh * latent};
-  float sum[1];
-  WarpDots<1, Vec>(value_up + (h * v_dim + v) * latent, latent, x, lane, sum);
-  if (lane == 0) o[i] = sum[0];
+  float sum[1][1];
+  WarpDots<1, 1, Vec>(w, latent, x, lane, sum);
+  if (lane == 0) o[i] = sum[0][0];
 }
 
 }  // namespace

@@ -1,9 +1,13 @@
 #include "runtime/kernels/cuda/cuda_forward.hpp"
 
 #include <algorithm>
+#include <bit>
+#include <cstdlib>
 #include <map>
 #include <optional>
 #include <stdexcept>
+#include <string_view>
+#include <type_traits>
 
 #include <fmt/format.h>
 
@@ -65,6 +69,8 @@ class DeviceForward final : public CudaForward {
  public:
   DeviceForward(const Checkpoint& ckpt, const ModelWeights& w, const RopeTable& rope, float softmax_scale, bool experts_on_device)
       : c_(ckpt.config()), router_(RouterParamsOf(c_)), softmax_scale_(softmax_scale) {
+    const char* graphs = std::getenv("TANDEM_CUDA_GRAPHS");
+    use_graphs_ = graphs == nullptr || std::string_view(graphs) != "0";
     if (w.mtp) throw std::invalid_argument("--device cuda: the MTP layer runs on the CPU (use --device cpu for an MTP drafter)");
     if (c_.n_routed_experts > kMaxRoutedExperts) {
       throw std::invalid_argument(fmt::format("--device cuda: {} routed experts; the device router takes at most {}",
@@ -124,6 +130,8 @@ class DeviceForward final : public CudaForward {
   void Forward(std::span<const Row> rows, KvCachePool& kv, ExpertExecutor* experts, ExpertInputPrecision expert_input,
                bool record_routes, bool keep_hidden, ForwardOutput& out) override;
 
+  std::uint64_t graph_launches() const override { return graph_launches_; }
+
   std::vector<TokenId> SampleLogits(std::span<const SamplingParams> params, std::span<const std::int64_t> positions) override {
     if (params.size() != logit_rows_) {
       throw std::invalid_argument(fmt::format("device sampler: {} sampling settings for the last pass's {} logits rows",
@@ -133,7 +141,23 @@ class DeviceForward final : public CudaForward {
   }
 
  private:
+  // What a captured pass depends on besides the contents of device buffers.
+  struct GraphKey {
+    std::int64_t rows = 0;
+    std::int64_t max_len = 0;
+    std::vector<std::size_t> logit_rows;
+    auto operator<=>(const GraphKey&) const = default;
+  };
+  struct GraphExecDeleter {
+    void operator()(cudaGraphExec_t exec) const { cudaGraphExecDestroy(exec); }
+  };
+  using GraphExec = std::unique_ptr<std::remove_pointer_t<cudaGraphExec_t>, GraphExecDeleter>;
+
   void SyncCaches(std::span<const Row> rows, KvCachePool& kv);
+  // Every kernel of a pass, from the embedding to the LM head, on stream_.
+  void Enqueue(std::span<const Row> rows, ExpertExecutor* experts, ExpertInputPrecision expert_input, bool record_routes,
+               ForwardOutput& out);
+  GraphExec Capture(std::span<const Row> rows, ForwardOutput& out);
   void Attention(const DeviceLayer& l, int layer, std::int64_t b_rows);
   void Moe(const DeviceLayer& l, std::span<const Row> rows, ExpertExecutor* experts, ExpertInputPrecision expert_input,
            bool record_routes, ForwardOutput& out);
@@ -151,6 +175,15 @@ class DeviceForward final : public CudaForward {
   std::map<SequenceId, CacheMirror> mirrors_;
   DeviceSampler sampler_;
   std::size_t logit_rows_ = 0;
+  // CUDA graphs of whole passes (experts on the device, no routes to record), by
+  // shape; a shape is captured the second time in a row it is seen, once its
+  // buffers have grown. TANDEM_CUDA_GRAPHS=0 turns them off.
+  bool use_graphs_ = true;
+  std::map<GraphKey, GraphExec> graphs_;
+  std::uint64_t graphs_generation_ = 0;
+  std::optional<GraphKey> last_key_;
+  std::uint64_t last_generation_ = 0;
+  std::uint64_t graph_launches_ = 0;
 
   // Per pass: the rows' tokens, positions, capacities and cache pointers.
   PinnedBuffer<std::int32_t> tokens_pinned_, positions_pinned_, capacities_pinned_;
@@ -207,15 +240,18 @@ void DeviceForward::SyncCaches(std::span<const Row> rows, KvCachePool& kv) {
   positions_.Reserve(n);
   capacities_.Reserve(n);
   caches_.Reserve(n);
-  max_len_ = 0;
+  std::int64_t longest = 0;
   for (std::size_t b = 0; b < n; ++b) {
     CacheMirror& m = mirrors_.at(rows[b].sequence);
     tokens_pinned_.get()[b] = rows[b].token;
     positions_pinned_.get()[b] = rows[b].position;
     capacities_pinned_.get()[b] = m.capacity;
     caches_pinned_.get()[b] = m.data.get();
-    max_len_ = std::max<std::int64_t>(max_len_, rows[b].position + 1);
+    longest = std::max<std::int64_t>(longest, rows[b].position + 1);
   }
+  // The scores' row stride, a power of two: it changes rarely, so decode steps keep
+  // the shape a captured graph was made for.
+  max_len_ = static_cast<std::int64_t>(std::bit_ceil(static_cast<std::uint64_t>(std::max<std::int64_t>(longest, 256))));
   const cudaStream_t s = stream_.get();
   Check(cudaMemcpyAsync(tokens_.get(), tokens_pinned_.get(), n * sizeof(std::int32_t), cudaMemcpyHostToDevice, s), "cudaMemcpyAsync");
   Check(cudaMemcpyAsync(positions_.get(), positions_pinned_.get(), n * sizeof(std::int32_t), cudaMemcpyHostToDevice, s),
@@ -313,26 +349,14 @@ void DeviceForward::Moe(const DeviceLayer& l, std::span<const Row> rows, ExpertE
   Add(x_.get(), mlp_.get(), static_cast<std::int64_t>(n), s);
 }
 
-void DeviceForward::Forward(std::span<const Row> rows, KvCachePool& kv, ExpertExecutor* experts,
-                            ExpertInputPrecision expert_input, bool record_routes, bool keep_hidden, ForwardOutput& out) {
-  if (experts == nullptr && !experts_) throw std::logic_error("device forward: no executor for the experts");
-  if (experts == nullptr && expert_input != ExpertInputPrecision::kF32) {
-    throw std::invalid_argument("--device cuda: rounding the experts' inputs (a CPU comparison aid) is not done on the device");
-  }
+void DeviceForward::Enqueue(std::span<const Row> rows, ExpertExecutor* experts, ExpertInputPrecision expert_input,
+                            bool record_routes, ForwardOutput& out) {
   const cudaStream_t s = stream_.get();
   const auto b_rows = static_cast<std::int64_t>(rows.size());
-  const std::int64_t hidden = c_.hidden_size, width = c_.kv_lora_rank + c_.qk_rope_head_dim;
-  const auto layers = static_cast<std::int64_t>(layers_.size());
+  const std::int64_t hidden = c_.hidden_size;
   const auto eps = static_cast<float>(c_.rms_norm_eps);
-  const auto n = static_cast<std::size_t>(b_rows * hidden);
-  logit_rows_ = 0;
-  SyncCaches(rows, kv);
-  x_.Reserve(n);
-  xn_.Reserve(n);
-  staging_.Reserve(static_cast<std::size_t>(layers * b_rows * width));
   Embed(embed_.view, tokens_.get(), b_rows, x_.get(), s);
-
-  for (int l = 0; l < static_cast<int>(layers); ++l) {
+  for (int l = 0; l < static_cast<int>(layers_.size()); ++l) {
     const DeviceLayer& lw = layers_[static_cast<std::size_t>(l)];
     RmsNorm(x_.get(), hidden, lw.input_norm.get(), b_rows, hidden, eps, xn_.get(), hidden, s);
     Attention(lw, l, b_rows);
@@ -349,8 +373,84 @@ void DeviceForward::Forward(std::span<const Row> rows, KvCachePool& kv, ExpertEx
       Moe(lw, rows, experts, expert_input, record_routes, out);
     }
   }
+  const auto selected = static_cast<std::int64_t>(out.logit_rows.size());
+  if (selected > 0) {
+    for (std::int64_t i = 0; i < selected; ++i) {
+      RmsNorm(x_.get() + static_cast<std::int64_t>(out.logit_rows[static_cast<std::size_t>(i)]) * hidden, hidden,
+              final_norm_.get(), 1, hidden, eps, logits_in_.get() + i * hidden, hidden, s);
+    }
+    Gemv(lm_head_.view, logits_in_.get(), hidden, selected, logits_.get(), c_.vocab_size, false, s);
+  }
+}
 
-  // The new cache entries back to the cache of record.
+DeviceForward::GraphExec DeviceForward::Capture(std::span<const Row> rows, ForwardOutput& out) {
+  const cudaStream_t s = stream_.get();
+  Check(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
+  cudaGraph_t graph = nullptr;
+  try {
+    Enqueue(rows, nullptr, ExpertInputPrecision::kF32, false, out);
+  } catch (...) {
+    cudaStreamEndCapture(s, &graph);  // leave the stream usable
+    if (graph != nullptr) cudaGraphDestroy(graph);
+    throw;
+  }
+  Check(cudaStreamEndCapture(s, &graph), "cudaStreamEndCapture");
+  cudaGraphExec_t exec = nullptr;
+  const cudaError_t status = cudaGraphInstantiate(&exec, graph, 0);
+  cudaGraphDestroy(graph);
+  Check(status, "cudaGraphInstantiate");
+  return GraphExec(exec);
+}
+
+void DeviceForward::Forward(std::span<const Row> rows, KvCachePool& kv, ExpertExecutor* experts,
+                            ExpertInputPrecision expert_input, bool record_routes, bool keep_hidden, ForwardOutput& out) {
+  if (experts == nullptr && !experts_) throw std::logic_error("device forward: no executor for the experts");
+  if (experts == nullptr && expert_input != ExpertInputPrecision::kF32) {
+    throw std::invalid_argument("--device cuda: rounding the experts' inputs (a CPU comparison aid) is not done on the device");
+  }
+  const cudaStream_t s = stream_.get();
+  const auto b_rows = static_cast<std::int64_t>(rows.size());
+  const std::int64_t hidden = c_.hidden_size, width = c_.kv_lora_rank + c_.qk_rope_head_dim;
+  const auto layers = static_cast<std::int64_t>(layers_.size());
+  const auto n = static_cast<std::size_t>(b_rows * hidden);
+  logit_rows_ = 0;
+  SyncCaches(rows, kv);
+  for (std::size_t b = 0; b < rows.size(); ++b) {
+    if (rows[b].logits) out.logit_rows.push_back(b);
+  }
+  const auto selected = static_cast<std::int64_t>(out.logit_rows.size());
+  x_.Reserve(n);
+  xn_.Reserve(n);
+  staging_.Reserve(static_cast<std::size_t>(layers * b_rows * width));
+  logits_in_.Reserve(static_cast<std::size_t>(std::max<std::int64_t>(selected, 1) * hidden));
+  logits_.Reserve(static_cast<std::size_t>(std::max<std::int64_t>(selected, 1) * c_.vocab_size));
+
+  // A pass with no host round trip inside can be a graph: one launch instead of a
+  // few hundred.
+  if (use_graphs_ && experts == nullptr && !record_routes) {
+    GraphKey key{b_rows, max_len_, out.logit_rows};
+    if (graphs_generation_ != AllocationGeneration()) {  // some buffer moved: every graph is stale
+      graphs_.clear();
+      graphs_generation_ = AllocationGeneration();
+    }
+    auto it = graphs_.find(key);
+    if (it == graphs_.end() && last_key_ == key && last_generation_ == AllocationGeneration()) {
+      if (graphs_.size() >= 64) graphs_.clear();
+      it = graphs_.emplace(key, Capture(rows, out)).first;
+    }
+    if (it != graphs_.end()) {
+      Check(cudaGraphLaunch(it->second.get(), s), "cudaGraphLaunch");
+      ++graph_launches_;
+    } else {
+      Enqueue(rows, experts, expert_input, record_routes, out);
+    }
+    last_key_ = std::move(key);
+    last_generation_ = AllocationGeneration();
+  } else {
+    Enqueue(rows, experts, expert_input, record_routes, out);
+  }
+
+  // The new cache entries back to the cache of record, the logits, the hidden states.
   host_staging_.Reserve(static_cast<std::size_t>(layers * b_rows * width));
   Check(cudaMemcpyAsync(host_staging_.get(), staging_.get(), static_cast<std::size_t>(layers * b_rows * width) * sizeof(float),
                         cudaMemcpyDeviceToHost, s),
@@ -359,19 +459,7 @@ void DeviceForward::Forward(std::span<const Row> rows, KvCachePool& kv, ExpertEx
     host_x_.Reserve(n);
     Check(cudaMemcpyAsync(host_x_.get(), x_.get(), n * sizeof(float), cudaMemcpyDeviceToHost, s), "cudaMemcpyAsync");
   }
-
-  for (std::size_t b = 0; b < rows.size(); ++b) {
-    if (rows[b].logits) out.logit_rows.push_back(b);
-  }
-  const auto selected = static_cast<std::int64_t>(out.logit_rows.size());
   if (selected > 0) {
-    logits_in_.Reserve(static_cast<std::size_t>(selected * hidden));
-    logits_.Reserve(static_cast<std::size_t>(selected * c_.vocab_size));
-    for (std::int64_t i = 0; i < selected; ++i) {
-      RmsNorm(x_.get() + static_cast<std::int64_t>(out.logit_rows[static_cast<std::size_t>(i)]) * hidden, hidden,
-              final_norm_.get(), 1, hidden, eps, logits_in_.get() + i * hidden, hidden, s);
-    }
-    Gemv(lm_head_.view, logits_in_.get(), hidden, selected, logits_.get(), c_.vocab_size, false, s);
     out.logits.resize(static_cast<std::size_t>(selected * c_.vocab_size));
     Check(cudaMemcpyAsync(out.logits.data(), logits_.get(), out.logits.size() * sizeof(float), cudaMemcpyDeviceToHost, s),
           "cudaMemcpyAsync (logits)");

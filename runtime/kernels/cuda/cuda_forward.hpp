@@ -45,6 +45,9 @@ class CudaForward {
   // on the device: the same choices as Sample (runtime/sampling) on those logits.
   virtual std::vector<TokenId> SampleLogits(std::span<const SamplingParams> params,
                                             std::span<const std::int64_t> positions) = 0;
+
+  // Passes run as a captured CUDA graph so far (steady decode; see cuda_forward.cpp).
+  virtual std::uint64_t graph_launches() const = 0;
 };
 
 // Sampling on the device for logits in host memory (tests, benchmarks): one row of

@@ -12,6 +12,7 @@ namespace {
 
 constexpr int kWarpsPerBlock = 8;
 constexpr int kBatchTile = 4;  // input rows per pass over a weight row
+constexpr int kRowTile = 4;    // weight rows per warp: each input chunk loaded once for all of them
 constexpr int kThreads = 256;
 
 unsigned Blocks(std::int64_t n, std::int64_t per_block) { return static_cast<unsigned>((n + per_block - 1) / per_block); }
@@ -22,21 +23,27 @@ template <bool Vec, typename T>
 __global__ void GemvKernel(const T* w, std::int64_t rows, std::int64_t cols, const float* x, std::int64_t x_stride,
                            std::int64_t batch, float* y, std::int64_t y_stride, bool accumulate) {
   const int lane = static_cast<int>(threadIdx.x) % kWarp;
-  const std::int64_t r = static_cast<std::int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarp;
-  if (r >= rows) return;
-  const T* row = w + r * cols;
+  const std::int64_t r0 = (static_cast<std::int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarp) * kRowTile;
+  if (r0 >= rows) return;
+  const T* w_rows[kRowTile];
+#pragma unroll
+  for (int r = 0; r < kRowTile; ++r) w_rows[r] = w + min(r0 + r, rows - 1) * cols;  // past the end: read row rows−1, not written
   for (std::int64_t b0 = 0; b0 < batch; b0 += kBatchTile) {
     const float* xs[kBatchTile];
 #pragma unroll
     for (int j = 0; j < kBatchTile; ++j) xs[j] = b0 + j < batch ? x + (b0 + j) * x_stride : nullptr;
-    float sums[kBatchTile];
-    WarpDots<kBatchTile, Vec>(row, cols, xs, lane, sums);
+    float sums[kRowTile][kBatchTile];
+    WarpDots<kRowTile, kBatchTile, Vec>(w_rows, cols, xs, lane, sums);
     if (lane == 0) {
 #pragma unroll
-      for (int j = 0; j < kBatchTile; ++j) {
-        if (xs[j] == nullptr) continue;
-        float* out = y + (b0 + j) * y_stride + r;
-        *out = accumulate ? *out + sums[j] : sums[j];
+      for (int r = 0; r < kRowTile; ++r) {
+        if (r0 + r >= rows) break;
+#pragma unroll
+        for (int j = 0; j < kBatchTile; ++j) {
+          if (xs[j] == nullptr) continue;
+          float* out = y + (b0 + j) * y_stride + r0 + r;
+          *out = accumulate ? *out + sums[r][j] : sums[r][j];
+        }
       }
     }
   }
@@ -47,7 +54,7 @@ void LaunchGemv(const MatrixView& w, const float* x, std::int64_t x_stride, std:
                 std::int64_t y_stride, bool accumulate, cudaStream_t stream) {
   const auto* data = static_cast<const T*>(w.data);
   const bool vec = w.cols % 8 == 0 && x_stride % 4 == 0 && Aligned16(x) && Aligned16(data);
-  const unsigned blocks = Blocks(w.rows, kWarpsPerBlock);
+  const unsigned blocks = Blocks(w.rows, kWarpsPerBlock * kRowTile);
   if (vec) {
     GemvKernel<true><<<blocks, kWarpsPerBlock * kWarp, 0, stream>>>(data, w.rows, w.cols, x, x_stride, batch, y, y_stride,
                                                                      accumulate);

@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <utility>
 
 namespace tandem::rt::cuda {
@@ -15,6 +16,11 @@ void Check(cudaError_t status, const char* what);
 
 // Throws if the last kernel launch failed (bad configuration, no image for this GPU).
 void CheckLaunch(const char* kernel);
+
+// Counts device allocations (DeviceBuffer growth): a CUDA graph captured before the
+// count last changed may name buffers that have since moved.
+std::uint64_t AllocationGeneration();
+void NoteAllocation();
 
 // A device allocation of T. Reserve grows it (dropping the contents): workspace
 // that reaches its steady size after the first steps and is then reused.
@@ -42,6 +48,7 @@ class DeviceBuffer {
     Release();
     void* p = nullptr;
     Check(cudaMalloc(&p, n * sizeof(T)), "cudaMalloc");
+    NoteAllocation();
     data_ = static_cast<T*>(p);
     size_ = n;
   }

@@ -13,7 +13,9 @@ namespace {
 
 constexpr int kThreads = 256;
 constexpr int kWarpsPerBlock = kThreads / kWarp;
-constexpr int kSlotTile = 4;  // slots per pass over an expert's weight row
+constexpr int kSlotTile = 4;   // slots per pass over an expert's weight rows
+constexpr int kInterTile = 2;  // intermediate rows per warp (each with its gate and up row)
+constexpr int kOutTile = 4;    // down-projection rows per warp
 
 // ScoringFunc and TopkMethod values (runtime/model/model_config.hpp).
 constexpr int kSoftmax = 0, kSigmoid = 1;
@@ -131,21 +133,35 @@ __global__ void ExpertGateUpKernel(const T* gate, const T* up, std::int64_t inte
   const int begin = offsets[e], end = offsets[e + 1];
   if (begin == end) return;
   const int lane = static_cast<int>(threadIdx.x) % kWarp;
-  const std::int64_t i = static_cast<std::int64_t>(blockIdx.y) * kWarpsPerBlock + threadIdx.x / kWarp;
-  if (i >= inter) return;
-  const T* g_row = gate + (e * inter + i) * hidden;
-  const T* u_row = up + (e * inter + i) * hidden;
+  const std::int64_t i0 = (static_cast<std::int64_t>(blockIdx.y) * kWarpsPerBlock + threadIdx.x / kWarp) * kInterTile;
+  if (i0 >= inter) return;
+  // Rows i0, i0 + 1 of gate, then the same rows of up (a row past the end reads the
+  // last row and is not written).
+  const T* w[2 * kInterTile];
+#pragma unroll
+  for (int r = 0; r < kInterTile; ++r) {
+    const std::int64_t i = min(i0 + r, inter - 1);
+    w[r] = gate + (e * inter + i) * hidden;
+    w[kInterTile + r] = up + (e * inter + i) * hidden;
+  }
   for (int s0 = begin; s0 < end; s0 += kSlotTile) {
     const float* xs[kSlotTile];
 #pragma unroll
-    for (int j = 0; j < kSlotTile; ++j) xs[j] = s0 + j < end ? x + static_cast<std::int64_t>(slot_route[s0 + j] / top_k) * hidden : nullptr;
-    float g[kSlotTile], u[kSlotTile];
-    WarpDots<kSlotTile, Vec>(g_row, hidden, xs, lane, g);
-    WarpDots<kSlotTile, Vec>(u_row, hidden, xs, lane, u);
+    for (int j = 0; j < kSlotTile; ++j) {
+      xs[j] = s0 + j < end ? x + static_cast<std::int64_t>(slot_route[s0 + j] / top_k) * hidden : nullptr;
+    }
+    float sums[2 * kInterTile][kSlotTile];
+    WarpDots<2 * kInterTile, kSlotTile, Vec>(w, hidden, xs, lane, sums);
     if (lane == 0) {
 #pragma unroll
-      for (int j = 0; j < kSlotTile; ++j) {
-        if (xs[j] != nullptr) h[static_cast<std::int64_t>(s0 + j) * inter + i] = g[j] / (1.0f + expf(-g[j])) * u[j];
+      for (int r = 0; r < kInterTile; ++r) {
+        if (i0 + r >= inter) break;
+#pragma unroll
+        for (int j = 0; j < kSlotTile; ++j) {
+          if (xs[j] == nullptr) continue;
+          const float g = sums[r][j], u = sums[kInterTile + r][j];
+          h[static_cast<std::int64_t>(s0 + j) * inter + i0 + r] = g / (1.0f + expf(-g)) * u;
+        }
       }
     }
   }
@@ -158,19 +174,25 @@ __global__ void ExpertDownKernel(const T* down, std::int64_t hidden, std::int64_
   const int begin = offsets[e], end = offsets[e + 1];
   if (begin == end) return;
   const int lane = static_cast<int>(threadIdx.x) % kWarp;
-  const std::int64_t o = static_cast<std::int64_t>(blockIdx.y) * kWarpsPerBlock + threadIdx.x / kWarp;
-  if (o >= hidden) return;
-  const T* row = down + (e * hidden + o) * inter;
+  const std::int64_t o0 = (static_cast<std::int64_t>(blockIdx.y) * kWarpsPerBlock + threadIdx.x / kWarp) * kOutTile;
+  if (o0 >= hidden) return;
+  const T* w[kOutTile];
+#pragma unroll
+  for (int r = 0; r < kOutTile; ++r) w[r] = down + (e * hidden + min(o0 + r, hidden - 1)) * inter;
   for (int s0 = begin; s0 < end; s0 += kSlotTile) {
     const float* hs[kSlotTile];
 #pragma unroll
     for (int j = 0; j < kSlotTile; ++j) hs[j] = s0 + j < end ? h + static_cast<std::int64_t>(s0 + j) * inter : nullptr;
-    float sums[kSlotTile];
-    WarpDots<kSlotTile, Vec>(row, inter, hs, lane, sums);
+    float sums[kOutTile][kSlotTile];
+    WarpDots<kOutTile, kSlotTile, Vec>(w, inter, hs, lane, sums);
     if (lane == 0) {
 #pragma unroll
-      for (int j = 0; j < kSlotTile; ++j) {
-        if (hs[j] != nullptr) y[static_cast<std::int64_t>(s0 + j) * hidden + o] = sums[j];
+      for (int r = 0; r < kOutTile; ++r) {
+        if (o0 + r >= hidden) break;
+#pragma unroll
+        for (int j = 0; j < kSlotTile; ++j) {
+          if (hs[j] != nullptr) y[static_cast<std::int64_t>(s0 + j) * hidden + o0 + r] = sums[r][j];
+        }
       }
     }
   }
@@ -199,7 +221,7 @@ template <typename T>
 void LaunchGateUp(const MatrixView& gate, const MatrixView& up, std::int64_t experts, std::int64_t inter, std::int64_t hidden,
                   const float* x, const std::int32_t* slot_route, const std::int32_t* offsets, int top_k, float* h,
                   cudaStream_t stream) {
-  const dim3 grid(static_cast<unsigned>(experts), Blocks(inter, kWarpsPerBlock));
+  const dim3 grid(static_cast<unsigned>(experts), Blocks(inter, kWarpsPerBlock * kInterTile));
   const auto* g = static_cast<const T*>(gate.data);
   const auto* u = static_cast<const T*>(up.data);
   if (hidden % 8 == 0) {
@@ -212,7 +234,7 @@ void LaunchGateUp(const MatrixView& gate, const MatrixView& up, std::int64_t exp
 template <typename T>
 void LaunchDown(const MatrixView& down, std::int64_t experts, std::int64_t hidden, std::int64_t inter, const float* h,
                 const std::int32_t* offsets, float* y, cudaStream_t stream) {
-  const dim3 grid(static_cast<unsigned>(experts), Blocks(hidden, kWarpsPerBlock));
+  const dim3 grid(static_cast<unsigned>(experts), Blocks(hidden, kWarpsPerBlock * kOutTile));
   const auto* d = static_cast<const T*>(down.data);
   if (inter % 8 == 0) {
     ExpertDownKernel<true><<<grid, kThreads, 0, stream>>>(d, hidden, inter, h, offsets, y);

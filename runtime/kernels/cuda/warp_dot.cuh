@@ -37,39 +37,58 @@ __device__ __forceinline__ float WarpSum(float v) {
   return v;
 }
 
-// Σ_c w[c] · x_j[c] for up to kTile vectors x_j = x[j] (nullptr: skipped), the
-// warp's lanes over 8-value chunks (Vec) or single values, then WarpSum. Every
-// x_j's sum runs in the same order whatever the other x's are: batch invariance.
-template <int kTile, bool Vec, typename T>
-__device__ __forceinline__ void WarpDots(const T* w, std::int64_t n, const float* const x[kTile], int lane, float out[kTile]) {
-  float acc[kTile];
+// out[r][j] = Σ_c w[r][c] · x[j][c] for kRows weight rows and up to kTile input
+// vectors (x[j] null: skipped). The warp's lanes take 8-value chunks (Vec) or single
+// values, c ascending per lane, then WarpSum. Each weight row is read once for all
+// inputs and each input chunk once for all rows (registers, not L1, carry the reuse).
+// Every (r, j) sum runs in the same order whatever the other rows and inputs are:
+// batch invariance.
+template <int kRows, int kTile, bool Vec, typename T>
+__device__ __forceinline__ void WarpDots(const T* const w[kRows], std::int64_t n, const float* const x[kTile], int lane,
+                                         float out[kRows][kTile]) {
+  float acc[kRows][kTile];
 #pragma unroll
-  for (int j = 0; j < kTile; ++j) acc[j] = 0.0f;
+  for (int r = 0; r < kRows; ++r) {
+#pragma unroll
+    for (int j = 0; j < kTile; ++j) acc[r][j] = 0.0f;
+  }
   if constexpr (Vec) {
 #pragma unroll 2
     for (std::int64_t c = static_cast<std::int64_t>(lane) * 8; c < n; c += kWarp * 8) {
-      float wv[8];
-      Load8(w + c, wv);
+      float wv[kRows][8];
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) Load8(w[r] + c, wv[r]);
 #pragma unroll
       for (int j = 0; j < kTile; ++j) {
         if (x[j] == nullptr) continue;
         float xv[8];
         Load8(x[j] + c, xv);
 #pragma unroll
-        for (int i = 0; i < 8; ++i) acc[j] += wv[i] * xv[i];
+        for (int r = 0; r < kRows; ++r) {
+#pragma unroll
+          for (int i = 0; i < 8; ++i) acc[r][j] += wv[r][i] * xv[i];
+        }
       }
     }
   } else {
     for (std::int64_t c = lane; c < n; c += kWarp) {
-      const float wv = Load1(w + c);
+      float wv[kRows];
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) wv[r] = Load1(w[r] + c);
 #pragma unroll
       for (int j = 0; j < kTile; ++j) {
-        if (x[j] != nullptr) acc[j] += wv * x[j][c];
+        if (x[j] == nullptr) continue;
+        const float xv = x[j][c];
+#pragma unroll
+        for (int r = 0; r < kRows; ++r) acc[r][j] += wv[r] * xv;
       }
     }
   }
 #pragma unroll
-  for (int j = 0; j < kTile; ++j) out[j] = WarpSum(acc[j]);
+  for (int r = 0; r < kRows; ++r) {
+#pragma unroll
+    for (int j = 0; j < kTile; ++j) out[r][j] = WarpSum(acc[r][j]);
+  }
 }
 
 }  // namespace tandem::rt::cuda
