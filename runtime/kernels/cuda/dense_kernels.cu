@@ -12,14 +12,18 @@ namespace {
 
 constexpr int kWarpsPerBlock = 8;
 constexpr int kBatchTile = 4;  // input rows per pass over a weight row
-constexpr int kRowTile = 4;    // weight rows per warp: each input chunk loaded once for all of them
+// Weight rows per warp (each input chunk is loaded once for all of them): 4 for one
+// input row, 8 for several, where the inputs' loads would otherwise be the limit. Every
+// output's sum is the same either way.
+constexpr int kRowTileOne = 4;
+constexpr int kRowTileMany = 8;
 constexpr int kThreads = 256;
 
 unsigned Blocks(std::int64_t n, std::int64_t per_block) { return static_cast<unsigned>((n + per_block - 1) / per_block); }
 
 bool Aligned16(const void* p) { return (reinterpret_cast<std::uintptr_t>(p) & 15u) == 0; }
 
-template <bool Vec, typename T>
+template <int kRowTile, bool Vec, typename T>
 __global__ void GemvKernel(const T* w, std::int64_t rows, std::int64_t cols, const float* x, std::int64_t x_stride,
                            std::int64_t batch, float* y, std::int64_t y_stride, bool accumulate) {
   const int lane = static_cast<int>(threadIdx.x) % kWarp;
@@ -54,13 +58,19 @@ void LaunchGemv(const MatrixView& w, const float* x, std::int64_t x_stride, std:
                 std::int64_t y_stride, bool accumulate, cudaStream_t stream) {
   const auto* data = static_cast<const T*>(w.data);
   const bool vec = w.cols % 8 == 0 && x_stride % 4 == 0 && Aligned16(x) && Aligned16(data);
-  const unsigned blocks = Blocks(w.rows, kWarpsPerBlock * kRowTile);
-  if (vec) {
-    GemvKernel<true><<<blocks, kWarpsPerBlock * kWarp, 0, stream>>>(data, w.rows, w.cols, x, x_stride, batch, y, y_stride,
-                                                                     accumulate);
+  const int tile = batch > 1 ? kRowTileMany : kRowTileOne;
+  const unsigned blocks = Blocks(w.rows, kWarpsPerBlock * tile);
+  const unsigned threads = kWarpsPerBlock * kWarp;
+  if (tile == kRowTileOne) {
+    if (vec) {
+      GemvKernel<kRowTileOne, true><<<blocks, threads, 0, stream>>>(data, w.rows, w.cols, x, x_stride, batch, y, y_stride, accumulate);
+    } else {
+      GemvKernel<kRowTileOne, false><<<blocks, threads, 0, stream>>>(data, w.rows, w.cols, x, x_stride, batch, y, y_stride, accumulate);
+    }
+  } else if (vec) {
+    GemvKernel<kRowTileMany, true><<<blocks, threads, 0, stream>>>(data, w.rows, w.cols, x, x_stride, batch, y, y_stride, accumulate);
   } else {
-    GemvKernel<false><<<blocks, kWarpsPerBlock * kWarp, 0, stream>>>(data, w.rows, w.cols, x, x_stride, batch, y, y_stride,
-                                                                      accumulate);
+    GemvKernel<kRowTileMany, false><<<blocks, threads, 0, stream>>>(data, w.rows, w.cols, x, x_stride, batch, y, y_stride, accumulate);
   }
   CheckLaunch("Gemv");
 }
