@@ -18,6 +18,7 @@
 #include "runtime/kernels/cuda/cuda_forward.hpp"
 #include "runtime/model/checkpoint.hpp"
 #include "runtime/sampling/sampler.hpp"
+#include "tests/runtime/engine_rows.hpp"
 #include "tests/runtime/eval_run.hpp"
 #include "tests/runtime/tiny_model.hpp"
 #include "tests/support/run_command.hpp"
@@ -26,6 +27,8 @@ namespace tandem::rt {
 namespace {
 
 using testing::MaxRelativeError;
+using testing::Prefill;
+using testing::Tokens;
 using testing::RunEval;
 using testing::TempDir;
 using testing::TinyCheckpoint;
@@ -77,23 +80,6 @@ TEST_F(Gpu, TinyPresetLogitsAndGreedyTokensMatchTheCpuEngine) {
 TEST_F(Gpu, HybridLayoutWithGpuCoordinatorAndGpuWorkersMatchesTheCpuLayout) {
   ExpectSameRun(SmallCheckpoint(), {"--spawn-workers", "4"},
                 {"--device", "cuda", "--spawn-workers", "4", "--spawned-device", "cuda"}, kLogitTolerance);
-}
-
-std::vector<TokenId> Tokens(int n, std::uint64_t seed, int vocab) {
-  std::vector<TokenId> t;
-  for (int i = 0; i < n; ++i) {
-    t.push_back(static_cast<TokenId>(SplitMix64(seed * 1000 + static_cast<std::uint64_t>(i)) % static_cast<std::uint64_t>(vocab)));
-  }
-  return t;
-}
-
-std::vector<float> Prefill(Engine& engine, SequenceId seq, const std::vector<TokenId>& tokens) {
-  std::vector<Row> rows;
-  const int start = engine.kv().Get(seq).length();
-  for (std::size_t i = 0; i < tokens.size(); ++i) rows.push_back({seq, start + static_cast<std::int32_t>(i), tokens[i], true});
-  ForwardOutput out;
-  engine.Forward(rows, out);
-  return out.logits;
 }
 
 TEST_F(Gpu, RowLogitsAreBitIdenticalAloneAndInABatch) {

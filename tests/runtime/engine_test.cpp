@@ -8,28 +8,15 @@
 
 #include "runtime/model/checkpoint.hpp"
 #include "runtime/sampling/sampler.hpp"
+#include "tests/runtime/engine_rows.hpp"
 #include "tests/runtime/tiny_model.hpp"
 
 namespace tandem::rt {
 namespace {
 
+using tandem::testing::Prefill;
 using tandem::testing::TinyCheckpoint;
-
-std::vector<TokenId> Tokens(int n, std::uint64_t seed, int vocab) {
-  std::vector<TokenId> t;
-  for (int i = 0; i < n; ++i) t.push_back(static_cast<TokenId>(SplitMix64(seed * 1000 + static_cast<std::uint64_t>(i)) % static_cast<std::uint64_t>(vocab)));
-  return t;
-}
-
-// Feeds `tokens` to sequence `seq` in one forward; returns the logits of every row.
-std::vector<float> Prefill(Engine& engine, SequenceId seq, const std::vector<TokenId>& tokens) {
-  std::vector<Row> rows;
-  const int start = engine.kv().Get(seq).length();
-  for (std::size_t i = 0; i < tokens.size(); ++i) rows.push_back({seq, start + static_cast<std::int32_t>(i), tokens[i], true});
-  ForwardOutput out;
-  engine.Forward(rows, out);
-  return out.logits;
-}
+using tandem::testing::Tokens;
 
 class EngineTest : public ::testing::Test {
  protected:

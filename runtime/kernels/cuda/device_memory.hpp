@@ -22,19 +22,38 @@ void CheckLaunch(const char* kernel);
 std::uint64_t AllocationGeneration();
 void NoteAllocation();
 
-// A device allocation of T. Reserve grows it (dropping the contents): workspace
-// that reaches its steady size after the first steps and is then reused.
-template <typename T>
-class DeviceBuffer {
+// Where a Buffer's memory comes from.
+struct DeviceMemory {
+  static void* Allocate(std::size_t bytes) {
+    void* p = nullptr;
+    Check(cudaMalloc(&p, bytes), "cudaMalloc");
+    NoteAllocation();
+    return p;
+  }
+  static void Free(void* p) { cudaFree(p); }
+};
+// Page-locked host memory: what asynchronous copies to and from the device need.
+struct PinnedMemory {
+  static void* Allocate(std::size_t bytes) {
+    void* p = nullptr;
+    Check(cudaMallocHost(&p, bytes), "cudaMallocHost");
+    return p;
+  }
+  static void Free(void* p) { cudaFreeHost(p); }
+};
+
+// An allocation of n T's owned by RAII. Reserve grows it (dropping the contents):
+// workspace that reaches its steady size after the first steps and is then reused.
+template <typename T, typename Memory>
+class Buffer {
  public:
-  DeviceBuffer() = default;
-  explicit DeviceBuffer(std::size_t n) { Reserve(n); }
-  ~DeviceBuffer() { Release(); }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  DeviceBuffer(DeviceBuffer&& other) noexcept
-      : data_(std::exchange(other.data_, nullptr)), size_(std::exchange(other.size_, 0)) {}
-  DeviceBuffer& operator=(DeviceBuffer&& other) noexcept {
+  Buffer() = default;
+  explicit Buffer(std::size_t n) { Reserve(n); }
+  ~Buffer() { Release(); }
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+  Buffer(Buffer&& other) noexcept : data_(std::exchange(other.data_, nullptr)), size_(std::exchange(other.size_, 0)) {}
+  Buffer& operator=(Buffer&& other) noexcept {
     if (this != &other) {
       Release();
       data_ = std::exchange(other.data_, nullptr);
@@ -46,10 +65,7 @@ class DeviceBuffer {
   void Reserve(std::size_t n) {
     if (n <= size_) return;
     Release();
-    void* p = nullptr;
-    Check(cudaMalloc(&p, n * sizeof(T)), "cudaMalloc");
-    NoteAllocation();
-    data_ = static_cast<T*>(p);
+    data_ = static_cast<T*>(Memory::Allocate(n * sizeof(T)));
     size_ = n;
   }
   T* get() const { return data_; }
@@ -58,7 +74,7 @@ class DeviceBuffer {
 
  private:
   void Release() {
-    if (data_ != nullptr) cudaFree(data_);
+    if (data_ != nullptr) Memory::Free(data_);
     data_ = nullptr;
     size_ = 0;
   }
@@ -67,35 +83,10 @@ class DeviceBuffer {
   std::size_t size_ = 0;
 };
 
-// Page-locked host memory: what asynchronous copies to and from the device need.
 template <typename T>
-class PinnedBuffer {
- public:
-  PinnedBuffer() = default;
-  ~PinnedBuffer() { Release(); }
-  PinnedBuffer(const PinnedBuffer&) = delete;
-  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
-
-  void Reserve(std::size_t n) {
-    if (n <= size_) return;
-    Release();
-    void* p = nullptr;
-    Check(cudaMallocHost(&p, n * sizeof(T)), "cudaMallocHost");
-    data_ = static_cast<T*>(p);
-    size_ = n;
-  }
-  T* get() const { return data_; }
-
- private:
-  void Release() {
-    if (data_ != nullptr) cudaFreeHost(data_);
-    data_ = nullptr;
-    size_ = 0;
-  }
-
-  T* data_ = nullptr;
-  std::size_t size_ = 0;
-};
+using DeviceBuffer = Buffer<T, DeviceMemory>;
+template <typename T>
+using PinnedBuffer = Buffer<T, PinnedMemory>;
 
 // A stream owned by RAII.
 class Stream {
