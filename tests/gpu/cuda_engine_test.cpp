@@ -13,9 +13,12 @@
 
 #include "runtime/engine/engine.hpp"
 #include "runtime/engine/moe_slices.hpp"
+#include "runtime/engine/router.hpp"
 #include "runtime/kernels/cuda/cuda_device.hpp"
 #include "runtime/kernels/cuda/cuda_experts.hpp"
 #include "runtime/kernels/cuda/cuda_forward.hpp"
+#include "runtime/kernels/cuda/device_memory.hpp"
+#include "runtime/kernels/cuda/device_router.hpp"
 #include "runtime/model/checkpoint.hpp"
 #include "runtime/sampling/sampler.hpp"
 #include "tests/runtime/engine_rows.hpp"
@@ -208,6 +211,59 @@ TEST_F(Gpu, SampledChoicesEqualTheCpuSamplersForTheSameLogits) {
     }
   }
   std::printf("%d sampled choices compared\n", compared);
+}
+
+TEST_F(Gpu, DeviceRouterChoosesWhatTheCpuRouterChooses) {
+  // Every scoring function and top-k method, with and without normalisation, on
+  // logits with ties (multiples of 1/4) and a correction bias.
+  std::mt19937 rng(3);
+  std::normal_distribution<float> normal(0.0f, 1.5f);
+  int compared = 0;
+  for (const auto architecture : {Architecture::kDeepseekV2, Architecture::kDeepseekV3}) {
+    for (const auto scoring : {ScoringFunc::kSoftmax, ScoringFunc::kSigmoid, ScoringFunc::kSqrtSoftplus}) {
+      for (const auto method : {TopkMethod::kGreedy, TopkMethod::kGroupLimitedGreedy, TopkMethod::kNoauxTc}) {
+        for (const bool norm : {false, true}) {
+          ModelConfig c;
+          c.architecture = architecture;
+          c.n_routed_experts = 64;
+          c.num_experts_per_tok = 6;
+          c.n_group = 8;
+          c.topk_group = 3;
+          c.scoring_func = scoring;
+          c.topk_method = method;
+          c.norm_topk_prob = norm;
+          c.routed_scaling_factor = 2.5;
+          std::vector<float> bias(64);
+          for (float& v : bias) v = std::round(normal(rng) * 8.0f) / 64.0f;
+          const Router router(c, bias);
+          const int rows = 50;
+          std::vector<float> logits(static_cast<std::size_t>(rows * 64));
+          for (float& v : logits) v = std::round(normal(rng) * 4.0f) / 4.0f;
+          cuda::DeviceBuffer<float> d_logits(logits.size()), d_bias(bias.size()), d_weights(rows * 6);
+          cuda::DeviceBuffer<std::int32_t> d_experts(rows * 6);
+          cuda::Check(cudaMemcpy(d_logits.get(), logits.data(), logits.size() * 4, cudaMemcpyHostToDevice), "copy");
+          cuda::Check(cudaMemcpy(d_bias.get(), bias.data(), bias.size() * 4, cudaMemcpyHostToDevice), "copy");
+          cuda::Route(d_logits.get(), rows, cuda::RouterParamsOf(c), d_bias.get(), d_experts.get(), d_weights.get(), nullptr);
+          std::vector<std::int32_t> experts(rows * 6);
+          std::vector<float> weights(rows * 6);
+          cuda::Check(cudaMemcpy(experts.data(), d_experts.get(), experts.size() * 4, cudaMemcpyDeviceToHost), "copy");
+          cuda::Check(cudaMemcpy(weights.data(), d_weights.get(), weights.size() * 4, cudaMemcpyDeviceToHost), "copy");
+          for (int r = 0; r < rows; ++r) {
+            std::vector<ExpertRoute> want(6);
+            router.Route(std::span<const float>(logits.data() + r * 64, 64), want);
+            for (int k = 0; k < 6; ++k) {
+              EXPECT_EQ(experts[static_cast<std::size_t>(r * 6 + k)], want[static_cast<std::size_t>(k)].expert)
+                  << "scoring " << static_cast<int>(scoring) << " method " << static_cast<int>(method) << " row " << r;
+              EXPECT_NEAR(weights[static_cast<std::size_t>(r * 6 + k)], want[static_cast<std::size_t>(k)].weight,
+                          1e-6f * std::fabs(want[static_cast<std::size_t>(k)].weight));
+            }
+            ++compared;
+          }
+        }
+      }
+    }
+  }
+  std::printf("%d rows routed on both\n", compared);
 }
 
 TEST(GpuBuild, DeviceSummaryNamesTheCard) {

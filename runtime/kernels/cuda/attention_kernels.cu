@@ -14,6 +14,9 @@ namespace {
 
 constexpr int kThreads = 256;
 constexpr int kWarpsPerBlock = kThreads / kWarp;
+// Small blocks for AbsorbKeys: a decode step has only heads × latent threads of it,
+// which should spread over many multiprocessors.
+constexpr int kAbsorbThreads = 64;
 
 unsigned Blocks(std::int64_t n, std::int64_t per_block) { return static_cast<unsigned>((n + per_block - 1) / per_block); }
 
@@ -26,6 +29,7 @@ __global__ void AbsorbKeysKernel(const T* key_up, std::int64_t heads, std::int64
   const float* qn = q + bh * q_stride;
   const T* k = key_up + h * nope * latent + c;
   float sum = 0.0f;
+#pragma unroll 8
   for (std::int64_t n = 0; n < nope; ++n) sum += Load1(k + n * latent) * qn[n];
   q_abs[i] = sum;
 }
@@ -86,6 +90,7 @@ __global__ void LatentAttentionKernel(const float* q_abs, const float* q, std::i
   float* o = out + bh * latent;
   for (std::int64_t c = threadIdx.x; c < latent; c += kThreads) {
     float acc = 0.0f;
+#pragma unroll 8
     for (std::int64_t t = 0; t < len; ++t) acc += s[t] * entries[t * cache.width + c];
     o[c] = acc;
   }
@@ -112,11 +117,11 @@ void AbsorbKeys(const MatrixView& key_up, std::int64_t heads, std::int64_t nope,
   const std::int64_t n = rows * heads * latent;
   if (n == 0) return;
   if (key_up.type == DType::kBF16) {
-    AbsorbKeysKernel<<<Blocks(n, kThreads), kThreads, 0, stream>>>(static_cast<const std::uint16_t*>(key_up.data), heads,
-                                                                   nope, latent, q, q_stride, rows, q_abs);
+    AbsorbKeysKernel<<<Blocks(n, kAbsorbThreads), kAbsorbThreads, 0, stream>>>(
+        static_cast<const std::uint16_t*>(key_up.data), heads, nope, latent, q, q_stride, rows, q_abs);
   } else {
-    AbsorbKeysKernel<<<Blocks(n, kThreads), kThreads, 0, stream>>>(static_cast<const float*>(key_up.data), heads, nope,
-                                                                   latent, q, q_stride, rows, q_abs);
+    AbsorbKeysKernel<<<Blocks(n, kAbsorbThreads), kAbsorbThreads, 0, stream>>>(
+        static_cast<const float*>(key_up.data), heads, nope, latent, q, q_stride, rows, q_abs);
   }
   CheckLaunch("AbsorbKeys");
 }

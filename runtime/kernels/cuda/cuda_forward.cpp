@@ -17,6 +17,7 @@
 #include "runtime/engine/rope.hpp"
 #include "runtime/kernels/cuda/cuda_device.hpp"
 #include "runtime/kernels/cuda/device_experts.hpp"
+#include "runtime/kernels/cuda/device_router.hpp"
 #include "runtime/kernels/cuda/device_sampler.hpp"
 #include "runtime/kernels/cuda/device_weights.hpp"
 #include "runtime/model/checkpoint.hpp"
@@ -50,21 +51,6 @@ struct CacheMirror {
   int synced = 0;  // positions [0, synced) hold the host cache's values
 };
 
-RouterParams RouterParamsOf(const ModelConfig& c) {
-  RouterParams p;
-  p.experts = c.n_routed_experts;
-  p.top_k = c.num_experts_per_tok;
-  p.groups = c.n_group;
-  p.top_groups = c.topk_group;
-  p.scoring = static_cast<int>(c.scoring_func);
-  p.topk_method = static_cast<int>(c.topk_method);
-  p.norm_topk_prob = c.norm_topk_prob;
-  const bool normalise = p.top_k > 1 && c.norm_topk_prob;
-  p.scale = c.architecture == Architecture::kDeepseekV3 || !normalise;
-  p.routed_scaling_factor = c.routed_scaling_factor;
-  return p;
-}
-
 class DeviceForward final : public CudaForward {
  public:
   DeviceForward(const Checkpoint& ckpt, const ModelWeights& w, const RopeTable& rope, float softmax_scale, bool experts_on_device)
@@ -72,10 +58,6 @@ class DeviceForward final : public CudaForward {
     const char* graphs = std::getenv("TANDEM_CUDA_GRAPHS");
     use_graphs_ = graphs == nullptr || std::string_view(graphs) != "0";
     if (w.mtp) throw std::invalid_argument("--device cuda: the MTP layer runs on the CPU (use --device cpu for an MTP drafter)");
-    if (c_.n_routed_experts > kMaxRoutedExperts) {
-      throw std::invalid_argument(fmt::format("--device cuda: {} routed experts; the device router takes at most {}",
-                                              c_.n_routed_experts, kMaxRoutedExperts));
-    }
     embed_ = Upload(w.embed);
     lm_head_ = Upload(w.lm_head);
     final_norm_ = UploadFloats(w.final_norm);

@@ -23,36 +23,52 @@ constexpr int kGreedy = 0, kNoauxTc = 2;
 
 unsigned Blocks(std::int64_t n, std::int64_t per_block) { return static_cast<unsigned>((n + per_block - 1) / per_block); }
 
-// One thread per row, the CPU router step by step (Router::Route): same scores in
-// double, same group scores, same choice order (value descending, id ascending).
-__global__ void RouteKernel(const float* logits, std::int64_t rows, RouterParams p, const float* bias, std::int32_t* experts,
-                            float* weights) {
-  const std::int64_t b = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (b >= rows) return;
-  const float* l = logits + b * p.experts;
-  double scores[kMaxRoutedExperts];
-  double choice[kMaxRoutedExperts];
+constexpr int kRouteThreads = 128;
+
+// A block per row, the CPU router's arithmetic (Router::Route) step by step: the
+// scores (independent per expert) and the group scores in parallel, every sum in
+// the CPU's order in one thread, and top groups and top-k as arg-max reductions
+// with its tie rule (value descending, lower id first), which are exact.
+__global__ void RouteKernel(const float* logits, RouterParams p, const float* bias, std::int32_t* experts, float* weights) {
+  __shared__ double scores[kMaxRoutedExperts];
+  __shared__ double choice[kMaxRoutedExperts];
+  __shared__ double group_score[kMaxRoutedExperts];
+  __shared__ bool keep[kMaxRoutedExperts];
+  __shared__ double best_value[kRouteThreads];
+  __shared__ int best_id[kRouteThreads];
+  __shared__ int order[kMaxRoutedExperts];
+  __shared__ double sum;
+  const std::int64_t b = blockIdx.x;
+  const int t = static_cast<int>(threadIdx.x);
   const int n = p.experts;
+  const float* l = logits + b * n;
+
   if (p.scoring == kSoftmax) {
-    float max = l[0];
-    for (int e = 1; e < n; ++e) max = l[e] > max ? l[e] : max;
-    double sum = 0.0;
-    for (int e = 0; e < n; ++e) sum += scores[e] = exp(static_cast<double>(l[e] - max));
-    for (int e = 0; e < n; ++e) scores[e] /= sum;
+    if (t == 0) {
+      float max = l[0];
+      for (int e = 1; e < n; ++e) max = l[e] > max ? l[e] : max;
+      for (int e = 0; e < n; ++e) scores[e] = exp(static_cast<double>(l[e] - max));
+      double total = 0.0;
+      for (int e = 0; e < n; ++e) total += scores[e];
+      sum = total;
+    }
+    __syncthreads();
+    for (int e = t; e < n; e += kRouteThreads) scores[e] /= sum;
   } else if (p.scoring == kSigmoid) {
-    for (int e = 0; e < n; ++e) scores[e] = 1.0 / (1.0 + exp(-static_cast<double>(l[e])));
+    for (int e = t; e < n; e += kRouteThreads) scores[e] = 1.0 / (1.0 + exp(-static_cast<double>(l[e])));
   } else {
-    for (int e = 0; e < n; ++e) {
+    for (int e = t; e < n; e += kRouteThreads) {
       const double z = l[e];
       scores[e] = sqrt(z > 30.0 ? z : log1p(exp(z)));
     }
   }
-  for (int e = 0; e < n; ++e) choice[e] = scores[e] + (p.topk_method == kNoauxTc && bias != nullptr ? bias[e] : 0.0);
+  __syncthreads();
+  for (int e = t; e < n; e += kRouteThreads) choice[e] = scores[e] + (p.topk_method == kNoauxTc && bias != nullptr ? bias[e] : 0.0);
+  __syncthreads();
 
   if (p.topk_method != kGreedy && p.groups > 1) {
     const int per_group = n / p.groups;
-    double group_score[kMaxRoutedExperts];
-    for (int g = 0; g < p.groups; ++g) {
+    for (int g = t; g < p.groups; g += kRouteThreads) {
       double first = -INFINITY, second = -INFINITY;
       for (int e = g * per_group; e < (g + 1) * per_group; ++e) {
         if (choice[e] > first) {
@@ -63,41 +79,66 @@ __global__ void RouteKernel(const float* logits, std::int64_t rows, RouterParams
         }
       }
       group_score[g] = p.topk_method == kNoauxTc ? first + (per_group > 1 ? second : 0.0) : first;
+      keep[g] = false;
     }
-    bool keep[kMaxRoutedExperts];
-    for (int g = 0; g < p.groups; ++g) keep[g] = false;
-    for (int i = 0; i < p.top_groups; ++i) {  // best groups, lower index on ties
-      int best = -1;
-      for (int g = 0; g < p.groups; ++g) {
-        if (!keep[g] && (best < 0 || group_score[g] > group_score[best])) best = g;
+    __syncthreads();
+    if (t == 0) {  // the best groups, lower index on ties
+      for (int i = 0; i < p.top_groups; ++i) {
+        int best = -1;
+        for (int g = 0; g < p.groups; ++g) {
+          if (!keep[g] && (best < 0 || group_score[g] > group_score[best])) best = g;
+        }
+        keep[best] = true;
       }
-      keep[best] = true;
     }
-    for (int e = 0; e < n; ++e) {
+    __syncthreads();
+    for (int e = t; e < n; e += kRouteThreads) {
       if (!keep[e / per_group]) choice[e] = -INFINITY;
     }
   }
+  __syncthreads();
 
-  int order[kMaxRoutedExperts];
-  bool taken[kMaxRoutedExperts];
-  for (int e = 0; e < n; ++e) taken[e] = false;
-  double sum = 0.0;
+  // Top-k: k arg-max reductions; a chosen expert leaves the race (its id is taken).
   for (int i = 0; i < p.top_k; ++i) {
-    int best = -1;
-    for (int e = 0; e < n; ++e) {
-      if (!taken[e] && (best < 0 || choice[e] > choice[best])) best = e;
+    double value = -INFINITY;
+    int id = -1;
+    for (int e = t; e < n; e += kRouteThreads) {
+      bool taken = false;
+      for (int j = 0; j < i; ++j) taken = taken || order[j] == e;
+      if (!taken && (id < 0 || choice[e] > value)) {  // e ascending: the first of equal values stays
+        value = choice[e];
+        id = e;
+      }
     }
-    taken[best] = true;
-    order[i] = best;
-    sum += scores[best];
+    best_value[t] = value;
+    best_id[t] = id;
+    __syncthreads();
+    for (int half = kRouteThreads / 2; half > 0; half /= 2) {
+      if (t < half) {
+        const int other = best_id[t + half], mine = best_id[t];
+        if (other >= 0 && (mine < 0 || best_value[t + half] > best_value[t] ||
+                           (best_value[t + half] == best_value[t] && other < mine))) {
+          best_value[t] = best_value[t + half];
+          best_id[t] = other;
+        }
+      }
+      __syncthreads();
+    }
+    if (t == 0) order[i] = best_id[0];
+    __syncthreads();
   }
-  const bool normalise = p.top_k > 1 && p.norm_topk_prob;
-  for (int i = 0; i < p.top_k; ++i) {
-    double w = scores[order[i]];
-    if (normalise) w /= sum + 1e-20;
-    if (p.scale) w *= p.routed_scaling_factor;
-    experts[b * p.top_k + i] = order[i];
-    weights[b * p.top_k + i] = static_cast<float>(w);
+
+  if (t == 0) {
+    double total = 0.0;
+    for (int i = 0; i < p.top_k; ++i) total += scores[order[i]];
+    const bool normalise = p.top_k > 1 && p.norm_topk_prob;
+    for (int i = 0; i < p.top_k; ++i) {
+      double w = scores[order[i]];
+      if (normalise) w /= total + 1e-20;
+      if (p.scale) w *= p.routed_scaling_factor;
+      experts[b * p.top_k + i] = order[i];
+      weights[b * p.top_k + i] = static_cast<float>(w);
+    }
   }
 }
 
@@ -248,7 +289,7 @@ void LaunchDown(const MatrixView& down, std::int64_t experts, std::int64_t hidde
 void Route(const float* logits, std::int64_t rows, const RouterParams& params, const float* bias, std::int32_t* experts,
            float* weights, cudaStream_t stream) {
   if (rows == 0) return;
-  RouteKernel<<<Blocks(rows, 64), 64, 0, stream>>>(logits, rows, params, bias, experts, weights);
+  RouteKernel<<<static_cast<unsigned>(rows), kRouteThreads, 0, stream>>>(logits, params, bias, experts, weights);
   CheckLaunch("Route");
 }
 
