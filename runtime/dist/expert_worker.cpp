@@ -116,6 +116,7 @@ struct ExpertWorker::State {
     Hello hello;
     std::optional<MoeSlices> slices = Handshake(channel, hello);
     if (!slices) return;
+    if (device_slices) slices.reset();  // the GPU holds them now; free the host's copies
     std::vector<double> partial;
     std::set<int> held;
     for (const LayerSlice& s : hello.slices) held.insert(s.layer);
@@ -149,6 +150,11 @@ struct ExpertWorker::State {
         }
       } catch (const wire::WireError& e) {
         Log(fmt::format("{}: closing the connection: {}", channel.peer(), e.what()));
+        return;
+      } catch (const std::exception& e) {
+        // A compute failure (a CUDA error, out of memory): say so here, where it
+        // happened; the coordinator sees the connection close and names this rank.
+        Log(fmt::format("{}: cannot compute the request: {}; closing the connection", channel.peer(), e.what()));
         return;
       }
     }

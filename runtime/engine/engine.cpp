@@ -39,6 +39,8 @@ struct Engine::State {
       mlp_scratch, logits_in, mtp_in;
   std::vector<ExpertRoute> routes;
   std::unique_ptr<CudaForward> cuda;  // set when the pass runs on the GPU
+  std::uint64_t passes = 0;
+  std::uint64_t device_logits_pass = 0;  // the pass whose logits the device holds
 
   State(const Checkpoint& ckpt, EngineOptions opts, const ExpertExecutorFactory& factory)
       : config(ckpt.config()),
@@ -60,7 +62,12 @@ struct Engine::State {
       if (opts.device == Device::kCuda) throw std::invalid_argument("--device cuda: a quantized reading of the model (a drafter's) runs on the CPU");
       weights.Quantize(*opts.quantize, opts.quantize_group);
     }
-    if (opts.device == Device::kCuda) cuda = CudaForward::Create(ckpt, weights, rope, softmax_scale, experts == nullptr);
+    if (opts.device == Device::kCuda) {
+      if (!factory && opts.expert_input != ExpertInputPrecision::kF32) {
+        throw std::invalid_argument("--device cuda: rounding the experts' inputs (--expert-input-dtype, a CPU comparison aid) is not done on the device");
+      }
+      cuda = CudaForward::Create(ckpt, weights, rope, softmax_scale, experts == nullptr);
+    }
     for (const LayerWeights& lw : weights.layers) {
       if (lw.moe) {
         routers.emplace_back(std::in_place, config, lw.router_bias);
@@ -185,12 +192,14 @@ void Engine::Forward(std::span<const Row> rows, ForwardOutput& out, const float*
   out.logit_rows.clear();
   out.routes.clear();
   out.hidden.clear();
+  out.pass = ++s.passes;
   if (rows.empty()) return;
   if (s.weights.mtp && hidden_in == nullptr) throw std::invalid_argument("the MTP layer needs the target's hidden state of every row");
   std::map<SequenceId, int> next_position;
   s.Validate(rows, next_position);
   if (s.cuda) {
     s.cuda->Forward(rows, s.kv, s.experts.get(), s.options.expert_input, s.options.record_routes, s.options.keep_hidden, out);
+    s.device_logits_pass = out.pass;
     for (const auto& [sequence, length] : next_position) s.kv.Get(sequence).SetLength(length);
     return;
   }
@@ -263,7 +272,8 @@ std::vector<TokenId> Engine::SampleRows(const ForwardOutput& out, std::span<cons
     throw std::invalid_argument(fmt::format("sampling {} logits rows with {} settings and {} positions", out.logit_rows.size(),
                                             params.size(), positions.size()));
   }
-  if (state_->cuda) return state_->cuda->SampleLogits(params, positions);
+  if (params.empty()) return {};
+  if (state_->cuda && out.pass == state_->device_logits_pass) return state_->cuda->SampleLogits(params, positions);
   std::vector<TokenId> tokens;
   tokens.reserve(params.size());
   for (std::size_t i = 0; i < params.size(); ++i) {

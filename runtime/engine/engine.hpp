@@ -31,6 +31,8 @@ struct ForwardOutput {
   // When EngineOptions::keep_hidden: every row's final hidden state before the final
   // norm, [rows × hidden] in row order (what an MTP drafter continues from).
   std::vector<float> hidden;
+  // Which Forward of its engine wrote this output (1, 2, ...).
+  std::uint64_t pass = 0;
 
   std::span<const float> LogitsOf(std::size_t i, int vocab) const {
     return {logits.data() + i * static_cast<std::size_t>(vocab), static_cast<std::size_t>(vocab)};
@@ -85,9 +87,10 @@ class Engine {
   // `hidden_in` ([rows × hidden]) is required by, and only read by, an MTP engine.
   void Forward(std::span<const Row> rows, ForwardOutput& out, const float* hidden_in = nullptr);
 
-  // Sample (runtime/sampling) of each logits row of `out`, the last Forward's
-  // output: row i with params[i] at positions[i]. On the device for a kCuda engine
-  // (same choices, and the logits need not come back for it).
+  // Sample (runtime/sampling) of each logits row of `out`: row i with params[i] at
+  // positions[i]. When `out` is a kCuda engine's latest output, on the device, from
+  // the logits as the pass computed them (same choices as the CPU's): logits edited
+  // since (a grammar mask) must be sampled with Sample instead.
   std::vector<TokenId> SampleRows(const ForwardOutput& out, std::span<const SamplingParams> params,
                                   std::span<const std::int64_t> positions);
 

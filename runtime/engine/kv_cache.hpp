@@ -19,7 +19,6 @@ class KvCache {
   int length() const { return length_; }
   int capacity() const { return capacity_; }
   int width() const { return width_; }
-  int layers() const { return layers_; }
   // Unique in the process, and renewed whenever the content is replaced from outside
   // a forward pass (a new cache, CopyPrefixFrom): a device's mirror of the cache
   // knows from it whether what it holds is still this cache's.

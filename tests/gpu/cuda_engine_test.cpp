@@ -102,24 +102,27 @@ TEST_F(Gpu, RowLogitsAreBitIdenticalAloneAndInABatch) {
   }
 }
 
-TEST_F(Gpu, RollbackForkAndReopenKeepTheDeviceCacheInStepWithTheHost) {
+TEST_F(Gpu, RollbackForkReopenAndReplacedPrefixesKeepTheDeviceCacheInStepWithTheHost) {
   const Checkpoint ckpt = Checkpoint::Open(SmallCheckpoint());
   Engine gpu(ckpt, EngineOptions{.threads = 1, .device = Device::kCuda});
   Engine cpu(ckpt, EngineOptions{.threads = 1});
   const int vocab = ckpt.config().vocab_size;
-  const auto a = Tokens(10, 3, vocab), b = Tokens(6, 4, vocab);
+  const auto a = Tokens(10, 3, vocab), b = Tokens(6, 4, vocab), c = Tokens(9, 5, vocab);
   for (Engine* e : {&gpu, &cpu}) {
     e->kv().Open(1, 64);
     Prefill(*e, 1, a);
-    e->kv().Get(1).Truncate(4);                 // speculative rollback: positions 4.. are recomputed
-    e->kv().Fork(1, 2, 4, 64);                  // a fork written on the host only
+    e->kv().Get(1).Truncate(4);  // speculative rollback: positions 4.. are recomputed
+    e->kv().Fork(1, 2, 4, 32);   // a fork written on the host only (another capacity)
+    e->kv().Open(4, 64);
+    Prefill(*e, 4, c);           // the device mirror of 4 now holds c's 9 positions ...
+    e->kv().Get(4).CopyPrefixFrom(e->kv().Get(2), 4);  // ... which the host replaces (prefix reuse)
     e->kv().Close(1);
-    e->kv().Open(1, 32);                        // same id, new cache
+    e->kv().Open(1, 64);         // same id, same capacity, a new cache
   }
-  const auto cpu_fork = Prefill(cpu, 2, b), gpu_fork = Prefill(gpu, 2, b);
-  const auto cpu_new = Prefill(cpu, 1, b), gpu_new = Prefill(gpu, 1, b);
-  EXPECT_LE(MaxRelativeError(gpu_fork, cpu_fork, vocab), kLogitTolerance);
-  EXPECT_LE(MaxRelativeError(gpu_new, cpu_new, vocab), kLogitTolerance);
+  for (const SequenceId seq : {1, 2, 4}) {
+    const auto want = Prefill(cpu, seq, b), got = Prefill(gpu, seq, b);
+    EXPECT_LE(MaxRelativeError(got, want, vocab), kLogitTolerance) << "sequence " << seq;
+  }
 }
 
 TEST_F(Gpu, GraphReplayGivesTheSameLogitsAsLaunchingEachKernel) {
@@ -237,8 +240,12 @@ TEST_F(Gpu, DeviceRouterChoosesWhatTheCpuRouterChooses) {
           for (float& v : bias) v = std::round(normal(rng) * 8.0f) / 64.0f;
           const Router router(c, bias);
           const int rows = 50;
+          // Half the rows on a grid of 1/4 (ties), half continuous.
           std::vector<float> logits(static_cast<std::size_t>(rows * 64));
-          for (float& v : logits) v = std::round(normal(rng) * 4.0f) / 4.0f;
+          for (std::size_t i = 0; i < logits.size(); ++i) {
+            const float v = normal(rng);
+            logits[i] = (i / 64) % 2 == 0 ? std::round(v * 4.0f) / 4.0f : v;
+          }
           cuda::DeviceBuffer<float> d_logits(logits.size()), d_bias(bias.size()), d_weights(rows * 6);
           cuda::DeviceBuffer<std::int32_t> d_experts(rows * 6);
           cuda::Check(cudaMemcpy(d_logits.get(), logits.data(), logits.size() * 4, cudaMemcpyHostToDevice), "copy");

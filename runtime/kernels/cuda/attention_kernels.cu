@@ -17,6 +17,8 @@ constexpr int kWarpsPerBlock = kThreads / kWarp;
 // Small blocks for AbsorbKeys: a decode step has only heads × latent threads of it,
 // which should spread over many multiprocessors.
 constexpr int kAbsorbThreads = 64;
+constexpr int kChunk = 256;  // cache entries scored at a time
+constexpr int kMaxLatentPerThread = kMaxAttentionLatent / kThreads;
 
 unsigned Blocks(std::int64_t n, std::int64_t per_block) { return static_cast<unsigned>((n + per_block - 1) / per_block); }
 
@@ -48,9 +50,15 @@ __device__ float BlockReduce(float v, float* shared, Op op) {
   return result;
 }
 
+// One block per (row, head), an online softmax over chunks of the cache: a chunk's
+// scores (a warp per entry) in shared memory, then the running maximum and sum and
+// the accumulated latent (a thread per latent dimension, t ascending) rescaled to
+// the new maximum. No scratch the size of the context, and a fixed order of
+// operations for every (row, head): batch invariant.
 __global__ void LatentAttentionKernel(const float* q_abs, const float* q, std::int64_t q_stride, std::int64_t q_rope_offset,
                                       CacheRows cache, int layer, std::int64_t heads, std::int64_t latent, std::int64_t rope,
-                                      float scale, float* scores, std::int64_t max_len, float* out) {
+                                      float scale, float* out) {
+  __shared__ float s[kChunk];
   __shared__ float reduce[kThreads];
   const std::int64_t bh = blockIdx.x, b = bh / heads;
   const int lane = static_cast<int>(threadIdx.x) % kWarp, warp = static_cast<int>(threadIdx.x) / kWarp;
@@ -58,41 +66,50 @@ __global__ void LatentAttentionKernel(const float* q_abs, const float* q, std::i
   const float* entries = cache.caches[b] + static_cast<std::int64_t>(layer) * cache.capacities[b] * cache.width;
   const float* qa = q_abs + bh * latent;
   const float* qr = q + bh * q_stride + q_rope_offset;
-  float* s = scores + bh * max_len;
 
-  // Scores: a warp per cache entry.
-  for (std::int64_t t = warp; t < len; t += kWarpsPerBlock) {
-    const float* entry = entries + t * cache.width;
-    float dot_latent = 0.0f, dot_rope = 0.0f;
-    for (std::int64_t c = lane; c < latent; c += kWarp) dot_latent += qa[c] * entry[c];
-    for (std::int64_t c = lane; c < rope; c += kWarp) dot_rope += qr[c] * entry[latent + c];
-    dot_latent = WarpSum(dot_latent);
-    dot_rope = WarpSum(dot_rope);
-    if (lane == 0) s[t] = (dot_latent + dot_rope) * scale;
-  }
-  __syncthreads();
-
-  // Softmax over t.
-  float local_max = -FLT_MAX;
-  for (std::int64_t t = threadIdx.x; t < len; t += kThreads) local_max = fmaxf(local_max, s[t]);
-  const float max = BlockReduce(local_max, reduce, [](float a, float c) { return fmaxf(a, c); });
-  float local_sum = 0.0f;
-  for (std::int64_t t = threadIdx.x; t < len; t += kThreads) {
-    const float e = expf(s[t] - max);
-    s[t] = e;
-    local_sum += e;
-  }
-  const float sum = BlockReduce(local_sum, reduce, [](float a, float c) { return a + c; });
-  for (std::int64_t t = threadIdx.x; t < len; t += kThreads) s[t] /= sum;
-  __syncthreads();
-
-  // The attended latent, a thread per latent dimension, t ascending.
-  float* o = out + bh * latent;
-  for (std::int64_t c = threadIdx.x; c < latent; c += kThreads) {
-    float acc = 0.0f;
+  float acc[kMaxLatentPerThread];
+#pragma unroll
+  for (int k = 0; k < kMaxLatentPerThread; ++k) acc[k] = 0.0f;
+  float running_max = -INFINITY, running_sum = 0.0f;
+  for (std::int64_t t0 = 0; t0 < len; t0 += kChunk) {
+    const std::int64_t count = min(static_cast<std::int64_t>(kChunk), len - t0);
+    for (std::int64_t t = warp; t < count; t += kWarpsPerBlock) {
+      const float* entry = entries + (t0 + t) * cache.width;
+      float dot_latent = 0.0f, dot_rope = 0.0f;
+      for (std::int64_t c = lane; c < latent; c += kWarp) dot_latent += qa[c] * entry[c];
+      for (std::int64_t c = lane; c < rope; c += kWarp) dot_rope += qr[c] * entry[latent + c];
+      dot_latent = WarpSum(dot_latent);
+      dot_rope = WarpSum(dot_rope);
+      if (lane == 0) s[t] = (dot_latent + dot_rope) * scale;
+    }
+    __syncthreads();
+    float local_max = -INFINITY;
+    for (std::int64_t t = threadIdx.x; t < count; t += kThreads) local_max = fmaxf(local_max, s[t]);
+    const float new_max = fmaxf(running_max, BlockReduce(local_max, reduce, [](float a, float c) { return fmaxf(a, c); }));
+    const float rescale = expf(running_max - new_max);  // 0 for the first chunk
+    float local_sum = 0.0f;
+    for (std::int64_t t = threadIdx.x; t < count; t += kThreads) {
+      const float e = expf(s[t] - new_max);
+      s[t] = e;
+      local_sum += e;
+    }
+    running_sum = running_sum * rescale + BlockReduce(local_sum, reduce, [](float a, float c) { return a + c; });
+#pragma unroll
+    for (int k = 0; k < kMaxLatentPerThread; ++k) {
+      const std::int64_t c = threadIdx.x + static_cast<std::int64_t>(k) * kThreads;
+      if (c >= latent) break;
+      float sum = 0.0f;
 #pragma unroll 8
-    for (std::int64_t t = 0; t < len; ++t) acc += s[t] * entries[t * cache.width + c];
-    o[c] = acc;
+      for (std::int64_t t = 0; t < count; ++t) sum += s[t] * entries[(t0 + t) * cache.width + c];
+      acc[k] = acc[k] * rescale + sum;
+    }
+    running_max = new_max;
+    __syncthreads();  // every thread is done with s before the next chunk's scores
+  }
+#pragma unroll
+  for (int k = 0; k < kMaxLatentPerThread; ++k) {
+    const std::int64_t c = threadIdx.x + static_cast<std::int64_t>(k) * kThreads;
+    if (c < latent) out[bh * latent + c] = acc[k] / running_sum;
   }
 }
 
@@ -128,10 +145,11 @@ void AbsorbKeys(const MatrixView& key_up, std::int64_t heads, std::int64_t nope,
 
 void LatentAttention(const float* q_abs, const float* q, std::int64_t q_stride, std::int64_t q_rope_offset,
                      const CacheRows& cache, int layer, std::int64_t rows, std::int64_t heads, std::int64_t latent,
-                     std::int64_t rope, float scale, float* scores, std::int64_t max_len, float* out, cudaStream_t stream) {
+                     std::int64_t rope, float scale, float* out, cudaStream_t stream) {
   if (rows * heads == 0) return;
-  LatentAttentionKernel<<<static_cast<unsigned>(rows * heads), kThreads, 0, stream>>>(
-      q_abs, q, q_stride, q_rope_offset, cache, layer, heads, latent, rope, scale, scores, max_len, out);
+  LatentAttentionKernel<<<static_cast<unsigned>(rows * heads), kThreads, 0, stream>>>(q_abs, q, q_stride, q_rope_offset,
+                                                                                    cache, layer, heads, latent, rope,
+                                                                                    scale, out);
   CheckLaunch("LatentAttention");
 }
 

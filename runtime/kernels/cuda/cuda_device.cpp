@@ -38,6 +38,13 @@ void RequireCudaDevice() {
   if (CudaDeviceCount() == 0) {
     throw std::invalid_argument(fmt::format("--device cuda: {} (use --device cpu)", CudaDeviceSummary()));
   }
+  // The build carries sm_90 code and compute_90 PTX: older cards cannot run it.
+  cudaDeviceProp prop{};
+  if (cudaGetDeviceProperties(&prop, 0) == cudaSuccess && prop.major < 9) {
+    throw std::invalid_argument(fmt::format("--device cuda: {} has compute capability {}.{}; this build needs 9.0 or newer "
+                                            "(set CMAKE_CUDA_ARCHITECTURES for another card)",
+                                            prop.name, prop.major, prop.minor));
+  }
 }
 
 }  // namespace tandem::rt

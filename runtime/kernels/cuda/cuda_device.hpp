@@ -16,7 +16,8 @@ int CudaDeviceCount();
 std::string CudaDeviceSummary();
 
 // Throws std::invalid_argument saying why `--device cuda` cannot run here (not built,
-// or no usable device); returns when device 0 can be used.
+// no usable device, a card older than the build's compute capability 9.0); returns
+// when device 0 can be used.
 void RequireCudaDevice();
 
 }  // namespace tandem::rt

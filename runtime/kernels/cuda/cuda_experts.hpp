@@ -18,7 +18,7 @@ class MoeSlices;
 // ascending, then the shared slice, as on the CPU.
 class CudaMoeSlices {
  public:
-  // Throws std::runtime_error when this build has no CUDA backend or no device can be used.
+  // Throws std::invalid_argument when this build has no CUDA backend or no device can be used.
   static std::unique_ptr<CudaMoeSlices> Upload(const MoeSlices& host);
 
   virtual ~CudaMoeSlices() = default;

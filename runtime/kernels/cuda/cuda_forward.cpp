@@ -1,7 +1,6 @@
 #include "runtime/kernels/cuda/cuda_forward.hpp"
 
 #include <algorithm>
-#include <bit>
 #include <cstdlib>
 #include <map>
 #include <optional>
@@ -59,7 +58,16 @@ class DeviceForward final : public CudaForward {
     use_graphs_ = graphs == nullptr || std::string_view(graphs) != "0";
     if (w.mtp) throw std::invalid_argument("--device cuda: the MTP layer runs on the CPU (use --device cpu for an MTP drafter)");
     embed_ = Upload(w.embed);
-    lm_head_ = Upload(w.lm_head);
+    if (w.lm_head.data == w.embed.data && w.lm_head.type == w.embed.type) {
+      lm_head_view_ = embed_.view;  // tied embeddings: one copy
+    } else {
+      lm_head_ = Upload(w.lm_head);
+      lm_head_view_ = lm_head_.view;
+    }
+    if (c_.kv_lora_rank > kMaxAttentionLatent) {
+      throw std::invalid_argument(fmt::format("--device cuda: kv_lora_rank {}; the device attention takes at most {}",
+                                              c_.kv_lora_rank, kMaxAttentionLatent));
+    }
     final_norm_ = UploadFloats(w.final_norm);
     inv_freq_ = UploadDoubles(rope.inv_freq());
     mscale_ = rope.mscale();
@@ -126,7 +134,6 @@ class DeviceForward final : public CudaForward {
   // What a captured pass depends on besides the contents of device buffers.
   struct GraphKey {
     std::int64_t rows = 0;
-    std::int64_t max_len = 0;
     std::vector<std::size_t> logit_rows;
     auto operator<=>(const GraphKey&) const = default;
   };
@@ -140,6 +147,10 @@ class DeviceForward final : public CudaForward {
   void Enqueue(std::span<const Row> rows, ExpertExecutor* experts, ExpertInputPrecision expert_input, bool record_routes,
                ForwardOutput& out);
   GraphExec Capture(std::span<const Row> rows, ForwardOutput& out);
+  // The generations of every buffer a pass's graph names: this pass's and the experts'.
+  std::pair<std::uint64_t, std::uint64_t> Generation() const {
+    return {workspace_.generation(), experts_ ? experts_->workspace_generation() : 0};
+  }
   void Attention(const DeviceLayer& l, int layer, std::int64_t b_rows);
   void Moe(const DeviceLayer& l, std::span<const Row> rows, ExpertExecutor* experts, ExpertInputPrecision expert_input,
            bool record_routes, ForwardOutput& out);
@@ -150,6 +161,7 @@ class DeviceForward final : public CudaForward {
   double mscale_ = 1.0;
   Stream stream_;
   DeviceMatrix embed_, lm_head_;
+  MatrixView lm_head_view_;
   DeviceBuffer<float> final_norm_;
   DeviceBuffer<double> inv_freq_;
   std::vector<DeviceLayer> layers_;
@@ -158,13 +170,15 @@ class DeviceForward final : public CudaForward {
   DeviceSampler sampler_;
   std::size_t logit_rows_ = 0;
   // CUDA graphs of whole passes (experts on the device, no routes to record), by
-  // shape; a shape is captured the second time in a row it is seen, once its
-  // buffers have grown. TANDEM_CUDA_GRAPHS=0 turns them off.
+  // shape; a shape is captured the second time in a row it is seen with no buffer
+  // of the pass having moved in between (Workspace). TANDEM_CUDA_GRAPHS=0 turns
+  // them off; so does a capture that fails (the passes then launch each kernel).
+  Workspace workspace_;
   bool use_graphs_ = true;
   std::map<GraphKey, GraphExec> graphs_;
-  std::uint64_t graphs_generation_ = 0;
+  std::pair<std::uint64_t, std::uint64_t> graphs_generation_{0, 0};
   std::optional<GraphKey> last_key_;
-  std::uint64_t last_generation_ = 0;
+  std::pair<std::uint64_t, std::uint64_t> last_generation_{0, 0};
   std::uint64_t graph_launches_ = 0;
 
   // Per pass: the rows' tokens, positions, capacities and cache pointers.
@@ -172,9 +186,8 @@ class DeviceForward final : public CudaForward {
   PinnedBuffer<float*> caches_pinned_;
   DeviceBuffer<std::int32_t> tokens_, positions_, capacities_;
   DeviceBuffer<float*> caches_;
-  std::int64_t max_len_ = 0;
   // Activations, reused between passes.
-  DeviceBuffer<float> x_, xn_, q_, q_a_, kv_a_, q_abs_, latent_, o_, scores_, gate_, up_, mlp_, router_logits_, route_weights_,
+  DeviceBuffer<float> x_, xn_, q_, q_a_, kv_a_, q_abs_, latent_, o_, gate_, up_, mlp_, router_logits_, route_weights_,
       logits_in_, logits_, staging_;
   DeviceBuffer<std::int32_t> route_experts_;
   // Host copies for a remote executor and for the cache of record.
@@ -218,22 +231,17 @@ void DeviceForward::SyncCaches(std::span<const Row> rows, KvCachePool& kv) {
   positions_pinned_.Reserve(n);
   capacities_pinned_.Reserve(n);
   caches_pinned_.Reserve(n);
-  tokens_.Reserve(n);
-  positions_.Reserve(n);
-  capacities_.Reserve(n);
-  caches_.Reserve(n);
-  std::int64_t longest = 0;
+  workspace_.Grow(tokens_, n);
+  workspace_.Grow(positions_, n);
+  workspace_.Grow(capacities_, n);
+  workspace_.Grow(caches_, n);
   for (std::size_t b = 0; b < n; ++b) {
     CacheMirror& m = mirrors_.at(rows[b].sequence);
     tokens_pinned_.get()[b] = rows[b].token;
     positions_pinned_.get()[b] = rows[b].position;
     capacities_pinned_.get()[b] = m.capacity;
     caches_pinned_.get()[b] = m.data.get();
-    longest = std::max<std::int64_t>(longest, rows[b].position + 1);
   }
-  // The scores' row stride, a power of two: it changes rarely, so decode steps keep
-  // the shape a captured graph was made for.
-  max_len_ = static_cast<std::int64_t>(std::bit_ceil(static_cast<std::uint64_t>(std::max<std::int64_t>(longest, 256))));
   const cudaStream_t s = stream_.get();
   Check(cudaMemcpyAsync(tokens_.get(), tokens_pinned_.get(), n * sizeof(std::int32_t), cudaMemcpyHostToDevice, s), "cudaMemcpyAsync");
   Check(cudaMemcpyAsync(positions_.get(), positions_pinned_.get(), n * sizeof(std::int32_t), cudaMemcpyHostToDevice, s),
@@ -252,10 +260,10 @@ void DeviceForward::Attention(const DeviceLayer& l, int layer, std::int64_t b_ro
   const auto eps = static_cast<float>(c_.rms_norm_eps);
   const std::int64_t q_width = heads * q_head;
 
-  q_.Reserve(static_cast<std::size_t>(b_rows * q_width));
-  kv_a_.Reserve(static_cast<std::size_t>(b_rows * width));
+  workspace_.Grow(q_, static_cast<std::size_t>(b_rows * q_width));
+  workspace_.Grow(kv_a_, static_cast<std::size_t>(b_rows * width));
   if (c_.q_lora_rank > 0) {
-    q_a_.Reserve(static_cast<std::size_t>(b_rows * c_.q_lora_rank));
+    workspace_.Grow(q_a_, static_cast<std::size_t>(b_rows * c_.q_lora_rank));
     Gemv(w.q_a_proj.view, xn_.get(), hidden, b_rows, q_a_.get(), c_.q_lora_rank, false, s);
     RmsNorm(q_a_.get(), c_.q_lora_rank, w.q_a_norm.get(), b_rows, c_.q_lora_rank, eps, q_a_.get(), c_.q_lora_rank, s);
     Gemv(w.q_b_proj.view, q_a_.get(), c_.q_lora_rank, b_rows, q_.get(), q_width, false, s);
@@ -271,13 +279,12 @@ void DeviceForward::Attention(const DeviceLayer& l, int layer, std::int64_t b_ro
   StoreLatents(kv_a_.get(), b_rows, cache, layer, staging_.get() + static_cast<std::int64_t>(layer) * b_rows * width, s);
   Rope(q_.get(), b_rows, q_width, nope, heads, q_head, rope, positions_.get(), inv_freq_.get(), mscale_, s);
 
-  q_abs_.Reserve(static_cast<std::size_t>(b_rows * heads * kvl));
-  latent_.Reserve(static_cast<std::size_t>(b_rows * heads * kvl));
-  o_.Reserve(static_cast<std::size_t>(b_rows * heads * v_dim));
-  scores_.Reserve(static_cast<std::size_t>(b_rows * heads * max_len_));
+  workspace_.Grow(q_abs_, static_cast<std::size_t>(b_rows * heads * kvl));
+  workspace_.Grow(latent_, static_cast<std::size_t>(b_rows * heads * kvl));
+  workspace_.Grow(o_, static_cast<std::size_t>(b_rows * heads * v_dim));
   AbsorbKeys(w.key_up.view, heads, nope, kvl, q_.get(), q_head, b_rows, q_abs_.get(), s);
-  LatentAttention(q_abs_.get(), q_.get(), q_head, nope, cache, layer, b_rows, heads, kvl, rope, softmax_scale_, scores_.get(),
-                  max_len_, latent_.get(), s);
+  LatentAttention(q_abs_.get(), q_.get(), q_head, nope, cache, layer, b_rows, heads, kvl, rope, softmax_scale_, latent_.get(),
+                  s);
   ApplyValues(w.value_up.view, heads, v_dim, kvl, latent_.get(), b_rows, o_.get(), s);
   // x += o_proj · o: the residual added by the product itself.
   Gemv(w.o_proj.view, o_.get(), heads * v_dim, b_rows, x_.get(), hidden, true, s);
@@ -291,9 +298,9 @@ void DeviceForward::Moe(const DeviceLayer& l, std::span<const Row> rows, ExpertE
   const int k = c_.num_experts_per_tok;
   const auto n = static_cast<std::size_t>(b_rows * hidden);
   const auto routes = static_cast<std::size_t>(b_rows * k);
-  router_logits_.Reserve(static_cast<std::size_t>(b_rows * c_.n_routed_experts));
-  route_experts_.Reserve(routes);
-  route_weights_.Reserve(routes);
+  workspace_.Grow(router_logits_, static_cast<std::size_t>(b_rows * c_.n_routed_experts));
+  workspace_.Grow(route_experts_, routes);
+  workspace_.Grow(route_weights_, routes);
   Gemv(l.router.view, xn_.get(), hidden, b_rows, router_logits_.get(), c_.n_routed_experts, false, s);
   Route(router_logits_.get(), b_rows, router_, l.has_bias ? l.router_bias.get() : nullptr, route_experts_.get(),
         route_weights_.get(), s);
@@ -318,7 +325,7 @@ void DeviceForward::Moe(const DeviceLayer& l, std::span<const Row> rows, ExpertE
     for (std::size_t i = 0; i < routes; ++i) host_routes_[i] = {host_route_experts_.get()[i], host_route_weights_.get()[i]};
     if (record_routes) out.routes.push_back(host_routes_);
   }
-  mlp_.Reserve(n);
+  workspace_.Grow(mlp_, n);
   if (experts != nullptr) {
     RoundExpertInput(host_x_.get(), b_rows, hidden, expert_input);
     experts->Start(l.checkpoint_layer, rows, host_x_.get(), host_routes_);
@@ -345,8 +352,8 @@ void DeviceForward::Enqueue(std::span<const Row> rows, ExpertExecutor* experts, 
     RmsNorm(x_.get(), hidden, lw.post_attention_norm.get(), b_rows, hidden, eps, xn_.get(), hidden, s);
     if (!lw.moe) {
       const std::int64_t inter = lw.dense_gate.view.rows;
-      gate_.Reserve(static_cast<std::size_t>(b_rows * inter));
-      up_.Reserve(static_cast<std::size_t>(b_rows * inter));
+      workspace_.Grow(gate_, static_cast<std::size_t>(b_rows * inter));
+      workspace_.Grow(up_, static_cast<std::size_t>(b_rows * inter));
       Gemv(lw.dense_gate.view, xn_.get(), hidden, b_rows, gate_.get(), inter, false, s);
       Gemv(lw.dense_up.view, xn_.get(), hidden, b_rows, up_.get(), inter, false, s);
       SwiGlu(gate_.get(), up_.get(), b_rows * inter, s);
@@ -361,7 +368,7 @@ void DeviceForward::Enqueue(std::span<const Row> rows, ExpertExecutor* experts, 
       RmsNorm(x_.get() + static_cast<std::int64_t>(out.logit_rows[static_cast<std::size_t>(i)]) * hidden, hidden,
               final_norm_.get(), 1, hidden, eps, logits_in_.get() + i * hidden, hidden, s);
     }
-    Gemv(lm_head_.view, logits_in_.get(), hidden, selected, logits_.get(), c_.vocab_size, false, s);
+    Gemv(lm_head_view_, logits_in_.get(), hidden, selected, logits_.get(), c_.vocab_size, false, s);
   }
 }
 
@@ -387,9 +394,6 @@ DeviceForward::GraphExec DeviceForward::Capture(std::span<const Row> rows, Forwa
 void DeviceForward::Forward(std::span<const Row> rows, KvCachePool& kv, ExpertExecutor* experts,
                             ExpertInputPrecision expert_input, bool record_routes, bool keep_hidden, ForwardOutput& out) {
   if (experts == nullptr && !experts_) throw std::logic_error("device forward: no executor for the experts");
-  if (experts == nullptr && expert_input != ExpertInputPrecision::kF32) {
-    throw std::invalid_argument("--device cuda: rounding the experts' inputs (a CPU comparison aid) is not done on the device");
-  }
   const cudaStream_t s = stream_.get();
   const auto b_rows = static_cast<std::int64_t>(rows.size());
   const std::int64_t hidden = c_.hidden_size, width = c_.kv_lora_rank + c_.qk_rope_head_dim;
@@ -401,24 +405,30 @@ void DeviceForward::Forward(std::span<const Row> rows, KvCachePool& kv, ExpertEx
     if (rows[b].logits) out.logit_rows.push_back(b);
   }
   const auto selected = static_cast<std::int64_t>(out.logit_rows.size());
-  x_.Reserve(n);
-  xn_.Reserve(n);
-  staging_.Reserve(static_cast<std::size_t>(layers * b_rows * width));
-  logits_in_.Reserve(static_cast<std::size_t>(std::max<std::int64_t>(selected, 1) * hidden));
-  logits_.Reserve(static_cast<std::size_t>(std::max<std::int64_t>(selected, 1) * c_.vocab_size));
+  workspace_.Grow(x_, n);
+  workspace_.Grow(xn_, n);
+  workspace_.Grow(staging_, static_cast<std::size_t>(layers * b_rows * width));
+  workspace_.Grow(logits_in_, static_cast<std::size_t>(std::max<std::int64_t>(selected, 1) * hidden));
+  workspace_.Grow(logits_, static_cast<std::size_t>(std::max<std::int64_t>(selected, 1) * c_.vocab_size));
 
   // A pass with no host round trip inside can be a graph: one launch instead of a
   // few hundred.
   if (use_graphs_ && experts == nullptr && !record_routes) {
-    GraphKey key{b_rows, max_len_, out.logit_rows};
-    if (graphs_generation_ != AllocationGeneration()) {  // some buffer moved: every graph is stale
+    GraphKey key{b_rows, out.logit_rows};
+    if (graphs_generation_ != Generation()) {  // a buffer a graph names has moved: every graph is stale
       graphs_.clear();
-      graphs_generation_ = AllocationGeneration();
+      graphs_generation_ = Generation();
     }
     auto it = graphs_.find(key);
-    if (it == graphs_.end() && last_key_ == key && last_generation_ == AllocationGeneration()) {
+    if (it == graphs_.end() && last_key_ == key && last_generation_ == Generation()) {
       if (graphs_.size() >= 64) graphs_.clear();
-      it = graphs_.emplace(key, Capture(rows, out)).first;
+      try {
+        it = graphs_.emplace(key, Capture(rows, out)).first;
+      } catch (const std::exception& e) {
+        fmt::print(stderr, "tandem-rt: CUDA graph capture failed ({}); launching kernels one by one from now on\n", e.what());
+        use_graphs_ = false;
+        graphs_.clear();
+      }
     }
     if (it != graphs_.end()) {
       Check(cudaGraphLaunch(it->second.get(), s), "cudaGraphLaunch");
@@ -427,7 +437,7 @@ void DeviceForward::Forward(std::span<const Row> rows, KvCachePool& kv, ExpertEx
       Enqueue(rows, experts, expert_input, record_routes, out);
     }
     last_key_ = std::move(key);
-    last_generation_ = AllocationGeneration();
+    last_generation_ = Generation();
   } else {
     Enqueue(rows, experts, expert_input, record_routes, out);
   }

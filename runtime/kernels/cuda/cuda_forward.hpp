@@ -28,8 +28,8 @@ struct Row;
 class CudaForward {
  public:
   // Copies `weights` to the device, and with `experts_on_device` every routed and
-  // shared expert of the checkpoint too. Throws std::runtime_error when the backend
-  // is not built or no device can be used.
+  // shared expert of the checkpoint too. Throws std::invalid_argument when the
+  // backend is not built or no device can be used (RequireCudaDevice).
   static std::unique_ptr<CudaForward> Create(const Checkpoint& ckpt, const ModelWeights& weights, const RopeTable& rope,
                                              float softmax_scale, bool experts_on_device);
 

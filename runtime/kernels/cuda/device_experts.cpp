@@ -63,17 +63,16 @@ void DeviceExperts::ComputeOnDevice(int layer, const float* x, std::int64_t rows
   const bool routed = l.gate.storage.get() != nullptr && l.slice.HoldsRouted();
   const std::int64_t inter = l.slice.inter_end - l.slice.inter_begin;
 
-  slot_route_.Reserve(static_cast<std::size_t>(std::max<std::int64_t>(routes, 1)));
-  route_slot_.Reserve(static_cast<std::size_t>(std::max<std::int64_t>(routes, 1)));
-  offsets_.Reserve(static_cast<std::size_t>(local + 1));
+  workspace_.Grow(slot_route_, static_cast<std::size_t>(std::max<std::int64_t>(routes, 1)));
+  workspace_.Grow(route_slot_, static_cast<std::size_t>(std::max<std::int64_t>(routes, 1)));
+  workspace_.Grow(offsets_, static_cast<std::size_t>(local + 1));
   if (routed) {
-    h_.Reserve(static_cast<std::size_t>(routes * inter));
-    y_.Reserve(static_cast<std::size_t>(routes * hidden_));
+    workspace_.Grow(h_, static_cast<std::size_t>(routes * inter));
+    workspace_.Grow(y_, static_cast<std::size_t>(routes * hidden_));
     GroupRoutes(experts, routes, l.slice.expert_begin, l.slice.expert_end, slot_route_.get(), offsets_.get(), route_slot_.get(),
                 stream);
-    ExpertGateUp(l.gate.view, l.up.view, local, inter, hidden_, x, slot_route_.get(), offsets_.get(), top_k, routes, h_.get(),
-                 stream);
-    ExpertDown(l.down.view, local, hidden_, inter, h_.get(), offsets_.get(), routes, y_.get(), stream);
+    ExpertGateUp(l.gate.view, l.up.view, local, inter, hidden_, x, slot_route_.get(), offsets_.get(), top_k, h_.get(), stream);
+    ExpertDown(l.down.view, local, hidden_, inter, h_.get(), offsets_.get(), y_.get(), stream);
   } else {
     // No routed experts here: every route is skipped.
     Check(cudaMemsetAsync(route_slot_.get(), 0xFF, static_cast<std::size_t>(routes) * sizeof(std::int32_t), stream),
@@ -82,9 +81,9 @@ void DeviceExperts::ComputeOnDevice(int layer, const float* x, std::int64_t rows
   const float* shared = nullptr;
   if (l.shared) {
     const std::int64_t shared_inter = l.shared->gate.view.rows;
-    shared_gate_.Reserve(static_cast<std::size_t>(rows * shared_inter));
-    shared_up_.Reserve(static_cast<std::size_t>(rows * shared_inter));
-    shared_out_.Reserve(static_cast<std::size_t>(rows * hidden_));
+    workspace_.Grow(shared_gate_, static_cast<std::size_t>(rows * shared_inter));
+    workspace_.Grow(shared_up_, static_cast<std::size_t>(rows * shared_inter));
+    workspace_.Grow(shared_out_, static_cast<std::size_t>(rows * hidden_));
     Gemv(l.shared->gate.view, x, hidden_, rows, shared_gate_.get(), shared_inter, false, stream);
     Gemv(l.shared->up.view, x, hidden_, rows, shared_up_.get(), shared_inter, false, stream);
     SwiGlu(shared_gate_.get(), shared_up_.get(), rows * shared_inter, stream);

@@ -19,7 +19,8 @@ class DeviceExperts final : public CudaMoeSlices {
   ~DeviceExperts() override;
 
   std::uint64_t weight_bytes() const override { return weight_bytes_; }
-  bool Holds(int layer) const { return layers_.contains(layer); }
+  // Bumped whenever ComputeOnDevice's workspace moves (see Workspace).
+  std::uint64_t workspace_generation() const { return workspace_.generation(); }
 
   void Compute(int layer, const float* x, std::int64_t rows, std::span<const ExpertRoute> routes, int top_k,
                double* out) override;
@@ -43,6 +44,7 @@ class DeviceExperts final : public CudaMoeSlices {
   std::map<int, Layer> layers_;
   std::uint64_t weight_bytes_ = 0;
   // Workspace, grown to the largest batch seen.
+  Workspace workspace_;
   DeviceBuffer<std::int32_t> slot_route_, offsets_, route_slot_;
   DeviceBuffer<float> h_, y_, shared_gate_, shared_up_, shared_out_;
   // Compute's host side: pinned staging and its own stream.

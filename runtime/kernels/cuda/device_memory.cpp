@@ -1,6 +1,5 @@
 #include "runtime/kernels/cuda/device_memory.hpp"
 
-#include <atomic>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -14,11 +13,5 @@ void Check(cudaError_t status, const char* what) {
 
 void CheckLaunch(const char* kernel) { Check(cudaGetLastError(), kernel); }
 
-namespace {
-std::atomic<std::uint64_t> allocations{0};
-}
-
-std::uint64_t AllocationGeneration() { return allocations.load(std::memory_order_relaxed); }
-void NoteAllocation() { allocations.fetch_add(1, std::memory_order_relaxed); }
 
 }  // namespace tandem::rt::cuda

@@ -17,17 +17,12 @@ void Check(cudaError_t status, const char* what);
 // Throws if the last kernel launch failed (bad configuration, no image for this GPU).
 void CheckLaunch(const char* kernel);
 
-// Counts device allocations (DeviceBuffer growth): a CUDA graph captured before the
-// count last changed may name buffers that have since moved.
-std::uint64_t AllocationGeneration();
-void NoteAllocation();
 
 // Where a Buffer's memory comes from.
 struct DeviceMemory {
   static void* Allocate(std::size_t bytes) {
     void* p = nullptr;
     Check(cudaMalloc(&p, bytes), "cudaMalloc");
-    NoteAllocation();
     return p;
   }
   static void Free(void* p) { cudaFree(p); }
@@ -62,11 +57,13 @@ class Buffer {
     return *this;
   }
 
-  void Reserve(std::size_t n) {
-    if (n <= size_) return;
+  // Returns whether the buffer moved.
+  bool Reserve(std::size_t n) {
+    if (n <= size_) return false;
     Release();
     data_ = static_cast<T*>(Memory::Allocate(n * sizeof(T)));
     size_ = n;
+    return true;
   }
   T* get() const { return data_; }
   std::size_t size() const { return size_; }
@@ -87,6 +84,21 @@ template <typename T>
 using DeviceBuffer = Buffer<T, DeviceMemory>;
 template <typename T>
 using PinnedBuffer = Buffer<T, PinnedMemory>;
+
+// Device buffers that a captured CUDA graph names: growing one through Grow bumps
+// the generation, and a graph captured under an older generation is stale.
+class Workspace {
+ public:
+  template <typename T>
+  T* Grow(DeviceBuffer<T>& buffer, std::size_t n) {
+    if (buffer.Reserve(n)) ++generation_;
+    return buffer.get();
+  }
+  std::uint64_t generation() const { return generation_; }
+
+ private:
+  std::uint64_t generation_ = 0;
+};
 
 // A stream owned by RAII.
 class Stream {

@@ -1,5 +1,6 @@
 #include "runtime/kernels/cuda/device_sampler.hpp"
 
+#include <algorithm>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -18,6 +19,20 @@ std::vector<TokenId> DeviceSampler::Sample(const float* logits, std::int64_t voc
   }
   const auto rows = static_cast<std::int64_t>(params.size());
   if (rows == 0) return {};
+  // The sort's offsets are int32: rows × vocab must stay below 2^31, so very wide
+  // batches are sampled in parts.
+  const std::int64_t part = std::max<std::int64_t>(1, (std::int64_t{1} << 31) / std::max<std::int64_t>(vocab, 1) - 1);
+  if (rows > part) {
+    std::vector<TokenId> tokens;
+    for (std::int64_t first = 0; first < rows; first += part) {
+      const auto count = static_cast<std::size_t>(std::min(part, rows - first));
+      const auto at = static_cast<std::size_t>(first);
+      const std::vector<TokenId> some =
+          Sample(logits + first * vocab, vocab, params.subspan(at, count), positions.subspan(at, count), stream);
+      tokens.insert(tokens.end(), some.begin(), some.end());
+    }
+    return tokens;
+  }
   const auto n = static_cast<std::size_t>(rows);
   params_pinned_.Reserve(n);
   tokens_pinned_.Reserve(n);

@@ -12,8 +12,8 @@ namespace tandem::rt::cuda {
 
 namespace {
 
-// The part's values in the stack's type, in host memory (bf16 and fp32 parts of
-// the same type are copied straight from their mapping instead).
+// The part's values in the stack's type, in host memory (parts already of that
+// type are copied straight from their mapping instead).
 std::vector<std::byte> Widened(const WeightMatrix& m, DType type) {
   const auto n = static_cast<std::size_t>(m.rows * m.cols);
   std::vector<std::byte> out(n * (type == DType::kF32 ? 4 : 2));
@@ -48,15 +48,18 @@ DeviceMatrix UploadStacked(std::span<const WeightMatrix* const> parts) {
   DeviceMatrix out;
   if (parts.empty()) return out;
   const std::int64_t rows = parts[0]->rows, cols = parts[0]->cols;
-  bool all_f32 = true;
+  bool all_bf16 = true;
   for (const WeightMatrix* m : parts) {
     if (m->rows != rows || m->cols != cols) {
       throw std::invalid_argument(fmt::format("device upload: stacked matrices differ in shape ([{} × {}] and [{} × {}])", rows,
                                               cols, m->rows, m->cols));
     }
-    all_f32 = all_f32 && m->type == WeightMatrix::Type::kF32;
+    all_bf16 = all_bf16 && m->type == WeightMatrix::Type::kBF16;
   }
-  const DType type = all_f32 ? DType::kF32 : DType::kBF16;
+  // bf16 stays bf16; everything else becomes fp32, which holds an fp8 value times its
+  // block scale, or a quantized level times its group scale, exactly as the CPU
+  // kernels compute it.
+  const DType type = all_bf16 ? DType::kBF16 : DType::kF32;
   const std::size_t part_bytes = static_cast<std::size_t>(rows * cols) * (type == DType::kF32 ? 4 : 2);
   out.storage.Reserve(part_bytes * parts.size());
   for (std::size_t p = 0; p < parts.size(); ++p) {

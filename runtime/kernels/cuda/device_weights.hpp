@@ -1,8 +1,9 @@
 #pragma once
 
 // Weights copied to the device once, at load. bf16 and fp32 matrices keep their
-// type; fp8 e4m3 and group-quantized matrices are widened to bf16 at upload (the
-// device kernels read bf16 and fp32 only). Internal to the CUDA backend.
+// type; fp8 e4m3 and group-quantized matrices are widened to fp32 at upload (the
+// device kernels read bf16 and fp32 only; fp32 keeps their values exact, at 4 bytes
+// a weight). Internal to the CUDA backend.
 
 #include <cstddef>
 #include <span>
@@ -23,7 +24,7 @@ struct DeviceMatrix {
 DeviceMatrix Upload(const WeightMatrix& m);
 
 // Matrices of one shape stacked part after part ([parts × rows × cols]); the view
-// has the shape of one part. fp32 when every part is fp32, bf16 otherwise.
+// has the shape of one part. bf16 when every part is bf16, fp32 otherwise.
 DeviceMatrix UploadStacked(std::span<const WeightMatrix* const> parts);
 
 DeviceBuffer<float> UploadFloats(std::span<const float> values);

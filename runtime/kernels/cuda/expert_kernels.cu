@@ -45,9 +45,10 @@ __global__ void RouteKernel(const float* logits, RouterParams p, const float* bi
 
   if (p.scoring == kSoftmax) {
     if (t == 0) {
-      float max = l[0];
-      for (int e = 1; e < n; ++e) max = l[e] > max ? l[e] : max;
-      for (int e = 0; e < n; ++e) scores[e] = exp(static_cast<double>(l[e] - max));
+      float top = l[0];
+      for (int e = 1; e < n; ++e) top = l[e] > top ? l[e] : top;
+      const double max = top;  // Router::Route subtracts in double
+      for (int e = 0; e < n; ++e) scores[e] = exp(static_cast<double>(l[e]) - max);
       double total = 0.0;
       for (int e = 0; e < n; ++e) total += scores[e];
       sum = total;
@@ -142,8 +143,9 @@ __global__ void RouteKernel(const float* logits, RouterParams p, const float* bi
   }
 }
 
-// A counting sort in one thread: a decode batch has a few hundred routes at most,
-// and one thread keeps the order (expert, then route index) fixed.
+// A counting sort in one thread, which keeps the order (expert, then route index)
+// fixed: a decode step has tens to hundreds of routes (a few microseconds); a long
+// prefill pass has thousands, a cost that is small beside its products.
 __global__ void GroupRoutesKernel(const std::int32_t* experts, std::int64_t routes, int expert_begin, int expert_end,
                                   std::int32_t* slot_route, std::int32_t* offsets, std::int32_t* route_slot) {
   const int local = expert_end - expert_begin;
@@ -300,8 +302,8 @@ void GroupRoutes(const std::int32_t* experts, std::int64_t routes, int expert_be
 }
 
 void ExpertGateUp(const MatrixView& gate, const MatrixView& up, std::int64_t experts, std::int64_t inter, std::int64_t hidden,
-                  const float* x, const std::int32_t* slot_route, const std::int32_t* offsets, int top_k,
-                  std::int64_t /*max_slots*/, float* h, cudaStream_t stream) {
+                  const float* x, const std::int32_t* slot_route, const std::int32_t* offsets, int top_k, float* h,
+                  cudaStream_t stream) {
   if (experts == 0 || inter == 0) return;
   if (gate.type == DType::kBF16) {
     LaunchGateUp<std::uint16_t>(gate, up, experts, inter, hidden, x, slot_route, offsets, top_k, h, stream);
@@ -312,7 +314,7 @@ void ExpertGateUp(const MatrixView& gate, const MatrixView& up, std::int64_t exp
 }
 
 void ExpertDown(const MatrixView& down, std::int64_t experts, std::int64_t hidden, std::int64_t inter, const float* h,
-                const std::int32_t* offsets, std::int64_t /*max_slots*/, float* y, cudaStream_t stream) {
+                const std::int32_t* offsets, float* y, cudaStream_t stream) {
   if (experts == 0 || inter == 0) return;
   if (down.type == DType::kBF16) {
     LaunchDown<std::uint16_t>(down, experts, hidden, inter, h, offsets, y, stream);

@@ -25,7 +25,8 @@ struct MatrixView {
 };
 
 // y[b·y_stride + r] (+)= Σ_c W[r, c] · x[b·x_stride + c] for b < batch, r < W.rows.
-// fp32 accumulation; one warp per output row, lanes over 8-value chunks of the row.
+// fp32 accumulation; a warp per 4 output rows (8 when batch > 1), lanes over 8-value
+// chunks of the rows (WarpDots).
 void Gemv(const MatrixView& w, const float* x, std::int64_t x_stride, std::int64_t batch, float* y, std::int64_t y_stride,
           bool accumulate, cudaStream_t stream);
 
@@ -70,12 +71,14 @@ void AbsorbKeys(const MatrixView& key_up, std::int64_t heads, std::int64_t nope,
                 std::int64_t q_stride, std::int64_t rows, float* q_abs, cudaStream_t stream);
 
 // Per (row b, head h): s_t = (q_abs · c_t + q_rope · k_t) · scale for t ≤ the row's
-// position, softmax over t, out = Σ_t p_t · c_t (t ascending). Entries are `latent`
-// floats c_t then `rope` floats k_t; q_rope of (b, h) is at q + (b·heads + h)·q_stride
-// + q_rope_offset. `scores` holds rows·heads·max_len floats.
+// position, softmax over t, out = Σ_t p_t · c_t (t ascending), as an online softmax
+// over chunks of the cache (no scratch). Entries are `latent` floats c_t then `rope`
+// floats k_t; q_rope of (b, h) is at q + (b·heads + h)·q_stride + q_rope_offset.
+// latent ≤ kMaxAttentionLatent.
+constexpr std::int64_t kMaxAttentionLatent = 1024;
 void LatentAttention(const float* q_abs, const float* q, std::int64_t q_stride, std::int64_t q_rope_offset,
                      const CacheRows& cache, int layer, std::int64_t rows, std::int64_t heads, std::int64_t latent,
-                     std::int64_t rope, float scale, float* scores, std::int64_t max_len, float* out, cudaStream_t stream);
+                     std::int64_t rope, float scale, float* out, cudaStream_t stream);
 
 // o[i·v_dim + v] = Σ_c value_up[h, v, c] · latent[i·kvl + c], i = b·heads + h.
 void ApplyValues(const MatrixView& value_up, std::int64_t heads, std::int64_t v_dim, std::int64_t latent,
@@ -110,12 +113,12 @@ void GroupRoutes(const std::int32_t* experts, std::int64_t routes, int expert_be
 // h[s, i] = silu(gate_e[i] · x[row(s)]) · (up_e[i] · x[row(s)]) for every slot s of
 // every expert e, row(s) = slot_route[s] / top_k. gate/up: [experts × inter × hidden].
 void ExpertGateUp(const MatrixView& gate, const MatrixView& up, std::int64_t experts, std::int64_t inter, std::int64_t hidden,
-                  const float* x, const std::int32_t* slot_route, const std::int32_t* offsets, int top_k,
-                  std::int64_t max_slots, float* h, cudaStream_t stream);
+                  const float* x, const std::int32_t* slot_route, const std::int32_t* offsets, int top_k, float* h,
+                  cudaStream_t stream);
 
 // y[s, o] = down_e[o] · h[s] for every slot s of expert e. down: [experts × hidden × inter].
 void ExpertDown(const MatrixView& down, std::int64_t experts, std::int64_t hidden, std::int64_t inter, const float* h,
-                const std::int32_t* offsets, std::int64_t max_slots, float* y, cudaStream_t stream);
+                const std::int32_t* offsets, float* y, cudaStream_t stream);
 
 // out[b, o] = Σ_k weights[b, k] · y[route_slot[b·top_k + k], o] (k ascending, in
 // double, slots of −1 skipped) + shared[b, o] (when not null). Written to out32 or
