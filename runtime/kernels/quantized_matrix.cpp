@@ -183,11 +183,14 @@ void PairInt4Input(const std::int8_t* q, const float* d, std::int64_t blocks, st
     }
     for (int i = 0; i < 4; ++i) pair_d[p * 8 + second * 4 + i] = d[k];
   }
-  // Lane sums, times 8: each lane's four inputs, as the kernels group them.
-  for (std::int64_t l = 0; l < pairs * 16; ++l) {
-    int sum = 0;
-    for (int j = 0; j < 4; ++j) sum += pair_q[4 * l + j];
-    pair_sums[l] = 8 * sum;
+  // Lane sums, times 8: each lane's eight inputs (four even, four odd columns), as
+  // the kernels group them.
+  for (std::int64_t p = 0; p < pairs; ++p) {
+    for (int lane = 0; lane < 8; ++lane) {
+      int sum = 0;
+      for (int j = 0; j < 4; ++j) sum += pair_q[p * 64 + 4 * lane + j] + pair_q[p * 64 + 32 + 4 * lane + j];
+      pair_sums[p * 8 + lane] = 8 * sum;
+    }
   }
 }
 
@@ -195,33 +198,31 @@ void RowsInt4Portable(const std::uint8_t* values, const float* scales, std::int6
                       const QuantizedInput* inputs, std::int64_t batch, float* y, std::int64_t y_stride, std::int64_t begin,
                       std::int64_t end) {
   const std::int64_t blocks = cols / kInputBlock, pairs = (blocks + 1) / 2, groups = cols / group, per_group = group / kInputBlock;
+  const auto level = [](int nibble) { return nibble >= 8 ? nibble - 16 : nibble; };
   for (std::int64_t o = begin; o < end; ++o) {
     const std::uint8_t* w = values + o * cols / 2;
     const float* ws = scales + o * groups;
     for (std::int64_t b = 0; b < batch; ++b) {
       const QuantizedInput& in = inputs[b];
-      float acc[16] = {};
+      float acc[8] = {};
       for (std::int64_t p = 0; p < pairs; ++p) {
-        for (int lane = 0; lane < 16; ++lane) {
-          const int odd = lane / 8, second = (lane % 8) / 4, l = lane % 4;
+        for (int lane = 0; lane < 8; ++lane) {
+          const int second = lane / 4, l = lane % 4;
           const std::int64_t k = 2 * p + second;
           std::int32_t sum = 0;
           float scale = 0.0f;
           if (k < blocks) {
             for (int j = 0; j < 4; ++j) {
               const std::uint8_t byte = w[k * 16 + 4 * l + j];  // columns 2(4l + j) and 2(4l + j) + 1
-              const int nibble = odd ? byte >> 4 : byte & 0xF;
-              sum += (nibble >= 8 ? nibble - 16 : nibble) * in.q[p * 64 + odd * 32 + second * 16 + 4 * l + j];
+              sum += level(byte & 0xF) * in.q[p * 64 + second * 16 + 4 * l + j] +
+                     level(byte >> 4) * in.q[p * 64 + 32 + second * 16 + 4 * l + j];
             }
             scale = ws[k / per_group] * in.pair_d[p * 8 + second * 4];
           }
           acc[lane] = std::fma(static_cast<float>(sum), scale, acc[lane]);
         }
       }
-      for (int width = 8; width > 0; width /= 2) {
-        for (int l = 0; l < width; ++l) acc[l] += acc[l + width];
-      }
-      y[b * y_stride + o] = acc[0];
+      y[b * y_stride + o] = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
     }
   }
 }
@@ -251,12 +252,12 @@ void PreparedQuantizedInput::Prepare(const QuantizedMatrix& w, const float* x, s
     return;
   }
   pair_q.resize(static_cast<std::size_t>(batch * pairs * 64));
-  sums.resize(static_cast<std::size_t>(batch * pairs * 16));
+  sums.resize(static_cast<std::size_t>(batch * pairs * 8));
   pair_d.resize(static_cast<std::size_t>(batch * pairs * 8));
   for (std::int64_t b = 0; b < batch; ++b) {
-    PairInt4Input(q.data() + b * cols, d.data() + b * blocks, blocks, pair_q.data() + b * pairs * 64, sums.data() + b * pairs * 16,
+    PairInt4Input(q.data() + b * cols, d.data() + b * blocks, blocks, pair_q.data() + b * pairs * 64, sums.data() + b * pairs * 8,
                   pair_d.data() + b * pairs * 8);
-    rows[static_cast<std::size_t>(b)] = {pair_q.data() + b * pairs * 64, d.data() + b * blocks, sums.data() + b * pairs * 16,
+    rows[static_cast<std::size_t>(b)] = {pair_q.data() + b * pairs * 64, d.data() + b * blocks, sums.data() + b * pairs * 8,
                                          pair_d.data() + b * pairs * 8};
   }
 }

@@ -12,13 +12,14 @@
 // not, computes exactly this, so results depend only on the inputs.
 //
 // int4 differs (two columns per byte, the even one in the low nibble): blocks go in
-// pairs, and a pair has sixteen lanes. Lanes 0–3 sum the even columns of the pair's
-// first block (lane l: columns 8l, 8l+2, 8l+4, 8l+6), lanes 4–7 those of its second
-// block, lanes 8–11 and 12–15 the odd columns (8l+1, +3, +5, +7) of the first and
-// the second block; each lane's scale is its block's. A last unpaired block's
-// second half adds fma(0, 0, acc). The sixteen lanes are combined l + 8, then as
-// above. (So a pair's 32 packed bytes unpack into its evens and odds with two
-// masks and no shuffles.)
+// pairs, and lane l of a pair sums (in integers) eight columns: for l = 0–3 columns
+// 8l … 8l+7 of the pair's first block, for l = 4–7 those of its second block; each
+// lane's scale is its block's. A last unpaired block's lanes 4–7 add fma(0, 0, acc).
+// The eight lanes are combined ((0 + 1) + (2 + 3)) + ((4 + 5) + (6 + 7)): what
+// horizontal adds give for four rows at once. (So a pair's 32 packed bytes unpack
+// into its evens and odds with two masks and no shuffles, a lane's even and odd
+// products meet in the integer sum — one conversion and one fma per lane — and four
+// short rows end with three horizontal adds instead of four reductions.)
 
 #include <cstdint>
 
@@ -35,10 +36,10 @@ void QuantizeInput(const float* x, std::int64_t batch, std::int64_t cols, std::i
 void QuantizeInputAvx2(const float* x, std::int64_t batch, std::int64_t cols, std::int8_t* q, float* d);
 
 // The prepared input of one batch row. For int4, q holds per pair of blocks 64 bytes
-// (first block's evens, second's evens, first's odds, second's odds), sums 16 lanes
-// per pair (8 × each lane's input sum: the kernels read nibbles offset by 8 and
-// take it back out) and pair_d 8 scales ([d_first × 4, d_second × 4]); zeros stand
-// for a missing second block.
+// (first block's evens, second's evens, first's odds, second's odds), sums 8 lanes
+// per pair (8 × each lane's input sum, evens and odds: the kernels read nibbles
+// offset by 8 and take it back out) and pair_d 8 scales ([d_first × 4, d_second ×
+// 4]); zeros stand for a missing second block.
 struct QuantizedInput {
   const std::int8_t* q;
   const float* d;

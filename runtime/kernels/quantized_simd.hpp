@@ -66,62 +66,126 @@ inline void Tile8(const std::uint8_t* w, std::int64_t row_bytes, const float* ws
   }
 }
 
-// int4: R weight rows against B inputs, a pair of blocks (32 packed bytes) at a
-// time: the low nibbles are the pair's even columns, the high ones its odd columns,
+// The sums of 32 unsigned × 32 signed bytes plus 32 more, lane l = Σ of products
+// 4l … 4l+3 of both: exact (each product ≤ 15 · 127 in magnitude, so maddubs's int16
+// pairs of the two add without saturating).
+template <bool kVnni>
+inline __m256i LaneSums2(__m256i u0, __m256i s0, __m256i u1, __m256i s1) {
+  if constexpr (kVnni) {
+    return _mm256_dpbusd_epi32(_mm256_dpbusd_epi32(_mm256_setzero_si256(), u0, s0), u1, s1);
+  } else {
+    const __m256i pairs = _mm256_add_epi16(_mm256_maddubs_epi16(u0, s0), _mm256_maddubs_epi16(u1, s1));
+    return _mm256_madd_epi16(pairs, _mm256_set1_epi16(1));
+  }
+}
+
+// The int4 kernels' combination of eight lanes: ((0 + 1) + (2 + 3)) + ((4 + 5) + (6 + 7)),
+// which horizontal adds give for four rows at once (ReducePairsOfFour: one result
+// per row, rows in order).
+inline float ReducePairs(__m256 acc) {
+  __m256 t = _mm256_hadd_ps(acc, acc);  // 0+1, 2+3 | 4+5, 6+7
+  t = _mm256_hadd_ps(t, t);             // (0+1)+(2+3) | (4+5)+(6+7)
+  return _mm_cvtss_f32(_mm_add_ss(_mm256_castps256_ps128(t), _mm256_extractf128_ps(t, 1)));
+}
+inline __m128 ReducePairsOfFour(__m256 a, __m256 b, __m256 c, __m256 d) {
+  const __m256 t = _mm256_hadd_ps(_mm256_hadd_ps(a, b), _mm256_hadd_ps(c, d));  // per row: (0+1)+(2+3) | (4+5)+(6+7)
+  return _mm_add_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps(t, 1));
+}
+
+// One pair of blocks (p) of R int4 rows against B inputs, into acc: the low nibbles
+// of a row's 32 bytes are the pair's even columns, the high ones its odd columns,
 // each as [first block | second block], matching the prepared inputs; offset by 8
-// (n ^ 8 = level + 8), which the inputs' sums take back out.
+// (n ^ 8 = level + 8), which the inputs' sums take back out. `load(row)` reads a
+// row's 32 bytes of the pair, `scale(r)` row r's two block scales.
+template <bool kVnni, int R, int B, typename Load, typename Scale>
+inline void Int4Pair(const std::uint8_t* w, std::int64_t row_bytes, std::int64_t p, const QuantizedInput* in, Load load,
+                     Scale scale, __m256 (&acc)[R][B]) {
+  const __m256i offset8 = _mm256_set1_epi8(static_cast<char>(0x88)), low = _mm256_set1_epi8(0x0F);
+  __m256i even[R], odd[R];
+  __m256 wscale[R];
+  for (int r = 0; r < R; ++r) {
+    const __m256i v = _mm256_xor_si256(load(w + r * row_bytes + p * 32), offset8);
+    even[r] = _mm256_and_si256(v, low);
+    odd[r] = _mm256_and_si256(_mm256_srli_epi16(v, 4), low);
+    wscale[r] = scale(r);
+  }
+  for (int b = 0; b < B; ++b) {
+    const std::int8_t* q = in[b].q + p * 64;
+    const __m256i x_even = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q));
+    const __m256i x_odd = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 32));
+    const __m256i offset = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(in[b].sums + p * 8));
+    const __m256 d = _mm256_loadu_ps(in[b].pair_d + p * 8);
+    for (int r = 0; r < R; ++r) {
+      const __m256i sums = _mm256_sub_epi32(LaneSums2<kVnni>(even[r], x_even, odd[r], x_odd), offset);
+      acc[r][b] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), _mm256_mul_ps(wscale[r], d), acc[r][b]);
+    }
+  }
+}
+
+// How Int4Pair reads a row's bytes of a pair and its rows' scales (function objects
+// rather than lambdas: the per-file target pragmas reach these, not a lambda's body).
+struct WholePair {
+  __m256i operator()(const std::uint8_t* row) const { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row)); }
+};
+struct HalfPair {  // an unpaired last block: its second half reads zeros
+  __m256i operator()(const std::uint8_t* row) const {
+    return _mm256_zextsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row)));
+  }
+};
+// Row r's scales at `at` (groups of the row's scales): the one at `at` for both
+// blocks, or with `two`, it and the next ([s0 × 4, s1 × 4]).
+struct PairScales {
+  const float* ws;
+  std::int64_t groups;
+  std::int64_t at;
+  bool two;
+  __m256 operator()(int r) const {
+    const float* s = ws + r * groups + at;
+    if (!two) return _mm256_broadcast_ss(s);
+    return _mm256_permutevar8x32_ps(_mm256_castps128_ps256(_mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(s)))),
+                                    _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1));
+  }
+};
+
+// int4: R weight rows against B inputs, pair of blocks after pair of blocks. Groups
+// of 32 give a pair two consecutive scales, groups of 64 and 128 one shared scale
+// (a group of an odd number of blocks, either); a last unpaired block reads 16 bytes.
 template <bool kVnni, int R, int B>
 inline void Tile4(const std::uint8_t* w, std::int64_t row_bytes, const float* ws, std::int64_t groups, std::int64_t blocks,
                   int group, const QuantizedInput* in, float* y, std::int64_t y_stride) {
-  __m256 acc_even[R][B], acc_odd[R][B];
+  __m256 acc[R][B];
   for (int r = 0; r < R; ++r) {
-    for (int b = 0; b < B; ++b) acc_even[r][b] = acc_odd[r][b] = _mm256_setzero_ps();
+    for (int b = 0; b < B; ++b) acc[r][b] = _mm256_setzero_ps();
   }
   const char* ahead = reinterpret_cast<const char*>(w) + kAheadBytes;
-  const std::int64_t per_group = group / kInputBlock, pairs = (blocks + 1) / 2;
-  const __m256i offset8 = _mm256_set1_epi8(static_cast<char>(0x88)), low = _mm256_set1_epi8(0x0F);
-  std::int64_t g0 = 0, in_group = 0;  // the first block's group, and its index within it
-  for (std::int64_t p = 0; p < pairs; ++p) {
-    const bool whole = 2 * p + 1 < blocks;
-    const std::int64_t g1 = in_group + 1 < per_group ? g0 : g0 + 1;
-    for (std::int64_t at = 0; at < R * 32; at += 64) _mm_prefetch(ahead + p * R * 32 + at, _MM_HINT_T1);
-    __m256i even[R], odd[R];
-    __m256 wscale[R];
-    for (int r = 0; r < R; ++r) {
-      const std::uint8_t* row = w + r * row_bytes + p * 32;
-      const __m256i v = _mm256_xor_si256(whole ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row))
-                                                : _mm256_zextsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row))),
-                                          offset8);
-      even[r] = _mm256_and_si256(v, low);
-      odd[r] = _mm256_and_si256(_mm256_srli_epi16(v, 4), low);
-      const float* scales = ws + r * groups;
-      wscale[r] = _mm256_set_m128(_mm_set1_ps(scales[whole ? g1 : g0]), _mm_set1_ps(scales[g0]));
+  const std::int64_t per_group = group / kInputBlock, whole = blocks / 2;
+  if (per_group == 1) {
+    for (std::int64_t p = 0; p < whole; ++p) {
+      for (std::int64_t at = 0; at < R * 32; at += 64) _mm_prefetch(ahead + p * R * 32 + at, _MM_HINT_T1);
+      Int4Pair<kVnni, R, B>(w, row_bytes, p, in, WholePair{}, PairScales{ws, groups, 2 * p, true}, acc);
     }
-    for (int b = 0; b < B; ++b) {
-      const std::int8_t* q = in[b].q + p * 64;
-      const __m256i x_even = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q));
-      const __m256i x_odd = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 32));
-      const __m256i off_even = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(in[b].sums + p * 16));
-      const __m256i off_odd = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(in[b].sums + p * 16 + 8));
-      const __m256 d = _mm256_loadu_ps(in[b].pair_d + p * 8);
-      for (int r = 0; r < R; ++r) {
-        const __m256 scale = _mm256_mul_ps(wscale[r], d);
-        const __m256i se = _mm256_sub_epi32(LaneSums<kVnni>(even[r], x_even), off_even);
-        const __m256i so = _mm256_sub_epi32(LaneSums<kVnni>(odd[r], x_odd), off_odd);
-        acc_even[r][b] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(se), scale, acc_even[r][b]);
-        acc_odd[r][b] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(so), scale, acc_odd[r][b]);
-      }
-    }
-    // Advance to the next pair's first block.
-    for (int step = 0; step < 2; ++step) {
-      if (++in_group == per_group) {
-        in_group = 0;
-        ++g0;
+  } else {
+    std::int64_t g0 = 0, in_group = 0;  // the pair's first block's group, and its index within it
+    for (std::int64_t p = 0; p < whole; ++p) {
+      for (std::int64_t at = 0; at < R * 32; at += 64) _mm_prefetch(ahead + p * R * 32 + at, _MM_HINT_T1);
+      Int4Pair<kVnni, R, B>(w, row_bytes, p, in, WholePair{}, PairScales{ws, groups, g0, in_group + 1 == per_group}, acc);
+      for (int step = 0; step < 2; ++step) {
+        if (++in_group == per_group) {
+          in_group = 0;
+          ++g0;
+        }
       }
     }
   }
-  for (int r = 0; r < R; ++r) {
-    for (int b = 0; b < B; ++b) y[b * y_stride + r] = ReduceEight(_mm256_add_ps(acc_even[r][b], acc_odd[r][b]));
+  if (blocks % 2 != 0) {
+    Int4Pair<kVnni, R, B>(w, row_bytes, whole, in, HalfPair{}, PairScales{ws, groups, (blocks - 1) / per_group, false}, acc);
+  }
+  if constexpr (R == 4 && B == 1) {
+    _mm_storeu_ps(y, ReducePairsOfFour(acc[0][0], acc[1][0], acc[2][0], acc[3][0]));
+  } else {
+    for (int r = 0; r < R; ++r) {
+      for (int b = 0; b < B; ++b) y[b * y_stride + r] = ReducePairs(acc[r][b]);
+    }
   }
 }
 
