@@ -110,21 +110,30 @@ void MoeSlices::Compute(int layer, const float* x, std::int64_t rows, std::span<
   std::fill_n(out, static_cast<std::size_t>(rows) * h, 0.0);
 
   // Gather, expert by expert, the rows routed to each held expert (slots_ lists
-  // their (row, k) slots in that order); `gathered_` holds those rows.
-  slots_.clear();
+  // their (row, k) slots in that order, by a counting sort over the routes);
+  // `gathered_` holds those rows.
   task_experts_.clear();
   task_rows_.clear();
-  if (!l.experts.empty()) {
-    for (std::size_t i = 0; i < l.experts.size(); ++i) {
-      const int expert = l.slice.expert_begin + static_cast<int>(i);
-      const std::size_t before = slots_.size();
-      for (std::int64_t s = 0; s < rows * top_k; ++s) {
-        if (routes[static_cast<std::size_t>(s)].expert == expert) slots_.push_back(s);
-      }
-      if (slots_.size() == before) continue;
-      task_experts_.push_back(i);
-      task_rows_.push_back(static_cast<std::int64_t>(slots_.size() - before));
+  const auto held = static_cast<std::int64_t>(l.experts.size());
+  const std::int64_t n_routes = rows * top_k;
+  std::vector<std::int64_t>& first = expert_first_;  // per held expert, where its slots start
+  first.assign(static_cast<std::size_t>(held + 1), 0);
+  for (std::int64_t s = 0; s < n_routes; ++s) {
+    const std::int64_t e = routes[static_cast<std::size_t>(s)].expert - l.slice.expert_begin;
+    if (e >= 0 && e < held) ++first[static_cast<std::size_t>(e + 1)];
+  }
+  for (std::int64_t e = 0; e < held; ++e) {
+    const std::int64_t count = first[static_cast<std::size_t>(e + 1)];
+    if (count > 0) {
+      task_experts_.push_back(static_cast<std::size_t>(e));
+      task_rows_.push_back(count);
     }
+    first[static_cast<std::size_t>(e + 1)] += first[static_cast<std::size_t>(e)];
+  }
+  slots_.resize(static_cast<std::size_t>(first.back()));
+  for (std::int64_t s = 0; s < n_routes; ++s) {
+    const std::int64_t e = routes[static_cast<std::size_t>(s)].expert - l.slice.expert_begin;
+    if (e >= 0 && e < held) slots_[static_cast<std::size_t>(first[static_cast<std::size_t>(e)]++)] = s;
   }
   const auto gathered_rows = static_cast<std::int64_t>(slots_.size());
   gathered_.resize(static_cast<std::size_t>(gathered_rows) * h);

@@ -74,7 +74,7 @@ class MoeSlices {
   // Buffers reused between calls (the hot path does not allocate once they have grown).
   std::vector<double> expert_out_;
   std::vector<float> gathered_, scratch_, expert_out_f32_;
-  std::vector<std::int64_t> slots_, results_, task_rows_;
+  std::vector<std::int64_t> slots_, results_, task_rows_, expert_first_;
   std::vector<std::size_t> task_experts_;
   std::vector<MlpTask> tasks_;
 };
