@@ -29,14 +29,7 @@ using tandem::testing::RunCommand;
 using tandem::testing::TempDir;
 using namespace std::chrono_literals;
 
-const std::filesystem::path& SmallCheckpoint() {
-  static const std::filesystem::path dir = [] {
-    const auto d = TempDir("small");
-    WriteSyntheticCheckpoint(FindPreset("small"), 1, d, d / "no-tokenizer-source");
-    return d;
-  }();
-  return dir;
-}
+using tandem::testing::SmallCheckpoint;
 
 const std::filesystem::path& ModelFor(const std::string& preset) {
   return preset == "tiny" ? tandem::testing::TinyCheckpoint() : SmallCheckpoint();

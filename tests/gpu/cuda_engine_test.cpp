@@ -33,7 +33,7 @@ using testing::MaxRelativeError;
 using testing::Prefill;
 using testing::Tokens;
 using testing::RunEval;
-using testing::TempDir;
+using testing::SmallCheckpoint;
 using testing::TinyCheckpoint;
 
 // The acceptance bound for bf16 weights: the two engines read the same weights and
@@ -46,17 +46,6 @@ class Gpu : public ::testing::Test {
     if (CudaDeviceCount() == 0) GTEST_SKIP() << CudaDeviceSummary();
   }
 };
-
-const std::filesystem::path& SmallCheckpoint() {
-  static const std::filesystem::path dir = [] {
-    const auto d = TempDir("gpu-small") / "model";
-    const auto r = testing::RunCommand(TANDEM_RT_BIN, {"init-model", "--preset", "small", "--seed", "1", "--out", d.string()},
-                                       std::chrono::seconds(300));
-    if (r.exit_code != 0) throw std::runtime_error("init-model failed: " + r.err);
-    return d;
-  }();
-  return dir;
-}
 
 void ExpectSameRun(const std::filesystem::path& model, const std::vector<std::string>& cpu_flags,
                    const std::vector<std::string>& gpu_flags, double tolerance) {
@@ -273,10 +262,13 @@ TEST_F(Gpu, DeviceRouterChoosesWhatTheCpuRouterChooses) {
   std::printf("%d rows routed on both\n", compared);
 }
 
-TEST(GpuBuild, DeviceSummaryNamesTheCard) {
+TEST(GpuBuild, TheDeviceIsOneThisBuildCanRun) {
   ASSERT_TRUE(CudaBuilt());
-  std::printf("%s\n", CudaDeviceSummary().c_str());
-  if (CudaDeviceCount() == 0) GTEST_SKIP() << "no GPU here";
+  if (CudaDeviceCount() == 0) GTEST_SKIP() << CudaDeviceSummary();
+  const std::string summary = CudaDeviceSummary();
+  std::printf("%s\n", summary.c_str());
+  EXPECT_NE(summary.find("compute "), std::string::npos) << summary;
+  EXPECT_NO_THROW(RequireCudaDevice());  // compute capability 9.0 or newer
 }
 
 }  // namespace

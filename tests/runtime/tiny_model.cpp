@@ -43,4 +43,13 @@ const std::filesystem::path& TinyCheckpoint() {
   return dir;
 }
 
+const std::filesystem::path& SmallCheckpoint() {
+  static const std::filesystem::path dir = [] {
+    const auto d = TempDir("small");
+    rt::WriteSyntheticCheckpoint(rt::FindPreset("small"), 1, d, d / "no-tokenizer-source");
+    return d;
+  }();
+  return dir;
+}
+
 }  // namespace tandem::testing

@@ -9,6 +9,9 @@ namespace tandem::testing {
 // keeps the engine tests independent of the downloaded DeepSeek-V3 tokenizer.
 const std::filesystem::path& TinyCheckpoint();
 
+// The same for the "small" preset (seed 1): ~400 MB, written once per test process.
+const std::filesystem::path& SmallCheckpoint();
+
 // A fresh temporary directory, removed at process exit.
 std::filesystem::path TempDir(const char* tag);
 
