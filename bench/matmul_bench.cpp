@@ -6,6 +6,7 @@
 // scales), 3 int8 and 4 int4 (group 32); 512 columns; ROWS 8192 (a few MiB: the
 // shared L3) or 131072 (64 MiB of bf16: memory); ISA as tandem::rt::Isa
 // (0 portable, 1 avx-fma, 2 avx2, 3 avx512); a path this CPU lacks is skipped.
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <random>
@@ -16,6 +17,7 @@
 #include "runtime/kernels/cpu_features.hpp"
 #include "runtime/kernels/matmul.hpp"
 #include "runtime/kernels/quantized_matrix.hpp"
+#include "runtime/model/dtype.hpp"
 
 namespace tandem::rt {
 namespace {
@@ -27,9 +29,6 @@ WeightMatrix Matrix(int format, std::int64_t rows, std::int64_t cols) {
   const auto n = static_cast<std::size_t>(rows * cols);
   std::mt19937 rng(1);
   std::uniform_real_distribution<float> value(-0.05f, 0.05f);
-  WeightMatrix w;
-  w.rows = rows;
-  w.cols = cols;
   if (format == 0) {
     std::shared_ptr<float[]> v(new float[n]);
     for (std::size_t i = 0; i < n; ++i) v[i] = value(rng);
@@ -38,25 +37,14 @@ WeightMatrix Matrix(int format, std::int64_t rows, std::int64_t cols) {
   if (format == 2) {
     std::shared_ptr<std::uint8_t[]> v(new std::uint8_t[n]);
     for (std::size_t i = 0; i < n; ++i) v[i] = static_cast<std::uint8_t>(rng() % 0x7F) | static_cast<std::uint8_t>(rng() % 2 ? 0x80 : 0);
-    const std::int64_t block_rows = (rows + 127) / 128, block_cols = (cols + 127) / 128;
-    auto scales = std::make_shared<std::vector<float>>(static_cast<std::size_t>(block_rows * block_cols), 1e-3f);
-    w.type = WeightMatrix::Type::kF8E4M3;
-    w.data = v.get();
-    w.block_scales = scales->data();
-    w.scale_cols = block_cols;
-    w.owner = std::shared_ptr<const void>(v.get(), [v, scales](const void*) {});
-    return w;
+    const auto grid = static_cast<std::size_t>(((rows + 127) / 128) * ((cols + 127) / 128));
+    std::shared_ptr<float[]> scales(new float[grid]);
+    std::fill_n(scales.get(), grid, 1e-3f);
+    return WeightMatrix::OwnedF8E4M3(rows, cols, v, scales);
   }
   std::shared_ptr<std::uint16_t[]> v(new std::uint16_t[n]);
-  for (std::size_t i = 0; i < n; ++i) {
-    const float f = value(rng);
-    std::uint32_t bits;
-    std::memcpy(&bits, &f, 4);
-    v[i] = static_cast<std::uint16_t>(bits >> 16);
-  }
-  w.type = WeightMatrix::Type::kBF16;
-  w.data = v.get();
-  w.owner = v;
+  for (std::size_t i = 0; i < n; ++i) v[i] = F32ToBf16(value(rng));
+  const WeightMatrix w = WeightMatrix::OwnedBf16(rows, cols, v);
   if (format == 1) return w;
   WeightMatrix q;
   q.type = WeightMatrix::Type::kQuantized;

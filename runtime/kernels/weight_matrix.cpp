@@ -2,6 +2,7 @@
 
 #include <cassert>
 #include <cstring>
+#include <utility>
 
 #include "runtime/kernels/quantized_matrix.hpp"
 #include "runtime/model/dtype.hpp"
@@ -70,6 +71,30 @@ WeightMatrix WeightMatrix::OwnedF32(std::int64_t rows, std::int64_t cols, std::s
   m.cols = cols;
   m.data = values.get();
   m.owner = std::move(values);
+  return m;
+}
+
+WeightMatrix WeightMatrix::OwnedBf16(std::int64_t rows, std::int64_t cols, std::shared_ptr<const std::uint16_t[]> values) {
+  WeightMatrix m;
+  m.type = Type::kBF16;
+  m.rows = rows;
+  m.cols = cols;
+  m.data = values.get();
+  m.owner = std::move(values);
+  return m;
+}
+
+WeightMatrix WeightMatrix::OwnedF8E4M3(std::int64_t rows, std::int64_t cols, std::shared_ptr<const std::uint8_t[]> values,
+                                       std::shared_ptr<const float[]> scales) {
+  WeightMatrix m;
+  m.type = Type::kF8E4M3;
+  m.rows = rows;
+  m.cols = cols;
+  m.data = values.get();
+  m.block_scales = scales.get();
+  m.scale_cols = (cols + kFp8Block - 1) / kFp8Block;
+  m.owner = std::make_shared<std::pair<std::shared_ptr<const std::uint8_t[]>, std::shared_ptr<const float[]>>>(std::move(values),
+                                                                                                              std::move(scales));
   return m;
 }
 

@@ -49,7 +49,12 @@ struct WeightMatrix {
   // One element as fp32 (for tests and tools, not hot loops).
   float At(std::int64_t row, std::int64_t col) const;
 
+  // Matrices that own their values (tests, benchmarks, converted tensors). An fp8
+  // matrix's `scales` is its ⌈rows/128⌉ × ⌈cols/128⌉ block-scale grid.
   static WeightMatrix OwnedF32(std::int64_t rows, std::int64_t cols, std::shared_ptr<const float[]> values);
+  static WeightMatrix OwnedBf16(std::int64_t rows, std::int64_t cols, std::shared_ptr<const std::uint16_t[]> values);
+  static WeightMatrix OwnedF8E4M3(std::int64_t rows, std::int64_t cols, std::shared_ptr<const std::uint8_t[]> values,
+                                  std::shared_ptr<const float[]> scales);
 };
 
 }  // namespace tandem::rt

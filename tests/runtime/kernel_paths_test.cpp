@@ -29,33 +29,17 @@ WeightMatrix RandomMatrix(Format format, std::int64_t rows, std::int64_t cols, u
     for (std::size_t i = 0; i < n; ++i) v[i] = normal(rng);
     return WeightMatrix::OwnedF32(rows, cols, v);
   }
-  WeightMatrix w;
-  w.rows = rows;
-  w.cols = cols;
   if (format == Format::kBf16) {
     std::shared_ptr<std::uint16_t[]> v(new std::uint16_t[n]);
-    for (std::size_t i = 0; i < n; ++i) {
-      const float f = normal(rng);
-      std::uint32_t bits;
-      std::memcpy(&bits, &f, 4);
-      v[i] = static_cast<std::uint16_t>(bits >> 16);
-    }
-    w.type = WeightMatrix::Type::kBF16;
-    w.data = v.get();
-    w.owner = v;
-    return w;
+    for (std::size_t i = 0; i < n; ++i) v[i] = F32ToBf16(normal(rng));
+    return WeightMatrix::OwnedBf16(rows, cols, v);
   }
-  auto bytes = std::make_shared<std::vector<std::uint8_t>>(n);
-  for (std::size_t i = 0; i < n; ++i) (*bytes)[i] = F32ToF8E4M3(normal(rng) * 40.0f);
-  const std::int64_t block_rows = (rows + 127) / 128, block_cols = (cols + 127) / 128;
-  auto scales = std::make_shared<std::vector<float>>(static_cast<std::size_t>(block_rows * block_cols));
-  for (std::size_t i = 0; i < scales->size(); ++i) (*scales)[i] = 0.0025f * static_cast<float>(i + 1);
-  w.type = WeightMatrix::Type::kF8E4M3;
-  w.data = bytes->data();
-  w.block_scales = scales->data();
-  w.scale_cols = block_cols;
-  w.owner = std::make_shared<std::pair<decltype(bytes), decltype(scales)>>(bytes, scales);
-  return w;
+  std::shared_ptr<std::uint8_t[]> bytes(new std::uint8_t[n]);
+  for (std::size_t i = 0; i < n; ++i) bytes[i] = F32ToF8E4M3(normal(rng) * 40.0f);
+  const auto grid = static_cast<std::size_t>(((rows + 127) / 128) * ((cols + 127) / 128));
+  std::shared_ptr<float[]> scales(new float[grid]);
+  for (std::size_t i = 0; i < grid; ++i) scales[i] = 0.0025f * static_cast<float>(i + 1);
+  return WeightMatrix::OwnedF8E4M3(rows, cols, bytes, scales);
 }
 
 std::vector<float> RandomInputs(std::int64_t n, unsigned seed) {
