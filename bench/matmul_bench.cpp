@@ -7,7 +7,6 @@
 // shared L3) or 131072 (64 MiB of bf16: memory); ISA as tandem::rt::Isa
 // (0 portable, 1 avx-fma, 2 avx2, 3 avx512); a path this CPU lacks is skipped.
 #include <algorithm>
-#include <cstring>
 #include <memory>
 #include <random>
 #include <vector>

@@ -1,7 +1,6 @@
 // The dense kernels on every instruction-set path this CPU has: the same bits on
 // every path, in every batch, on any thread count, and the right values.
 #include <cmath>
-#include <cstring>
 #include <memory>
 #include <random>
 #include <vector>
