@@ -36,7 +36,7 @@ struct DeviceLayer {
   DeviceBuffer<float> input_norm, post_attention_norm;
   DeviceAttention attention;
   bool moe = false;
-  DeviceMatrix dense_gate, dense_up, dense_down;
+  DeviceMlp dense;
   DeviceMatrix router;
   DeviceBuffer<float> router_bias;
   bool has_bias = false;
@@ -98,9 +98,7 @@ class DeviceForward final : public CudaForward {
         d.has_bias = !lw.router_bias.empty();
         d.router_bias = UploadFloats(lw.router_bias);
       } else {
-        d.dense_gate = Upload(lw.dense.gate);
-        d.dense_up = Upload(lw.dense.up);
-        d.dense_down = Upload(lw.dense.down);
+        d.dense = DeviceMlp::Upload(lw.dense);
       }
       layers_.push_back(std::move(d));
     }
@@ -182,10 +180,12 @@ class DeviceForward final : public CudaForward {
   std::uint64_t graph_launches_ = 0;
 
   // Per pass: the rows' tokens, positions, capacities and cache pointers.
-  PinnedBuffer<std::int32_t> tokens_pinned_, positions_pinned_, capacities_pinned_;
-  PinnedBuffer<float*> caches_pinned_;
-  DeviceBuffer<std::int32_t> tokens_, positions_, capacities_;
-  DeviceBuffer<float*> caches_;
+  // The rows' arguments, one transfer per pass: [caches (n pointers) | tokens |
+  // positions | capacities (n int32 each)] in row_args_, views into it below.
+  PinnedBuffer<std::byte> row_args_pinned_;
+  DeviceBuffer<std::byte> row_args_;
+  float* const* caches_ = nullptr;
+  const std::int32_t *tokens_ = nullptr, *positions_ = nullptr, *capacities_ = nullptr;
   // Activations, reused between passes.
   DeviceBuffer<float> x_, xn_, q_, q_a_, kv_a_, q_abs_, latent_, o_, gate_, up_, mlp_, router_logits_, route_weights_,
       logits_in_, logits_, staging_;
@@ -227,28 +227,24 @@ void DeviceForward::SyncCaches(std::span<const Row> rows, KvCachePool& kv) {
     }
   }
   const auto n = rows.size();
-  tokens_pinned_.Reserve(n);
-  positions_pinned_.Reserve(n);
-  capacities_pinned_.Reserve(n);
-  caches_pinned_.Reserve(n);
-  workspace_.Grow(tokens_, n);
-  workspace_.Grow(positions_, n);
-  workspace_.Grow(capacities_, n);
-  workspace_.Grow(caches_, n);
+  const std::size_t bytes = n * (sizeof(float*) + 3 * sizeof(std::int32_t));
+  row_args_pinned_.Reserve(bytes);
+  std::byte* device = workspace_.Grow(row_args_, bytes);
+  auto* caches = reinterpret_cast<float**>(row_args_pinned_.get());
+  auto* ints = reinterpret_cast<std::int32_t*>(caches + n);  // tokens, positions, capacities
   for (std::size_t b = 0; b < n; ++b) {
     CacheMirror& m = mirrors_.at(rows[b].sequence);
-    tokens_pinned_.get()[b] = rows[b].token;
-    positions_pinned_.get()[b] = rows[b].position;
-    capacities_pinned_.get()[b] = m.capacity;
-    caches_pinned_.get()[b] = m.data.get();
+    caches[b] = m.data.get();
+    ints[b] = rows[b].token;
+    ints[n + b] = rows[b].position;
+    ints[2 * n + b] = m.capacity;
   }
-  const cudaStream_t s = stream_.get();
-  Check(cudaMemcpyAsync(tokens_.get(), tokens_pinned_.get(), n * sizeof(std::int32_t), cudaMemcpyHostToDevice, s), "cudaMemcpyAsync");
-  Check(cudaMemcpyAsync(positions_.get(), positions_pinned_.get(), n * sizeof(std::int32_t), cudaMemcpyHostToDevice, s),
-        "cudaMemcpyAsync");
-  Check(cudaMemcpyAsync(capacities_.get(), capacities_pinned_.get(), n * sizeof(std::int32_t), cudaMemcpyHostToDevice, s),
-        "cudaMemcpyAsync");
-  Check(cudaMemcpyAsync(caches_.get(), caches_pinned_.get(), n * sizeof(float*), cudaMemcpyHostToDevice, s), "cudaMemcpyAsync");
+  Check(cudaMemcpyAsync(device, row_args_pinned_.get(), bytes, cudaMemcpyHostToDevice, stream_.get()),
+        "cudaMemcpyAsync (rows' arguments)");
+  caches_ = reinterpret_cast<float* const*>(device);
+  tokens_ = reinterpret_cast<const std::int32_t*>(device + n * sizeof(float*));
+  positions_ = tokens_ + n;
+  capacities_ = tokens_ + 2 * n;
 }
 
 void DeviceForward::Attention(const DeviceLayer& l, int layer, std::int64_t b_rows) {
@@ -274,10 +270,10 @@ void DeviceForward::Attention(const DeviceLayer& l, int layer, std::int64_t b_ro
 
   // The new rows' compressed KV: normalised latent, rotated key, into the caches.
   RmsNorm(kv_a_.get(), width, w.kv_a_norm.get(), b_rows, kvl, eps, kv_a_.get(), width, s);
-  Rope(kv_a_.get(), b_rows, width, kvl, 1, 0, rope, positions_.get(), inv_freq_.get(), mscale_, s);
-  const CacheRows cache{caches_.get(), capacities_.get(), positions_.get(), width};
+  Rope(kv_a_.get(), b_rows, width, kvl, 1, 0, rope, positions_, inv_freq_.get(), mscale_, s);
+  const CacheRows cache{caches_, capacities_, positions_, width};
   StoreLatents(kv_a_.get(), b_rows, cache, layer, staging_.get() + static_cast<std::int64_t>(layer) * b_rows * width, s);
-  Rope(q_.get(), b_rows, q_width, nope, heads, q_head, rope, positions_.get(), inv_freq_.get(), mscale_, s);
+  Rope(q_.get(), b_rows, q_width, nope, heads, q_head, rope, positions_, inv_freq_.get(), mscale_, s);
 
   workspace_.Grow(q_abs_, static_cast<std::size_t>(b_rows * heads * kvl));
   workspace_.Grow(latent_, static_cast<std::size_t>(b_rows * heads * kvl));
@@ -344,20 +340,15 @@ void DeviceForward::Enqueue(std::span<const Row> rows, ExpertExecutor* experts, 
   const auto b_rows = static_cast<std::int64_t>(rows.size());
   const std::int64_t hidden = c_.hidden_size;
   const auto eps = static_cast<float>(c_.rms_norm_eps);
-  Embed(embed_.view, tokens_.get(), b_rows, x_.get(), s);
+  Embed(embed_.view, tokens_, b_rows, x_.get(), s);
   for (int l = 0; l < static_cast<int>(layers_.size()); ++l) {
     const DeviceLayer& lw = layers_[static_cast<std::size_t>(l)];
     RmsNorm(x_.get(), hidden, lw.input_norm.get(), b_rows, hidden, eps, xn_.get(), hidden, s);
     Attention(lw, l, b_rows);
     RmsNorm(x_.get(), hidden, lw.post_attention_norm.get(), b_rows, hidden, eps, xn_.get(), hidden, s);
     if (!lw.moe) {
-      const std::int64_t inter = lw.dense_gate.view.rows;
-      workspace_.Grow(gate_, static_cast<std::size_t>(b_rows * inter));
-      workspace_.Grow(up_, static_cast<std::size_t>(b_rows * inter));
-      Gemv(lw.dense_gate.view, xn_.get(), hidden, b_rows, gate_.get(), inter, false, s);
-      Gemv(lw.dense_up.view, xn_.get(), hidden, b_rows, up_.get(), inter, false, s);
-      SwiGlu(gate_.get(), up_.get(), b_rows * inter, s);
-      Gemv(lw.dense_down.view, gate_.get(), inter, b_rows, x_.get(), hidden, true, s);
+      const auto n = static_cast<std::size_t>(b_rows * lw.dense.intermediate());
+      lw.dense.Forward(xn_.get(), b_rows, workspace_.Grow(gate_, n), workspace_.Grow(up_, n), x_.get(), true, s);  // x += mlp
     } else {
       Moe(lw, rows, experts, expert_input, record_routes, out);
     }

@@ -44,8 +44,8 @@ DeviceExperts::DeviceExperts(const MoeSlices& host) : hidden_(host.hidden()) {
       weight_bytes_ += Bytes(layer.gate) + Bytes(layer.up) + Bytes(layer.down);
     }
     if (held.shared) {
-      layer.shared.emplace(SharedMlp{cuda::Upload(held.shared->gate), cuda::Upload(held.shared->up), cuda::Upload(held.shared->down)});
-      weight_bytes_ += Bytes(layer.shared->gate) + Bytes(layer.shared->up) + Bytes(layer.shared->down);
+      layer.shared.emplace(DeviceMlp::Upload(*held.shared));
+      weight_bytes_ += layer.shared->bytes();
     }
     layers_.emplace(index, std::move(layer));
   }
@@ -80,14 +80,9 @@ void DeviceExperts::ComputeOnDevice(int layer, const float* x, std::int64_t rows
   }
   const float* shared = nullptr;
   if (l.shared) {
-    const std::int64_t shared_inter = l.shared->gate.view.rows;
-    workspace_.Grow(shared_gate_, static_cast<std::size_t>(rows * shared_inter));
-    workspace_.Grow(shared_up_, static_cast<std::size_t>(rows * shared_inter));
-    workspace_.Grow(shared_out_, static_cast<std::size_t>(rows * hidden_));
-    Gemv(l.shared->gate.view, x, hidden_, rows, shared_gate_.get(), shared_inter, false, stream);
-    Gemv(l.shared->up.view, x, hidden_, rows, shared_up_.get(), shared_inter, false, stream);
-    SwiGlu(shared_gate_.get(), shared_up_.get(), rows * shared_inter, stream);
-    Gemv(l.shared->down.view, shared_gate_.get(), shared_inter, rows, shared_out_.get(), hidden_, false, stream);
+    const auto n = static_cast<std::size_t>(rows * l.shared->intermediate());
+    l.shared->Forward(x, rows, workspace_.Grow(shared_gate_, n), workspace_.Grow(shared_up_, n),
+                      workspace_.Grow(shared_out_, static_cast<std::size_t>(rows * hidden_)), false, stream);
     shared = shared_out_.get();
   }
   CombineRoutes(y_.get(), route_slot_.get(), weights, rows, top_k, hidden_, shared, out32, out64, stream);

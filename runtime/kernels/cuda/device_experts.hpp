@@ -31,13 +31,10 @@ class DeviceExperts final : public CudaMoeSlices {
                        int top_k, float* out32, double* out64, cudaStream_t stream);
 
  private:
-  struct SharedMlp {
-    DeviceMatrix gate, up, down;
-  };
   struct Layer {
     LayerSlice slice;
     DeviceMatrix gate, up, down;  // routed: [experts × inter × hidden], [experts × hidden × inter]
-    std::optional<SharedMlp> shared;
+    std::optional<DeviceMlp> shared;
   };
 
   std::int64_t hidden_;

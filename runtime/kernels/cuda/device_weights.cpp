@@ -75,6 +75,17 @@ DeviceMatrix UploadStacked(std::span<const WeightMatrix* const> parts) {
   return out;
 }
 
+DeviceMlp DeviceMlp::Upload(const MlpWeights& w) { return {cuda::Upload(w.gate), cuda::Upload(w.up), cuda::Upload(w.down)}; }
+
+void DeviceMlp::Forward(const float* x, std::int64_t rows, float* gate_scratch, float* up_scratch, float* out, bool accumulate,
+                        cudaStream_t stream) const {
+  const std::int64_t inter = intermediate(), hidden = gate.view.cols;
+  Gemv(gate.view, x, hidden, rows, gate_scratch, inter, false, stream);
+  Gemv(up.view, x, hidden, rows, up_scratch, inter, false, stream);
+  SwiGlu(gate_scratch, up_scratch, rows * inter, stream);
+  Gemv(down.view, gate_scratch, inter, rows, out, hidden, accumulate, stream);
+}
+
 DeviceBuffer<float> UploadFloats(std::span<const float> values) {
   DeviceBuffer<float> out(std::max<std::size_t>(values.size(), 1));
   if (!values.empty()) Check(cudaMemcpy(out.get(), values.data(), values.size_bytes(), cudaMemcpyHostToDevice), "cudaMemcpy");
