@@ -205,12 +205,11 @@ void DeviceForward::SyncCaches(std::span<const Row> rows, KvCachePool& kv) {
   for (const Row& r : rows) {
     const KvCache& host = kv.Get(r.sequence);
     CacheMirror& m = mirrors_[r.sequence];
-    if (m.capacity != host.capacity()) {
-      m.data = DeviceBuffer<float>(static_cast<std::size_t>(layers * host.capacity() * width));
-      m.capacity = host.capacity();
-      m.synced = 0;
-    }
-    if (m.serial != host.serial()) {
+    if (m.serial != host.serial()) {  // a new cache, or its content replaced on the host
+      if (m.capacity != host.capacity()) {
+        m.data = DeviceBuffer<float>(static_cast<std::size_t>(layers * host.capacity() * width));
+        m.capacity = host.capacity();
+      }
       m.serial = host.serial();
       m.synced = 0;
     }
