@@ -115,7 +115,7 @@ inline float ReduceWithTail(__m256 a, __m256 b, const typename F::T* w, const fl
 // R output rows × B inputs: each weight block is loaded once and used B times,
 // each input block once for R rows.
 template <class F, int R, int B>
-inline void Tile(const typename F::T* w, std::int64_t cols, const float* x, float* y, std::int64_t y_stride) {
+inline void Tile(const typename F::T* w, std::int64_t cols, const float* x, float* y, std::int64_t y_stride, const char* stop) {
   __m256 acc_a[R][B], acc_b[R][B];
   for (int r = 0; r < R; ++r) {
     for (int b = 0; b < B; ++b) acc_a[r][b] = acc_b[r][b] = _mm256_setzero_ps();
@@ -124,12 +124,15 @@ inline void Tile(const typename F::T* w, std::int64_t cols, const float* x, floa
   // Per block of 16 columns the tile reads R · 16 values: prefetch as many bytes,
   // kAheadBytes on (its rows are contiguous).
   constexpr std::int64_t kStep = R * kBlock * static_cast<std::int64_t>(sizeof(typename F::T));
+  // Never past `stop`, the end of the caller's rows.
   const char* ahead = reinterpret_cast<const char*>(w) + kAheadBytes;
+  const std::int64_t room = stop - reinterpret_cast<const char*>(w) - kAheadBytes;
   for (std::int64_t i = 0; i < full; i += kBlock) {
+    const std::int64_t at = i / kBlock * kStep;
     if constexpr (kStep >= 64) {
-      PrefetchRange(ahead + i / kBlock * kStep, kStep);
+      if (at < room) PrefetchRange(ahead + at, kStep);
     } else {
-      if ((i / kBlock * kStep) % 64 == 0) _mm_prefetch(ahead + i / kBlock * kStep, _MM_HINT_T1);
+      if (at % 64 == 0 && at < room) _mm_prefetch(ahead + at, _MM_HINT_T1);
     }
     __m256 wa[R], wb[R];
     for (int r = 0; r < R; ++r) F::Load(w + r * cols + i, wa[r], wb[r]);
@@ -153,14 +156,17 @@ inline void Tile(const typename F::T* w, std::int64_t cols, const float* x, floa
 template <class F>
 void Rows(const typename F::T* w, std::int64_t cols, const float* x, std::int64_t batch, float* y, std::int64_t y_stride,
           std::int64_t begin, std::int64_t end) {
+  const char* stop = reinterpret_cast<const char*>(w + end * cols);
   std::int64_t b = 0;
   for (; b + 4 <= batch; b += 4) {
-    for (std::int64_t o = begin; o < end; ++o) Tile<F, 1, 4>(w + o * cols, cols, x + b * cols, y + b * y_stride + o, y_stride);
+    PrefetchHead(w + begin * cols, stop);
+    for (std::int64_t o = begin; o < end; ++o) Tile<F, 1, 4>(w + o * cols, cols, x + b * cols, y + b * y_stride + o, y_stride, stop);
   }
   for (; b < batch; ++b) {
+    PrefetchHead(w + begin * cols, stop);
     std::int64_t o = begin;
-    for (; o + 4 <= end; o += 4) Tile<F, 4, 1>(w + o * cols, cols, x + b * cols, y + b * y_stride + o, y_stride);
-    for (; o < end; ++o) Tile<F, 1, 1>(w + o * cols, cols, x + b * cols, y + b * y_stride + o, y_stride);
+    for (; o + 4 <= end; o += 4) Tile<F, 4, 1>(w + o * cols, cols, x + b * cols, y + b * y_stride + o, y_stride, stop);
+    for (; o < end; ++o) Tile<F, 1, 1>(w + o * cols, cols, x + b * cols, y + b * y_stride + o, y_stride, stop);
   }
 }
 

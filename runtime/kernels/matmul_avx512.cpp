@@ -68,7 +68,7 @@ inline float ReduceWithTail(__m512 acc, const typename F::T* w, const float* x, 
 }
 
 template <class F, int R, int B>
-inline void Tile(const typename F::T* w, std::int64_t cols, const float* x, float* y, std::int64_t y_stride) {
+inline void Tile(const typename F::T* w, std::int64_t cols, const float* x, float* y, std::int64_t y_stride, const char* stop) {
   __m512 acc[R][B];
   for (int r = 0; r < R; ++r) {
     for (int b = 0; b < B; ++b) acc[r][b] = _mm512_setzero_ps();
@@ -77,12 +77,15 @@ inline void Tile(const typename F::T* w, std::int64_t cols, const float* x, floa
   // Per block of 16 columns the tile reads R · 16 values: prefetch as many bytes,
   // kAheadBytes on (its rows are contiguous).
   constexpr std::int64_t kStep = R * kBlock * static_cast<std::int64_t>(sizeof(typename F::T));
+  // Never past `stop`, the end of the caller's rows.
   const char* ahead = reinterpret_cast<const char*>(w) + kAheadBytes;
+  const std::int64_t room = stop - reinterpret_cast<const char*>(w) - kAheadBytes;
   for (std::int64_t i = 0; i < full; i += kBlock) {
+    const std::int64_t at = i / kBlock * kStep;
     if constexpr (kStep >= 64) {
-      PrefetchRange(ahead + i / kBlock * kStep, kStep);
+      if (at < room) PrefetchRange(ahead + at, kStep);
     } else {
-      if ((i / kBlock * kStep) % 64 == 0) _mm_prefetch(ahead + i / kBlock * kStep, _MM_HINT_T1);
+      if (at % 64 == 0 && at < room) _mm_prefetch(ahead + at, _MM_HINT_T1);
     }
     __m512 wv[R];
     for (int r = 0; r < R; ++r) wv[r] = F::Load(w + r * cols + i);
@@ -99,16 +102,19 @@ inline void Tile(const typename F::T* w, std::int64_t cols, const float* x, floa
 template <class F>
 void Rows(const typename F::T* w, std::int64_t cols, const float* x, std::int64_t batch, float* y, std::int64_t y_stride,
           std::int64_t begin, std::int64_t end) {
+  const char* stop = reinterpret_cast<const char*>(w + end * cols);
   std::int64_t b = 0;
   for (; b + 4 <= batch; b += 4) {
+    PrefetchHead(w + begin * cols, stop);
     std::int64_t o = begin;
-    for (; o + 2 <= end; o += 2) Tile<F, 2, 4>(w + o * cols, cols, x + b * cols, y + b * y_stride + o, y_stride);
-    for (; o < end; ++o) Tile<F, 1, 4>(w + o * cols, cols, x + b * cols, y + b * y_stride + o, y_stride);
+    for (; o + 2 <= end; o += 2) Tile<F, 2, 4>(w + o * cols, cols, x + b * cols, y + b * y_stride + o, y_stride, stop);
+    for (; o < end; ++o) Tile<F, 1, 4>(w + o * cols, cols, x + b * cols, y + b * y_stride + o, y_stride, stop);
   }
   for (; b < batch; ++b) {
+    PrefetchHead(w + begin * cols, stop);
     std::int64_t o = begin;
-    for (; o + 4 <= end; o += 4) Tile<F, 4, 1>(w + o * cols, cols, x + b * cols, y + b * y_stride + o, y_stride);
-    for (; o < end; ++o) Tile<F, 1, 1>(w + o * cols, cols, x + b * cols, y + b * y_stride + o, y_stride);
+    for (; o + 4 <= end; o += 4) Tile<F, 4, 1>(w + o * cols, cols, x + b * cols, y + b * y_stride + o, y_stride, stop);
+    for (; o < end; ++o) Tile<F, 1, 1>(w + o * cols, cols, x + b * cols, y + b * y_stride + o, y_stride, stop);
   }
 }
 

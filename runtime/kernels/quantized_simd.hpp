@@ -36,16 +36,17 @@ inline float ReduceEight(__m256 acc) {
 // chains keep the multiply-adds from waiting on each other.
 template <bool kVnni, int R, int B>
 inline void Tile8(const std::uint8_t* w, std::int64_t row_bytes, const float* ws, std::int64_t groups, int group,
-                  const QuantizedInput* in, float* y, std::int64_t y_stride) {
+                  const QuantizedInput* in, float* y, std::int64_t y_stride, const char* stop) {
   __m256 acc[R][B];
   for (int r = 0; r < R; ++r) {
     for (int b = 0; b < B; ++b) acc[r][b] = _mm256_setzero_ps();
   }
   const char* ahead = reinterpret_cast<const char*>(w) + kAheadBytes;
+  const std::int64_t room = stop - reinterpret_cast<const char*>(w) - kAheadBytes;  // never past the caller's rows
   const std::int64_t per_group = group / kInputBlock;
   for (std::int64_t g = 0; g < groups; ++g) {
     for (std::int64_t k = g * per_group; k < (g + 1) * per_group; ++k) {
-      for (std::int64_t at = 0; at < R * 32; at += 64) _mm_prefetch(ahead + k * R * 32 + at, _MM_HINT_T1);
+      if (k * R * 32 < room) PrefetchRange(ahead + k * R * 32, R * 32);
       __m256i u[R], wabs[R];
       for (int r = 0; r < R; ++r) {
         u[r] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + r * row_bytes + k * 32));
@@ -152,22 +153,23 @@ struct PairScales {
 // (a group of an odd number of blocks, either); a last unpaired block reads 16 bytes.
 template <bool kVnni, int R, int B>
 inline void Tile4(const std::uint8_t* w, std::int64_t row_bytes, const float* ws, std::int64_t groups, std::int64_t blocks,
-                  int group, const QuantizedInput* in, float* y, std::int64_t y_stride) {
+                  int group, const QuantizedInput* in, float* y, std::int64_t y_stride, const char* stop) {
   __m256 acc[R][B];
   for (int r = 0; r < R; ++r) {
     for (int b = 0; b < B; ++b) acc[r][b] = _mm256_setzero_ps();
   }
   const char* ahead = reinterpret_cast<const char*>(w) + kAheadBytes;
+  const std::int64_t room = stop - reinterpret_cast<const char*>(w) - kAheadBytes;  // never past the caller's rows
   const std::int64_t per_group = group / kInputBlock, whole = blocks / 2;
   if (per_group == 1) {
     for (std::int64_t p = 0; p < whole; ++p) {
-      for (std::int64_t at = 0; at < R * 32; at += 64) _mm_prefetch(ahead + p * R * 32 + at, _MM_HINT_T1);
+      if (p * R * 32 < room) PrefetchRange(ahead + p * R * 32, R * 32);
       Int4Pair<kVnni, R, B>(w, row_bytes, p, in, WholePair{}, PairScales{ws, groups, 2 * p, true}, acc);
     }
   } else {
     std::int64_t g0 = 0, in_group = 0;  // the pair's first block's group, and its index within it
     for (std::int64_t p = 0; p < whole; ++p) {
-      for (std::int64_t at = 0; at < R * 32; at += 64) _mm_prefetch(ahead + p * R * 32 + at, _MM_HINT_T1);
+      if (p * R * 32 < room) PrefetchRange(ahead + p * R * 32, R * 32);
       Int4Pair<kVnni, R, B>(w, row_bytes, p, in, WholePair{}, PairScales{ws, groups, g0, in_group + 1 == per_group}, acc);
       for (int step = 0; step < 2; ++step) {
         if (++in_group == per_group) {
@@ -193,29 +195,32 @@ template <bool kVnni>
 void RowsInt4(const std::uint8_t* values, const float* scales, std::int64_t cols, int group, const QuantizedInput* inputs,
               std::int64_t batch, float* y, std::int64_t y_stride, std::int64_t begin, std::int64_t end) {
   const std::int64_t row_bytes = cols / 2, groups = cols / group, blocks = cols / kInputBlock;
+  const char* stop = reinterpret_cast<const char*>(values + end * row_bytes);
   std::int64_t b = 0;
   for (; b + 4 <= batch; b += 4) {
+    PrefetchHead(values + begin * row_bytes, stop);
     for (std::int64_t o = begin; o < end; ++o) {
       Tile4<kVnni, 1, 4>(values + o * row_bytes, row_bytes, scales + o * groups, groups, blocks, group, inputs + b,
-                         y + b * y_stride + o, y_stride);
+                         y + b * y_stride + o, y_stride, stop);
     }
   }
   for (; b < batch; ++b) {
+    PrefetchHead(values + begin * row_bytes, stop);
     std::int64_t o = begin;
     // With AVX-512's 32 registers (the VNNI build) four rows' accumulators fit.
     if constexpr (kVnni) {
       for (; o + 4 <= end; o += 4) {
         Tile4<kVnni, 4, 1>(values + o * row_bytes, row_bytes, scales + o * groups, groups, blocks, group, inputs + b,
-                           y + b * y_stride + o, y_stride);
+                           y + b * y_stride + o, y_stride, stop);
       }
     }
     for (; o + 2 <= end; o += 2) {
       Tile4<kVnni, 2, 1>(values + o * row_bytes, row_bytes, scales + o * groups, groups, blocks, group, inputs + b,
-                         y + b * y_stride + o, y_stride);
+                         y + b * y_stride + o, y_stride, stop);
     }
     for (; o < end; ++o) {
       Tile4<kVnni, 1, 1>(values + o * row_bytes, row_bytes, scales + o * groups, groups, blocks, group, inputs + b,
-                         y + b * y_stride + o, y_stride);
+                         y + b * y_stride + o, y_stride, stop);
     }
   }
 }
@@ -224,19 +229,22 @@ template <bool kVnni>
 void RowsInt8(const std::uint8_t* values, const float* scales, std::int64_t cols, int group, const QuantizedInput* inputs,
               std::int64_t batch, float* y, std::int64_t y_stride, std::int64_t begin, std::int64_t end) {
   const std::int64_t groups = cols / group;
+  const char* stop = reinterpret_cast<const char*>(values + end * cols);
   std::int64_t b = 0;
   for (; b + 4 <= batch; b += 4) {
+    PrefetchHead(values + begin * cols, stop);
     for (std::int64_t o = begin; o < end; ++o) {
-      Tile8<kVnni, 1, 4>(values + o * cols, cols, scales + o * groups, groups, group, inputs + b, y + b * y_stride + o, y_stride);
+      Tile8<kVnni, 1, 4>(values + o * cols, cols, scales + o * groups, groups, group, inputs + b, y + b * y_stride + o, y_stride, stop);
     }
   }
   for (; b < batch; ++b) {
+    PrefetchHead(values + begin * cols, stop);
     std::int64_t o = begin;
     for (; o + 4 <= end; o += 4) {
-      Tile8<kVnni, 4, 1>(values + o * cols, cols, scales + o * groups, groups, group, inputs + b, y + b * y_stride + o, y_stride);
+      Tile8<kVnni, 4, 1>(values + o * cols, cols, scales + o * groups, groups, group, inputs + b, y + b * y_stride + o, y_stride, stop);
     }
     for (; o < end; ++o) {
-      Tile8<kVnni, 1, 1>(values + o * cols, cols, scales + o * groups, groups, group, inputs + b, y + b * y_stride + o, y_stride);
+      Tile8<kVnni, 1, 1>(values + o * cols, cols, scales + o * groups, groups, group, inputs + b, y + b * y_stride + o, y_stride, stop);
     }
   }
 }
