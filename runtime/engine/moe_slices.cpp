@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "runtime/kernels/ops.hpp"
 #include "runtime/kernels/quantized_matrix.hpp"
 #include "runtime/model/checkpoint.hpp"
 
@@ -142,8 +143,11 @@ void MoeSlices::Compute(int layer, const float* x, std::int64_t rows, std::span<
   // Every active expert and the shared slice in one MlpForwardMany: outputs row by
   // row in slot order, then the shared slice's rows.
   const std::int64_t out_rows = gathered_rows + (l.shared ? rows : 0);
-  expert_out_.resize(static_cast<std::size_t>(out_rows) * h);
-  if (!exact_) expert_out_f32_.resize(static_cast<std::size_t>(out_rows) * h);
+  if (exact_) {
+    expert_out_.resize(static_cast<std::size_t>(out_rows) * h);
+  } else {
+    expert_out_f32_.resize(static_cast<std::size_t>(out_rows) * h);
+  }
   tasks_.clear();
   std::int64_t row = 0;
   for (std::size_t t = 0; t < task_experts_.size(); ++t) {
@@ -157,9 +161,18 @@ void MoeSlices::Compute(int layer, const float* x, std::int64_t rows, std::span<
     tasks_.push_back({&*l.shared, x, rows, exact_ ? nullptr : expert_out_f32_.data() + at, exact_ ? expert_out_.data() + at : nullptr});
   }
   MlpForwardMany(tasks_, scratch_, pool_);
-  if (!exact_) std::copy(expert_out_f32_.begin(), expert_out_f32_.end(), expert_out_.begin());
+  if (exact_) {
+    Combine(expert_out_.data(), rows, routes, top_k, gathered_rows, l.shared.has_value(), out);
+  } else {
+    Combine(expert_out_f32_.data(), rows, routes, top_k, gathered_rows, l.shared.has_value(), out);
+  }
+}
 
-  // out[r] = Σ_k weight · expert_k(x[r]) in k order, then the shared slice.
+// out[r] = Σ_k weight · expert_k(x[r]) in k order, then the shared slice (values
+// widened to double exactly, from whichever precision the experts wrote).
+template <typename T>
+void MoeSlices::Combine(const T* expert_out, std::int64_t rows, std::span<const ExpertRoute> routes, int top_k,
+                        std::int64_t gathered_rows, bool shared, double* out) {
   results_.assign(static_cast<std::size_t>(rows * top_k), -1);
   for (std::int64_t j = 0; j < gathered_rows; ++j) results_[static_cast<std::size_t>(slots_[j])] = j;
   for (std::int64_t r = 0; r < rows; ++r) {
@@ -167,15 +180,10 @@ void MoeSlices::Compute(int layer, const float* x, std::int64_t rows, std::span<
     for (int k = 0; k < top_k; ++k) {
       const std::int64_t j = results_[static_cast<std::size_t>(r * top_k + k)];
       if (j < 0) continue;
-      const double weight = routes[static_cast<std::size_t>(r * top_k + k)].weight;
-      const double* v = expert_out_.data() + j * hidden_;
-      for (std::size_t i = 0; i < h; ++i) o[i] += weight * v[i];
+      AddScaled(o, expert_out + j * hidden_, routes[static_cast<std::size_t>(r * top_k + k)].weight, hidden_);
     }
   }
-  if (l.shared) {
-    const double* v = expert_out_.data() + gathered_rows * hidden_;
-    for (std::size_t i = 0; i < static_cast<std::size_t>(rows) * h; ++i) out[i] += v[i];
-  }
+  if (shared) AddScaled(out, expert_out + gathered_rows * hidden_, 1.0, rows * hidden_);
 }
 
 }  // namespace tandem::rt

@@ -64,6 +64,9 @@ class MoeSlices {
   const std::map<int, Layer>& layers() const { return layers_; }
 
  private:
+  template <typename T>
+  void Combine(const T* expert_out, std::int64_t rows, std::span<const ExpertRoute> routes, int top_k,
+               std::int64_t gathered_rows, bool shared, double* out);
 
   std::int64_t hidden_;
   ThreadPool* pool_;
@@ -72,8 +75,8 @@ class MoeSlices {
   std::map<int, Layer> layers_;
   std::uint64_t weight_bytes_ = 0;
   // Buffers reused between calls (the hot path does not allocate once they have grown).
-  std::vector<double> expert_out_;
-  std::vector<float> gathered_, scratch_, expert_out_f32_;
+  std::vector<double> expert_out_;                            // exact mode
+  std::vector<float> gathered_, scratch_, expert_out_f32_;    // expert_out_f32_: otherwise
   std::vector<std::int64_t> slots_, results_, task_rows_, expert_first_;
   std::vector<std::size_t> task_experts_;
   std::vector<MlpTask> tasks_;

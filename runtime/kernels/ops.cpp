@@ -37,6 +37,18 @@ void Softmax(float* x, std::int64_t n) {
   for (std::int64_t i = 0; i < n; ++i) x[i] *= inv;
 }
 
+namespace {
+
+template <typename T>
+void AddScaledImpl(double* __restrict out, const T* __restrict v, double weight, std::int64_t n) {
+  for (std::int64_t i = 0; i < n; ++i) out[i] += weight * static_cast<double>(v[i]);
+}
+
+}  // namespace
+
+void AddScaled(double* out, const float* v, double weight, std::int64_t n) { AddScaledImpl(out, v, weight, n); }
+void AddScaled(double* out, const double* v, double weight, std::int64_t n) { AddScaledImpl(out, v, weight, n); }
+
 int Fp8BlockExponent(const float* block, int n) {
   float amax = 0.0f;
   for (int i = 0; i < n; ++i) amax = std::max(amax, std::fabs(block[i]));

@@ -16,6 +16,11 @@ void SwiGlu(float* gate, const float* up, std::int64_t n);
 // In-place softmax over n values (max-subtracted).
 void Softmax(float* x, std::int64_t n);
 
+// out[i] += weight · v[i] in double (v widened exactly), element by element: how
+// expert outputs are combined. `out` must not alias `v`.
+void AddScaled(double* out, const float* v, double weight, std::int64_t n);
+void AddScaled(double* out, const double* v, double weight, std::int64_t n);
+
 // The precision the experts see their input rows in. A hybrid layout sends rows
 // over the wire in bf16 or block-scaled fp8; every rank, the coordinator included,
 // computes from the rounded rows, so placement never changes what is computed.

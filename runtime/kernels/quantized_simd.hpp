@@ -67,16 +67,17 @@ inline void Tile8(const std::uint8_t* w, std::int64_t row_bytes, const float* ws
   }
 }
 
-// The sums of 32 unsigned × 32 signed bytes plus 32 more, lane l = Σ of products
-// 4l … 4l+3 of both: exact (each product ≤ 15 · 127 in magnitude, so maddubs's int16
-// pairs of the two add without saturating).
+// `start` plus the sums of 32 unsigned × 32 signed bytes and 32 more, lane l = Σ of
+// products 4l … 4l+3 of both: exact (each product ≤ 15 · 127 in magnitude, so
+// maddubs's int16 pairs of the two add without saturating). VNNI accumulates onto
+// `start` directly, which saves the kernels a subtraction per row and pair.
 template <bool kVnni>
-inline __m256i LaneSums2(__m256i u0, __m256i s0, __m256i u1, __m256i s1) {
+inline __m256i LaneSums2(__m256i start, __m256i u0, __m256i s0, __m256i u1, __m256i s1) {
   if constexpr (kVnni) {
-    return _mm256_dpbusd_epi32(_mm256_dpbusd_epi32(_mm256_setzero_si256(), u0, s0), u1, s1);
+    return _mm256_dpbusd_epi32(_mm256_dpbusd_epi32(start, u0, s0), u1, s1);
   } else {
     const __m256i pairs = _mm256_add_epi16(_mm256_maddubs_epi16(u0, s0), _mm256_maddubs_epi16(u1, s1));
-    return _mm256_madd_epi16(pairs, _mm256_set1_epi16(1));
+    return _mm256_add_epi32(start, _mm256_madd_epi16(pairs, _mm256_set1_epi16(1)));
   }
 }
 
@@ -114,10 +115,12 @@ inline void Int4Pair(const std::uint8_t* w, std::int64_t row_bytes, std::int64_t
     const std::int8_t* q = in[b].q + p * 64;
     const __m256i x_even = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q));
     const __m256i x_odd = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 32));
-    const __m256i offset = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(in[b].sums + p * 8));
+    // The offset of 8 on every weight, taken back out: the sums start at −8 · Σ inputs.
+    const __m256i start =
+        _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_loadu_si256(reinterpret_cast<const __m256i*>(in[b].sums + p * 8)));
     const __m256 d = _mm256_loadu_ps(in[b].pair_d + p * 8);
     for (int r = 0; r < R; ++r) {
-      const __m256i sums = _mm256_sub_epi32(LaneSums2<kVnni>(even[r], x_even, odd[r], x_odd), offset);
+      const __m256i sums = LaneSums2<kVnni>(start, even[r], x_even, odd[r], x_odd);
       acc[r][b] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), _mm256_mul_ps(wscale[r], d), acc[r][b]);
     }
   }
