@@ -7,6 +7,7 @@
 #include <cstring>
 #include <vector>
 
+#include "runtime/kernels/attention_rows.hpp"
 #include "runtime/kernels/cpu_features.hpp"
 #include "runtime/kernels/dense_rows.hpp"
 #include "runtime/kernels/quantized_input.hpp"
@@ -521,11 +522,17 @@ void MatMulF64(const QuantizedMatrix& w, const float* x, std::int64_t batch, dou
 
 void MatMulTransposed(const WeightMatrix& w, const float* x, std::int64_t batch, float* y, ThreadPool* pool) {
   const std::int64_t min_chunk = std::max<std::int64_t>(16, 16384 / std::max<std::int64_t>(1, w.rows * batch));
+  // By the CPU, not TANDEM_ISA: the AVX2 loops give the same bits (attention_rows.hpp).
+  static const bool avx2 = DetectedIsa() >= Isa::kAvx2;
   Run(pool, w.cols, min_chunk, [&](std::int64_t begin, std::int64_t end) {
     switch (w.type) {
       case WeightMatrix::Type::kF32:
+        if (avx2) return kernels::TransposedF32Avx2(static_cast<const float*>(w.data), w.rows, w.cols, x, batch, y, begin, end);
         return MatMulTransposedCols(static_cast<const float*>(w.data), w.rows, w.cols, x, batch, y, begin, end);
       case WeightMatrix::Type::kBF16:
+        if (avx2) {
+          return kernels::TransposedBf16Avx2(static_cast<const std::uint16_t*>(w.data), w.rows, w.cols, x, batch, y, begin, end);
+        }
         return MatMulTransposedCols(static_cast<const std::uint16_t*>(w.data), w.rows, w.cols, x, batch, y, begin, end);
       case WeightMatrix::Type::kF8E4M3:
       case WeightMatrix::Type::kQuantized:

@@ -10,6 +10,7 @@
 #include "runtime/kernels/cpu_features.hpp"
 #include "runtime/kernels/latent_attention.hpp"
 #include "runtime/kernels/matmul.hpp"
+#include "runtime/kernels/ops.hpp"
 #include "runtime/kernels/thread_pool.hpp"
 #include "runtime/model/dtype.hpp"
 
@@ -164,6 +165,71 @@ TEST(LatentAttention, IsSoftmaxWeightedLatents) {
     double expected = 0;
     for (std::int64_t t = 0; t < kLen; ++t) expected += p[static_cast<std::size_t>(t)] / sum * cache[static_cast<std::size_t>(t * kStride + c)];
     EXPECT_NEAR(out[static_cast<std::size_t>(c)], expected, 1e-5);
+  }
+}
+
+// The loops LatentAttention and MatMulTransposed ran before their AVX2 forms, written
+// out: Dot for the scores, each product rounded before it is added elsewhere (this
+// file is compiled for the baseline target, which has no fused multiply-add).
+void AttentionAsLoops(const float* q_latent, const float* q_rope, const float* cache, std::int64_t stride, std::int64_t len,
+                      std::int64_t latent, std::int64_t rope, float scale, float* out) {
+  std::vector<float> s(static_cast<std::size_t>(len));
+  for (std::int64_t t = 0; t < len; ++t) {
+    const float* e = cache + t * stride;
+    s[static_cast<std::size_t>(t)] = (Dot(q_latent, e, latent) + Dot(q_rope, e + latent, rope)) * scale;
+  }
+  Softmax(s.data(), len);
+  for (std::int64_t c = 0; c < latent; ++c) out[c] = 0.0f;
+  for (std::int64_t t = 0; t < len; ++t) {
+    for (std::int64_t c = 0; c < latent; ++c) out[c] += s[static_cast<std::size_t>(t)] * cache[t * stride + c];
+  }
+}
+
+TEST(LatentAttention, GivesTheBitsOfItsPlainLoopsForEveryShape) {
+  // Latent widths with and without whole blocks of 64, 16 and 8; rope widths with a
+  // tail past 16; lengths around the four entries the scores take at a time.
+  for (const std::int64_t latent : {128, 512, 72, 20, 5}) {
+    for (const std::int64_t rope : {32, 8, 0}) {
+      for (const std::int64_t len : {1, 3, 4, 5, 37, 96}) {
+        const std::int64_t stride = latent + rope + 3;  // entries not packed back to back
+        const std::vector<float> cache = RandomInputs(len * stride, 10), q = RandomInputs(latent + rope, 11);
+        std::vector<float> scores(static_cast<std::size_t>(len)), out(static_cast<std::size_t>(latent)),
+            expected(static_cast<std::size_t>(latent));
+        LatentAttention(q.data(), q.data() + latent, cache.data(), stride, len, latent, rope, 0.125f, scores.data(), out.data());
+        AttentionAsLoops(q.data(), q.data() + latent, cache.data(), stride, len, latent, rope, 0.125f, expected.data());
+        ASSERT_EQ(out, expected) << "latent " << latent << ", rope " << rope << ", len " << len;
+      }
+    }
+  }
+}
+
+TEST(MatMulTransposed, GivesTheBitsOfItsPlainLoop) {
+  for (const std::int64_t cols : {128, 512, 200, 13}) {
+    for (const std::int64_t batch : {1, 3}) {
+      constexpr std::int64_t kRows = 64;
+      const std::vector<float> values = RandomInputs(kRows * cols, 12), x = RandomInputs(batch * kRows, 13);
+      std::shared_ptr<std::uint16_t[]> bf16(new std::uint16_t[static_cast<std::size_t>(kRows * cols)]);
+      std::shared_ptr<float[]> f32(new float[static_cast<std::size_t>(kRows * cols)]);
+      for (std::size_t i = 0; i < values.size(); ++i) {
+        bf16[i] = F32ToBf16(values[i]);
+        f32[i] = values[i];
+      }
+      ThreadPool pool(2);
+      for (const WeightMatrix& w : {WeightMatrix::OwnedBf16(kRows, cols, bf16), WeightMatrix::OwnedF32(kRows, cols, f32)}) {
+        std::vector<float> y(static_cast<std::size_t>(batch * cols)), expected(y.size());
+        for (std::int64_t b = 0; b < batch; ++b) {
+          for (std::int64_t c = 0; c < cols; ++c) {
+            float acc = 0.0f;
+            for (std::int64_t r = 0; r < kRows; ++r) acc += w.At(r, c) * x[static_cast<std::size_t>(b * kRows + r)];
+            expected[static_cast<std::size_t>(b * cols + c)] = acc;
+          }
+        }
+        MatMulTransposed(w, x.data(), batch, y.data(), nullptr);
+        EXPECT_EQ(y, expected) << "cols " << cols << ", batch " << batch;
+        MatMulTransposed(w, x.data(), batch, y.data(), &pool);
+        EXPECT_EQ(y, expected) << "cols " << cols << ", batch " << batch << ", two threads";
+      }
+    }
   }
 }
 

@@ -1,0 +1,26 @@
+#pragma once
+
+// The AVX2 + FMA forms of attention's small loops (private to runtime/kernels;
+// latent_attention_avx2.cpp). Each gives the same bits as the loop it stands for,
+// so the callers choose them by what the CPU has, as the target clones they replace
+// did, and not by TANDEM_ISA.
+
+#include <cstdint>
+
+namespace tandem::rt::kernels {
+
+// scores[t] = (Dot(q_latent, c_t, latent) + Dot(q_rope, k_t, rope)) · scale for t < len
+// (Dot's fused sixteen lanes and tree; entries `stride` floats apart, c_t then k_t).
+void LatentScoresAvx2(const float* q_latent, const float* q_rope, const float* cache, std::int64_t stride, std::int64_t len,
+                      std::int64_t latent, std::int64_t rope, float scale, float* scores);
+// out[c] = Σ_t p[t] · c_t[c] over t ascending, each product rounded before it is added.
+void WeightedSumAvx2(const float* p, const float* cache, std::int64_t stride, std::int64_t len, std::int64_t latent,
+                     float* out);
+// MatMulTransposed's columns [begin, end): y[b, c] = Σ_r w[r, c] · x[b, r] over r
+// ascending, each product rounded before it is added.
+void TransposedBf16Avx2(const std::uint16_t* w, std::int64_t rows, std::int64_t cols, const float* x, std::int64_t batch,
+                        float* y, std::int64_t begin, std::int64_t end);
+void TransposedF32Avx2(const float* w, std::int64_t rows, std::int64_t cols, const float* x, std::int64_t batch, float* y,
+                       std::int64_t begin, std::int64_t end);
+
+}  // namespace tandem::rt::kernels
