@@ -64,37 +64,40 @@ float WeightMatrix::At(std::int64_t row, std::int64_t col) const {
   return 0;
 }
 
-WeightMatrix WeightMatrix::OwnedF32(std::int64_t rows, std::int64_t cols, std::shared_ptr<const float[]> values) {
+namespace {
+
+// A matrix of `type` over `data`, kept alive by `owner`.
+WeightMatrix Owned(WeightMatrix::Type type, std::int64_t rows, std::int64_t cols, const void* data,
+                   std::shared_ptr<const void> owner) {
   WeightMatrix m;
-  m.type = Type::kF32;
+  m.type = type;
   m.rows = rows;
   m.cols = cols;
-  m.data = values.get();
-  m.owner = std::move(values);
+  m.data = data;
+  m.owner = std::move(owner);
   return m;
 }
 
+}  // namespace
+
+WeightMatrix WeightMatrix::OwnedF32(std::int64_t rows, std::int64_t cols, std::shared_ptr<const float[]> values) {
+  const void* data = values.get();
+  return Owned(Type::kF32, rows, cols, data, std::move(values));
+}
+
 WeightMatrix WeightMatrix::OwnedBf16(std::int64_t rows, std::int64_t cols, std::shared_ptr<const std::uint16_t[]> values) {
-  WeightMatrix m;
-  m.type = Type::kBF16;
-  m.rows = rows;
-  m.cols = cols;
-  m.data = values.get();
-  m.owner = std::move(values);
-  return m;
+  const void* data = values.get();
+  return Owned(Type::kBF16, rows, cols, data, std::move(values));
 }
 
 WeightMatrix WeightMatrix::OwnedF8E4M3(std::int64_t rows, std::int64_t cols, std::shared_ptr<const std::uint8_t[]> values,
                                        std::shared_ptr<const float[]> scales) {
-  WeightMatrix m;
-  m.type = Type::kF8E4M3;
-  m.rows = rows;
-  m.cols = cols;
-  m.data = values.get();
+  const void* data = values.get();
+  WeightMatrix m = Owned(Type::kF8E4M3, rows, cols, data,
+                         std::make_shared<std::pair<std::shared_ptr<const std::uint8_t[]>, std::shared_ptr<const float[]>>>(
+                             std::move(values), scales));
   m.block_scales = scales.get();
   m.scale_cols = (cols + kFp8Block - 1) / kFp8Block;
-  m.owner = std::make_shared<std::pair<std::shared_ptr<const std::uint8_t[]>, std::shared_ptr<const float[]>>>(std::move(values),
-                                                                                                              std::move(scales));
   return m;
 }
 

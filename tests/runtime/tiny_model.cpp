@@ -34,21 +34,24 @@ std::filesystem::path TempDir(const char* tag) {
   return pattern;
 }
 
+namespace {
+
+// A synthetic checkpoint of `preset` (seed 1, no tokenizer source) in a new temp dir.
+std::filesystem::path WritePreset(const char* preset) {
+  const auto d = TempDir(preset);
+  rt::WriteSyntheticCheckpoint(rt::FindPreset(preset), 1, d, d / "no-tokenizer-source");
+  return d;
+}
+
+}  // namespace
+
 const std::filesystem::path& TinyCheckpoint() {
-  static const std::filesystem::path dir = [] {
-    const auto d = TempDir("tiny");
-    rt::WriteSyntheticCheckpoint(rt::FindPreset("tiny"), 1, d, d / "no-tokenizer-source");
-    return d;
-  }();
+  static const std::filesystem::path dir = WritePreset("tiny");
   return dir;
 }
 
 const std::filesystem::path& SmallCheckpoint() {
-  static const std::filesystem::path dir = [] {
-    const auto d = TempDir("small");
-    rt::WriteSyntheticCheckpoint(rt::FindPreset("small"), 1, d, d / "no-tokenizer-source");
-    return d;
-  }();
+  static const std::filesystem::path dir = WritePreset("small");
   return dir;
 }
 
