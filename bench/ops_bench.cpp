@@ -81,21 +81,33 @@ void BM_Rope(benchmark::State& state) {
 }
 BENCHMARK(BM_Rope);
 
-// One query head over a compressed MLA cache of `len` positions (small preset:
-// latent 128, rope 32). Arg: len.
+// Query heads over a compressed MLA cache of `len` positions (small preset: latent
+// 128, rope 32, 8 heads), one at a time (LatentAttention, as before the heads were
+// batched) or all together (LatentAttentionHeads). Args: len, heads, together.
 void BM_LatentAttention(benchmark::State& state) {
-  const std::int64_t len = state.range(0), latent = 128, rope = 32, stride = latent + rope;
-  const std::vector<float> cache = Random(len * stride, 7), q = Random(stride, 8);
-  std::vector<float> scores(static_cast<std::size_t>(len)), out(static_cast<std::size_t>(latent));
+  const std::int64_t len = state.range(0), heads = state.range(1), latent = 128, rope = 32, stride = latent + rope;
+  const bool together = state.range(2) != 0;
+  const std::vector<float> cache = Random(len * stride, 7), q = Random(heads * stride, 8);
+  std::vector<float> scores(static_cast<std::size_t>(heads * len)), out(static_cast<std::size_t>(heads * latent));
   for (auto _ : state) {
-    LatentAttention(q.data(), q.data() + latent, cache.data(), stride, len, latent, rope, 0.1f, scores.data(), out.data());
+    if (together) {
+      LatentAttentionHeads(q.data(), stride, q.data() + latent, stride, heads, cache.data(), stride, len, latent, rope, 0.1f,
+                           scores.data(), out.data());
+    } else {
+      for (std::int64_t h = 0; h < heads; ++h) {
+        const float* qh = q.data() + h * stride;
+        LatentAttention(qh, qh + latent, cache.data(), stride, len, latent, rope, 0.1f, scores.data(), out.data() + h * latent);
+      }
+    }
     benchmark::DoNotOptimize(out.data());
   }
-  // The cache is read twice (scores, then the weighted sum of latents).
-  Count(state, 4.0 * static_cast<double>(len) * static_cast<double>(stride + latent),
-        2.0 * static_cast<double>(len) * static_cast<double>(stride + latent));
+  // Per head the cache is used twice (scores, then the weighted sum of latents).
+  const double uses = static_cast<double>(heads) * static_cast<double>(len) * static_cast<double>(stride + latent);
+  Count(state, 4.0 * uses, 2.0 * uses);
 }
-BENCHMARK(BM_LatentAttention)->Arg(96)->Arg(1024)->Arg(8192);
+BENCHMARK(BM_LatentAttention)
+    ->ArgsProduct({{96, 1024, 8192}, {1, 8}, {0, 1}})
+    ->ArgNames({"len", "heads", "together"});
 
 }  // namespace
 }  // namespace tandem::rt

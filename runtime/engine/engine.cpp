@@ -149,23 +149,30 @@ void Engine::State::Attention(int layer, std::span<const Row> rows) {
 
   // Per (row, head), one parallel loop: absorb W_UK into the query (q_abs =
   // W_UK[h]ᵀ · q_nope, so scores are taken against the cached latents), attend over
-  // the cache, and apply W_UV[h] to the attended latent. Each pair is computed
-  // alone, so batching and threads never change it.
+  // the cache, and apply W_UV[h] to the attended latent. A thread's heads of one row
+  // attend together, reading the cache once (LatentAttentionHeads); each pair's
+  // result is still computed alone, so batching and threads never change it.
   q_abs.resize(static_cast<std::size_t>(b_rows * heads * kvl));
   latent.resize(static_cast<std::size_t>(b_rows * heads * kvl));
   o.resize(static_cast<std::size_t>(b_rows * heads * v_dim));
   const auto per_head = [&](std::int64_t begin, std::int64_t end) {
     thread_local std::vector<float> s;
-    for (std::int64_t i = begin; i < end; ++i) {
-      const std::int64_t b = i / heads, h = i % heads;
-      const KvCache& cache = kv.Get(rows[b].sequence);
-      float* qa = q_abs.data() + i * kvl;
-      MatMulTransposed(w.key_up[static_cast<std::size_t>(h)], q.data() + i * q_head, 1, qa, nullptr);
+    for (std::int64_t i = begin; i < end;) {
+      const std::int64_t b = i / heads, h0 = i % heads, n = std::min(heads - h0, end - i);
+      for (std::int64_t h = h0; h < h0 + n; ++h) {
+        MatMulTransposed(w.key_up[static_cast<std::size_t>(h)], q.data() + (b * heads + h) * q_head, 1,
+                         q_abs.data() + (b * heads + h) * kvl, nullptr);
+      }
       const int len = rows[b].position + 1;
-      s.resize(static_cast<std::size_t>(len));
-      float* lat = latent.data() + i * kvl;
-      LatentAttention(qa, q.data() + i * q_head + nope, cache.At(layer, 0), width, len, kvl, rope_dim, softmax_scale, s.data(), lat);
-      MatMul(w.value_up[static_cast<std::size_t>(h)], lat, 1, o.data() + i * v_dim, nullptr);
+      s.resize(static_cast<std::size_t>(n * len));
+      LatentAttentionHeads(q_abs.data() + i * kvl, kvl, q.data() + i * q_head + nope, q_head, n,
+                           kv.Get(rows[b].sequence).At(layer, 0), width, len, kvl, rope_dim, softmax_scale, s.data(),
+                           latent.data() + i * kvl);
+      for (std::int64_t h = h0; h < h0 + n; ++h) {
+        MatMul(w.value_up[static_cast<std::size_t>(h)], latent.data() + (b * heads + h) * kvl, 1,
+               o.data() + (b * heads + h) * v_dim, nullptr);
+      }
+      i += n;
     }
   };
   // Capturing one reference keeps the pool's std::function from allocating.

@@ -13,8 +13,8 @@ namespace tandem::rt::kernels {
 // (Dot's fused sixteen lanes and tree; entries `stride` floats apart, c_t then k_t).
 void LatentScoresAvx2(const float* q_latent, const float* q_rope, const float* cache, std::int64_t stride, std::int64_t len,
                       std::int64_t latent, std::int64_t rope, float scale, float* scores);
-// out[c] = Σ_t p[t] · c_t[c] over t ascending, each product rounded before it is added.
-void WeightedSumAvx2(const float* p, const float* cache, std::int64_t stride, std::int64_t len, std::int64_t latent,
+// out[c] += p[t] · c_t[c] for t ascending, each product rounded before it is added.
+void AddWeightedSumAvx2(const float* p, const float* cache, std::int64_t stride, std::int64_t len, std::int64_t latent,
                      float* out);
 // MatMulTransposed's columns [begin, end): y[b, c] = Σ_r w[r, c] · x[b, r] over r
 // ascending, each product rounded before it is added.

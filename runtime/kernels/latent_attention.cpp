@@ -1,5 +1,7 @@
 #include "runtime/kernels/latent_attention.hpp"
 
+#include <algorithm>
+
 #include "runtime/kernels/attention_rows.hpp"
 #include "runtime/kernels/cpu_features.hpp"
 #include "runtime/kernels/matmul.hpp"
@@ -10,11 +12,10 @@ namespace tandem::rt {
 namespace {
 
 // Compiled per instruction set (as the portable matmul loops are): the weighted
-// sum vectorises over the latent dimension, each output summing over t in order.
-__attribute__((target_clones("arch=haswell", "fma", "default"))) void WeightedSum(const float* p, const float* cache,
-                                                                                   std::int64_t stride, std::int64_t len,
-                                                                                   std::int64_t latent, float* out) {
-  for (std::int64_t c = 0; c < latent; ++c) out[c] = 0.0f;
+// sum vectorises over the latent dimension, each output adding over t in order.
+__attribute__((target_clones("arch=haswell", "fma", "default"))) void AddWeightedSum(const float* p, const float* cache,
+                                                                                      std::int64_t stride, std::int64_t len,
+                                                                                      std::int64_t latent, float* out) {
   for (std::int64_t t = 0; t < len; ++t) {
     const float pt = p[t];
     const float* entry = cache + t * stride;
@@ -22,24 +23,61 @@ __attribute__((target_clones("arch=haswell", "fma", "default"))) void WeightedSu
   }
 }
 
+// Cache entries per block: about 16 KiB, half the smallest L1 data cache, so every
+// head after the first reads the block from L1. A multiple of four, the entries
+// LatentScoresAvx2 takes at a time (blocks never change a result, only the order
+// in which independent sums are worked on).
+std::int64_t EntriesPerBlock(std::int64_t stride) {
+  const std::int64_t fit = 16384 / (std::max<std::int64_t>(stride, 1) * static_cast<std::int64_t>(sizeof(float)));
+  return std::max<std::int64_t>(4, fit - fit % 4);
+}
+
 }  // namespace
 
 void LatentAttention(const float* q_latent, const float* q_rope, const float* cache, std::int64_t stride, std::int64_t len,
                      std::int64_t latent, std::int64_t rope, float scale, float* scores, float* out) {
+  LatentAttentionHeads(q_latent, 0, q_rope, 0, 1, cache, stride, len, latent, rope, scale, scores, out);
+}
+
+void LatentAttentionHeads(const float* q_latent, std::int64_t q_latent_stride, const float* q_rope, std::int64_t q_rope_stride,
+                          std::int64_t heads, const float* cache, std::int64_t stride, std::int64_t len, std::int64_t latent,
+                          std::int64_t rope, float scale, float* scores, float* out) {
   // By the CPU, not TANDEM_ISA: the same bits as the loops below (see attention_rows.hpp).
   static const bool avx2 = DetectedIsa() >= Isa::kAvx2;
-  if (avx2) {
-    kernels::LatentScoresAvx2(q_latent, q_rope, cache, stride, len, latent, rope, scale, scores);
-    Softmax(scores, len);
-    kernels::WeightedSumAvx2(scores, cache, stride, len, latent, out);
-    return;
+  const std::int64_t block = EntriesPerBlock(stride);
+  for (std::int64_t first = 0; first < len; first += block) {
+    const std::int64_t n = std::min(block, len - first);
+    const float* entries = cache + first * stride;
+    for (std::int64_t h = 0; h < heads; ++h) {
+      const float* ql = q_latent + h * q_latent_stride;
+      const float* qr = q_rope + h * q_rope_stride;
+      float* s = scores + h * len + first;
+      if (avx2) {
+        kernels::LatentScoresAvx2(ql, qr, entries, stride, n, latent, rope, scale, s);
+      } else {
+        for (std::int64_t t = 0; t < n; ++t) {
+          const float* entry = entries + t * stride;
+          s[t] = (Dot(ql, entry, latent) + Dot(qr, entry + latent, rope)) * scale;
+        }
+      }
+    }
   }
-  for (std::int64_t t = 0; t < len; ++t) {
-    const float* entry = cache + t * stride;
-    scores[t] = (Dot(q_latent, entry, latent) + Dot(q_rope, entry + latent, rope)) * scale;
+  for (std::int64_t h = 0; h < heads; ++h) {
+    Softmax(scores + h * len, len);
+    std::fill_n(out + h * latent, latent, 0.0f);
   }
-  Softmax(scores, len);
-  WeightedSum(scores, cache, stride, len, latent, out);
+  for (std::int64_t first = 0; first < len; first += block) {
+    const std::int64_t n = std::min(block, len - first);
+    const float* entries = cache + first * stride;
+    for (std::int64_t h = 0; h < heads; ++h) {
+      const float* p = scores + h * len + first;
+      if (avx2) {
+        kernels::AddWeightedSumAvx2(p, entries, stride, n, latent, out + h * latent);
+      } else {
+        AddWeightedSum(p, entries, stride, n, latent, out + h * latent);
+      }
+    }
+  }
 }
 
 }  // namespace tandem::rt

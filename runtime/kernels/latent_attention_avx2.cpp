@@ -77,12 +77,12 @@ void LatentScoresAvx2(const float* q_latent, const float* q_rope, const float* c
   for (; t < len; ++t) Scores<1>(q_latent, q_rope, cache + t * stride, stride, latent, rope, scale, scores + t);
 }
 
-void WeightedSumAvx2(const float* p, const float* cache, std::int64_t stride, std::int64_t len, std::int64_t latent,
-                     float* out) {
+void AddWeightedSumAvx2(const float* p, const float* cache, std::int64_t stride, std::int64_t len, std::int64_t latent,
+                        float* out) {
   std::int64_t c = 0;
   for (; c + 64 <= latent; c += 64) {
     __m256 acc[8];
-    for (auto& a : acc) a = _mm256_setzero_ps();
+    for (int j = 0; j < 8; ++j) acc[j] = _mm256_loadu_ps(out + c + 8 * j);
     for (std::int64_t t = 0; t < len; ++t) {
       const __m256 pt = _mm256_set1_ps(p[t]);
       const float* e = cache + t * stride + c;
@@ -91,12 +91,12 @@ void WeightedSumAvx2(const float* p, const float* cache, std::int64_t stride, st
     for (int j = 0; j < 8; ++j) _mm256_storeu_ps(out + c + 8 * j, acc[j]);
   }
   for (; c + 8 <= latent; c += 8) {
-    __m256 acc = _mm256_setzero_ps();
+    __m256 acc = _mm256_loadu_ps(out + c);
     for (std::int64_t t = 0; t < len; ++t) acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_set1_ps(p[t]), _mm256_loadu_ps(cache + t * stride + c)));
     _mm256_storeu_ps(out + c, acc);
   }
   for (; c < latent; ++c) {
-    float acc = 0.0f;
+    float acc = out[c];
     for (std::int64_t t = 0; t < len; ++t) acc += p[t] * cache[t * stride + c];
     out[c] = acc;
   }

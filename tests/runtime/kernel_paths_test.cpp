@@ -203,6 +203,33 @@ TEST(LatentAttention, GivesTheBitsOfItsPlainLoopsForEveryShape) {
   }
 }
 
+TEST(LatentAttention, HeadsTogetherGiveEachHeadItsOwnBits) {
+  // Lengths within one block of cache entries and across several (a block is about
+  // 16 KiB: 24 entries of 160 floats, 4 of 584), queries not packed back to back.
+  for (const std::int64_t latent : {128, 512, 72}) {
+    for (const std::int64_t rope : {32, 0}) {
+      for (const std::int64_t heads : {1, 3, 8}) {
+        for (const std::int64_t len : {1, 5, 24, 25, 97, 300}) {
+          const std::int64_t stride = latent + rope + 3, q_stride = latent + rope + 5;
+          const std::vector<float> cache = RandomInputs(len * stride, 14), q = RandomInputs(heads * q_stride, 15);
+          std::vector<float> scores(static_cast<std::size_t>(heads * len)), out(static_cast<std::size_t>(heads * latent));
+          LatentAttentionHeads(q.data(), q_stride, q.data() + latent, q_stride, heads, cache.data(), stride, len, latent, rope,
+                               0.125f, scores.data(), out.data());
+          for (std::int64_t h = 0; h < heads; ++h) {
+            std::vector<float> alone(static_cast<std::size_t>(latent)), loops(alone.size()), s(static_cast<std::size_t>(len));
+            const float* qh = q.data() + h * q_stride;
+            LatentAttention(qh, qh + latent, cache.data(), stride, len, latent, rope, 0.125f, s.data(), alone.data());
+            AttentionAsLoops(qh, qh + latent, cache.data(), stride, len, latent, rope, 0.125f, loops.data());
+            const std::vector<float> got(out.begin() + h * latent, out.begin() + (h + 1) * latent);
+            ASSERT_EQ(got, alone) << "latent " << latent << ", rope " << rope << ", heads " << heads << ", len " << len << ", head " << h;
+            ASSERT_EQ(got, loops) << "latent " << latent << ", rope " << rope << ", heads " << heads << ", len " << len << ", head " << h;
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(MatMulTransposed, GivesTheBitsOfItsPlainLoop) {
   for (const std::int64_t cols : {128, 512, 200, 13}) {
     for (const std::int64_t batch : {1, 3}) {
