@@ -18,25 +18,6 @@ void RmsNorm(const float* x, const float* weight, std::int64_t rows, std::int64_
   }
 }
 
-void SwiGlu(float* gate, const float* up, std::int64_t n) {
-  for (std::int64_t i = 0; i < n; ++i) {
-    const float g = gate[i];
-    gate[i] = g / (1.0f + std::exp(-g)) * up[i];
-  }
-}
-
-void Softmax(float* x, std::int64_t n) {
-  if (n <= 0) return;
-  const float max = *std::max_element(x, x + n);
-  double sum = 0.0;
-  for (std::int64_t i = 0; i < n; ++i) {
-    x[i] = std::exp(x[i] - max);
-    sum += x[i];
-  }
-  const float inv = static_cast<float>(1.0 / sum);
-  for (std::int64_t i = 0; i < n; ++i) x[i] *= inv;
-}
-
 namespace {
 
 template <typename T>

@@ -1,5 +1,6 @@
 // The dense kernels on every instruction-set path this CPU has: the same bits on
 // every path, in every batch, on any thread count, and the right values.
+#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <random>
@@ -145,6 +146,63 @@ TEST(MatMulMany, GivesWhatEachProductGivesAlone) {
   std::vector<double> a64(ya64.size());
   MatMulF64(a, xa.data(), 3, a64.data(), nullptr);
   EXPECT_EQ(ya64, a64);
+}
+
+// SwiGLU's exp is a polynomial the compiler vectorises (activations.cpp): within a
+// few ulp of silu(g)·up in double over the whole range where that is a normal
+// float, and the same bits for a value whether it falls in a vector or in the
+// scalar tail of the loop.
+TEST(SwiGlu, IsSiluTimesUpWithinAFewUlpAndTheSameInAndOutOfAVector) {
+  std::vector<float> gate, up;
+  for (float g = -100.0f; g <= 100.0f; g += 0.000977f) gate.push_back(g);
+  std::mt19937 rng(16);
+  std::uniform_real_distribution<float> factor(0.5f, 2.0f);
+  for (std::size_t i = 0; i < gate.size(); ++i) up.push_back(factor(rng));
+  std::vector<float> all = gate;
+  SwiGlu(all.data(), up.data(), static_cast<std::int64_t>(all.size()));
+  double worst = 0.0;
+  for (std::size_t i = 0; i < gate.size(); ++i) {
+    const double g = gate[i];
+    const double expected = g / (1.0 + std::exp(-g)) * up[i];
+    if (std::fabs(expected) >= 1e-30) {
+      worst = std::max(worst, std::fabs(all[i] - expected) / std::fabs(expected));
+    } else {
+      ASSERT_LT(std::fabs(all[i]), 1e-30) << "gate " << gate[i];
+    }
+    float alone = gate[i];
+    SwiGlu(&alone, &up[i], 1);
+    ASSERT_EQ(alone, all[i]) << "gate " << gate[i];
+  }
+  EXPECT_LT(worst, 4.0 * 0x1p-23) << "worst relative error " << worst;
+  float nan = std::nanf(""), one = 1.0f;
+  SwiGlu(&nan, &one, 1);
+  EXPECT_TRUE(std::isnan(nan));
+}
+
+TEST(Softmax, IsWithinAFewUlpOfDoubleAndExactlyZeroFarBelowTheMax) {
+  for (const std::int64_t n : {1, 7, 8, 96, 1001}) {
+    std::mt19937 rng(static_cast<unsigned>(17 + n));
+    std::normal_distribution<float> normal(0.0f, 8.0f);
+    std::vector<float> x(static_cast<std::size_t>(n));
+    for (float& v : x) v = normal(rng);
+    if (n > 1) x[1] = x[0] - 200.0f;  // exp of −200 is far below the smallest float
+    std::vector<float> p = x;
+    Softmax(p.data(), n);
+    // The differences from the max are taken in float, as the kernel does: what is
+    // measured is the error of its exp and normalisation.
+    const float max = *std::max_element(x.begin(), x.end());
+    double sum = 0.0;
+    for (float v : x) sum += std::exp(static_cast<double>(v - max));
+    for (std::int64_t i = 0; i < n; ++i) {
+      const double expected = std::exp(static_cast<double>(x[static_cast<std::size_t>(i)] - max)) / sum;
+      const float got = p[static_cast<std::size_t>(i)];
+      if (expected < 1e-30) {
+        EXPECT_EQ(got, 0.0f) << "n " << n << ", i " << i;
+      } else {
+        EXPECT_LT(std::fabs(got - expected) / expected, 6.0 * 0x1p-23) << "n " << n << ", i " << i;
+      }
+    }
+  }
 }
 
 TEST(LatentAttention, IsSoftmaxWeightedLatents) {
