@@ -112,7 +112,7 @@ void MoeSlices::Compute(int layer, const float* x, std::int64_t rows, std::span<
 
   // Gather, expert by expert, the rows routed to each held expert (slots_ lists
   // their (row, k) slots in that order, by a counting sort over the routes);
-  // `gathered_` holds those rows.
+  // `gathered_` holds the rows of experts given more than one.
   task_experts_.clear();
   task_rows_.clear();
   const auto held = static_cast<std::int64_t>(l.experts.size());
@@ -138,7 +138,6 @@ void MoeSlices::Compute(int layer, const float* x, std::int64_t rows, std::span<
   }
   const auto gathered_rows = static_cast<std::int64_t>(slots_.size());
   gathered_.resize(static_cast<std::size_t>(gathered_rows) * h);
-  for (std::int64_t j = 0; j < gathered_rows; ++j) std::copy_n(x + (slots_[j] / top_k) * hidden_, h, gathered_.data() + j * hidden_);
 
   // Every active expert and the shared slice in one MlpForwardMany: outputs row by
   // row in slot order, then the shared slice's rows.
@@ -152,8 +151,17 @@ void MoeSlices::Compute(int layer, const float* x, std::int64_t rows, std::span<
   std::int64_t row = 0;
   for (std::size_t t = 0; t < task_experts_.size(); ++t) {
     const std::size_t at = static_cast<std::size_t>(row) * h;
-    tasks_.push_back({&l.experts[task_experts_[t]], gathered_.data() + at, task_rows_[t],
-                      exact_ ? nullptr : expert_out_f32_.data() + at, exact_ ? expert_out_.data() + at : nullptr});
+    // An expert with one row reads it where it is (in decode, every expert of a
+    // token shares that row, and MatMulMany prepares a shared input once).
+    const float* input = x + (slots_[static_cast<std::size_t>(row)] / top_k) * hidden_;
+    if (task_rows_[t] > 1) {
+      for (std::int64_t j = row; j < row + task_rows_[t]; ++j) {
+        std::copy_n(x + (slots_[static_cast<std::size_t>(j)] / top_k) * hidden_, h, gathered_.data() + j * hidden_);
+      }
+      input = gathered_.data() + at;
+    }
+    tasks_.push_back({&l.experts[task_experts_[t]], input, task_rows_[t], exact_ ? nullptr : expert_out_f32_.data() + at,
+                      exact_ ? expert_out_.data() + at : nullptr});
     row += task_rows_[t];
   }
   if (l.shared) {

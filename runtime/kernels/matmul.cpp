@@ -446,10 +446,18 @@ void MatMulMany(std::span<const MatMulTask> tasks, ThreadPool* pool) {
         quantized_of[i] = &p;
       }
     } else if (NeedsPreparedInput(t, isa)) {
-      float* prepared = scratch.data() + offset;
-      kernels::PrepareBf16InputAvx2(t.x, t.batch, t.w->cols, prepared);
-      inputs[i] = prepared;
-      offset += static_cast<std::size_t>(t.batch * t.w->cols);
+      // A product sharing its input with an earlier one (an MLP's up with its gate,
+      // experts given the same row) reuses that one's rearranged copy.
+      for (std::size_t j = 0; j < i && inputs[i] == t.x; ++j) {
+        const MatMulTask& u = tasks[j];
+        if (u.x == t.x && u.batch == t.batch && u.w->cols == t.w->cols && inputs[j] != u.x) inputs[i] = inputs[j];
+      }
+      if (inputs[i] == t.x) {
+        float* prepared = scratch.data() + offset;
+        kernels::PrepareBf16InputAvx2(t.x, t.batch, t.w->cols, prepared);
+        inputs[i] = prepared;
+        offset += static_cast<std::size_t>(t.batch * t.w->cols);
+      }
     }
     first_row[i + 1] = first_row[i] + t.w->rows;
     work += t.w->rows * t.w->cols * t.batch;
