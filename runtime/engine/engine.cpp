@@ -144,7 +144,7 @@ void Engine::State::Attention(int layer, std::span<const Row> rows) {
     RmsNorm(row, w.kv_a_norm.data(), 1, kvl, eps, row);
     rope.Apply(row + kvl, 1, rows[b].position);
     std::copy_n(row, width, kv.Get(rows[b].sequence).At(layer, rows[b].position));
-    for (std::int64_t h = 0; h < heads; ++h) rope.Apply(q.data() + (b * heads + h) * q_head + nope, 1, rows[b].position);
+    rope.Apply(q.data() + b * heads * q_head + nope, heads, rows[b].position, q_head);
   }
 
   // Per (row, head), one parallel loop: absorb W_UK into the query (q_abs =

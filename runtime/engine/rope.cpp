@@ -46,14 +46,15 @@ RopeTable::RopeTable(const ModelConfig& config) : dim_(config.qk_rope_head_dim) 
   }
 }
 
-void RopeTable::Apply(float* v, std::int64_t rows, std::int64_t position) const {
+void RopeTable::Apply(float* v, std::int64_t rows, std::int64_t position, std::int64_t stride) const {
   const int half = dim_ / 2;
+  if (stride == 0) stride = dim_;
   for (int i = 0; i < half; ++i) {
     const double angle = static_cast<double>(position) * inv_freq_[static_cast<std::size_t>(i)];
     const auto c = static_cast<float>(std::cos(angle) * mscale_);
     const auto s = static_cast<float>(std::sin(angle) * mscale_);
     for (std::int64_t r = 0; r < rows; ++r) {
-      float* p = v + r * dim_ + 2 * i;
+      float* p = v + r * stride + 2 * i;
       const float a = p[0];
       const float b = p[1];
       p[0] = a * c - b * s;

@@ -18,8 +18,9 @@ class RopeTable {
  public:
   explicit RopeTable(const ModelConfig& config);
 
-  // Rotates `rows` vectors of rope_dim floats, all at `position`.
-  void Apply(float* v, std::int64_t rows, std::int64_t position) const;
+  // Rotates `rows` vectors of rope_dim floats, all at `position`, `stride` floats
+  // apart (packed when 0). The angles' cos and sin are taken once for all rows.
+  void Apply(float* v, std::int64_t rows, std::int64_t position, std::int64_t stride = 0) const;
 
   // The factor the attention softmax scale is multiplied by (YaRN's mscale²).
   double softmax_scale_factor() const { return softmax_scale_factor_; }

@@ -10,10 +10,23 @@ namespace tandem::rt {
 Router::Router(const ModelConfig& config, std::vector<float> correction_bias)
     : config_(config), bias_(std::move(correction_bias)) {}
 
+namespace {
+
+// Route's working vectors, kept per thread so a decode step does not allocate.
+struct RouteScratch {
+  std::vector<double> scores, choice, group_score, members;
+  std::vector<int> groups, order;
+  std::vector<bool> keep;
+};
+
+}  // namespace
+
 void Router::Route(std::span<const float> logits, std::span<ExpertRoute> routes) const {
   const int n = config_.n_routed_experts;
   const int k = config_.num_experts_per_tok;
-  std::vector<double> scores(static_cast<std::size_t>(n));
+  thread_local RouteScratch scratch;
+  std::vector<double>& scores = scratch.scores;
+  scores.assign(static_cast<std::size_t>(n), 0.0);
   switch (config_.scoring_func) {
     case ScoringFunc::kSoftmax: {
       const double max = *std::max_element(logits.begin(), logits.end());
@@ -34,32 +47,38 @@ void Router::Route(std::span<const float> logits, std::span<ExpertRoute> routes)
       break;
   }
 
-  std::vector<double> choice = scores;
+  std::vector<double>& choice = scratch.choice;
+  choice.assign(scores.begin(), scores.end());
   if (config_.topk_method == TopkMethod::kNoauxTc && !bias_.empty()) {
     for (int e = 0; e < n; ++e) choice[e] += bias_[e];
   }
   constexpr double kMasked = -std::numeric_limits<double>::infinity();
   if (config_.topk_method != TopkMethod::kGreedy && config_.n_group > 1) {
     const int per_group = n / config_.n_group;
-    std::vector<double> group_score(static_cast<std::size_t>(config_.n_group));
+    std::vector<double>& group_score = scratch.group_score;
+    group_score.assign(static_cast<std::size_t>(config_.n_group), 0.0);
     for (int g = 0; g < config_.n_group; ++g) {
       auto first = choice.begin() + g * per_group;
-      std::vector<double> members(first, first + per_group);
+      std::vector<double>& members = scratch.members;
+      members.assign(first, first + per_group);
       std::sort(members.begin(), members.end(), std::greater<>());
       group_score[g] = config_.topk_method == TopkMethod::kNoauxTc ? members[0] + (per_group > 1 ? members[1] : 0.0)
                                                                    : members[0];
     }
-    std::vector<int> groups(static_cast<std::size_t>(config_.n_group));
+    std::vector<int>& groups = scratch.groups;
+    groups.resize(static_cast<std::size_t>(config_.n_group));
     std::iota(groups.begin(), groups.end(), 0);
     std::stable_sort(groups.begin(), groups.end(), [&](int a, int b) { return group_score[a] > group_score[b]; });
-    std::vector<bool> keep(static_cast<std::size_t>(config_.n_group), false);
+    std::vector<bool>& keep = scratch.keep;
+    keep.assign(static_cast<std::size_t>(config_.n_group), false);
     for (int i = 0; i < config_.topk_group; ++i) keep[groups[i]] = true;
     for (int e = 0; e < n; ++e) {
       if (!keep[e / per_group]) choice[e] = kMasked;
     }
   }
 
-  std::vector<int> order(static_cast<std::size_t>(n));
+  std::vector<int>& order = scratch.order;
+  order.resize(static_cast<std::size_t>(n));
   std::iota(order.begin(), order.end(), 0);
   std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int a, int b) {
     return choice[a] != choice[b] ? choice[a] > choice[b] : a < b;
