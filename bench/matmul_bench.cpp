@@ -89,5 +89,36 @@ void MatMulArgs(benchmark::internal::Benchmark* b) {
 }
 BENCHMARK(BM_MatMul)->Apply(MatMulArgs)->ArgNames({"format", "rows", "batch", "isa"});
 
+// Attention's per-head products from memory, as decode runs them: the absorbed key
+// product (MatMulTransposed over W_UK[h]) and the value product (W_UV[h]) of the
+// small preset's kv_b_proj (8 heads × (64 + 64) rows × 128 columns, bf16: 256 KiB a
+// layer), each iteration on the next of 256 such layers (64 MiB, beyond the
+// caches), so every byte comes from memory. Arg: 1 the key products only, 2 the
+// value products only, 3 both (as decode). Counter: the layer's bytes per second.
+void BM_AttentionHeadProducts(benchmark::State& state) {
+  constexpr std::int64_t kHeads = 8, kNope = 64, kValue = 64, kLatent = 128, kLayers = 256;
+  std::vector<WeightMatrix> kv_b;
+  std::vector<std::vector<WeightMatrix>> key_up(kLayers), value_up(kLayers);
+  for (std::int64_t l = 0; l < kLayers; ++l) {
+    kv_b.push_back(Matrix(1, kHeads * (kNope + kValue), kLatent));
+    for (std::int64_t h = 0; h < kHeads; ++h) {
+      key_up[l].push_back(kv_b.back().RowSlice(h * (kNope + kValue), kNope));
+      value_up[l].push_back(kv_b.back().RowSlice(h * (kNope + kValue) + kNope, kValue));
+    }
+  }
+  std::vector<float> q(kNope, 0.5f), q_abs(kLatent), latent(kLatent, 0.25f), o(kValue);
+  std::int64_t l = 0;
+  for (auto _ : state) {
+    for (std::int64_t h = 0; h < kHeads; ++h) {
+      if (state.range(0) & 1) MatMulTransposed(key_up[l][h], q.data(), 1, q_abs.data(), nullptr);
+      if (state.range(0) & 2) MatMul(value_up[l][h], latent.data(), 1, o.data(), nullptr);
+    }
+    benchmark::DoNotOptimize(o.data());
+    l = (l + 1) % kLayers;
+  }
+  state.SetBytesProcessed(state.iterations() * static_cast<std::int64_t>(kv_b[0].bytes()));
+}
+BENCHMARK(BM_AttentionHeadProducts)->Arg(1)->Arg(2)->Arg(3)->ArgName("products")->Unit(benchmark::kMicrosecond);
+
 }  // namespace
 }  // namespace tandem::rt
