@@ -7,6 +7,7 @@
 #include <benchmark/benchmark.h>
 
 #include "runtime/engine/rope.hpp"
+#include "runtime/engine/router.hpp"
 #include "runtime/kernels/latent_attention.hpp"
 #include "runtime/kernels/ops.hpp"
 #include "runtime/model/synthetic_checkpoint.hpp"
@@ -80,6 +81,23 @@ void BM_Rope(benchmark::State& state) {
   Count(state, 2.0 * 4 * static_cast<double>(rows * dim), 3.0 * static_cast<double>(rows * dim));
 }
 BENCHMARK(BM_Rope);
+
+// One token's routing over the small preset's 64 experts (sigmoid scores, bias
+// correction, 8 groups of which 4 are kept, top 6).
+void BM_Route(benchmark::State& state) {
+  const ModelConfig config = FindPreset("small").config;
+  const std::vector<float> bias = Random(config.n_routed_experts, 9);
+  std::vector<float> correction(bias.size());
+  for (std::size_t e = 0; e < bias.size(); ++e) correction[e] = 0.01f * bias[e];
+  const Router router(config, correction);
+  const std::vector<float> logits = Random(config.n_routed_experts, 10);
+  std::vector<ExpertRoute> routes(static_cast<std::size_t>(config.num_experts_per_tok));
+  for (auto _ : state) {
+    router.Route(logits, routes);
+    benchmark::DoNotOptimize(routes.data());
+  }
+}
+BENCHMARK(BM_Route);
 
 // Query heads over a compressed MLA cache of `len` positions (small preset: latent
 // 128, rope 32, 8 heads), one at a time (LatentAttention, as before the heads were

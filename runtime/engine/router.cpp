@@ -14,7 +14,7 @@ namespace {
 
 // Route's working vectors, kept per thread so a decode step does not allocate.
 struct RouteScratch {
-  std::vector<double> scores, choice, group_score, members;
+  std::vector<double> scores, choice, group_score;
   std::vector<int> groups, order;
   std::vector<bool> keep;
 };
@@ -58,12 +58,17 @@ void Router::Route(std::span<const float> logits, std::span<ExpertRoute> routes)
     std::vector<double>& group_score = scratch.group_score;
     group_score.assign(static_cast<std::size_t>(config_.n_group), 0.0);
     for (int g = 0; g < config_.n_group; ++g) {
-      auto first = choice.begin() + g * per_group;
-      std::vector<double>& members = scratch.members;
-      members.assign(first, first + per_group);
-      std::sort(members.begin(), members.end(), std::greater<>());
-      group_score[g] = config_.topk_method == TopkMethod::kNoauxTc ? members[0] + (per_group > 1 ? members[1] : 0.0)
-                                                                   : members[0];
+      // The group's best and second best member (duplicates count twice).
+      double best = kMasked, second = kMasked;
+      for (int e = g * per_group; e < (g + 1) * per_group; ++e) {
+        if (choice[e] > best) {
+          second = best;
+          best = choice[e];
+        } else if (choice[e] > second) {
+          second = choice[e];
+        }
+      }
+      group_score[g] = config_.topk_method == TopkMethod::kNoauxTc ? best + (per_group > 1 ? second : 0.0) : best;
     }
     std::vector<int>& groups = scratch.groups;
     groups.resize(static_cast<std::size_t>(config_.n_group));
@@ -77,12 +82,18 @@ void Router::Route(std::span<const float> logits, std::span<ExpertRoute> routes)
     }
   }
 
+  // The k best experts, best first, ties to the lower index: one pass, each
+  // candidate inserted into the sorted list of the best so far.
+  const auto better = [&](int a, int b) { return choice[a] != choice[b] ? choice[a] > choice[b] : a < b; };
   std::vector<int>& order = scratch.order;
-  order.resize(static_cast<std::size_t>(n));
-  std::iota(order.begin(), order.end(), 0);
-  std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int a, int b) {
-    return choice[a] != choice[b] ? choice[a] > choice[b] : a < b;
-  });
+  order.resize(static_cast<std::size_t>(k));
+  int found = 0;
+  for (int e = 0; e < n; ++e) {
+    if (found == k && !better(e, order[k - 1])) continue;
+    int j = found < k ? found++ : k - 1;
+    for (; j > 0 && better(e, order[j - 1]); --j) order[j] = order[j - 1];
+    order[j] = e;
+  }
 
   double sum = 0.0;
   for (int i = 0; i < k; ++i) sum += scores[order[i]];
