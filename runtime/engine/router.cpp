@@ -47,12 +47,14 @@ void Router::Route(std::span<const float> logits, std::span<ExpertRoute> routes)
       break;
   }
 
+  constexpr double kMasked = -std::numeric_limits<double>::infinity();
   std::vector<double>& choice = scratch.choice;
   choice.assign(scores.begin(), scores.end());
   if (config_.topk_method == TopkMethod::kNoauxTc && !bias_.empty()) {
     for (int e = 0; e < n; ++e) choice[e] += bias_[e];
   }
-  constexpr double kMasked = -std::numeric_limits<double>::infinity();
+  // A NaN score (from NaN logits) ranks last rather than breaking the ordering.
+  for (double& c : choice) c = std::isnan(c) ? kMasked : c;
   if (config_.topk_method != TopkMethod::kGreedy && config_.n_group > 1) {
     const int per_group = n / config_.n_group;
     std::vector<double>& group_score = scratch.group_score;

@@ -23,10 +23,11 @@ __attribute__((target_clones("arch=haswell", "fma", "default"))) void AddWeighte
   }
 }
 
-// Cache entries per block: about 16 KiB, half the smallest L1 data cache, so every
-// head after the first reads the block from L1. A multiple of four, the entries
-// LatentScoresAvx2 takes at a time (blocks never change a result, only the order
-// in which independent sums are worked on).
+// Cache entries per block: at most about 16 KiB, half the smallest L1 data cache, so
+// every head after the first reads the block from L1 (small preset: 24 entries of
+// 160 floats; DeepSeek-V3's 576-float entries: 4, 9 KiB). A multiple of four, the
+// entries LatentScoresAvx2 takes at a time, for speed only: blocks never change a
+// result, only the order in which independent sums are worked on.
 std::int64_t EntriesPerBlock(std::int64_t stride) {
   const std::int64_t fit = 16384 / (std::max<std::int64_t>(stride, 1) * static_cast<std::int64_t>(sizeof(float)));
   return std::max<std::int64_t>(4, fit - fit % 4);

@@ -18,8 +18,9 @@ void LatentAttention(const float* q_latent, const float* q_rope, const float* ca
 // LatentAttention for `heads` query heads over the same cache: head h reads its
 // queries at q_latent + h·q_latent_stride and q_rope + h·q_rope_stride and writes
 // out + h·latent; `scores` is scratch of heads·len floats. Each head gets exactly
-// the bits LatentAttention gives it alone; the heads take the cache a block of
-// entries at a time, so it is read from memory once rather than once per head.
+// the bits LatentAttention gives it alone. The scores, and then the weighted sums,
+// take the cache a block of entries at a time for all the heads, so each of the two
+// passes reads it from memory once rather than once per head.
 void LatentAttentionHeads(const float* q_latent, std::int64_t q_latent_stride, const float* q_rope, std::int64_t q_rope_stride,
                           std::int64_t heads, const float* cache, std::int64_t stride, std::int64_t len, std::int64_t latent,
                           std::int64_t rope, float scale, float* scores, float* out);
