@@ -2,6 +2,8 @@
 // `tandem gate`. The same arm against itself (A/A) must pass; against itself with
 // `--debug-slowdown 0.15` (decode deliberately 15% slower) it must fail. Runs alone
 // (RUN_SERIAL): other tests on the same two cores would be noise it has to see through.
+// 40 sessions: with 24, a noisy shared host left the slowed campaign's interval too
+// wide (±10–12%) to prove the slowdown; 40 gave ±5–7% there (docs/reports.md).
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -49,7 +51,7 @@ arms:
     options: [--draft, "off"{options}]
 layouts:
   - {{name: single, workers: 0, coordinator_threads: 1{pin}}}
-sessions: {{per_layout: 24, order: ABBA}}
+sessions: {{per_layout: 40, order: ABBA}}
 warmup:
   - {{name: warmup, kind: battery, cases: [code], max_tokens: 32, counting: false}}
 workloads:
