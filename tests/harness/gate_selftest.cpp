@@ -2,8 +2,11 @@
 // `tandem gate`. The same arm against itself (A/A) must pass; against itself with
 // `--debug-slowdown 0.15` (decode deliberately 15% slower) it must fail. Runs alone
 // (RUN_SERIAL): other tests on the same two cores would be noise it has to see through.
-// 40 sessions: with 24, a noisy shared host left the slowed campaign's interval too
-// wide (±10–12%) to prove the slowdown; 40 gave ±5–7% there (docs/reports.md).
+// 40 sessions a campaign: with 24, a noisy shared host left the slowed campaign's
+// interval too wide (±10–12%) to prove the slowdown; 40 gave ±5–7% there. On a host
+// noisier still, the gate is right to call 40 sessions inconclusive; the test's
+// point is that enough sessions prove the slowdown, so an inconclusive slowed
+// campaign is run again with twice the sessions (docs/reports.md).
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -38,7 +41,7 @@ class GateSelfTest : public ::testing::Test {
   // Runs an A/A campaign whose second arm adds `candidate_options` (", --flag, value");
 // returns the store. Drafting is off in both arms: its exploratory rounds are noise
 // this test does not need.
-  static fs::path Run(const std::string& name, const std::string& candidate_options) {
+  static fs::path Run(const std::string& name, const std::string& candidate_options, int sessions = 40) {
     const fs::path file = *root_ / (name + ".yaml");
     std::ofstream(file) << fmt::format(R"(name: {name}
 model: {{path: {model}}}
@@ -51,7 +54,7 @@ arms:
     options: [--draft, "off"{options}]
 layouts:
   - {{name: single, workers: 0, coordinator_threads: 1{pin}}}
-sessions: {{per_layout: 40, order: ABBA}}
+sessions: {{per_layout: {sessions}, order: ABBA}}
 warmup:
   - {{name: warmup, kind: battery, cases: [code], max_tokens: 32, counting: false}}
 workloads:
@@ -62,7 +65,7 @@ gate: {{baseline: base, candidate: cand, families: ["battery: weighted decode"],
 timeouts: {{launch_s: 60, request_s: 60, teardown_grace_s: 5}}
 )",
                                        fmt::arg("name", name), fmt::arg("model", (*root_ / "model").string()), fmt::arg("bin", TANDEM_RT_BIN),
-                                       fmt::arg("options", candidate_options), fmt::arg("pin", Pinning()),
+                                       fmt::arg("options", candidate_options), fmt::arg("pin", Pinning()), fmt::arg("sessions", sessions),
                                        fmt::arg("corpus", std::string(TANDEM_SOURCE_DIR) + "/campaigns/corpus.yaml"),
                                        fmt::arg("store", (*root_ / (name + ".db")).string()));
     const auto r = testing::RunCommand(TANDEM_BIN, {"run", file.string(), "--quiet"}, 600s);
@@ -93,8 +96,15 @@ TEST_F(GateSelfTest, AaPassesAndAFifteenPercentSlowdownFails) {
   const auto a = nlohmann::json::parse(pass.out);
   EXPECT_EQ(a["verdict"], "pass") << pass.out;
 
-  const fs::path slow = Run("slow", ", --debug-slowdown, \"0.15\"");
-  const auto fail = testing::RunCommand(TANDEM_BIN, {"gate", slow.string(), "--json"});
+  fs::path slow = Run("slow", ", --debug-slowdown, \"0.15\"");
+  auto fail = testing::RunCommand(TANDEM_BIN, {"gate", slow.string(), "--json"});
+  if (const auto first = nlohmann::json::parse(fail.out); first["verdict"] != "fail" && first["families"].size() == 1) {
+    fmt::print("slowed, 40 sessions: ratio {:.3f} ({:.3f}–{:.3f}), not proven; again with 80\n",
+               first["families"][0]["ratio"].get<double>(), first["families"][0]["lo"].get<double>(),
+               first["families"][0]["hi"].get<double>());
+    slow = Run("slow80", ", --debug-slowdown, \"0.15\"", 80);
+    fail = testing::RunCommand(TANDEM_BIN, {"gate", slow.string(), "--json"});
+  }
   EXPECT_EQ(fail.exit_code, 1) << fail.out << fail.err;
   const auto f = nlohmann::json::parse(fail.out);
   EXPECT_EQ(f["verdict"], "fail") << fail.out;
