@@ -150,8 +150,9 @@ void Engine::State::Attention(int layer, std::span<const Row> rows) {
   // Per (row, head), one parallel loop: absorb W_UK into the query (q_abs =
   // W_UK[h]ᵀ · q_nope, so scores are taken against the cached latents), attend over
   // the cache, and apply W_UV[h] to the attended latent. A thread's heads of one row
-  // attend together, reading the cache once (LatentAttentionHeads); each pair's
-  // result is still computed alone, so batching and threads never change it.
+  // attend together, reading the cache once per pass rather than once per head
+  // (LatentAttentionHeads); each pair's result is still computed alone, so batching
+  // and threads never change it.
   q_abs.resize(static_cast<std::size_t>(b_rows * heads * kvl));
   latent.resize(static_cast<std::size_t>(b_rows * heads * kvl));
   o.resize(static_cast<std::size_t>(b_rows * heads * v_dim));
