@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <numeric>
 
 namespace tandem::rt {
 
@@ -18,6 +17,20 @@ struct RouteScratch {
   std::vector<int> groups, order;
   std::vector<bool> keep;
 };
+
+// The k best of [0, count) under `better` (a strict total order), best first, into
+// `best`: one pass, each candidate inserted into the sorted list of the best so far.
+template <typename Better>
+void BestK(int count, int k, const Better& better, std::vector<int>& best) {
+  best.resize(static_cast<std::size_t>(k));
+  int found = 0;
+  for (int e = 0; e < count; ++e) {
+    if (found == k && !better(e, best[k - 1])) continue;
+    int j = found < k ? found++ : k - 1;
+    for (; j > 0 && better(e, best[j - 1]); --j) best[j] = best[j - 1];
+    best[j] = e;
+  }
+}
 
 }  // namespace
 
@@ -72,30 +85,21 @@ void Router::Route(std::span<const float> logits, std::span<ExpertRoute> routes)
       }
       group_score[g] = config_.topk_method == TopkMethod::kNoauxTc ? best + (per_group > 1 ? second : 0.0) : best;
     }
+    // The topk_group best groups, ties to the lower group.
     std::vector<int>& groups = scratch.groups;
-    groups.resize(static_cast<std::size_t>(config_.n_group));
-    std::iota(groups.begin(), groups.end(), 0);
-    std::stable_sort(groups.begin(), groups.end(), [&](int a, int b) { return group_score[a] > group_score[b]; });
+    BestK(config_.n_group, config_.topk_group,
+          [&](int a, int b) { return group_score[a] != group_score[b] ? group_score[a] > group_score[b] : a < b; }, groups);
     std::vector<bool>& keep = scratch.keep;
     keep.assign(static_cast<std::size_t>(config_.n_group), false);
-    for (int i = 0; i < config_.topk_group; ++i) keep[groups[i]] = true;
+    for (int g : groups) keep[g] = true;
     for (int e = 0; e < n; ++e) {
       if (!keep[e / per_group]) choice[e] = kMasked;
     }
   }
 
-  // The k best experts, best first, ties to the lower index: one pass, each
-  // candidate inserted into the sorted list of the best so far.
-  const auto better = [&](int a, int b) { return choice[a] != choice[b] ? choice[a] > choice[b] : a < b; };
+  // The k best experts, ties to the lower index.
   std::vector<int>& order = scratch.order;
-  order.resize(static_cast<std::size_t>(k));
-  int found = 0;
-  for (int e = 0; e < n; ++e) {
-    if (found == k && !better(e, order[k - 1])) continue;
-    int j = found < k ? found++ : k - 1;
-    for (; j > 0 && better(e, order[j - 1]); --j) order[j] = order[j - 1];
-    order[j] = e;
-  }
+  BestK(n, k, [&](int a, int b) { return choice[a] != choice[b] ? choice[a] > choice[b] : a < b; }, order);
 
   double sum = 0.0;
   for (int i = 0; i < k; ++i) sum += scores[order[i]];
