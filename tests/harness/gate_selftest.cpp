@@ -41,7 +41,8 @@ class GateSelfTest : public ::testing::Test {
   // Runs an A/A campaign whose second arm adds `candidate_options` (", --flag, value");
 // returns the store. Drafting is off in both arms: its exploratory rounds are noise
 // this test does not need.
-  static fs::path Run(const std::string& name, const std::string& candidate_options, int sessions = 40) {
+  static constexpr int kSessions = 40;  // per campaign; twice that for a rerun
+  static fs::path Run(const std::string& name, const std::string& candidate_options, int sessions = kSessions) {
     const fs::path file = *root_ / (name + ".yaml");
     std::ofstream(file) << fmt::format(R"(name: {name}
 model: {{path: {model}}}
@@ -99,10 +100,10 @@ TEST_F(GateSelfTest, AaPassesAndAFifteenPercentSlowdownFails) {
   fs::path slow = Run("slow", ", --debug-slowdown, \"0.15\"");
   auto fail = testing::RunCommand(TANDEM_BIN, {"gate", slow.string(), "--json"});
   if (const auto first = nlohmann::json::parse(fail.out); first["verdict"] != "fail" && first["families"].size() == 1) {
-    fmt::print("slowed, 40 sessions: ratio {:.3f} ({:.3f}–{:.3f}), not proven; again with 80\n",
+    fmt::print("slowed, {} sessions: ratio {:.3f} ({:.3f}–{:.3f}), not proven; again with {}\n", kSessions,
                first["families"][0]["ratio"].get<double>(), first["families"][0]["lo"].get<double>(),
-               first["families"][0]["hi"].get<double>());
-    slow = Run("slow80", ", --debug-slowdown, \"0.15\"", 80);
+               first["families"][0]["hi"].get<double>(), 2 * kSessions);
+    slow = Run("slow-rerun", ", --debug-slowdown, \"0.15\"", 2 * kSessions);
     fail = testing::RunCommand(TANDEM_BIN, {"gate", slow.string(), "--json"});
   }
   EXPECT_EQ(fail.exit_code, 1) << fail.out << fail.err;
