@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
-#include <memory>
 #include <vector>
 
+#include "bench/huge_page_buffer.hpp"
 #include "runtime/kernels/thread_pool.hpp"
 
 namespace tandem::bench {
@@ -26,14 +26,16 @@ float SumRange(const float* p, std::int64_t n) {
 
 double MeasureReadBandwidth(tandem::rt::ThreadPool& pool, std::size_t bytes, int repeats) {
   const auto n = static_cast<std::int64_t>(bytes / sizeof(float));
-  std::unique_ptr<float[]> buffer(new float[static_cast<std::size_t>(n)]);
-  pool.ParallelFor(n, [&](std::int64_t b, std::int64_t e) { std::fill(buffer.get() + b, buffer.get() + e, 1.0f); });
+  // On huge pages, as the mapped weights are (see HugePageBuffer).
+  const std::shared_ptr<void> memory = HugePageBuffer(bytes);
+  auto* const buffer = static_cast<float*>(memory.get());
+  pool.ParallelFor(n, [&](std::int64_t b, std::int64_t e) { std::fill(buffer + b, buffer + e, 1.0f); });
   std::vector<float> sums(static_cast<std::size_t>(pool.size()));
   double best = 0.0;
   for (int r = 0; r < repeats; ++r) {
     const auto t0 = std::chrono::steady_clock::now();
     pool.ParallelFor(n, [&](std::int64_t b, std::int64_t e) {
-      sums[static_cast<std::size_t>(b * pool.size() / n)] += SumRange(buffer.get() + b, e - b);
+      sums[static_cast<std::size_t>(b * pool.size() / n)] += SumRange(buffer + b, e - b);
     });
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     best = std::max(best, static_cast<double>(bytes) / s);
