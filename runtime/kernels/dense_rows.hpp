@@ -19,13 +19,27 @@ namespace tandem::rt::kernels {
 // Fixed-lane reduction of sixteen partial sums (in place; returns the total).
 float ReduceLanes(float* lanes);
 
+// Where a thread's reading goes on after a range of rows: a step reads many small
+// matrices (128 KiB per expert projection in the small preset), and a prefetch
+// stream that stopped at each one's end and restarted at the next one's head lost
+// a memory latency per matrix. `next` is the first byte of the rows the thread
+// reads next (the next product in its share of a MatMulMany), `next_bytes` their
+// length; `head_warm` says an earlier range already prefetched these rows' head.
+struct RowStream {
+  const char* next = nullptr;
+  std::int64_t next_bytes = 0;
+  bool head_warm = false;
+};
+
 // AVX2 + FMA + F16C (matmul_avx2.cpp).
 // bf16 wants x with each block of 16 columns reordered as its 8 even then its 8
 // odd columns (weights are then widened without shuffles); the columns past the
 // last full block stay in place.
 void PrepareBf16InputAvx2(const float* x, std::int64_t batch, std::int64_t cols, float* out);
-void RowsBf16Avx2(const std::uint16_t* w, std::int64_t cols, const float* x, std::int64_t batch, float* y,
-                  std::int64_t y_stride, std::int64_t begin, std::int64_t end);
+// Returns whether it prefetched the head of `stream.next` (then the next range
+// can skip its own; not when these rows are shorter than the prefetch distance).
+bool RowsBf16Avx2(const std::uint16_t* w, std::int64_t cols, const float* x, std::int64_t batch, float* y,
+                  std::int64_t y_stride, std::int64_t begin, std::int64_t end, const RowStream& stream);
 void RowsF32Avx2(const float* w, std::int64_t cols, const float* x, std::int64_t batch, float* y, std::int64_t y_stride,
                  std::int64_t begin, std::int64_t end);
 // e4m3 bytes; x must already carry the block scales times 256 (see MatMul). The

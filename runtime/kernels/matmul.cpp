@@ -5,6 +5,7 @@
 #include <bit>
 #include <functional>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include "runtime/kernels/attention_rows.hpp"
@@ -345,35 +346,49 @@ float ReduceLanes(float* lanes) {
 namespace {
 
 // Rows [begin, end) of one product with fp32 output; `x` as PrepareInput left it.
-void RowsOf(const WeightMatrix& w, Isa isa, const float* x, std::int64_t batch, float* y, std::int64_t begin, std::int64_t end) {
+// Returns whether the kernel prefetched the head of `stream.next` (only the AVX2
+// bf16 kernel follows a stream across products).
+bool RowsOf(const WeightMatrix& w, Isa isa, const float* x, std::int64_t batch, float* y, std::int64_t begin, std::int64_t end,
+            const kernels::RowStream& stream) {
   const std::int64_t rows = w.rows, cols = w.cols;
   switch (w.type) {
     case WeightMatrix::Type::kBF16: {
       const auto* data = static_cast<const std::uint16_t*>(w.data);
-      if (isa >= Isa::kAvx2) return kernels::RowsBf16Avx2(data, cols, x, batch, y, rows, begin, end);
+      if (isa >= Isa::kAvx2) return kernels::RowsBf16Avx2(data, cols, x, batch, y, rows, begin, end, stream);
 #if defined(__x86_64__)
-      if (isa == Isa::kAvxFma) return RowsBf16Avx(data, cols, rows, x, batch, y, begin, end);
+      if (isa == Isa::kAvxFma) {
+        RowsBf16Avx(data, cols, rows, x, batch, y, begin, end);
+        return false;
+      }
 #endif
-      return RowsBf16(data, cols, rows, x, batch, y, begin, end);
+      RowsBf16(data, cols, rows, x, batch, y, begin, end);
+      return false;
     }
     case WeightMatrix::Type::kF32: {
       const auto* data = static_cast<const float*>(w.data);
-      if (isa == Isa::kAvx512) return kernels::RowsF32Avx512(data, cols, x, batch, y, rows, begin, end);
-      if (isa == Isa::kAvx2) return kernels::RowsF32Avx2(data, cols, x, batch, y, rows, begin, end);
-      return RowsF32(data, cols, rows, x, batch, y, begin, end);
+      if (isa == Isa::kAvx512) {
+        kernels::RowsF32Avx512(data, cols, x, batch, y, rows, begin, end);
+      } else if (isa == Isa::kAvx2) {
+        kernels::RowsF32Avx2(data, cols, x, batch, y, rows, begin, end);
+      } else {
+        RowsF32(data, cols, rows, x, batch, y, begin, end);
+      }
+      return false;
     }
     case WeightMatrix::Type::kF8E4M3: {
       const auto* data = static_cast<const std::uint8_t*>(w.data);
       thread_local std::vector<float> scaled;
-      return Fp8Rows(w, x, batch, begin, end, isa >= Isa::kAvx2 ? 256.0f : 1.0f, scaled,
-                     [&](const float* xs, std::int64_t b, std::int64_t e) {
-                       if (isa == Isa::kAvx512) return kernels::RowsFp8Avx512(data, cols, xs, batch, y, rows, b, e);
-                       if (isa == Isa::kAvx2) return kernels::RowsFp8Avx2(data, cols, xs, batch, y, rows, b, e);
-                       RowsFp8(data, cols, rows, xs, batch, y, b, e);
-                     });
+      Fp8Rows(w, x, batch, begin, end, isa >= Isa::kAvx2 ? 256.0f : 1.0f, scaled,
+              [&](const float* xs, std::int64_t b, std::int64_t e) {
+                if (isa == Isa::kAvx512) return kernels::RowsFp8Avx512(data, cols, xs, batch, y, rows, b, e);
+                if (isa == Isa::kAvx2) return kernels::RowsFp8Avx2(data, cols, xs, batch, y, rows, b, e);
+                RowsFp8(data, cols, rows, xs, batch, y, b, e);
+              });
+      return false;
     }
-    case WeightMatrix::Type::kQuantized: return;  // MatMulMany runs these itself
+    case WeightMatrix::Type::kQuantized: return false;  // MatMulMany runs these itself
   }
+  return false;
 }
 
 // Rows [begin, end) of one product with double accumulation and output.
@@ -472,10 +487,20 @@ void MatMulMany(std::span<const MatMulTask> tasks, ThreadPool* pool) {
   const std::vector<const kernels::PreparedQuantizedInput*>& quantized = quantized_of;
   Run(pool, total, min_chunk, [&](std::int64_t begin, std::int64_t end) {
     auto i = static_cast<std::size_t>(std::upper_bound(starts.begin(), starts.end(), begin) - starts.begin()) - 1;
+    bool head_warm = false;  // the previous product prefetched this one's head
     for (; i < tasks.size() && starts[i] < end; ++i) {
       const MatMulTask& t = tasks[i];
       const std::int64_t b = std::max(begin, starts[i]) - starts[i], e = std::min(end, starts[i + 1]) - starts[i];
       if (b >= e) continue;
+      kernels::RowStream stream;
+      stream.head_warm = std::exchange(head_warm, false);
+      // The next product this thread reads, if the same kernel reads it (its rows
+      // in this share start at its first row: the shares are contiguous).
+      if (i + 1 < tasks.size() && starts[i + 1] < end && NeedsPreparedInput(tasks[i + 1], isa)) {
+        const WeightMatrix& next = *tasks[i + 1].w;
+        stream.next = static_cast<const char*>(next.data);
+        stream.next_bytes = (std::min(end, starts[i + 2]) - starts[i + 1]) * next.cols * static_cast<std::int64_t>(sizeof(std::uint16_t));
+      }
       if (t.w->quantized) {
         const QuantizedMatrix& q = *t.w->quantized;
         if (t.y != nullptr) kernels::QuantizedRows(q, *quantized[i], t.y + b, q.rows, b, e, isa);
@@ -489,7 +514,7 @@ void MatMulMany(std::span<const MatMulTask> tasks, ThreadPool* pool) {
         }
         continue;
       }
-      if (t.y != nullptr) RowsOf(*t.w, isa, in[i], t.batch, t.y, b, e);
+      if (t.y != nullptr) head_warm = RowsOf(*t.w, isa, in[i], t.batch, t.y, b, e, stream);
       if (t.y64 != nullptr) RowsOfF64(*t.w, isa, t.x, t.batch, t.y64, b, e);  // the double kernels read x as given
     }
   });

@@ -112,10 +112,17 @@ inline float ReduceWithTail(__m256 a, __m256 b, const typename F::T* w, const fl
   return ReduceLanes(lanes);
 }
 
+// The head of the range a tile's prefetches run on into past `stop`.
+struct NextRange {
+  const char* begin = nullptr;
+  std::int64_t bytes = 0;
+};
+
 // R output rows × B inputs: each weight block is loaded once and used B times,
 // each input block once for R rows.
 template <class F, int R, int B>
-inline void Tile(const typename F::T* w, std::int64_t cols, const float* x, float* y, std::int64_t y_stride, const char* stop) {
+inline void Tile(const typename F::T* w, std::int64_t cols, const float* x, float* y, std::int64_t y_stride, const char* stop,
+                 const NextRange& next) {
   __m256 acc_a[R][B], acc_b[R][B];
   for (int r = 0; r < R; ++r) {
     for (int b = 0; b < B; ++b) acc_a[r][b] = acc_b[r][b] = _mm256_setzero_ps();
@@ -130,9 +137,20 @@ inline void Tile(const typename F::T* w, std::int64_t cols, const float* x, floa
   for (std::int64_t i = 0; i < full; i += kBlock) {
     const std::int64_t at = i / kBlock * kStep;
     if constexpr (kStep >= 64) {
-      if (at < room) PrefetchRange(ahead + at, kStep);
+      if (at < room) {
+        PrefetchRange(ahead + at, kStep);
+      } else if (next.begin != nullptr) {
+        const std::int64_t into = at - room;
+        if (into < next.bytes) PrefetchRange(next.begin + into, kStep);
+      }
     } else {
-      if (at % 64 == 0 && at < room) _mm_prefetch(ahead + at, _MM_HINT_T1);
+      if (at % 64 == 0) {
+        if (at < room) {
+          _mm_prefetch(ahead + at, _MM_HINT_T1);
+        } else if (next.begin != nullptr && at - room < next.bytes) {
+          _mm_prefetch(next.begin + (at - room), _MM_HINT_T1);
+        }
+      }
     }
     __m256 wa[R], wb[R];
     for (int r = 0; r < R; ++r) F::Load(w + r * cols + i, wa[r], wb[r]);
@@ -154,20 +172,28 @@ inline void Tile(const typename F::T* w, std::int64_t cols, const float* x, floa
 // Inputs in fours (one weight row at a time), the rest one input at a time over
 // four weight rows.
 template <class F>
-void Rows(const typename F::T* w, std::int64_t cols, const float* x, std::int64_t batch, float* y, std::int64_t y_stride,
-          std::int64_t begin, std::int64_t end) {
+bool Rows(const typename F::T* w, std::int64_t cols, const float* x, std::int64_t batch, float* y, std::int64_t y_stride,
+          std::int64_t begin, std::int64_t end, const RowStream& stream) {
   const char* stop = reinterpret_cast<const char*>(w + end * cols);
+  // The last pass's tiles prefetch on past `stop` into the next range's head
+  // (they are kAheadBytes ahead of where they read, so rows shorter than that
+  // would leave the head's first bytes out: then the next range warms its own).
+  const bool hand_on = stream.next != nullptr && stream.next_bytes > 0 && stop - reinterpret_cast<const char*>(w + begin * cols) >= kAheadBytes;
+  const NextRange none{}, next_head{stream.next, std::min(stream.next_bytes, kAheadBytes)};
   std::int64_t b = 0;
   for (; b + 4 <= batch; b += 4) {
-    PrefetchHead(w + begin * cols, stop);
-    for (std::int64_t o = begin; o < end; ++o) Tile<F, 1, 4>(w + o * cols, cols, x + b * cols, y + b * y_stride + o, y_stride, stop);
+    if (b > 0 || !stream.head_warm) PrefetchHead(w + begin * cols, stop);
+    const NextRange& next = hand_on && b + 4 == batch ? next_head : none;
+    for (std::int64_t o = begin; o < end; ++o) Tile<F, 1, 4>(w + o * cols, cols, x + b * cols, y + b * y_stride + o, y_stride, stop, next);
   }
   for (; b < batch; ++b) {
-    PrefetchHead(w + begin * cols, stop);
+    if (b > 0 || !stream.head_warm) PrefetchHead(w + begin * cols, stop);
+    const NextRange& next = hand_on && b + 1 == batch ? next_head : none;
     std::int64_t o = begin;
-    for (; o + 4 <= end; o += 4) Tile<F, 4, 1>(w + o * cols, cols, x + b * cols, y + b * y_stride + o, y_stride, stop);
-    for (; o < end; ++o) Tile<F, 1, 1>(w + o * cols, cols, x + b * cols, y + b * y_stride + o, y_stride, stop);
+    for (; o + 4 <= end; o += 4) Tile<F, 4, 1>(w + o * cols, cols, x + b * cols, y + b * y_stride + o, y_stride, stop, next);
+    for (; o < end; ++o) Tile<F, 1, 1>(w + o * cols, cols, x + b * cols, y + b * y_stride + o, y_stride, stop, next);
   }
+  return hand_on && batch > 0;
 }
 
 }  // namespace
@@ -187,19 +213,19 @@ void PrepareBf16InputAvx2(const float* x, std::int64_t batch, std::int64_t cols,
   }
 }
 
-void RowsBf16Avx2(const std::uint16_t* w, std::int64_t cols, const float* x, std::int64_t batch, float* y,
-                  std::int64_t y_stride, std::int64_t begin, std::int64_t end) {
-  Rows<Bf16>(w, cols, x, batch, y, y_stride, begin, end);
+bool RowsBf16Avx2(const std::uint16_t* w, std::int64_t cols, const float* x, std::int64_t batch, float* y,
+                  std::int64_t y_stride, std::int64_t begin, std::int64_t end, const RowStream& stream) {
+  return Rows<Bf16>(w, cols, x, batch, y, y_stride, begin, end, stream);
 }
 
 void RowsF32Avx2(const float* w, std::int64_t cols, const float* x, std::int64_t batch, float* y, std::int64_t y_stride,
                  std::int64_t begin, std::int64_t end) {
-  Rows<F32>(w, cols, x, batch, y, y_stride, begin, end);
+  Rows<F32>(w, cols, x, batch, y, y_stride, begin, end, RowStream{});
 }
 
 void RowsFp8Avx2(const std::uint8_t* w, std::int64_t cols, const float* x, std::int64_t batch, float* y,
                  std::int64_t y_stride, std::int64_t begin, std::int64_t end) {
-  Rows<Fp8>(w, cols, x, batch, y, y_stride, begin, end);
+  Rows<Fp8>(w, cols, x, batch, y, y_stride, begin, end, RowStream{});
 }
 
 }  // namespace tandem::rt::kernels
