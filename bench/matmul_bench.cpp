@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <memory>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include <benchmark/benchmark.h>
@@ -122,53 +123,68 @@ void BM_AttentionHeadProducts(benchmark::State& state) {
 }
 BENCHMARK(BM_AttentionHeadProducts)->Arg(1)->Arg(2)->Arg(3)->ArgName("products")->Unit(benchmark::kMicrosecond);
 
-// A MoE layer's expert products from memory, as decode reads them: 7 experts of
-// 336 (the small preset's shape: gate and up 128 × 512, down 512 × 128, bf16,
-// stored down, gate, up like a checkpoint's sorted tensors; 126 MiB in all,
-// beyond the caches) drawn at random each iteration, their gates and ups as one
-// MatMulMany over one input row, then their downs as another. What it shows is the
-// cost of reading many 128 KiB matrices instead of one long stream (compare
+// A MoE layer's expert products from memory, as decode reads them: 7 distinct
+// experts (6 routed and the shared one) drawn at random each iteration from 336
+// (126 MiB: not a preset's count, just far beyond the caches), each of the small
+// preset's shape (gate and up 128 × 512, down 512 × 128, bf16; stored down, gate,
+// up like a checkpoint's sorted tensors), their gates and ups as one MatMulMany over
+// one input row, then their downs as another. What it shows is the cost of reading
+// many 128 KiB matrices instead of one long stream (compare
 // BM_MatMul/format:1/rows:131072 and BM_ReadBandwidth). Arg: threads (0: all).
-// Short runs, so repetitions can interleave with another binary's or be compared
-// with --benchmark_repetitions=15 --benchmark_enable_random_interleaving=true.
-void BM_ExpertProducts(benchmark::State& state) {
-  constexpr std::int64_t kExperts = 336, kActive = 7, kHidden = 512, kInter = 128, kPer = 3 * kHidden * kInter;
-  ThreadPool pool(static_cast<int>(state.range(0)));
+// Short runs over weights made once, so variants can be compared with
+// --benchmark_repetitions=15 --benchmark_enable_random_interleaving=true.
+struct ExpertStore {
+  static constexpr std::int64_t kExperts = 336, kHidden = 512, kInter = 128, kPer = 3 * kHidden * kInter;
   // On huge pages, as mapped weights are (see HugePageBuffer).
-  const std::shared_ptr<void> memory = tandem::bench::HugePageBuffer(static_cast<std::size_t>(kExperts * kPer) * sizeof(std::uint16_t));
-  auto* const values = static_cast<std::uint16_t*>(memory.get());
-  std::mt19937 rng(3);
-  for (std::int64_t i = 0; i < kExperts * kPer; ++i) values[i] = F32ToBf16(static_cast<float>(rng() % 1024) * 1e-4f - 0.05f);
-  const auto view = [&](std::int64_t offset, std::int64_t rows, std::int64_t cols) {
-    WeightMatrix w;
-    w.type = WeightMatrix::Type::kBF16;
-    w.rows = rows;
-    w.cols = cols;
-    w.data = values + offset;
-    return w;
-  };
+  std::shared_ptr<void> memory = tandem::bench::HugePageBuffer(static_cast<std::size_t>(kExperts * kPer) * sizeof(std::uint16_t));
   std::vector<WeightMatrix> down, gate, up;
-  for (std::int64_t e = 0; e < kExperts; ++e) {
-    down.push_back(view(e * kPer, kHidden, kInter));
-    gate.push_back(view(e * kPer + kHidden * kInter, kInter, kHidden));
-    up.push_back(view(e * kPer + 2 * kHidden * kInter, kInter, kHidden));
+
+  ExpertStore() {
+    auto* const values = static_cast<std::uint16_t*>(memory.get());
+    std::mt19937 rng(3);
+    for (std::int64_t i = 0; i < kExperts * kPer; ++i) values[i] = F32ToBf16(static_cast<float>(rng() % 1024) * 1e-4f - 0.05f);
+    const auto view = [&](std::int64_t offset, std::int64_t rows, std::int64_t cols) {
+      WeightMatrix w;
+      w.type = WeightMatrix::Type::kBF16;
+      w.rows = rows;
+      w.cols = cols;
+      w.data = values + offset;
+      return w;
+    };
+    for (std::int64_t e = 0; e < kExperts; ++e) {
+      down.push_back(view(e * kPer, kHidden, kInter));
+      gate.push_back(view(e * kPer + kHidden * kInter, kInter, kHidden));
+      up.push_back(view(e * kPer + 2 * kHidden * kInter, kInter, kHidden));
+    }
   }
-  std::vector<float> x(kHidden, 0.5f), hidden(static_cast<std::size_t>(2 * kActive * kInter), 0.25f),
-      out(static_cast<std::size_t>(kActive * kHidden));
+};
+
+void BM_ExpertProducts(benchmark::State& state) {
+  using S = ExpertStore;
+  constexpr std::int64_t kActive = 7;
+  static const ExpertStore store;
+  ThreadPool pool(static_cast<int>(state.range(0)));
+  std::vector<float> x(S::kHidden, 0.5f), hidden(static_cast<std::size_t>(2 * kActive * S::kInter), 0.25f),
+      out(static_cast<std::size_t>(kActive * S::kHidden));
   std::vector<MatMulTask> gate_up(2 * kActive), downs(kActive);
+  std::vector<std::size_t> experts(static_cast<std::size_t>(S::kExperts));
+  for (std::size_t e = 0; e < experts.size(); ++e) experts[e] = e;
+  std::mt19937 rng(4);
   for (auto _ : state) {
-    for (std::int64_t a = 0; a < kActive; ++a) {
-      const auto e = static_cast<std::size_t>(rng() % kExperts);
-      float* h = hidden.data() + 2 * a * kInter;
-      gate_up[static_cast<std::size_t>(2 * a)] = {&gate[e], x.data(), 1, h, nullptr};
-      gate_up[static_cast<std::size_t>(2 * a + 1)] = {&up[e], x.data(), 1, h + kInter, nullptr};
-      downs[static_cast<std::size_t>(a)] = {&down[e], h, 1, out.data() + a * kHidden, nullptr};
+    // The first kActive of a partial shuffle: distinct, as a token's experts are.
+    for (std::size_t a = 0; a < kActive; ++a) std::swap(experts[a], experts[a + rng() % (experts.size() - a)]);
+    for (std::size_t a = 0; a < kActive; ++a) {
+      const std::size_t e = experts[a];
+      float* h = hidden.data() + 2 * a * S::kInter;
+      gate_up[2 * a] = {&store.gate[e], x.data(), 1, h, nullptr};
+      gate_up[2 * a + 1] = {&store.up[e], x.data(), 1, h + S::kInter, nullptr};
+      downs[a] = {&store.down[e], h, 1, out.data() + a * S::kHidden, nullptr};
     }
     MatMulMany(gate_up, &pool);
     MatMulMany(downs, &pool);
     benchmark::DoNotOptimize(out.data());
   }
-  state.SetBytesProcessed(state.iterations() * kActive * kPer * static_cast<std::int64_t>(sizeof(std::uint16_t)));
+  state.SetBytesProcessed(state.iterations() * kActive * S::kPer * static_cast<std::int64_t>(sizeof(std::uint16_t)));
 }
 BENCHMARK(BM_ExpertProducts)->Arg(1)->Arg(0)->ArgName("threads")->MinTime(0.5)->Unit(benchmark::kMicrosecond);
 

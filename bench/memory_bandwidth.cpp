@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "bench/huge_page_buffer.hpp"

@@ -496,7 +496,7 @@ void MatMulMany(std::span<const MatMulTask> tasks, ThreadPool* pool) {
       stream.head_warm = std::exchange(head_warm, false);
       // The next product this thread reads, if the same kernel reads it (its rows
       // in this share start at its first row: the shares are contiguous).
-      if (i + 1 < tasks.size() && starts[i + 1] < end && NeedsPreparedInput(tasks[i + 1], isa)) {
+      if (i + 1 < tasks.size() && starts[i + 1] < end && tasks[i + 1].batch > 0 && NeedsPreparedInput(tasks[i + 1], isa)) {
         const WeightMatrix& next = *tasks[i + 1].w;
         stream.next = static_cast<const char*>(next.data);
         stream.next_bytes = (std::min(end, starts[i + 2]) - starts[i + 1]) * next.cols * static_cast<std::int64_t>(sizeof(std::uint16_t));

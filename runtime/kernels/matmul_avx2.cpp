@@ -131,7 +131,8 @@ inline void Tile(const typename F::T* w, std::int64_t cols, const float* x, floa
   // Per block of 16 columns the tile reads R · 16 values: prefetch as many bytes,
   // kAheadBytes on (its rows are contiguous).
   constexpr std::int64_t kStep = R * kBlock * static_cast<std::int64_t>(sizeof(typename F::T));
-  // Never past `stop`, the end of the caller's rows.
+  // Up to `stop`, the end of the caller's rows, then on into `next` (the head of
+  // the rows this thread reads after them, if the caller named them).
   const char* ahead = reinterpret_cast<const char*>(w) + kAheadBytes;
   const std::int64_t room = stop - reinterpret_cast<const char*>(w) - kAheadBytes;
   for (std::int64_t i = 0; i < full; i += kBlock) {
@@ -175,25 +176,29 @@ template <class F>
 bool Rows(const typename F::T* w, std::int64_t cols, const float* x, std::int64_t batch, float* y, std::int64_t y_stride,
           std::int64_t begin, std::int64_t end, const RowStream& stream) {
   const char* stop = reinterpret_cast<const char*>(w + end * cols);
-  // The last pass's tiles prefetch on past `stop` into the next range's head
-  // (they are kAheadBytes ahead of where they read, so rows shorter than that
-  // would leave the head's first bytes out: then the next range warms its own).
-  const bool hand_on = stream.next != nullptr && stream.next_bytes > 0 && stop - reinterpret_cast<const char*>(w + begin * cols) >= kAheadBytes;
-  const NextRange none{}, next_head{stream.next, std::min(stream.next_bytes, kAheadBytes)};
+  // The last pass's tiles prefetch on past `stop` into the next range's head.
+  // They run kAheadBytes ahead of where they read, so rows shorter than that would
+  // leave the head's first bytes out; and their prefetch steps meet `stop` exactly
+  // only when a row is whole cache lines in fours (a multiple of 64 columns). Else
+  // the next range warms its own head.
+  const bool prefetches_next = stream.next != nullptr && stream.next_bytes > 0 && cols % 64 == 0 &&
+                               stop - reinterpret_cast<const char*>(w + begin * cols) >= kAheadBytes;
+  // No std::min here: nothing built for AVX2 may instantiate a standard template.
+  const NextRange none{}, next_head{stream.next, stream.next_bytes < kAheadBytes ? stream.next_bytes : kAheadBytes};
   std::int64_t b = 0;
   for (; b + 4 <= batch; b += 4) {
     if (b > 0 || !stream.head_warm) PrefetchHead(w + begin * cols, stop);
-    const NextRange& next = hand_on && b + 4 == batch ? next_head : none;
+    const NextRange& next = prefetches_next && b + 4 == batch ? next_head : none;
     for (std::int64_t o = begin; o < end; ++o) Tile<F, 1, 4>(w + o * cols, cols, x + b * cols, y + b * y_stride + o, y_stride, stop, next);
   }
   for (; b < batch; ++b) {
     if (b > 0 || !stream.head_warm) PrefetchHead(w + begin * cols, stop);
-    const NextRange& next = hand_on && b + 1 == batch ? next_head : none;
+    const NextRange& next = prefetches_next && b + 1 == batch ? next_head : none;
     std::int64_t o = begin;
     for (; o + 4 <= end; o += 4) Tile<F, 4, 1>(w + o * cols, cols, x + b * cols, y + b * y_stride + o, y_stride, stop, next);
     for (; o < end; ++o) Tile<F, 1, 1>(w + o * cols, cols, x + b * cols, y + b * y_stride + o, y_stride, stop, next);
   }
-  return hand_on && batch > 0;
+  return prefetches_next && batch > 0;
 }
 
 }  // namespace

@@ -150,6 +150,9 @@ TEST(MatMulMany, GivesWhatEachProductGivesAlone) {
 
 // MatMulMany rearranges a bf16 input once for every product with that input, batch
 // and width (AVX2 CPUs): products that share only the pointer must not share it.
+// Consecutive bf16 products also hand their prefetch streams on to each other
+// (RowStream); results must not notice, at any batch (5: the four-input tiles,
+// then one more row).
 TEST(MatMulMany, SharesARearrangedInputOnlyWhereInputBatchAndWidthMatch) {
   ThreadPool pool(2);
   const WeightMatrix gate = RandomMatrix(Format::kBf16, 128, 512, 21), up = RandomMatrix(Format::kBf16, 64, 512, 22),
@@ -161,7 +164,13 @@ TEST(MatMulMany, SharesARearrangedInputOnlyWhereInputBatchAndWidthMatch) {
                               {&other, x.data(), 2, y_batch2.data(), nullptr},  // same pointer, other batch
                               {&narrow, x.data(), 3, y_narrow.data(), nullptr}, // same pointer, other width (not whole blocks of 16)
                               {&up, x2.data(), 3, y_x2.data(), nullptr}};
+  const std::vector<float> x5 = RandomInputs(5 * 512, 27);
+  std::vector<float> y_gate5(5 * 128), y_up5(5 * 64);
+  const MatMulTask batch5[] = {{&gate, x5.data(), 5, y_gate5.data(), nullptr}, {&up, x5.data(), 5, y_up5.data(), nullptr}};
   for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
+    MatMulMany(batch5, p);
+    EXPECT_EQ(y_gate5, Product(gate, x5, 5, nullptr, ActiveIsa()));
+    EXPECT_EQ(y_up5, Product(up, x5, 5, nullptr, ActiveIsa()));
     MatMulMany(tasks, p);
     EXPECT_EQ(y_gate, Product(gate, x, 3, nullptr, ActiveIsa()));
     EXPECT_EQ(y_up, Product(up, x, 3, nullptr, ActiveIsa()));
