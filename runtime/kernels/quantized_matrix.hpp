@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "runtime/kernels/weight_matrix.hpp"
+#include "runtime/kernels/weight_memory.hpp"
 
 namespace tandem::rt {
 
@@ -24,8 +25,9 @@ struct QuantizedMatrix {
   std::int64_t rows = 0;
   std::int64_t cols = 0;
   int group = 32;
-  std::vector<std::uint8_t> values;  // int8: rows·cols bytes; int4: rows·cols/2
-  std::vector<float> scales;         // rows · cols/group
+  // In weight memory (huge pages where the kernel gives them: see weight_memory.hpp).
+  WeightVector<std::uint8_t> values;  // int8: rows·cols bytes; int4: rows·cols/2
+  WeightVector<float> scales;         // rows · cols/group
 
   // Throws std::invalid_argument when `group` is not a multiple of 32 (the kernels
   // quantize their inputs in blocks of 32) or does not divide cols.

@@ -1,0 +1,165 @@
+#include "runtime/kernels/weight_memory.hpp"
+
+#include <cstdint>
+#include <iterator>
+#include <map>
+#include <mutex>
+#include <new>
+#include <vector>
+
+#include <sys/mman.h>
+
+namespace tandem::rt {
+
+namespace {
+
+constexpr std::size_t kHugePage = std::size_t{2} << 20;
+constexpr std::size_t kAlign = 64;
+
+std::size_t RoundUp(std::size_t n, std::size_t to) { return (n + to - 1) / to * to; }
+
+// A 2 MiB-aligned run of huge-page-eligible memory, handed out front to back.
+struct Chunk {
+  std::size_t size = 0;  // bytes mapped from the aligned start
+  std::size_t used = 0;
+  std::size_t live = 0;  // allocations not yet freed
+  std::uint64_t id = 0;  // new whenever the chunk's blocks start over (free blocks name it)
+};
+
+// Process-wide, like the heap it stands in for: blocks are freed by whichever
+// matrix outlives the others. Never destroyed, so a static object's vector may
+// still free into it at exit.
+struct Arena {
+  std::mutex mutex;
+  std::map<std::uintptr_t, Chunk> chunks;  // by aligned start
+  std::uintptr_t current = 0;              // the chunk small blocks come from (0: none)
+  std::size_t mapped = 0;
+  // Freed small blocks of chunks still in use, by size, for the next block of that
+  // size: loading a worker's share quantizes or reads a whole expert and keeps a
+  // slice of it, so without reuse every chunk would keep its dead wholes.
+  // An entry is stale once its chunk is unmapped or started over (its id changed):
+  // dropped when found, so freeing a chunk costs nothing.
+  struct FreeBlock {
+    std::uintptr_t address;
+    std::uint64_t chunk_id;
+  };
+  std::map<std::size_t, std::vector<FreeBlock>> free;
+  std::uint64_t next_id = 1;
+};
+
+Arena& TheArena() {
+  static Arena* arena = new Arena;
+  return *arena;
+}
+
+std::uintptr_t Map(Arena& a, std::size_t size) {
+  // One huge page more than asked, then the unaligned ends unmapped again.
+  const std::size_t mapped = size + kHugePage;
+  void* mapping = ::mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (mapping == MAP_FAILED) throw std::bad_alloc();
+  const auto first = reinterpret_cast<std::uintptr_t>(mapping);
+  const std::uintptr_t start = RoundUp(first, kHugePage);
+  if (start > first) ::munmap(mapping, start - first);
+  if (first + mapped > start + size) ::munmap(reinterpret_cast<void*>(start + size), first + mapped - start - size);
+  ::madvise(reinterpret_cast<void*>(start), size, MADV_HUGEPAGE);  // a hint: without THP, small pages
+  try {
+    a.chunks[start] = Chunk{size, 0, 0, a.next_id++};
+  } catch (...) {
+    ::munmap(reinterpret_cast<void*>(start), size);
+    throw;
+  }
+  a.mapped += size;
+  return start;
+}
+
+void Unmap(Arena& a, std::map<std::uintptr_t, Chunk>::iterator it) {
+  ::munmap(reinterpret_cast<void*>(it->first), it->second.size);
+  a.mapped -= it->second.size;
+  a.chunks.erase(it);
+}
+
+// The chunk holding `address`, or null.
+Chunk* ChunkOf(Arena& a, std::uintptr_t address) {
+  auto it = a.chunks.upper_bound(address);
+  if (it == a.chunks.begin()) return nullptr;
+  --it;
+  return address < it->first + it->second.size ? &it->second : nullptr;
+}
+
+// A freed block of exactly `size` bytes in a chunk still mapped, or 0.
+std::uintptr_t ReuseFreed(Arena& a, std::size_t size) {
+  const auto it = a.free.find(size);
+  if (it == a.free.end()) return 0;
+  std::uintptr_t found = 0;
+  while (found == 0 && !it->second.empty()) {
+    const Arena::FreeBlock b = it->second.back();
+    it->second.pop_back();
+    Chunk* c = ChunkOf(a, b.address);
+    if (c != nullptr && c->id == b.chunk_id) {
+      ++c->live;
+      found = b.address;
+    }
+  }
+  if (it->second.empty()) a.free.erase(it);
+  return found;
+}
+
+}  // namespace
+
+void* AllocateWeightMemory(std::size_t bytes) {
+  Arena& a = TheArena();
+  const std::size_t need = RoundUp(bytes == 0 ? 1 : bytes, kAlign);
+  const std::lock_guard lock(a.mutex);
+  if (need > kHugePage / 2) {  // a block of its own, not to waste a chunk's tail
+    const std::uintptr_t start = Map(a, RoundUp(need, kHugePage));
+    Chunk& c = a.chunks.at(start);
+    c.used = c.size;
+    c.live = 1;
+    return reinterpret_cast<void*>(start);
+  }
+  if (const std::uintptr_t block = ReuseFreed(a, need); block != 0) return reinterpret_cast<void*>(block);
+  if (a.current == 0 || a.chunks.at(a.current).used + need > a.chunks.at(a.current).size) {
+    if (a.current != 0 && a.chunks.at(a.current).live == 0) Unmap(a, a.chunks.find(a.current));
+    a.current = Map(a, kHugePage);
+  }
+  Chunk& c = a.chunks.at(a.current);
+  void* p = reinterpret_cast<void*>(a.current + c.used);
+  c.used += need;
+  ++c.live;
+  return p;
+}
+
+void FreeWeightMemory(void* p, std::size_t bytes) noexcept {
+  if (p == nullptr) return;
+  Arena& a = TheArena();
+  const auto address = reinterpret_cast<std::uintptr_t>(p);
+  const std::lock_guard lock(a.mutex);
+  auto it = a.chunks.upper_bound(address);
+  if (it == a.chunks.begin()) return;  // not ours: cannot happen through WeightAllocator
+  --it;
+  Chunk& c = it->second;
+  if (address >= it->first + c.size || c.live == 0) return;
+  if (--c.live > 0) {
+    // Kept for the next block of its size; a free must not fail, so under memory
+    // pressure the block is simply not reused.
+    try {
+      a.free[RoundUp(bytes == 0 ? 1 : bytes, kAlign)].push_back({address, c.id});
+    } catch (const std::bad_alloc&) {
+    }
+    return;
+  }
+  if (it->first == a.current) {
+    c.used = 0;  // the chunk small blocks come from: start it over
+    c.id = a.next_id++;
+  } else {
+    Unmap(a, it);
+  }
+}
+
+std::size_t WeightMemoryMapped() {
+  Arena& a = TheArena();
+  const std::lock_guard lock(a.mutex);
+  return a.mapped;
+}
+
+}  // namespace tandem::rt
