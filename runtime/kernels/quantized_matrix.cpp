@@ -75,8 +75,12 @@ float QuantizedMatrix::At(std::int64_t row, std::int64_t col) const {
 }
 
 QuantizedMatrix QuantizedMatrix::Rows(std::int64_t first, std::int64_t count) const {
-  QuantizedMatrix q = *this;
+  // Built empty, not copied: a copy's storage would keep the whole matrix's size.
+  QuantizedMatrix q;
+  q.format = format;
   q.rows = count;
+  q.cols = cols;
+  q.group = group;
   const auto row_bytes = static_cast<std::size_t>(format == QuantFormat::kInt8 ? cols : cols / 2);
   const auto row_scales = static_cast<std::size_t>(cols / group);
   q.values.assign(values.begin() + static_cast<std::ptrdiff_t>(first * row_bytes),

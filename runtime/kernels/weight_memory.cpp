@@ -1,13 +1,14 @@
 #include "runtime/kernels/weight_memory.hpp"
 
 #include <cstdint>
-#include <iterator>
 #include <map>
 #include <mutex>
 #include <new>
 #include <vector>
 
 #include <sys/mman.h>
+
+#include <sanitizer/asan_interface.h>  // no-op macros without AddressSanitizer
 
 namespace tandem::rt {
 
@@ -35,16 +36,17 @@ struct Arena {
   std::uintptr_t current = 0;              // the chunk small blocks come from (0: none)
   std::size_t mapped = 0;
   // Freed small blocks of chunks still in use, by size, for the next block of that
-  // size: loading a worker's share quantizes or reads a whole expert and keeps a
+  // size: loading a worker's share reads or quantizes a whole expert and keeps a
   // slice of it, so without reuse every chunk would keep its dead wholes.
   // An entry is stale once its chunk is unmapped or started over (its id changed):
-  // dropped when found, so freeing a chunk costs nothing.
+  // dropped when found, or all at once when no block is left anywhere.
   struct FreeBlock {
     std::uintptr_t address;
     std::uint64_t chunk_id;
   };
-  std::map<std::size_t, std::vector<FreeBlock>> free;
+  std::map<std::size_t, std::vector<FreeBlock>> free_blocks;
   std::uint64_t next_id = 1;
+  std::size_t live = 0;  // blocks not yet freed, in all chunks
 };
 
 Arena& TheArena() {
@@ -62,6 +64,7 @@ std::uintptr_t Map(Arena& a, std::size_t size) {
   if (start > first) ::munmap(mapping, start - first);
   if (first + mapped > start + size) ::munmap(reinterpret_cast<void*>(start + size), first + mapped - start - size);
   ::madvise(reinterpret_cast<void*>(start), size, MADV_HUGEPAGE);  // a hint: without THP, small pages
+  ASAN_POISON_MEMORY_REGION(reinterpret_cast<void*>(start), size);  // unpoisoned block by block
   try {
     a.chunks[start] = Chunk{size, 0, 0, a.next_id++};
   } catch (...) {
@@ -73,6 +76,7 @@ std::uintptr_t Map(Arena& a, std::size_t size) {
 }
 
 void Unmap(Arena& a, std::map<std::uintptr_t, Chunk>::iterator it) {
+  ASAN_UNPOISON_MEMORY_REGION(reinterpret_cast<void*>(it->first), it->second.size);  // for whoever maps it next
   ::munmap(reinterpret_cast<void*>(it->first), it->second.size);
   a.mapped -= it->second.size;
   a.chunks.erase(it);
@@ -88,8 +92,8 @@ Chunk* ChunkOf(Arena& a, std::uintptr_t address) {
 
 // A freed block of exactly `size` bytes in a chunk still mapped, or 0.
 std::uintptr_t ReuseFreed(Arena& a, std::size_t size) {
-  const auto it = a.free.find(size);
-  if (it == a.free.end()) return 0;
+  const auto it = a.free_blocks.find(size);
+  if (it == a.free_blocks.end()) return 0;
   std::uintptr_t found = 0;
   while (found == 0 && !it->second.empty()) {
     const Arena::FreeBlock b = it->second.back();
@@ -100,33 +104,34 @@ std::uintptr_t ReuseFreed(Arena& a, std::size_t size) {
       found = b.address;
     }
   }
-  if (it->second.empty()) a.free.erase(it);
+  if (it->second.empty()) a.free_blocks.erase(it);
   return found;
 }
 
 }  // namespace
 
 void* AllocateWeightMemory(std::size_t bytes) {
+  if (bytes > static_cast<std::size_t>(-1) / 2) throw std::bad_alloc();  // no rounding can wrap below
   Arena& a = TheArena();
   const std::size_t need = RoundUp(bytes == 0 ? 1 : bytes, kAlign);
   const std::lock_guard lock(a.mutex);
+  std::uintptr_t block = 0;
   if (need > kHugePage / 2) {  // a block of its own, not to waste a chunk's tail
-    const std::uintptr_t start = Map(a, RoundUp(need, kHugePage));
-    Chunk& c = a.chunks.at(start);
+    block = Map(a, RoundUp(need, kHugePage));
+    Chunk& c = a.chunks.at(block);
     c.used = c.size;
     c.live = 1;
-    return reinterpret_cast<void*>(start);
+  } else if (block = ReuseFreed(a, need); block == 0) {
+    // (The current chunk is never full with no live blocks: its last free starts it over.)
+    if (a.current == 0 || a.chunks.at(a.current).used + need > a.chunks.at(a.current).size) a.current = Map(a, kHugePage);
+    Chunk& c = a.chunks.at(a.current);
+    block = a.current + c.used;
+    c.used += need;
+    ++c.live;
   }
-  if (const std::uintptr_t block = ReuseFreed(a, need); block != 0) return reinterpret_cast<void*>(block);
-  if (a.current == 0 || a.chunks.at(a.current).used + need > a.chunks.at(a.current).size) {
-    if (a.current != 0 && a.chunks.at(a.current).live == 0) Unmap(a, a.chunks.find(a.current));
-    a.current = Map(a, kHugePage);
-  }
-  Chunk& c = a.chunks.at(a.current);
-  void* p = reinterpret_cast<void*>(a.current + c.used);
-  c.used += need;
-  ++c.live;
-  return p;
+  ++a.live;
+  ASAN_UNPOISON_MEMORY_REGION(reinterpret_cast<void*>(block), bytes);
+  return reinterpret_cast<void*>(block);
 }
 
 void FreeWeightMemory(void* p, std::size_t bytes) noexcept {
@@ -139,11 +144,13 @@ void FreeWeightMemory(void* p, std::size_t bytes) noexcept {
   --it;
   Chunk& c = it->second;
   if (address >= it->first + c.size || c.live == 0) return;
+  ASAN_POISON_MEMORY_REGION(p, RoundUp(bytes == 0 ? 1 : bytes, kAlign));
+  if (--a.live == 0) a.free_blocks.clear();  // every entry is stale now
   if (--c.live > 0) {
     // Kept for the next block of its size; a free must not fail, so under memory
     // pressure the block is simply not reused.
     try {
-      a.free[RoundUp(bytes == 0 ? 1 : bytes, kAlign)].push_back({address, c.id});
+      a.free_blocks[RoundUp(bytes == 0 ? 1 : bytes, kAlign)].push_back({address, c.id});
     } catch (const std::bad_alloc&) {
     }
     return;

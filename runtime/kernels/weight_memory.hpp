@@ -3,12 +3,18 @@
 // Memory for weights the runtime builds itself (group-quantized matrices, whether
 // quantized at load or copied out of a quantized checkpoint). Decode streams them
 // every step like the mapped bf16 weights, which Linux maps with 2 MiB pages where
-// it can; a small std::vector's heap memory stays on 4 KiB pages (glibc under THP
-// `madvise`), and that read int4 expert decode ~7% slower here (docs/performance.md,
-// "Fourth pass"). So matrices are packed into 2 MiB-aligned chunks marked for huge
-// pages; a chunk is unmapped when the last allocation in it is freed.
+// the page cache holds large folios; a small std::vector's heap memory stays on
+// 4 KiB pages (glibc under THP `madvise`), and that made int4 expert decode 6–12%
+// slower on one thread here, 2–5% on two (docs/performance.md, "Fourth pass").
+// So matrices are packed into 2 MiB-aligned chunks marked for huge pages.
+//
+// Made for weights loaded once: blocks up to 1 MiB share chunks (a chunk is unmapped
+// when its last block is freed, except the one small blocks currently come from,
+// which starts over); a larger block gets chunks of its own, rounded up to 2 MiB
+// (up to half of it unused for a block just over 1 MiB).
 
 #include <cstddef>
+#include <new>
 #include <vector>
 
 namespace tandem::rt {
@@ -25,7 +31,11 @@ struct WeightAllocator {
   WeightAllocator() noexcept = default;
   template <class U>
   WeightAllocator(const WeightAllocator<U>&) noexcept {}  // NOLINT: converting, as allocators must
-  T* allocate(std::size_t n) { return static_cast<T*>(AllocateWeightMemory(n * sizeof(T))); }
+  static_assert(alignof(T) <= 64, "weight memory blocks are 64-byte aligned");
+  T* allocate(std::size_t n) {
+    if (n > static_cast<std::size_t>(-1) / sizeof(T)) throw std::bad_array_new_length();
+    return static_cast<T*>(AllocateWeightMemory(n * sizeof(T)));
+  }
   void deallocate(T* p, std::size_t n) noexcept { FreeWeightMemory(p, n * sizeof(T)); }
   template <class U>
   bool operator==(const WeightAllocator<U>&) const noexcept {

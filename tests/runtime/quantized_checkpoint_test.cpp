@@ -88,6 +88,25 @@ WeightMatrix RandomF32(std::int64_t rows, std::int64_t cols, std::uint64_t seed)
   return WeightMatrix::OwnedF32(rows, cols, std::move(values));
 }
 
+// A worker's share of an expert is a slice of the whole: it must hold the slice's
+// bytes only, not the whole matrix's storage (a copy would keep its capacity).
+TEST(QuantizedMatrixRows, HoldOnlyTheirOwnBytes) {
+  const WeightMatrix w = RandomF32(8, 128, 4);
+  for (const QuantFormat format : {QuantFormat::kInt8, QuantFormat::kInt4}) {
+    const QuantizedMatrix q = QuantizedMatrix::Quantize(w, format, 32);
+    const QuantizedMatrix slice = q.Rows(2, 3);
+    EXPECT_EQ(slice.rows, 3);
+    EXPECT_EQ(slice.cols, 128);
+    EXPECT_EQ(slice.group, 32);
+    EXPECT_EQ(slice.format, format);
+    EXPECT_EQ(slice.values.capacity(), slice.values.size());
+    EXPECT_EQ(slice.scales.capacity(), slice.scales.size());
+    for (std::int64_t r = 0; r < 3; ++r) {
+      for (std::int64_t c = 0; c < 128; ++c) ASSERT_EQ(slice.At(r, c), q.At(2 + r, c)) << ToString(format) << " " << r << "," << c;
+    }
+  }
+}
+
 TEST(QuantizedMatrixColumns, KeepWholeGroupsAndTheirScales) {
   const WeightMatrix w = RandomF32(5, 128, 3);
   for (const QuantFormat format : {QuantFormat::kInt8, QuantFormat::kInt4}) {

@@ -33,7 +33,8 @@ TEST(WeightMemory, ChunksAreUnmappedWhenTheirLastBlockIsFreed) {
     std::vector<WeightVector<float>> blocks;
     for (int i = 0; i < 40; ++i) blocks.emplace_back(std::size_t{128} << 10, 1.0f);  // 512 KiB each: 10+ chunks
     blocks.emplace_back(std::size_t{1} << 20, 2.0f);                                   // 4 MiB of its own
-    // 20 MiB of small blocks (the first may fit in a chunk mapped before) and 4 MiB alone.
+    // 20 MiB of small blocks (up to four may fit in a chunk mapped before: then the
+    // bound is met exactly) and 4 MiB alone.
     EXPECT_GE(WeightMemoryMapped(), before + (std::size_t{22} << 20));
   }
   // What stays is at most the chunk small blocks come from, empty and ready for reuse.
@@ -89,6 +90,29 @@ TEST(WeightMemory, BlocksOfAChunkSinceUnmappedAreNeverHandedOut) {
       for (std::uint8_t v : blocks[i]) ASSERT_EQ(v, static_cast<std::uint8_t>(i)) << "round " << round << ", block " << i;
     }
   }
+}
+
+// The same with the address reused by blocks of another size before the stale
+// size is asked for again.
+TEST(WeightMemory, StaleFreeBlocksStayStaleWhenTheirAddressIsMappedAgain) {
+  std::vector<WeightVector<std::uint8_t>> keep;  // keeps the arena from emptying (which clears the lists)
+  keep.emplace_back(64, std::uint8_t{7});
+  for (int round = 0; round < 4; ++round) {
+    {
+      std::vector<WeightVector<std::uint8_t>> old;
+      for (int i = 0; i < 60; ++i) old.emplace_back(96 << 10, std::uint8_t{0});
+    }
+    std::vector<WeightVector<std::uint8_t>> other, same;
+    for (int i = 0; i < 60; ++i) other.emplace_back(80 << 10, static_cast<std::uint8_t>(100 + i));
+    for (int i = 0; i < 60; ++i) same.emplace_back(96 << 10, static_cast<std::uint8_t>(i));
+    for (std::size_t i = 0; i < other.size(); ++i) {
+      for (std::uint8_t v : other[i]) ASSERT_EQ(v, static_cast<std::uint8_t>(100 + i)) << "round " << round << ", other " << i;
+    }
+    for (std::size_t i = 0; i < same.size(); ++i) {
+      for (std::uint8_t v : same[i]) ASSERT_EQ(v, static_cast<std::uint8_t>(i)) << "round " << round << ", same " << i;
+    }
+  }
+  EXPECT_EQ(keep[0][0], 7);
 }
 
 }  // namespace
