@@ -14,11 +14,11 @@
 
 #include <benchmark/benchmark.h>
 
-#include "bench/huge_page_buffer.hpp"
 #include "runtime/kernels/cpu_features.hpp"
 #include "runtime/kernels/matmul.hpp"
 #include "runtime/kernels/quantized_matrix.hpp"
 #include "runtime/kernels/thread_pool.hpp"
+#include "runtime/kernels/weight_memory.hpp"
 #include "runtime/model/dtype.hpp"
 
 namespace tandem::rt {
@@ -135,12 +135,12 @@ BENCHMARK(BM_AttentionHeadProducts)->Arg(1)->Arg(2)->Arg(3)->ArgName("products")
 // --benchmark_repetitions=15 --benchmark_enable_random_interleaving=true.
 struct ExpertStore {
   static constexpr std::int64_t kExperts = 336, kHidden = 512, kInter = 128, kPer = 3 * kHidden * kInter;
-  // On huge pages, as mapped weights are (see HugePageBuffer).
-  std::shared_ptr<void> memory = tandem::bench::HugePageBuffer(static_cast<std::size_t>(kExperts * kPer) * sizeof(std::uint16_t));
+  // On huge pages, as the weights decode reads are (weight memory).
+  WeightVector<std::uint16_t> storage = WeightVector<std::uint16_t>(static_cast<std::size_t>(kExperts * kPer));
   std::vector<WeightMatrix> down, gate, up;
 
   ExpertStore() {
-    auto* const values = static_cast<std::uint16_t*>(memory.get());
+    std::uint16_t* const values = storage.data();
     std::mt19937 rng(3);
     for (std::int64_t i = 0; i < kExperts * kPer; ++i) values[i] = F32ToBf16(static_cast<float>(rng() % 1024) * 1e-4f - 0.05f);
     const auto view = [&](std::int64_t offset, std::int64_t rows, std::int64_t cols) {

@@ -3,11 +3,12 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
-#include "bench/huge_page_buffer.hpp"
 #include "runtime/kernels/thread_pool.hpp"
+#include "runtime/kernels/weight_memory.hpp"
 
 namespace tandem::bench {
 
@@ -27,9 +28,12 @@ float SumRange(const float* p, std::int64_t n) {
 
 double MeasureReadBandwidth(tandem::rt::ThreadPool& pool, std::size_t bytes, int repeats) {
   const auto n = static_cast<std::int64_t>(bytes / sizeof(float));
-  // On huge pages, as the mapped weights are (see HugePageBuffer).
-  const std::shared_ptr<void> memory = HugePageBuffer(bytes);
-  auto* const buffer = static_cast<float*>(memory.get());
+  // On huge pages, as the weights decode reads are (weight memory; the mapped
+  // bf16 weights where the page cache holds large folios): 4 KiB pages would
+  // understate what the hardware reads. Not a WeightVector: nothing to zero first.
+  const std::unique_ptr<float, std::function<void(float*)>> memory(
+      static_cast<float*>(tandem::rt::AllocateWeightMemory(bytes)), [bytes](float* p) { tandem::rt::FreeWeightMemory(p, bytes); });
+  float* const buffer = memory.get();
   pool.ParallelFor(n, [&](std::int64_t b, std::int64_t e) { std::fill(buffer + b, buffer + e, 1.0f); });
   std::vector<float> sums(static_cast<std::size_t>(pool.size()));
   double best = 0.0;
