@@ -19,6 +19,9 @@ constexpr std::size_t kAlign = 64;
 
 std::size_t RoundUp(std::size_t n, std::size_t to) { return (n + to - 1) / to * to; }
 
+// The bytes a block of `bytes` takes (never 0, so every block has an address of its own).
+std::size_t BlockBytes(std::size_t bytes) { return RoundUp(bytes == 0 ? 1 : bytes, kAlign); }
+
 // A 2 MiB-aligned run of huge-page-eligible memory, handed out front to back.
 struct Chunk {
   std::size_t size = 0;  // bytes mapped from the aligned start
@@ -82,12 +85,12 @@ void Unmap(Arena& a, std::map<std::uintptr_t, Chunk>::iterator it) {
   a.chunks.erase(it);
 }
 
-// The chunk holding `address`, or null.
-Chunk* ChunkOf(Arena& a, std::uintptr_t address) {
+// The chunk holding `address`, or chunks.end().
+std::map<std::uintptr_t, Chunk>::iterator ChunkOf(Arena& a, std::uintptr_t address) {
   auto it = a.chunks.upper_bound(address);
-  if (it == a.chunks.begin()) return nullptr;
+  if (it == a.chunks.begin()) return a.chunks.end();
   --it;
-  return address < it->first + it->second.size ? &it->second : nullptr;
+  return address < it->first + it->second.size ? it : a.chunks.end();
 }
 
 // A freed block of exactly `size` bytes in a chunk still mapped, or 0.
@@ -98,9 +101,9 @@ std::uintptr_t ReuseFreed(Arena& a, std::size_t size) {
   while (found == 0 && !it->second.empty()) {
     const Arena::FreeBlock b = it->second.back();
     it->second.pop_back();
-    Chunk* c = ChunkOf(a, b.address);
-    if (c != nullptr && c->id == b.chunk_id) {
-      ++c->live;
+    const auto c = ChunkOf(a, b.address);
+    if (c != a.chunks.end() && c->second.id == b.chunk_id) {
+      ++c->second.live;
       found = b.address;
     }
   }
@@ -113,7 +116,7 @@ std::uintptr_t ReuseFreed(Arena& a, std::size_t size) {
 void* AllocateWeightMemory(std::size_t bytes) {
   if (bytes > static_cast<std::size_t>(-1) / 2) throw std::bad_alloc();  // no rounding can wrap below
   Arena& a = TheArena();
-  const std::size_t need = RoundUp(bytes == 0 ? 1 : bytes, kAlign);
+  const std::size_t need = BlockBytes(bytes);
   const std::lock_guard lock(a.mutex);
   std::uintptr_t block = 0;
   if (need > kHugePage / 2) {  // a block of its own, not to waste a chunk's tail
@@ -139,18 +142,16 @@ void FreeWeightMemory(void* p, std::size_t bytes) noexcept {
   Arena& a = TheArena();
   const auto address = reinterpret_cast<std::uintptr_t>(p);
   const std::lock_guard lock(a.mutex);
-  auto it = a.chunks.upper_bound(address);
-  if (it == a.chunks.begin()) return;  // not ours: cannot happen through WeightAllocator
-  --it;
+  const auto it = ChunkOf(a, address);
+  if (it == a.chunks.end() || it->second.live == 0) return;  // not ours: cannot happen through WeightAllocator
   Chunk& c = it->second;
-  if (address >= it->first + c.size || c.live == 0) return;
-  ASAN_POISON_MEMORY_REGION(p, RoundUp(bytes == 0 ? 1 : bytes, kAlign));
+  ASAN_POISON_MEMORY_REGION(p, BlockBytes(bytes));
   if (--a.live == 0) a.free_blocks.clear();  // every entry is stale now
   if (--c.live > 0) {
     // Kept for the next block of its size; a free must not fail, so under memory
     // pressure the block is simply not reused.
     try {
-      a.free_blocks[RoundUp(bytes == 0 ? 1 : bytes, kAlign)].push_back({address, c.id});
+      a.free_blocks[BlockBytes(bytes)].push_back({address, c.id});
     } catch (const std::bad_alloc&) {
     }
     return;
