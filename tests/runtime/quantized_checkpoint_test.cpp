@@ -88,6 +88,19 @@ WeightMatrix RandomF32(std::int64_t rows, std::int64_t cols, std::uint64_t seed)
   return WeightMatrix::OwnedF32(rows, cols, std::move(values));
 }
 
+// `slice` is rows [row, row + rows) × columns [col, col + cols) of `q`: same format
+// and group, every value the same.
+void ExpectSliceOf(const QuantizedMatrix& slice, const QuantizedMatrix& q, std::int64_t row, std::int64_t rows, std::int64_t col,
+                   std::int64_t cols) {
+  EXPECT_EQ(slice.rows, rows);
+  EXPECT_EQ(slice.cols, cols);
+  EXPECT_EQ(slice.group, q.group);
+  EXPECT_EQ(slice.format, q.format);
+  for (std::int64_t r = 0; r < rows; ++r) {
+    for (std::int64_t c = 0; c < cols; ++c) ASSERT_EQ(slice.At(r, c), q.At(row + r, col + c)) << ToString(q.format) << " " << r << "," << c;
+  }
+}
+
 // A worker's share of an expert is a slice of the whole: it must hold the slice's
 // bytes only, not the whole matrix's storage (a copy would keep its capacity).
 TEST(QuantizedMatrixRows, HoldOnlyTheirOwnBytes) {
@@ -95,15 +108,9 @@ TEST(QuantizedMatrixRows, HoldOnlyTheirOwnBytes) {
   for (const QuantFormat format : {QuantFormat::kInt8, QuantFormat::kInt4}) {
     const QuantizedMatrix q = QuantizedMatrix::Quantize(w, format, 32);
     const QuantizedMatrix slice = q.Rows(2, 3);
-    EXPECT_EQ(slice.rows, 3);
-    EXPECT_EQ(slice.cols, 128);
-    EXPECT_EQ(slice.group, 32);
-    EXPECT_EQ(slice.format, format);
+    ExpectSliceOf(slice, q, 2, 3, 0, 128);
     EXPECT_EQ(slice.values.capacity(), slice.values.size());
     EXPECT_EQ(slice.scales.capacity(), slice.scales.size());
-    for (std::int64_t r = 0; r < 3; ++r) {
-      for (std::int64_t c = 0; c < 128; ++c) ASSERT_EQ(slice.At(r, c), q.At(2 + r, c)) << ToString(format) << " " << r << "," << c;
-    }
   }
 }
 
@@ -112,15 +119,9 @@ TEST(QuantizedMatrixColumns, KeepWholeGroupsAndTheirScales) {
   for (const QuantFormat format : {QuantFormat::kInt8, QuantFormat::kInt4}) {
     const QuantizedMatrix q = QuantizedMatrix::Quantize(w, format, 32);
     const QuantizedMatrix slice = q.Columns(32, 96);
-    EXPECT_EQ(slice.rows, 5);
-    EXPECT_EQ(slice.cols, 64);
-    EXPECT_EQ(slice.group, 32);
-    EXPECT_EQ(slice.format, format);
+    ExpectSliceOf(slice, q, 0, 5, 32, 64);
     EXPECT_EQ(slice.values.size(), format == QuantFormat::kInt8 ? 5u * 64u : 5u * 32u);
     EXPECT_EQ(slice.scales.size(), 5u * 2u);
-    for (std::int64_t r = 0; r < 5; ++r) {
-      for (std::int64_t c = 0; c < 64; ++c) ASSERT_EQ(slice.At(r, c), q.At(r, 32 + c)) << ToString(format) << " " << r << "," << c;
-    }
     const QuantizedMatrix whole = q.Columns(0, 128);
     EXPECT_EQ(whole.values, q.values);
     EXPECT_EQ(whole.scales, q.scales);
