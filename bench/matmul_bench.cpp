@@ -130,7 +130,9 @@ BENCHMARK(BM_AttentionHeadProducts)->Arg(1)->Arg(2)->Arg(3)->ArgName("products")
 // up like a checkpoint's sorted tensors), their gates and ups as one MatMulMany over
 // one input row, then their downs as another. What it shows is the cost of reading
 // many 128 KiB matrices instead of one long stream (compare
-// BM_MatMul/format:1/rows:131072 and BM_ReadBandwidth). Arg: threads (0: all).
+// BM_MatMul/format:1/rows:131072 and BM_ReadBandwidth). The int4 variant shows
+// the same for a quantized checkpoint's experts (40 KiB per matrix, scales
+// included), where per-product costs weigh more.
 // Short runs over weights made once, so variants can be compared with
 // --benchmark_repetitions=15 --benchmark_enable_random_interleaving=true.
 struct ExpertStore {
@@ -159,10 +161,44 @@ struct ExpertStore {
   }
 };
 
+// The same experts group-quantized to int4 (group 32), as `tandem-rt quantize`
+// writes routed experts: each matrix's values and scales in weight memory, in
+// loading order (down, gate, up), as a quantized checkpoint's loader leaves them.
+struct Int4ExpertStore {
+  std::vector<WeightMatrix> down, gate, up;
+
+  explicit Int4ExpertStore(const ExpertStore& bf16) {
+    const auto quantize = [](const WeightMatrix& w) {
+      WeightMatrix q;
+      q.type = WeightMatrix::Type::kQuantized;
+      q.rows = w.rows;
+      q.cols = w.cols;
+      q.quantized = std::make_shared<const QuantizedMatrix>(QuantizedMatrix::Quantize(w, QuantFormat::kInt4, 32));
+      return q;
+    };
+    for (std::size_t e = 0; e < bf16.down.size(); ++e) {
+      down.push_back(quantize(bf16.down[e]));
+      gate.push_back(quantize(bf16.gate[e]));
+      up.push_back(quantize(bf16.up[e]));
+    }
+  }
+};
+
+const Int4ExpertStore& Int4Experts(const ExpertStore& bf16) {
+  static const Int4ExpertStore store(bf16);  // made on first use: only int4 runs pay for it
+  return store;
+}
+
+// Args: threads (0: all), format (16: bf16, 4: int4 group 32; bytes counted are
+// the format's, scales included).
 void BM_ExpertProducts(benchmark::State& state) {
   using S = ExpertStore;
   constexpr std::int64_t kActive = 7;
-  static const ExpertStore store;
+  static const ExpertStore bf16;
+  const bool int4 = state.range(1) == 4;
+  const auto& gates = int4 ? Int4Experts(bf16).gate : bf16.gate;
+  const auto& ups = int4 ? Int4Experts(bf16).up : bf16.up;
+  const auto& down_of = int4 ? Int4Experts(bf16).down : bf16.down;
   ThreadPool pool(static_cast<int>(state.range(0)));
   std::vector<float> x(S::kHidden, 0.5f), hidden(static_cast<std::size_t>(2 * kActive * S::kInter), 0.25f),
       out(static_cast<std::size_t>(kActive * S::kHidden));
@@ -176,17 +212,23 @@ void BM_ExpertProducts(benchmark::State& state) {
     for (std::size_t a = 0; a < kActive; ++a) {
       const std::size_t e = experts[a];
       float* h = hidden.data() + 2 * a * S::kInter;
-      gate_up[2 * a] = {&store.gate[e], x.data(), 1, h, nullptr};
-      gate_up[2 * a + 1] = {&store.up[e], x.data(), 1, h + S::kInter, nullptr};
-      downs[a] = {&store.down[e], h, 1, out.data() + a * S::kHidden, nullptr};
+      gate_up[2 * a] = {&gates[e], x.data(), 1, h, nullptr};
+      gate_up[2 * a + 1] = {&ups[e], x.data(), 1, h + S::kInter, nullptr};
+      downs[a] = {&down_of[e], h, 1, out.data() + a * S::kHidden, nullptr};
     }
     MatMulMany(gate_up, &pool);
     MatMulMany(downs, &pool);
     benchmark::DoNotOptimize(out.data());
   }
-  state.SetBytesProcessed(state.iterations() * kActive * S::kPer * static_cast<std::int64_t>(sizeof(std::uint16_t)));
+  const std::int64_t expert_bytes =
+      int4 ? static_cast<std::int64_t>(gates[0].bytes() + ups[0].bytes() + down_of[0].bytes()) : S::kPer * static_cast<std::int64_t>(sizeof(std::uint16_t));
+  state.SetBytesProcessed(state.iterations() * kActive * expert_bytes);
 }
-BENCHMARK(BM_ExpertProducts)->Arg(1)->Arg(0)->ArgName("threads")->MinTime(0.5)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_ExpertProducts)
+    ->ArgsProduct({{1, 0}, {16, 4}})
+    ->ArgNames({"threads", "format"})
+    ->MinTime(0.5)
+    ->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 }  // namespace tandem::rt
