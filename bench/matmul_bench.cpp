@@ -196,9 +196,10 @@ void BM_ExpertProducts(benchmark::State& state) {
   constexpr std::int64_t kActive = 7;
   static const ExpertStore bf16;
   const bool int4 = state.range(1) == 4;
-  const auto& gates = int4 ? Int4Experts(bf16).gate : bf16.gate;
-  const auto& ups = int4 ? Int4Experts(bf16).up : bf16.up;
-  const auto& down_of = int4 ? Int4Experts(bf16).down : bf16.down;
+  const Int4ExpertStore* quantized = int4 ? &Int4Experts(bf16) : nullptr;
+  const auto& gates = int4 ? quantized->gate : bf16.gate;
+  const auto& ups = int4 ? quantized->up : bf16.up;
+  const auto& down_of = int4 ? quantized->down : bf16.down;
   ThreadPool pool(static_cast<int>(state.range(0)));
   std::vector<float> x(S::kHidden, 0.5f), hidden(static_cast<std::size_t>(2 * kActive * S::kInter), 0.25f),
       out(static_cast<std::size_t>(kActive * S::kHidden));
