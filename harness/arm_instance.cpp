@@ -41,6 +41,7 @@ std::unique_ptr<ArmInstance> ArmInstance::Launch(const ResolvedArm& arm, const L
       auto start_worker = [&](const std::string& role, int index) {
         std::vector<std::string> argv = {arm.worker.string(), "expert", "--listen", "127.0.0.1:0", "--model", model.string(),
                                          "--threads", std::to_string(layout.worker_threads), "--role", role};
+        if (layout.emulated_rtt_us > 0) argv.insert(argv.end(), {"--emulated-rtt-us", std::to_string(layout.emulated_rtt_us)});
         argv.insert(argv.end(), s.worker_options.begin(), s.worker_options.end());
         auto p = std::make_unique<ManagedProcess>(argv, s.env, log_dir / fmt::format("{}-{}.log", role, index), layout.worker_cpus);
         const auto line = p->WaitForLine("listening on ", timeout);

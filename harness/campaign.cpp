@@ -85,7 +85,8 @@ ArmSpec ParseArm(const At& at, const std::filesystem::path& base) {
 
 LayoutSpec ParseLayout(const At& at) {
   const Map m(at, {"name", "workers", "expert_parallel", "local_expert_layers", "coordinator_ranks", "wire_dtype",
-                   "partial_dtype", "coordinator_threads", "worker_threads", "options", "coordinator_cpus", "worker_cpus"});
+                   "partial_dtype", "coordinator_threads", "worker_threads", "emulated_rtt_us", "options", "coordinator_cpus",
+                   "worker_cpus"});
   LayoutSpec l;
   l.name = m.Get("name").String();
   l.workers = m.Number<int>("workers", 0, 0, 64);
@@ -96,6 +97,8 @@ LayoutSpec ParseLayout(const At& at) {
   if (m.Has("partial_dtype")) l.partial_dtype = OneOf(m.Get("partial_dtype"), {"f64", "f32", "bf16"});
   l.coordinator_threads = m.Number<int>("coordinator_threads", 0, 0, 1024);
   l.worker_threads = m.Number<int>("worker_threads", 1, 1, 1024);
+  l.emulated_rtt_us = m.Number<int>("emulated_rtt_us", 0, 0, 10000000);
+  if (l.emulated_rtt_us > 0 && l.workers == 0) throw m.Get("emulated_rtt_us").Error("needs expert workers (workers > 0)");
   l.options = m.StringList("options");
   l.coordinator_cpus = m.String("coordinator_cpus", "");
   l.worker_cpus = m.String("worker_cpus", "");
@@ -292,6 +295,15 @@ Campaign ParseCampaign(std::string_view text, const std::filesystem::path& file)
     c.layouts.push_back(ParseLayout(item));
     for (std::size_t k = 0; k + 1 < c.layouts.size(); ++k) {
       if (c.layouts[k].name == c.layouts.back().name) throw item.Error(fmt::format("layout name '{}' is used twice", c.layouts.back().name));
+    }
+    // Only Tandem's own workers know the flag: a command or external arm would run
+    // without the emulated link and be compared as if it had one.
+    for (const ArmSpec& arm : c.arms) {
+      if (c.layouts.back().emulated_rtt_us > 0 && arm.kind != ArmSourceKind::kBinary && arm.kind != ArmSourceKind::kGit) {
+        throw item.Child(item.node()["emulated_rtt_us"], "emulated_rtt_us")
+            .Error(fmt::format("arm '{}' is a {} arm: only binary and git arms start Tandem's workers, which emulate the link",
+                               arm.label, ToString(arm.kind)));
+      }
     }
   }
   if (m.Has("sessions")) c.sessions = ParseSessions(m.Get("sessions"), c.arms);

@@ -41,6 +41,10 @@ struct LayoutSpec {
   std::string partial_dtype = "f64";
   int coordinator_threads = 0;  // 0: the runtime's default (all cores)
   int worker_threads = 1;
+  // Benchmarking aid: each worker handles a layer request this long after it arrives
+  // (`tandem-rt expert --emulated-rtt-us`), standing in for a network slower than
+  // loopback. 0: no emulation (the flag is not passed).
+  int emulated_rtt_us = 0;
   std::vector<std::string> options;
   std::string coordinator_cpus;  // e.g. "0-1": pin with sched_setaffinity; empty: no pinning
   std::string worker_cpus;

@@ -59,6 +59,7 @@ json LayoutJson(const LayoutSpec& l) {
           {"partial_dtype", l.partial_dtype},
           {"coordinator_threads", l.coordinator_threads},
           {"worker_threads", l.worker_threads},
+          {"emulated_rtt_us", l.emulated_rtt_us},
           {"options", l.options},
           {"coordinator_cpus", l.coordinator_cpus},
           {"worker_cpus", l.worker_cpus}};

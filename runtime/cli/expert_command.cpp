@@ -15,6 +15,7 @@ void AddExpertCommand(CLI::App& app) {
   auto frame_timeout_ms = std::make_shared<int>(30000);
   auto model = std::make_shared<std::string>();
   auto device = std::make_shared<std::string>("cpu");
+  auto emulated_rtt_us = std::make_shared<int>(0);
   CLI::App* cmd = app.add_subcommand("expert", "Serve routed experts (or a coordinator's TP2 half, --role peer) over TCP");
   cmd->add_option("--listen", opt->listen, "HOST:PORT to listen on; port 0 picks a free one (printed on stdout)")->required();
   cmd->add_option("--model", *model, "Checkpoint directory (opened at the coordinator's handshake)")->required();
@@ -28,7 +29,12 @@ void AddExpertCommand(CLI::App& app) {
       ->capture_default_str();
   cmd->add_flag("--transport-only", opt->transport_only,
                 "Benchmarking aid: hold no weights, answer every request with zeros (measures the transport alone)");
-  cmd->callback([opt, model, frame_timeout_ms, device] {
+  cmd->add_option("--emulated-rtt-us", *emulated_rtt_us,
+                  "Benchmarking aid: handle each layer request this many microseconds after it arrives, as a network link's "
+                  "round trip would (loopback stands in for a slower network)")
+      ->check(CLI::Range(0, 10000000));
+  cmd->callback([opt, model, frame_timeout_ms, device, emulated_rtt_us] {
+    opt->emulated_rtt = std::chrono::microseconds(*emulated_rtt_us);
     opt->model = *model;
     opt->device = ParseDevice(*device);
     if (opt->device == Device::kCuda) RequireCudaDevice();  // fail at start, not at the first handshake

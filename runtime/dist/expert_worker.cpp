@@ -3,6 +3,9 @@
 #include <cstdio>
 #include <optional>
 #include <set>
+#include <thread>
+
+#include <sys/prctl.h>
 
 #include <boost/asio/ip/tcp.hpp>
 #include <fmt/format.h>
@@ -125,6 +128,7 @@ struct ExpertWorker::State {
         Log(fmt::format("{}: {}; waiting for the next coordinator", channel.peer(), *channel.error()));
         return;
       }
+      const auto arrived = Clock::now();
       try {
         if (channel.header().type != wire::FrameType::kLayerRequest) {
           throw wire::WireError(fmt::format("unexpected frame type {}", static_cast<int>(channel.header().type)));
@@ -132,6 +136,7 @@ struct ExpertWorker::State {
         const wire::LayerRequest request = wire::ParseLayerRequest(channel.header(), channel.payload(), hello.shape);
         const auto layer = static_cast<int>(request.header.layer);
         if (!held.contains(layer)) throw wire::WireError(fmt::format("layer {} is not held by this rank", layer));
+        if (options.emulated_rtt.count() > 0) std::this_thread::sleep_until(arrived + options.emulated_rtt);
         const auto t0 = Clock::now();
         partial.resize(request.hidden.size());
         if (options.transport_only) {
@@ -177,6 +182,9 @@ ExpertWorker::ExpertWorker(ExpertWorkerOptions options) : state_(std::make_uniqu
   if (!ec) s.acceptor.listen(asio::socket_base::max_listen_connections, ec);
   if (ec) throw std::runtime_error(fmt::format("--listen {}: {}", s.options.listen, ec.message()));
   s.options.listen = this->address();
+  if (s.options.emulated_rtt.count() < 0) throw std::invalid_argument("--emulated-rtt-us must not be negative");
+  // The default 50 µs timer slack would lengthen every emulated round trip by as much.
+  if (s.options.emulated_rtt.count() > 0) prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
 }
 
 ExpertWorker::~ExpertWorker() = default;

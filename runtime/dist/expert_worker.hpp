@@ -19,6 +19,10 @@ struct ExpertWorkerOptions {
   // Benchmarking aid: load no weights and answer every request with zero partials,
   // so a round trip measures the transport alone. Never for real use.
   bool transport_only = false;
+  // Benchmarking aid: emulate a network link by handling each layer request this
+  // long after it arrived (the round trip a real link would add, as a sleep that
+  // leaves the CPU free). Zero: answer at once.
+  std::chrono::microseconds emulated_rtt{0};
   // kCuda: the slices are copied to the GPU at the handshake and computed there.
   Device device = Device::kCpu;
 };

@@ -41,12 +41,12 @@ struct Worker {
   std::filesystem::path log;
 };
 
-Worker StartWorker(const std::filesystem::path& model, const std::string& role = "worker") {
+Worker StartWorker(const std::filesystem::path& model, const std::string& role = "worker", std::vector<std::string> extra = {}) {
   Worker w;
   w.log = TempDir("worker") / "stderr.log";
-  w.process = std::make_unique<ChildProcess>(
-      TANDEM_RT_BIN, std::vector<std::string>{"expert", "--listen", "127.0.0.1:0", "--model", model.string(), "--threads", "1", "--role", role},
-      w.log.string());
+  std::vector<std::string> argv = {"expert", "--listen", "127.0.0.1:0", "--model", model.string(), "--threads", "1", "--role", role};
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  w.process = std::make_unique<ChildProcess>(TANDEM_RT_BIN, argv, w.log.string());
   const auto line = w.process->ReadLine(20s);
   if (!line || line->find("listening on ") == std::string::npos) throw std::runtime_error("worker did not start: " + line.value_or("(nothing)"));
   w.address = line->substr(line->rfind(' ') + 1);
@@ -123,6 +123,25 @@ TEST(Hybrid, Fp8WireMatchesLikeForLikeAndStaysWithinItsBound) {
   const double vs_f32 = MaxRelativeError(fp8_prompt, f32_prompt);
   EXPECT_LT(vs_f32, 0.1);
   EXPECT_GT(vs_f32, 0.0);
+}
+
+// The emulated link (a benchmarking aid) delays answers and changes nothing else.
+TEST(Hybrid, AnEmulatedLinkDelaysEveryRoundTripAndKeepsTheResults) {
+  const auto& model = ModelFor("tiny");
+  constexpr int kRttMs = 20, kDecode = 4;
+  std::vector<Worker> workers;
+  for (int i = 0; i < 2; ++i) workers.push_back(StartWorker(model, "worker", {"--emulated-rtt-us", std::to_string(kRttMs * 1000)}));
+  const EvalRun single = RunEval(model, {"--expert-input-dtype", "bf16"}, kDecode);  // the wire rounds inputs so
+  ASSERT_EQ(single.run.exit_code, 0) << single.run.err;
+  const auto t0 = std::chrono::steady_clock::now();
+  const EvalRun hybrid = RunEval(model, {"--experts", Join(workers)}, kDecode);
+  const auto elapsed = std::chrono::steady_clock::now() - t0;
+  ASSERT_EQ(hybrid.run.exit_code, 0) << hybrid.run.err;
+  EXPECT_LE(MaxRelativeError(hybrid, single), 1e-4);
+  EXPECT_EQ(hybrid.tokens, single.tokens);
+  // A lower bound, not a speed goal: every decode step waits one emulated round
+  // trip for each of the tiny preset's 3 MoE layers.
+  EXPECT_GE(elapsed, std::chrono::milliseconds(kDecode * 3 * kRttMs));
 }
 
 TEST(Hybrid, KillingAWorkerMidGenerationFailsClearlyAndNothingHangs) {

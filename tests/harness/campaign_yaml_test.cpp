@@ -62,6 +62,8 @@ TEST(CampaignYaml, TheValidOneParses) {
   ASSERT_EQ(c.arms.size(), 2u);
   EXPECT_EQ(c.arms[1].options, (std::vector<std::string>{"--threads", "2"}));
   EXPECT_EQ(c.layouts[0].workers, 2);
+  EXPECT_EQ(c.layouts[0].emulated_rtt_us, 0);
+  EXPECT_EQ(ParseCampaign(ReplaceLine(Valid(), 11, "    workers: 2\n    emulated_rtt_us: 2500"), kFile).layouts[0].emulated_rtt_us, 2500);
   EXPECT_EQ(c.workloads[0].cases, (std::vector<std::string>{"hello", "code"}));
   EXPECT_EQ(c.store, std::filesystem::path(TANDEM_SOURCE_DIR) / "campaigns/results/t.db");
   EXPECT_EQ(c.yaml_sha256.size(), 64u);
@@ -85,6 +87,12 @@ TEST(CampaignYaml, ErrorsNameFileLineColumnAndKey) {
       {"missing name", {ReplaceLine(Valid(), 1, "# no name"), ": (top level): 'name' is missing"}},
       {"bad CPU list", {ReplaceLine(Valid(), 11, "    workers: 2\n    worker_cpus: 3-1"), ":12:18: layouts[0].worker_cpus: '3-1' is not a CPU list"}},
       {"key of another kind", {ReplaceLine(Valid(), 15, "    kind: mixed"), ":16:12: workloads[0].cases: is not used by a mixed workload"}},
+      {"emulated link without workers",
+       {ReplaceLine(Valid(), 11, "    workers: 0\n    emulated_rtt_us: 500"), ":12:22: layouts[0].emulated_rtt_us: needs expert workers"}},
+      {"emulated link with a command arm",
+       {ReplaceLine(ReplaceLine(Valid(), 11, "    workers: 2\n    emulated_rtt_us: 500"), 7,
+                    "    source: {kind: command, command: 'server --port {port}'}"),
+        ":12:22: layouts[0].emulated_rtt_us: arm 'b' is a command arm"}},
       {"not YAML", {ReplaceLine(Valid(), 10, "  - name: [l"), ": not valid YAML:"}},
       {"one arm", {ReplaceLine(ReplaceLine(Valid(), 7, "    source: {kind: binary, coordinator: " + std::string(TANDEM_RT_BIN) + ", worker: " +
                                                            std::string(TANDEM_RT_BIN) + "}"),

@@ -177,7 +177,8 @@ def build():
         dict(name="tp4", spec=dict(name="tp4", workers=4, expert_parallel="tp", local_expert_layers=0, coordinator_ranks=1, wire_dtype="bf16",
                                    partial_dtype="f64", coordinator_threads=0, worker_threads=1, coordinator_cpus="", worker_cpus="")),
         dict(name="ep2", spec=dict(name="ep2", workers=2, expert_parallel="ep", local_expert_layers=1, coordinator_ranks=1, wire_dtype="fp8",
-                                   partial_dtype="f32", coordinator_threads=2, worker_threads=1, coordinator_cpus="0-1", worker_cpus="2-7")),
+                                   partial_dtype="f32", coordinator_threads=2, worker_threads=1, emulated_rtt_us=500, coordinator_cpus="0-1",
+                                   worker_cpus="2-7")),
     ]
     campaign = dict(name="release-fixture", file="/campaigns/release-fixture.yaml", yaml_sha256="ab" * 32, model_path="/models/fixture",
                     model_revision="cd" * 32, created_at="2026-11-30T12:00:00Z", status="complete",
