@@ -15,6 +15,13 @@
 // "Speculative decoding").
 namespace tandem::rt {
 
+struct Draft;
+
+// Restricts a drafter's logits for request `request`, given its drafts so far: a
+// structured output's grammar, so its drafts are tokens the target may emit. Returns
+// `logits` or a masked copy (valid until the next call).
+using DraftMask = std::function<std::span<const float>(std::size_t request, const Draft& so_far, std::span<const float> logits)>;
+
 struct DraftRequest {
   SequenceId sequence = 0;
   // Every committed token of the request, prompt first; the last one (the anchor) is
@@ -24,6 +31,7 @@ struct DraftRequest {
   int max_drafts = 0;  // 0: propose nothing for this request this step
   int capacity = 0;    // KV positions the request may use
   const SamplingParams* sampling = nullptr;
+  const DraftMask* mask = nullptr;  // none: the drafter's logits as they are
 };
 
 struct Draft {
@@ -57,8 +65,9 @@ struct DraftWork {
 // Asked after each drafted token: should request `request` draft another one?
 using DraftMore = std::function<bool(std::size_t request, const Draft& so_far)>;
 
-// Appends to `draft` the token a drafter's `logits` give request `q` (greedy, or the
-// request's own stateless draw at the token's index) with its probability; true when
+// Appends to `draft` the token a drafter's `logits` (under `q.mask`, if any) give
+// request `q` (greedy, or the request's own stateless draw at the token's index) with
+// its probability; true when
 // the request should draft another one (below max_drafts and `more` agrees).
 bool AppendDraft(const DraftRequest& q, std::size_t request, std::span<const float> logits, const DraftMore& more, Draft& draft);
 

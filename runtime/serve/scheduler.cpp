@@ -252,6 +252,33 @@ void Scheduler::State::Draft(const std::vector<Active*>& decoding, StepShape ste
   if (!drafter || decoding.empty()) return;
   std::vector<std::vector<TokenId>> contexts(decoding.size());
   std::vector<DraftRequest> requests(decoding.size());
+  // A structured output drafts under its grammar (the target's rows are masked too, so
+  // a refused token could never be accepted), and stops drafting past a token the
+  // grammar or the think block's end would cut off anyway: each draft costs a forward.
+  struct Guide {
+    std::optional<JsonMatcher> path;  // the grammar state after the drafts checked so far
+    std::size_t checked = 0;
+    bool refused = false;
+  };
+  std::vector<Guide> guides(decoding.size());
+  for (std::size_t i = 0; i < decoding.size(); ++i) {
+    if (const JsonMatcher* g = decoding[i]->Grammar()) guides[i].path.emplace(*g);
+  }
+  auto allowed = [&](std::size_t i, const rt::Draft& so_far) {
+    Guide& g = guides[i];
+    for (; g.checked < so_far.tokens.size() && !g.refused; ++g.checked) {
+      const TokenId t = so_far.tokens[g.checked];
+      if (decoding[i]->reasoning()) {
+        g.refused = t == decoding[i]->submission.think_end;
+      } else if (g.path) {
+        g.refused = !trie.Eligible(t) || !g.path->Accept(tokenizer.TokenBytes(t));
+      }
+    }
+    return !g.refused;
+  };
+  const rt::DraftMask mask = [&](std::size_t i, const rt::Draft& so_far, std::span<const float> logits) {
+    return allowed(i, so_far) ? Constrain(*guides[i].path, logits) : logits;
+  };
   // Ask before the first draft too: a draft that will not pay should not be computed.
   const bool first_pays = policy->More(rt::Draft{}, step);
   for (std::size_t i = 0; i < decoding.size(); ++i) {
@@ -263,10 +290,10 @@ void Scheduler::State::Draft(const std::vector<Active*>& decoding, StepShape ste
       contexts[i].assign(a.tokens.begin(), a.tokens.begin() + a.fed);
       contexts[i].push_back(a.pending);
     }
-    requests[i] = {a.sequence, contexts[i], most, capacity, &a.submission.sampling};
+    requests[i] = {a.sequence, contexts[i], most, capacity, &a.submission.sampling, guides[i].path ? &mask : nullptr};
   }
   const auto start = Clock::now();
-  drafter->Propose(requests, [&](std::size_t, const rt::Draft& d) { return policy->More(d, step); }, drafts);
+  drafter->Propose(requests, [&](std::size_t i, const rt::Draft& d) { return allowed(i, d) && policy->More(d, step); }, drafts);
   timing.draft_s = std::chrono::duration<double>(Clock::now() - start).count();
   timing.work = drafter->last_work();
   for (std::size_t i = 0; i < drafts.size(); ++i) {
@@ -274,18 +301,9 @@ void Scheduler::State::Draft(const std::vector<Active*>& decoding, StepShape ste
     timing.drafted = std::max(timing.drafted, static_cast<int>(d.tokens.size()));
     std::size_t keep = std::min(policy->Choose(d, step), d.tokens.size());
     // Drafts stop before the end of a think block (the grammar starts there), and a
-    // structured output's drafts at the first token its grammar refuses.
-    if (decoding[i]->reasoning()) {
-      for (std::size_t t = 0; t < keep; ++t) {
-        if (d.tokens[t] == decoding[i]->submission.think_end) keep = t;
-      }
-    } else if (const auto& m = decoding[i]->matcher) {
-      // The tokens the mask could allow: a draft it would refuse only wastes a row.
-      JsonMatcher path = *m;
-      std::size_t valid = 0;
-      while (valid < keep && trie.Eligible(d.tokens[valid]) && path.Accept(tokenizer.TokenBytes(d.tokens[valid]))) ++valid;
-      keep = valid;
-    }
+    // structured output's at the first token its grammar refuses (a drafter need not
+    // have asked the mask: prompt lookup copies tokens): a refused one only wastes a row.
+    if (!allowed(i, d)) keep = std::min(keep, guides[i].checked - 1);
     d.tokens.resize(keep);
     d.confidence.resize(keep);
   }
