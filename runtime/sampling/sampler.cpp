@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 #include <vector>
 
@@ -14,9 +15,10 @@ std::uint64_t SplitMix64(std::uint64_t x) {
   return x ^ (x >> 31);
 }
 
-double UniformDraw(std::uint64_t seed, std::int64_t position) {
-  const std::uint64_t bits = SplitMix64(seed ^ SplitMix64(static_cast<std::uint64_t>(position)));
-  return static_cast<double>(bits >> 11) * 0x1.0p-53;
+double TokenDraw(std::uint64_t seed, std::int64_t position, TokenId token) {
+  const std::uint64_t stream = SplitMix64(seed ^ SplitMix64(static_cast<std::uint64_t>(position)));
+  const std::uint64_t bits = SplitMix64(stream ^ static_cast<std::uint64_t>(static_cast<std::uint32_t>(token)));
+  return (static_cast<double>(bits >> 11) + 0.5) * 0x1.0p-53;  // never 0 or 1: its log is finite and negative
 }
 
 TokenId ArgMax(std::span<const float> logits) {
@@ -59,14 +61,22 @@ TokenId Sample(std::span<const float> logits, const SamplingParams& params, std:
     while (n < keep && prob[n] >= floor) ++n;
     keep = n;
   }
-  total = std::accumulate(prob.begin(), prob.begin() + static_cast<std::ptrdiff_t>(keep), 0.0);
-  const double target = UniformDraw(params.seed, position) * total;
-  double mass = 0.0;
+  // An exponential race with one draw per token, not one draw walked down the sorted
+  // list: a drafter whose distribution is close to the target's, given the same
+  // draws, then picks the same token about as often as the two distributions overlap
+  // (sample-and-match verification accepts exactly those). With a single draw, a
+  // nearly flat distribution's running mass shifts by more than one token's share
+  // under the slightest change, and sampled drafts were almost never accepted.
+  std::size_t best = 0;
+  double best_key = std::numeric_limits<double>::infinity();
   for (std::size_t i = 0; i < keep; ++i) {
-    mass += prob[i];
-    if (mass > target) return order[i];
+    const double key = -std::log(TokenDraw(params.seed, position, order[i])) / prob[i];
+    if (key < best_key) {
+      best_key = key;
+      best = i;
+    }
   }
-  return order[keep - 1];
+  return order[best];
 }
 
 float Probability(std::span<const float> logits, TokenId token) {

@@ -18,10 +18,10 @@ struct SamplingParams {
 // SplitMix64: a stateless 64-bit mix, the basis of every random draw.
 std::uint64_t SplitMix64(std::uint64_t x);
 
-// The uniform draw in [0, 1) for a request's token at an absolute position: a
-// function of (seed, position) only, so a seeded request samples the same tokens
-// however it is batched, drafted or resumed.
-double UniformDraw(std::uint64_t seed, std::int64_t position);
+// The uniform draw in (0, 1) for token `token` at a request's absolute position: a
+// function of (seed, position, token) only, so a seeded request samples the same
+// tokens however it is batched, drafted or resumed.
+double TokenDraw(std::uint64_t seed, std::int64_t position, TokenId token);
 
 // softmax(logits)[token]: a drafter's confidence in the token it proposes.
 float Probability(std::span<const float> logits, TokenId token);
@@ -32,9 +32,10 @@ TokenId ArgMax(std::span<const float> logits);
 // Picks the token at `position` from `logits`. Order (documented in
 // docs/architecture.md): temperature 0 → greedy; otherwise logits / T; keep the
 // top_k largest; softmax; keep the smallest prefix (by probability, ties by id)
-// whose mass reaches top_p; drop tokens below min_p × the largest probability;
-// renormalise; walk the survivors in that order until the cumulative mass exceeds
-// u · total, u = UniformDraw(seed, position).
+// whose mass reaches top_p; drop tokens below min_p × the largest probability; then
+// the survivor with the smallest −log(TokenDraw(seed, position, token)) / p (an
+// exponential race: exactly a draw from the renormalised survivors; ties: the
+// earlier survivor).
 TokenId Sample(std::span<const float> logits, const SamplingParams& params, std::int64_t position);
 
 }  // namespace tandem::rt

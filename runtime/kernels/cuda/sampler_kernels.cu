@@ -22,9 +22,10 @@ __device__ std::uint64_t SplitMix64(std::uint64_t x) {
   return x ^ (x >> 31);
 }
 
-__device__ double UniformDraw(std::uint64_t seed, std::int64_t position) {
-  const std::uint64_t bits = SplitMix64(seed ^ SplitMix64(static_cast<std::uint64_t>(position)));
-  return static_cast<double>(bits >> 11) * 0x1.0p-53;
+__device__ double TokenDraw(std::uint64_t seed, std::int64_t position, std::int32_t token) {
+  const std::uint64_t stream = SplitMix64(seed ^ SplitMix64(static_cast<std::uint64_t>(position)));
+  const std::uint64_t bits = SplitMix64(stream ^ static_cast<std::uint64_t>(static_cast<std::uint32_t>(token)));
+  return (static_cast<double>(bits >> 11) + 0.5) * 0x1.0p-53;
 }
 
 __global__ void SortInputsKernel(const float* logits, std::int64_t n, std::int64_t vocab, float* keys, std::int32_t* ids) {
@@ -70,9 +71,12 @@ __global__ void ArgMaxKernel(const float* logits, std::int64_t vocab, const Samp
 __global__ void SampleSortedKernel(const float* sorted_logits, const std::int32_t* sorted_ids, std::int64_t vocab,
                                    const SampleParams* params, double* prob_all, std::int32_t* tokens) {
   __shared__ double total;
+  __shared__ std::int64_t survivors;
+  __shared__ double best_key[kThreads];
+  __shared__ std::int64_t best_at[kThreads];
   const std::int64_t b = blockIdx.x;
   const SampleParams p = params[b];
-  if (!(p.temperature > 0.0f)) return;  // a greedy row
+  if (!(p.temperature > 0.0f)) return;  // a greedy row (the whole block leaves)
   const float* l = sorted_logits + b * vocab;
   const std::int32_t* ids = sorted_ids + b * vocab;
   double* prob = prob_all + b * vocab;
@@ -90,31 +94,50 @@ __global__ void SampleSortedKernel(const float* sorted_logits, const std::int32_
   __syncthreads();
   for (std::int64_t i = threadIdx.x; i < keep; i += kThreads) prob[i] /= total;
   __syncthreads();
-  if (threadIdx.x != 0) return;
-  if (p.top_p < 1.0f) {
-    double mass = 0.0;
-    std::int64_t n = 0;
-    while (n < keep && mass < p.top_p) mass += prob[n++];
-    keep = n > 1 ? n : 1;
+  if (threadIdx.x == 0) {
+    if (p.top_p < 1.0f) {
+      double mass = 0.0;
+      std::int64_t n = 0;
+      while (n < keep && mass < p.top_p) mass += prob[n++];
+      keep = n > 1 ? n : 1;
+    }
+    if (p.min_p > 0.0f) {
+      const double floor = p.min_p * prob[0];
+      std::int64_t n = 1;
+      while (n < keep && prob[n] >= floor) ++n;
+      keep = n;
+    }
+    survivors = keep;
   }
-  if (p.min_p > 0.0f) {
-    const double floor = p.min_p * prob[0];
-    std::int64_t n = 1;
-    while (n < keep && prob[n] >= floor) ++n;
-    keep = n;
-  }
-  double kept = 0.0;
-  for (std::int64_t i = 0; i < keep; ++i) kept += prob[i];
-  const double target = UniformDraw(p.seed, p.position) * kept;
-  double mass = 0.0;
-  for (std::int64_t i = 0; i < keep; ++i) {
-    mass += prob[i];
-    if (mass > target) {
-      tokens[b] = ids[i];
-      return;
+  __syncthreads();
+  keep = survivors;
+  // The CPU's exponential race: the smallest −log(draw) / p, the earlier survivor on ties.
+  double key = 0.0;
+  std::int64_t at = -1;
+  for (std::int64_t i = threadIdx.x; i < keep; i += kThreads) {  // ascending i: the first of equal keys stays
+    const double k = -log(TokenDraw(p.seed, p.position, ids[i])) / prob[i];
+    if (at < 0 || k < key) {
+      key = k;
+      at = i;
     }
   }
-  tokens[b] = ids[keep - 1];
+  best_key[threadIdx.x] = key;
+  best_at[threadIdx.x] = at;
+  __syncthreads();
+  for (int half = kThreads / 2; half > 0; half /= 2) {
+    if (static_cast<int>(threadIdx.x) < half) {
+      const int other = static_cast<int>(threadIdx.x) + half;
+      const std::int64_t a = best_at[threadIdx.x], c = best_at[other];
+      const bool take = c >= 0 && (a < 0 || best_key[other] < best_key[threadIdx.x] ||
+                                   (best_key[other] == best_key[threadIdx.x] && c < a));
+      if (take) {
+        best_key[threadIdx.x] = best_key[other];
+        best_at[threadIdx.x] = c;
+      }
+    }
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) tokens[b] = ids[best_at[0]];
 }
 
 }  // namespace
