@@ -185,8 +185,9 @@ void PrintPlan(const Prepared& p, std::ostream& out) {
   std::size_t width = 0;
   for (const LayoutSpec& l : c.layouts) width = std::max(width, l.name.size());
   for (const LayoutSpec& l : c.layouts) {
-    out << fmt::format("  {:<{}}  {} workers {}, local expert layers {}, coordinator ranks {}, wire {}, partials {}\n", l.name, width, l.workers,
-                       l.expert_parallel, l.local_expert_layers, l.coordinator_ranks, l.wire_dtype, l.partial_dtype);
+    out << fmt::format("  {:<{}}  {} workers {}, local expert layers {}, coordinator ranks {}, wire {}, partials {}{}\n", l.name, width, l.workers,
+                       l.expert_parallel, l.local_expert_layers, l.coordinator_ranks, l.wire_dtype, l.partial_dtype,
+                       l.emulated_rtt_us > 0 ? fmt::format(", emulated link {} us", l.emulated_rtt_us) : "");
   }
   out << fmt::format("sessions ({} per layout)\n", c.sessions.per_layout);
   std::string current;
