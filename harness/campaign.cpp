@@ -97,7 +97,7 @@ LayoutSpec ParseLayout(const At& at) {
   if (m.Has("partial_dtype")) l.partial_dtype = OneOf(m.Get("partial_dtype"), {"f64", "f32", "bf16"});
   l.coordinator_threads = m.Number<int>("coordinator_threads", 0, 0, 1024);
   l.worker_threads = m.Number<int>("worker_threads", 1, 1, 1024);
-  l.emulated_rtt_us = m.Number<int>("emulated_rtt_us", 0, 0, 10000000);
+  l.emulated_rtt_us = m.Number<int>("emulated_rtt_us", 0, 0, 1000000);
   if (l.emulated_rtt_us > 0 && l.workers == 0) throw m.Get("emulated_rtt_us").Error("needs expert workers (workers > 0)");
   l.options = m.StringList("options");
   l.coordinator_cpus = m.String("coordinator_cpus", "");

@@ -32,7 +32,7 @@ void AddExpertCommand(CLI::App& app) {
   cmd->add_option("--emulated-rtt-us", *emulated_rtt_us,
                   "Benchmarking aid: handle each layer request this many microseconds after it arrives, as a network link's "
                   "round trip would (loopback stands in for a slower network)")
-      ->check(CLI::Range(0, 10000000));
+      ->check(CLI::Range(0, 1000000));
   cmd->callback([opt, model, frame_timeout_ms, device, emulated_rtt_us] {
     opt->emulated_rtt = std::chrono::microseconds(*emulated_rtt_us);
     opt->model = *model;

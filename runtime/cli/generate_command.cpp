@@ -105,7 +105,7 @@ void AddGenerateCommand(CLI::App& app) {
   cmd->add_option("--top-k", opt->sampling.top_k, "0: off")->check(CLI::Range(0, 1 << 30));
   cmd->add_option("--top-p", opt->sampling.top_p, "1: off")->check(CLI::Range(0.0, 1.0));
   cmd->add_option("--min-p", opt->sampling.min_p, "0: off")->check(CLI::Range(0.0, 1.0));
-  cmd->add_option("--seed", opt->sampling.seed, "Seed of the stateless (seed, position) draws");
+  cmd->add_option("--seed", opt->sampling.seed, "Seed of the stateless (seed, position, token) draws");
   cmd->add_option("--threads", opt->threads, "Threads (0: all cores)")->check(CLI::Range(0, 1024));
   cmd->add_flag("--ignore-eos", opt->ignore_eos, "Keep generating past the end-of-sequence token");
   cmd->add_flag("--stats", opt->stats, "Print per-rank traffic and round-trip times at the end (hybrid layouts)");

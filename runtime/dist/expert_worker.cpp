@@ -171,6 +171,7 @@ ExpertWorker::ExpertWorker(ExpertWorkerOptions options) : state_(std::make_uniqu
   if (s.options.role != "worker" && s.options.role != "peer") {
     throw std::invalid_argument(fmt::format("--role must be worker or peer, got '{}'", s.options.role));
   }
+  if (s.options.emulated_rtt.count() < 0) throw std::invalid_argument("--emulated-rtt-us must not be negative");
   const auto [host, port] = SplitHostPort(s.options.listen);
   boost::system::error_code ec;
   const auto address = asio::ip::make_address(host, ec);
@@ -182,7 +183,6 @@ ExpertWorker::ExpertWorker(ExpertWorkerOptions options) : state_(std::make_uniqu
   if (!ec) s.acceptor.listen(asio::socket_base::max_listen_connections, ec);
   if (ec) throw std::runtime_error(fmt::format("--listen {}: {}", s.options.listen, ec.message()));
   s.options.listen = this->address();
-  if (s.options.emulated_rtt.count() < 0) throw std::invalid_argument("--emulated-rtt-us must not be negative");
   // The default 50 µs timer slack would lengthen every emulated round trip by as much.
   if (s.options.emulated_rtt.count() > 0) prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
 }

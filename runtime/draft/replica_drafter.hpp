@@ -15,8 +15,8 @@ class Checkpoint;
 // `quantize` is set (ModelWeights::Quantize; the full-precision weights are the
 // target's own mapped pages), experts from `experts` (QuantizedExpertExecutor in
 // production), its own KV caches. Drafts are greedy for greedy requests and, for sampled ones, drawn with
-// the request's own stateless (seed, position) draw: when the replica's
-// distribution is close to the target's, the same draw picks the same token.
+// the request's own stateless (seed, position, token) draws: when the replica's
+// distribution is close to the target's, the same draws mostly pick the same token.
 class ReplicaDrafter : public Drafter {
  public:
   ReplicaDrafter(const Checkpoint& ckpt, ThreadPool* pool, const Engine::ExpertExecutorFactory& experts, std::string name = "replica",

@@ -1,7 +1,7 @@
 // The AVX-512 row kernels for fp32 and fp8 weights (see dense_rows.hpp for the
 // order they share): one 16-lane register is exactly the sixteen canonical lanes,
 // so inputs stay in their natural order. bf16 has no AVX-512 kernel: widening it
-// with vpmovzxwd measured 10–20% slower on Zen 4 than the AVX2 kernel, which needs
+// with vpmovzxwd measured 10–20% slower on the CI machines' EPYC (family 26) than the AVX2 kernel, which needs
 // no shuffles, so AVX-512 machines run that one. Compiled for that target only through the pragma; nothing here
 // may be reached unless DetectedIsa() says the CPU has it. No standard-library
 // templates in this file (see matmul_avx2.cpp).

@@ -57,7 +57,7 @@ struct Submission {
 // Requests are admitted at step boundaries, up to `concurrency`; a new one starts
 // from the longest prefix the PrefixCache holds, and its tokens go back into the
 // cache when it ends. Greedy outputs do not depend on what else is in the batch
-// (the engine is batch-invariant) and seeded sampling depends only on (seed, position).
+// (the engine is batch-invariant) and seeded sampling depends only on (seed, position, token).
 //
 // With a drafter, each decoding request contributes its anchor plus the drafts the
 // policy chose as rows of that same batch; sample-and-match keeps the drafts the
