@@ -1,6 +1,7 @@
 #include "runtime/sampling/sampler.hpp"
 
 #include <cmath>
+#include <limits>
 #include <map>
 #include <random>
 #include <vector>
@@ -76,6 +77,19 @@ TEST(Sampler, NearbyDistributionsMostlyPickTheSameToken) {
     // (the sampler before) matched 3% of the time.
     EXPECT_GT(same, kDraws * 9 / 10) << "temperature " << p.temperature << " top_p " << p.top_p;
   }
+}
+
+TEST(Sampler, MaskedTokensAreNeverDrawn) {
+  // A grammar's mask: −∞ everywhere but three tokens, which keep their proportions.
+  std::vector<float> logits(1000, -std::numeric_limits<float>::infinity());
+  logits[10] = std::log(0.5f);
+  logits[500] = std::log(0.3f);
+  logits[999] = std::log(0.2f);
+  const auto f = Frequencies(logits, SamplingParams{.temperature = 1.0f, .seed = 6}, 20000);
+  ASSERT_EQ(f.size(), 3u);
+  EXPECT_NEAR(f.at(10), 0.5, 0.015);
+  EXPECT_NEAR(f.at(500), 0.3, 0.015);
+  EXPECT_NEAR(f.at(999), 0.2, 0.015);
 }
 
 TEST(Sampler, TemperatureSharpensAndFlattens) {
