@@ -15,11 +15,21 @@ std::uint64_t SplitMix64(std::uint64_t x) {
   return x ^ (x >> 31);
 }
 
-double TokenDraw(std::uint64_t seed, std::int64_t position, TokenId token) {
-  const std::uint64_t stream = SplitMix64(seed ^ SplitMix64(static_cast<std::uint64_t>(position)));
+namespace {
+
+// TokenDraw in two parts, so a sample mixes (seed, position) once, not once per token.
+std::uint64_t DrawStream(std::uint64_t seed, std::int64_t position) {
+  return SplitMix64(seed ^ SplitMix64(static_cast<std::uint64_t>(position)));
+}
+
+double DrawOf(std::uint64_t stream, TokenId token) {
   const std::uint64_t bits = SplitMix64(stream ^ static_cast<std::uint64_t>(static_cast<std::uint32_t>(token)));
   return (static_cast<double>(bits >> 11) + 0.5) * 0x1.0p-53;  // never 0 or 1: its log is finite and negative
 }
+
+}  // namespace
+
+double TokenDraw(std::uint64_t seed, std::int64_t position, TokenId token) { return DrawOf(DrawStream(seed, position), token); }
 
 TokenId ArgMax(std::span<const float> logits) {
   return static_cast<TokenId>(std::max_element(logits.begin(), logits.end()) - logits.begin());
@@ -67,10 +77,11 @@ TokenId Sample(std::span<const float> logits, const SamplingParams& params, std:
   // (sample-and-match verification accepts exactly those). With a single draw, a
   // nearly flat distribution's running mass shifts by more than one token's share
   // under the slightest change, and sampled drafts were almost never accepted.
+  const std::uint64_t stream = DrawStream(params.seed, position);
   std::size_t best = 0;
   double best_key = std::numeric_limits<double>::infinity();
   for (std::size_t i = 0; i < keep; ++i) {
-    const double key = -std::log(TokenDraw(params.seed, position, order[i])) / prob[i];
+    const double key = -std::log(DrawOf(stream, order[i])) / prob[i];
     if (key < best_key) {
       best_key = key;
       best = i;

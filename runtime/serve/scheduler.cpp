@@ -260,10 +260,7 @@ void Scheduler::State::Draft(const std::vector<Active*>& decoding, StepShape ste
     std::size_t checked = 0;
     bool refused = false;
   };
-  std::vector<Guide> guides(decoding.size());
-  for (std::size_t i = 0; i < decoding.size(); ++i) {
-    if (const JsonMatcher* g = decoding[i]->Grammar()) guides[i].path.emplace(*g);
-  }
+  std::vector<Guide> guides(decoding.size());  // a grammar's state is copied only for a request that drafts
   auto allowed = [&](std::size_t i, const rt::Draft& so_far) {
     Guide& g = guides[i];
     for (; g.checked < so_far.tokens.size() && !g.refused; ++g.checked) {
@@ -289,6 +286,7 @@ void Scheduler::State::Draft(const std::vector<Active*>& decoding, StepShape ste
     if (most > 0) {  // the context is copied only for a request that drafts
       contexts[i].assign(a.tokens.begin(), a.tokens.begin() + a.fed);
       contexts[i].push_back(a.pending);
+      if (const JsonMatcher* g = a.Grammar()) guides[i].path.emplace(*g);
     }
     requests[i] = {a.sequence, contexts[i], most, capacity, &a.submission.sampling, guides[i].path ? &mask : nullptr};
   }

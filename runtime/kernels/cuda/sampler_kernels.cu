@@ -22,8 +22,12 @@ __device__ std::uint64_t SplitMix64(std::uint64_t x) {
   return x ^ (x >> 31);
 }
 
-__device__ double TokenDraw(std::uint64_t seed, std::int64_t position, std::int32_t token) {
-  const std::uint64_t stream = SplitMix64(seed ^ SplitMix64(static_cast<std::uint64_t>(position)));
+// The CPU's TokenDraw in its two parts: (seed, position) mixed once per row.
+__device__ std::uint64_t DrawStream(std::uint64_t seed, std::int64_t position) {
+  return SplitMix64(seed ^ SplitMix64(static_cast<std::uint64_t>(position)));
+}
+
+__device__ double DrawOf(std::uint64_t stream, std::int32_t token) {
   const std::uint64_t bits = SplitMix64(stream ^ static_cast<std::uint64_t>(static_cast<std::uint32_t>(token)));
   return (static_cast<double>(bits >> 11) + 0.5) * 0x1.0p-53;
 }
@@ -112,10 +116,11 @@ __global__ void SampleSortedKernel(const float* sorted_logits, const std::int32_
   __syncthreads();
   keep = survivors;
   // The CPU's exponential race: the smallest −log(draw) / p, the earlier survivor on ties.
+  const std::uint64_t stream = DrawStream(p.seed, p.position);
   double key = 0.0;
   std::int64_t at = -1;
   for (std::int64_t i = threadIdx.x; i < keep; i += kThreads) {  // ascending i: the first of equal keys stays
-    const double k = -log(TokenDraw(p.seed, p.position, ids[i])) / prob[i];
+    const double k = -log(DrawOf(stream, ids[i])) / prob[i];
     if (at < 0 || k < key) {
       key = k;
       at = i;
