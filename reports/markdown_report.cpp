@@ -274,14 +274,16 @@ void Protocol(const CampaignRecord& r, Doc& d) {
   }
   d.Blank();
   // A figure measured over an emulated link must say so next to the layout.
+  bool emulated = false;
   for (const LayoutRecord& l : r.layouts) {
     const int rtt = l.spec.value("emulated_rtt_us", 0);
     if (rtt <= 0) continue;
     d.Line("Layout {}: emulated link, each worker handles a layer request {} µs after it arrives (`--emulated-rtt-us`), "
            "standing in for a network round trip slower than loopback.",
            l.name, rtt);
+    emulated = true;
   }
-  if (std::ranges::any_of(r.layouts, [](const LayoutRecord& l) { return l.spec.value("emulated_rtt_us", 0) > 0; })) d.Blank();
+  if (emulated) d.Blank();
   // The order, as letters of the arms' positions.
   std::map<std::string, std::string> orders;
   std::map<std::string, int> per_layout;
