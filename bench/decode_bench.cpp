@@ -4,6 +4,7 @@
 //
 // The checkpoint is bench::BenchModel().
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <numeric>
 #include <random>
@@ -27,29 +28,64 @@ namespace {
 
 using namespace tandem::rt;
 
-// Bytes one decode step reads: every weight of the main model except the routed
-// experts, num_experts_per_tok experts per MoE layer, the whole LM head, one
-// embedding row, and the KV cache up to `context`.
-double BytesPerToken(const Checkpoint& ckpt, int context) {
+// What one decode step reads and computes in each region of StepProfile: every
+// weight of the main model except the routed experts, num_experts_per_tok experts
+// per MoE layer, the whole LM head, one embedding row, and the KV cache up to
+// `context`. FLOPs: 2 per multiply-add of every product, plus attention's scores and
+// weighted sums over the cache.
+struct RegionCost {
+  double bytes = 0, flops = 0;
+};
+using RegionCosts = std::array<RegionCost, StepProfile::kRegions>;
+
+RegionCosts CostsPerToken(const Checkpoint& ckpt, int context) {
   const ModelConfig& c = ckpt.config();
-  double bytes = 0;
+  RegionCosts costs{};
   const std::string mtp = fmt::format("model.layers.{}.", c.num_hidden_layers);
+  const auto region_of = [](const std::string& name) {
+    if (name.find(".self_attn.kv_b_proj.") != std::string::npos) return StepProfile::kAttentionCache;
+    if (name.find("layernorm") != std::string::npos) return StepProfile::kOther;
+    if (name.find(".self_attn.") != std::string::npos) return StepProfile::kAttentionProjections;
+    if (name.find(".mlp.gate.") != std::string::npos) return StepProfile::kRouter;
+    if (name.find(".mlp.shared_experts.") != std::string::npos) return StepProfile::kExperts;
+    if (name.find(".mlp.") != std::string::npos) return StepProfile::kDenseMlp;
+    if (name == "lm_head.weight" || name == "model.norm.weight") return StepProfile::kLmHead;
+    return StepProfile::kOther;
+  };
   for (const std::string& name : ckpt.TensorNames()) {
     if (c.num_nextn_predict_layers > 0 && name.starts_with(mtp)) continue;
-    if (name.find(".mlp.experts.") != std::string::npos) continue;
+    if (name.find(".mlp.experts.") != std::string::npos) continue;  // counted below: only the routed ones
     const TensorInfo& info = ckpt.Info(name);
     double size = static_cast<double>(info.end - info.begin);
-    if (name == "model.embed_tokens.weight") size /= static_cast<double>(c.vocab_size);  // one row
-    bytes += size;
+    auto values = static_cast<double>(info.elements());
+    if (name == "model.embed_tokens.weight") {  // one row, copied
+      size /= static_cast<double>(c.vocab_size);
+      values = 0;
+    }
+    RegionCost& r = costs[region_of(name)];
+    r.bytes += size;
+    if (info.shape.size() == 2) r.flops += 2 * values;
   }
   int moe_layers = 0;
   for (int l = 0; l < c.num_hidden_layers; ++l) moe_layers += c.IsMoeLayer(l) ? 1 : 0;
   // bf16, or what `tandem-rt quantize` stores: a byte (int8) or half (int4) per value plus an fp32 scale per group.
   double per_value = 2.0;
   if (c.quantization) per_value = (c.quantization->format == QuantFormat::kInt8 ? 1.0 : 0.5) + 4.0 / c.quantization->group_size;
-  const double expert = 3.0 * c.hidden_size * c.moe_intermediate_size * per_value;
-  bytes += moe_layers * c.num_experts_per_tok * expert;
-  bytes += static_cast<double>(context) * c.num_hidden_layers * (c.kv_lora_rank + c.qk_rope_head_dim) * 4.0;
+  const double expert_values = 3.0 * c.hidden_size * c.moe_intermediate_size;
+  costs[StepProfile::kExperts].bytes += moe_layers * c.num_experts_per_tok * expert_values * per_value;
+  costs[StepProfile::kExperts].flops += moe_layers * c.num_experts_per_tok * expert_values * 2;
+  // The cache: read once per layer; per head, a score over (latent + rope) and a
+  // weighted sum over the latent at every position.
+  const double width = c.kv_lora_rank + c.qk_rope_head_dim;
+  costs[StepProfile::kAttentionCache].bytes += static_cast<double>(context) * c.num_hidden_layers * width * 4.0;
+  costs[StepProfile::kAttentionCache].flops +=
+      static_cast<double>(context) * c.num_hidden_layers * c.num_attention_heads * 2.0 * (width + c.kv_lora_rank);
+  return costs;
+}
+
+double BytesPerToken(const Checkpoint& ckpt, int context) {
+  double bytes = 0;
+  for (const RegionCost& r : CostsPerToken(ckpt, context)) bytes += r.bytes;
   return bytes;
 }
 
@@ -92,8 +128,8 @@ const std::filesystem::path& ModelOfFormat(std::int64_t format) {
 }
 
 // Args: threads (0 = all cores), expert format (16, 8, 4, 44; see ModelOfFormat).
-void BM_Decode(benchmark::State& state) {
-  const Checkpoint ckpt = Checkpoint::Open(ModelOfFormat(state.range(1)));
+void DecodeWith(benchmark::State& state, WeightPlacement placement) {
+  const Checkpoint ckpt = Checkpoint::Open(ModelOfFormat(state.range(1)), placement);
   Engine engine(ckpt, EngineOptions{.threads = static_cast<int>(state.range(0))});
   DecodeLoop loop(engine);
   // The read bandwidth both before and after the decode loop, the higher counting:
@@ -109,7 +145,45 @@ void BM_Decode(benchmark::State& state) {
   state.counters["bw_fraction"] =
       benchmark::Counter(static_cast<double>(state.iterations()) * bytes / bandwidth, benchmark::Counter::kIsRate);
 }
+void BM_Decode(benchmark::State& state) { DecodeWith(state, WeightPlacement::kCopied); }
 BENCHMARK(BM_Decode)->ArgsProduct({{1, 0}, {16, 8, 4, 44}})->ArgNames({"threads", "experts"})->Unit(benchmark::kMillisecond)->MinTime(3.0);
+// The same with the weights read where the checkpoint is mapped (--map-weights): on
+// the page cache's page size, which depends on how the file got there.
+void BM_DecodeMapped(benchmark::State& state) { DecodeWith(state, WeightPlacement::kMapped); }
+BENCHMARK(BM_DecodeMapped)->ArgsProduct({{1, 0}, {16}})->ArgNames({"threads", "experts"})->Unit(benchmark::kMillisecond)->MinTime(3.0);
+
+// BM_Decode with the engine's StepProfile: per region of a step, its time per token,
+// bytes and FLOPs per token (CostsPerToken), and the rates they make, beside the
+// read bandwidth of the same threads in the same run. bench/roofline.py sets these
+// out as the roofline table in docs/performance.md. Arg: threads (0 = all cores).
+void BM_DecodeRoofline(benchmark::State& state) {
+  const Checkpoint ckpt = Checkpoint::Open(tandem::bench::BenchModel());
+  StepProfile profile;
+  Engine engine(ckpt, EngineOptions{.threads = static_cast<int>(state.range(0)), .profile = &profile});
+  DecodeLoop loop(engine);
+  const double before = tandem::bench::MeasureReadBandwidth(engine.pool());
+  profile = StepProfile{};
+  for (auto _ : state) loop.Step();
+  const double bandwidth = std::max(before, tandem::bench::MeasureReadBandwidth(engine.pool()));
+  const RegionCosts costs = CostsPerToken(ckpt, DecodeLoop::kPrompt + DecodeLoop::kWindow / 2);
+  const auto passes = static_cast<double>(profile.passes);
+  double bytes = 0;
+  for (std::size_t r = 0; r < StepProfile::kRegions; ++r) {
+    const std::string name(StepProfile::Name(static_cast<StepProfile::Region>(r)));
+    const double seconds = profile.seconds[r] / passes;
+    state.counters[name + "_us"] = seconds * 1e6;
+    state.counters[name + "_MB"] = costs[r].bytes / 1e6;
+    state.counters[name + "_MFLOP"] = costs[r].flops / 1e6;
+    bytes += costs[r].bytes;
+  }
+  state.counters["step_us"] = profile.TotalSeconds() / passes * 1e6;
+  state.counters["tok/s"] = benchmark::Counter(static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+  state.counters["MB/token"] = bytes / 1e6;
+  state.counters["read_GB/s"] = bandwidth / 1e9;
+  state.counters["bw_fraction"] =
+      benchmark::Counter(static_cast<double>(state.iterations()) * bytes / bandwidth, benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_DecodeRoofline)->Arg(1)->Arg(0)->ArgName("threads")->Unit(benchmark::kMillisecond)->MinTime(3.0);
 
 // What an expert worker holding every routed and shared expert does per decoded
 // token: for each MoE layer, one row through its 6 routed experts (drawn at random,

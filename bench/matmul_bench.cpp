@@ -190,12 +190,15 @@ const Int4ExpertStore& Int4Experts(const ExpertStore& bf16) {
 }
 
 // Args: threads (0: all), format (16: bf16, 4: int4 group 32; bytes counted are
-// the format's, scales included).
+// the format's, scales included), products (3: gates and ups, then downs, as
+// decode; 1: the gates and ups only; 2: the downs only, whose rows are a quarter
+// as long).
 void BM_ExpertProducts(benchmark::State& state) {
   using S = ExpertStore;
   constexpr std::int64_t kActive = 7;
   static const ExpertStore bf16;
   const bool int4 = state.range(1) == 4;
+  const std::int64_t products = state.range(2);
   const Int4ExpertStore* quantized = int4 ? &Int4Experts(bf16) : nullptr;
   const auto& gates = int4 ? quantized->gate : bf16.gate;
   const auto& ups = int4 ? quantized->up : bf16.up;
@@ -217,17 +220,17 @@ void BM_ExpertProducts(benchmark::State& state) {
       gate_up[2 * a + 1] = {&ups[e], x.data(), 1, h + S::kInter, nullptr};
       downs[a] = {&down_of[e], h, 1, out.data() + a * S::kHidden, nullptr};
     }
-    MatMulMany(gate_up, &pool);
-    MatMulMany(downs, &pool);
+    if ((products & 1) != 0) MatMulMany(gate_up, &pool);
+    if ((products & 2) != 0) MatMulMany(downs, &pool);
     benchmark::DoNotOptimize(out.data());
   }
-  const std::int64_t expert_bytes =
-      int4 ? static_cast<std::int64_t>(gates[0].bytes() + ups[0].bytes() + down_of[0].bytes()) : S::kPer * static_cast<std::int64_t>(sizeof(std::uint16_t));
+  const std::int64_t expert_bytes = static_cast<std::int64_t>(((products & 1) != 0 ? gates[0].bytes() + ups[0].bytes() : 0) +
+                                                              ((products & 2) != 0 ? down_of[0].bytes() : 0));
   state.SetBytesProcessed(state.iterations() * kActive * expert_bytes);
 }
 BENCHMARK(BM_ExpertProducts)
-    ->ArgsProduct({{1, 0}, {16, 4}})
-    ->ArgNames({"threads", "format"})
+    ->ArgsProduct({{1, 0}, {16, 4}, {3, 1, 2}})
+    ->ArgNames({"threads", "format", "products"})
     ->MinTime(0.5)
     ->Unit(benchmark::kMicrosecond);
 

@@ -60,7 +60,7 @@ void WriteMtpLogits(const Checkpoint& ckpt, const std::vector<TokenId>& tokens, 
 // through the KV cache; every logits row goes to the file, in position order.
 void Eval(const Options& opt) {
   if (opt.tokens.empty()) throw std::invalid_argument("eval: --tokens is empty");
-  const Checkpoint ckpt = Checkpoint::Open(opt.model);
+  const Checkpoint ckpt = Checkpoint::Open(opt.model, Placement(opt.layout));
   const ModelConfig& c = ckpt.config();
   for (TokenId t : opt.tokens) {
     if (t < 0 || t >= c.vocab_size) throw std::invalid_argument(fmt::format("eval: token {} is outside [0, {})", t, c.vocab_size));

@@ -29,6 +29,9 @@ void AddExpertCommand(CLI::App& app) {
       ->capture_default_str();
   cmd->add_flag("--transport-only", opt->transport_only,
                 "Benchmarking aid: hold no weights, answer every request with zeros (measures the transport alone)");
+  cmd->add_flag("--map-weights", opt->map_weights,
+                "Read the slices where the checkpoint's files are mapped instead of copying them onto 2 MiB pages "
+                "(whole experts only: a tp slice is always copied)");
   cmd->add_option("--emulated-rtt-us", *emulated_rtt_us,
                   "Benchmarking aid: handle each layer request this many microseconds after it arrives, as a network link's "
                   "round trip would (loopback stands in for a slower network)")

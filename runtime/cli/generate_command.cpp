@@ -36,7 +36,7 @@ using Clock = std::chrono::steady_clock;
 double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
 void Generate(const Options& opt) {
-  const Checkpoint ckpt = Checkpoint::Open(opt.model);
+  const Checkpoint ckpt = Checkpoint::Open(opt.model, Placement(opt.layout));
   const ModelConfig& c = ckpt.config();
   const Tokenizer tokenizer = Tokenizer::Load(std::filesystem::path(opt.model) / "tokenizer.json");
   std::vector<TokenId> prompt;

@@ -18,7 +18,7 @@ std::int64_t ExpertParameters(const ModelConfig& c) { return 3ll * c.hidden_size
 double Millions(std::int64_t n) { return static_cast<double>(n) / 1e6; }
 
 void Inspect(const std::string& dir) {
-  const Checkpoint ckpt = Checkpoint::Open(dir);
+  const Checkpoint ckpt = Checkpoint::Open(dir, WeightPlacement::kMapped);
   const ModelConfig& c = ckpt.config();
   std::int64_t total = 0, mtp = 0;
   std::map<std::string, std::int64_t> by_dtype;

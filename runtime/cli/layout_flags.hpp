@@ -5,13 +5,13 @@
 #include <string>
 
 #include "runtime/engine/engine.hpp"
+#include "runtime/model/checkpoint.hpp"
 
 namespace CLI {
 class App;
 }
 
 namespace tandem::rt {
-class Checkpoint;
 class LocalWorkers;
 class RemoteExpertExecutor;
 }
@@ -35,6 +35,7 @@ struct LayoutFlags {
   int spawned_threads = 1;
   std::string device = "cpu";          // where the coordinator computes
   std::string spawned_device = "cpu";  // where spawned workers compute
+  bool map_weights = false;            // WeightPlacement::kMapped, here and in spawned workers
 };
 
 void AddLayoutFlags(CLI::App* command, LayoutFlags& flags);
@@ -53,6 +54,9 @@ Engine::ExpertExecutorFactory MakeExpertExecutor(const Checkpoint& ckpt, const L
 // The precision experts see their inputs in: --expert-input-dtype, or the wire's
 // when the flags name other ranks.
 ExpertInputPrecision ExpertInput(const LayoutFlags& flags);
+
+// --map-weights as the checkpoint's WeightPlacement.
+WeightPlacement Placement(const LayoutFlags& flags);
 
 // --device as the engine's Device.
 Device EngineDevice(const LayoutFlags& flags);

@@ -58,7 +58,7 @@ void Serve(Options opt) {
   fmt::print("tandem-rt serve: listening on http://{}\n", api.address());
   std::fflush(stdout);
 
-  const Checkpoint ckpt = Checkpoint::Open(opt.model);
+  const Checkpoint ckpt = Checkpoint::Open(opt.model, Placement(opt.layout));
   const ModelConfig& c = ckpt.config();
   const Tokenizer tokenizer = Tokenizer::Load(std::filesystem::path(opt.model) / "tokenizer.json");
   ChatTemplate chat = ChatTemplate::Load(opt.model);

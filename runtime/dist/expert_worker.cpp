@@ -84,7 +84,7 @@ struct ExpertWorker::State {
     const auto t0 = Clock::now();
     try {
       if (!checkpoint) {
-        checkpoint.emplace(Checkpoint::Open(options.model));
+        checkpoint.emplace(Checkpoint::Open(options.model, options.map_weights ? WeightPlacement::kMapped : WeightPlacement::kCopied));
         revision = ModelRevision(checkpoint->dir());
       }
     } catch (const ModelError& e) {

@@ -25,6 +25,8 @@ struct ExpertWorkerOptions {
   std::chrono::microseconds emulated_rtt{0};
   // kCuda: the slices are copied to the GPU at the handshake and computed there.
   Device device = Device::kCpu;
+  // Read the slices where the checkpoint is mapped (WeightPlacement::kMapped).
+  bool map_weights = false;
 };
 
 // `tandem-rt expert`: serves one coordinator connection at a time. The first frame

@@ -1,6 +1,7 @@
 #include "runtime/engine/engine.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <map>
 #include <optional>
@@ -22,6 +23,34 @@
 
 namespace tandem::rt {
 
+namespace {
+
+// Charges the time since its previous lap to a region of a StepProfile; does
+// nothing without one.
+class RegionClock {
+ public:
+  explicit RegionClock(StepProfile* profile) : profile_(profile) {}
+  void Start() {
+    if (profile_ != nullptr) last_ = std::chrono::steady_clock::now();
+  }
+  void Lap(StepProfile::Region region) {
+    if (profile_ == nullptr) return;
+    const auto now = std::chrono::steady_clock::now();
+    profile_->seconds[region] += std::chrono::duration<double>(now - last_).count();
+    last_ = now;
+  }
+  void EndPass() {
+    Lap(StepProfile::kOther);
+    if (profile_ != nullptr) ++profile_->passes;
+  }
+
+ private:
+  StepProfile* profile_;
+  std::chrono::steady_clock::time_point last_;
+};
+
+}  // namespace
+
 struct Engine::State {
   ModelConfig config;
   EngineOptions options;
@@ -33,6 +62,7 @@ struct Engine::State {
   std::shared_ptr<ExpertExecutor> experts;
   KvCachePool kv;
   float softmax_scale;
+  RegionClock clock;
 
   // Workspace, reused between steps.
   std::vector<float> x, xn, attn, mlp, q, q_a, kv_a, q_abs, latent, o, router_logits,
@@ -57,7 +87,8 @@ struct Engine::State {
                                                      ckpt, &pool, opts.expert_input != ExpertInputPrecision::kF32,
                                                      MoeLayersOf(config, weights))),
         kv(static_cast<int>(weights.layers.size()), config.kv_lora_rank + config.qk_rope_head_dim),
-        softmax_scale(static_cast<float>(rope.softmax_scale_factor() / std::sqrt(static_cast<double>(config.q_head_dim())))) {
+        softmax_scale(static_cast<float>(rope.softmax_scale_factor() / std::sqrt(static_cast<double>(config.q_head_dim())))),
+        clock(opts.profile) {
     if (opts.quantize) {
       if (opts.device == Device::kCuda) throw std::invalid_argument("--device cuda: a quantized reading of the model (a drafter's) runs on the CPU");
       weights.Quantize(*opts.quantize, opts.quantize_group);
@@ -137,6 +168,7 @@ void Engine::State::Attention(int layer, std::span<const Row> rows) {
                                {&w.kv_a_proj, xn.data(), b_rows, kv_a.data(), nullptr}};
     MatMulMany(down, &pool);
   }
+  clock.Lap(StepProfile::kAttentionProjections);
 
   // The compressed KV, normalised and rotated, straight into the caches.
   for (std::int64_t b = 0; b < b_rows; ++b) {
@@ -178,8 +210,10 @@ void Engine::State::Attention(int layer, std::span<const Row> rows) {
   };
   // Capturing one reference keeps the pool's std::function from allocating.
   pool.ParallelFor(b_rows * heads, [&per_head](std::int64_t begin, std::int64_t end) { per_head(begin, end); });
+  clock.Lap(StepProfile::kAttentionCache);
   attn.resize(static_cast<std::size_t>(b_rows * config.hidden_size));
   MatMul(w.o_proj, o.data(), b_rows, attn.data(), &pool);
+  clock.Lap(StepProfile::kAttentionProjections);
 }
 
 Engine::Engine(const Checkpoint& ckpt, EngineOptions options, const ExpertExecutorFactory& experts)
@@ -202,6 +236,7 @@ void Engine::Forward(std::span<const Row> rows, ForwardOutput& out, const float*
   out.hidden.clear();
   out.pass = ++s.passes;
   if (rows.empty()) return;
+  if (!s.cuda) s.clock.Start();
   if (s.weights.mtp && hidden_in == nullptr) throw std::invalid_argument("the MTP layer needs the target's hidden state of every row");
   std::map<SequenceId, int> next_position;
   s.Validate(rows, next_position);
@@ -234,12 +269,15 @@ void Engine::Forward(std::span<const Row> rows, ForwardOutput& out, const float*
   for (int l = 0; l < static_cast<int>(s.weights.layers.size()); ++l) {
     const LayerWeights& lw = s.weights.layers[static_cast<std::size_t>(l)];
     RmsNorm(s.x.data(), lw.input_norm.data(), b_rows, hidden, eps, s.xn.data());
+    s.clock.Lap(StepProfile::kOther);
     s.Attention(l, rows);
     for (std::size_t i = 0; i < n; ++i) s.x[i] += s.attn[i];
 
     RmsNorm(s.x.data(), lw.post_attention_norm.data(), b_rows, hidden, eps, s.xn.data());
+    s.clock.Lap(StepProfile::kOther);
     if (!lw.moe) {
       MlpForward(lw.dense, s.xn.data(), b_rows, s.mlp.data(), s.mlp_scratch, &s.pool);
+      s.clock.Lap(StepProfile::kDenseMlp);
     } else {
       const int k = c.num_experts_per_tok;
       s.router_logits.resize(static_cast<std::size_t>(b_rows * c.n_routed_experts));
@@ -250,10 +288,12 @@ void Engine::Forward(std::span<const Row> rows, ForwardOutput& out, const float*
             std::span<const float>(s.router_logits.data() + b * c.n_routed_experts, static_cast<std::size_t>(c.n_routed_experts)),
             std::span<ExpertRoute>(s.routes.data() + b * k, static_cast<std::size_t>(k)));
       }
+      s.clock.Lap(StepProfile::kRouter);
       if (s.options.record_routes) out.routes.push_back(s.routes);
       RoundExpertInput(s.xn.data(), b_rows, hidden, s.options.expert_input);
       s.experts->Start(lw.checkpoint_layer, rows, s.xn.data(), s.routes);
       s.experts->Finish(s.mlp.data());
+      s.clock.Lap(StepProfile::kExperts);
     }
     for (std::size_t i = 0; i < n; ++i) s.x[i] += s.mlp[i];
   }
@@ -263,15 +303,21 @@ void Engine::Forward(std::span<const Row> rows, ForwardOutput& out, const float*
   for (std::size_t b = 0; b < rows.size(); ++b) {
     if (rows[b].logits) out.logit_rows.push_back(b);
   }
-  if (out.logit_rows.empty()) return;
+  if (out.logit_rows.empty()) {
+    s.clock.EndPass();
+    return;
+  }
   const auto selected = static_cast<std::int64_t>(out.logit_rows.size());
   s.logits_in.resize(static_cast<std::size_t>(selected * hidden));
   for (std::int64_t i = 0; i < selected; ++i) {
     std::copy_n(s.x.data() + static_cast<std::int64_t>(out.logit_rows[i]) * hidden, hidden, s.logits_in.data() + i * hidden);
   }
+  s.clock.Lap(StepProfile::kOther);
   RmsNorm(s.logits_in.data(), s.weights.final_norm.data(), selected, hidden, eps, s.logits_in.data());
   out.logits.resize(static_cast<std::size_t>(selected * c.vocab_size));
   MatMul(s.weights.lm_head, s.logits_in.data(), selected, out.logits.data(), &s.pool);
+  s.clock.Lap(StepProfile::kLmHead);
+  s.clock.EndPass();
 }
 
 std::vector<TokenId> Engine::SampleRows(const ForwardOutput& out, std::span<const SamplingParams> params,

@@ -10,6 +10,7 @@
 #include "runtime/engine/expert_executor.hpp"
 #include "runtime/engine/kv_cache.hpp"
 #include "runtime/engine/row.hpp"
+#include "runtime/engine/step_profile.hpp"
 #include "runtime/kernels/device.hpp"
 #include "runtime/kernels/ops.hpp"
 #include "runtime/kernels/quantized_matrix.hpp"
@@ -61,6 +62,8 @@ struct EngineOptions {
   // an executor factory is given (a hybrid layout's workers). Needs a CUDA build and
   // a device; the MTP layer and `quantize` are CPU-only.
   Device device = Device::kCpu;
+  // When set (not owned), every CPU Forward adds its time per region to it.
+  StepProfile* profile = nullptr;
 };
 
 // The forward pass of a DeepSeek-V3-family model over batches of rows, with a

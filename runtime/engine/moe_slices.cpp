@@ -8,6 +8,7 @@
 
 #include "runtime/kernels/ops.hpp"
 #include "runtime/kernels/quantized_matrix.hpp"
+#include "runtime/kernels/weight_memory.hpp"
 #include "runtime/model/checkpoint.hpp"
 
 namespace tandem::rt {
@@ -33,29 +34,34 @@ WeightMatrix ColumnSlice(const WeightMatrix& m, std::int64_t begin, std::int64_t
     return out;
   }
   const std::size_t elem = m.element_size();
-  auto copy = std::shared_ptr<std::byte[]>(new std::byte[static_cast<std::size_t>(m.rows * cols) * elem]);
+  std::shared_ptr<void> copy = NewWeightMemory(static_cast<std::size_t>(m.rows * cols) * elem);
+  auto* dst = static_cast<std::byte*>(copy.get());
   const auto* src = static_cast<const std::byte*>(m.data);
   for (std::int64_t r = 0; r < m.rows; ++r) {
-    std::memcpy(copy.get() + static_cast<std::size_t>(r * cols) * elem, src + static_cast<std::size_t>(r * m.cols + begin) * elem,
+    std::memcpy(dst + static_cast<std::size_t>(r * cols) * elem, src + static_cast<std::size_t>(r * m.cols + begin) * elem,
                 static_cast<std::size_t>(cols) * elem);
   }
   out.quantized.reset();  // a slice reads the full-precision columns
   out.data = copy.get();
-  if (m.type == WeightMatrix::Type::kF8E4M3) {
-    // It keeps reading the full matrix's scale grid, which the full matrix's owner holds.
-    out.block_origin_col += begin;
-    out.owner = std::make_shared<std::pair<std::shared_ptr<const void>, std::shared_ptr<std::byte[]>>>(m.owner, std::move(copy));
-  } else {
-    out.owner = std::move(copy);
-  }
+  out.owner = std::move(copy);
+  if (m.type == WeightMatrix::Type::kF8E4M3) out.block_origin_col += begin;  // still on the full matrix's scale grid
+  return out;
+}
+
+// Rows [begin, end) of `m` in storage of their own, so that a slice does not keep
+// the whole matrix (a tp rank holds a part of every expert's gate and up).
+WeightMatrix RowSlice(const WeightMatrix& m, std::int64_t begin, std::int64_t end) {
+  WeightMatrix out = m.RowSlice(begin, end - begin);
+  if ((begin == 0 && end == m.rows) || m.type == WeightMatrix::Type::kQuantized) return out;  // whole, or copied already
+  out.owner = CopyToWeightMemory(out.data, static_cast<std::size_t>(out.rows * out.cols) * out.element_size());
+  out.data = out.owner.get();
   return out;
 }
 
 MlpWeights LoadSlice(const Checkpoint& ckpt, const std::string& prefix, std::int64_t hidden, std::int64_t intermediate,
                      std::int64_t begin, std::int64_t end) {
   const MlpWeights full = MlpWeights::Load(ckpt, prefix, hidden, intermediate);
-  return {full.gate.RowSlice(begin, end - begin), full.up.RowSlice(begin, end - begin),
-          ColumnSlice(full.down, begin, end, prefix + ".down_proj")};
+  return {RowSlice(full.gate, begin, end), RowSlice(full.up, begin, end), ColumnSlice(full.down, begin, end, prefix + ".down_proj")};
 }
 
 std::uint64_t Bytes(const MlpWeights& m) { return m.gate.bytes() + m.up.bytes() + m.down.bytes(); }

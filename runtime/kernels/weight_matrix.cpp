@@ -93,10 +93,9 @@ WeightMatrix WeightMatrix::OwnedBf16(std::int64_t rows, std::int64_t cols, std::
 WeightMatrix WeightMatrix::OwnedF8E4M3(std::int64_t rows, std::int64_t cols, std::shared_ptr<const std::uint8_t[]> values,
                                        std::shared_ptr<const float[]> scales) {
   const void* data = values.get();
-  WeightMatrix m = Owned(Type::kF8E4M3, rows, cols, data,
-                         std::make_shared<std::pair<std::shared_ptr<const std::uint8_t[]>, std::shared_ptr<const float[]>>>(
-                             std::move(values), scales));
+  WeightMatrix m = Owned(Type::kF8E4M3, rows, cols, data, std::move(values));
   m.block_scales = scales.get();
+  m.block_scales_owner = std::move(scales);
   m.scale_cols = (cols + kFp8Block - 1) / kFp8Block;
   return m;
 }

@@ -26,9 +26,10 @@ struct WeightMatrix {
   std::int64_t rows = 0;
   std::int64_t cols = 0;
   const void* data = nullptr;
-  std::shared_ptr<const void> owner;  // keeps converted storage alive; empty for mapped views
+  std::shared_ptr<const void> owner;  // keeps `data` alive (its copy, or the file's mapping)
   // kF8E4M3 only.
   const float* block_scales = nullptr;
+  std::shared_ptr<const void> block_scales_owner;  // a slice keeps its full matrix's grid
   std::int64_t scale_cols = 0;
   std::int64_t block_origin_row = 0;
   std::int64_t block_origin_col = 0;

@@ -1,6 +1,7 @@
 #include "runtime/kernels/weight_memory.hpp"
 
 #include <cstdint>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <new>
@@ -162,6 +163,22 @@ void FreeWeightMemory(void* p, std::size_t bytes) noexcept {
   } else {
     Unmap(a, it);
   }
+}
+
+std::shared_ptr<void> NewWeightMemory(std::size_t bytes) {
+  void* p = AllocateWeightMemory(bytes);
+  try {
+    return std::shared_ptr<void>(p, [bytes](void* q) { FreeWeightMemory(q, bytes); });
+  } catch (...) {  // the control block's allocation
+    FreeWeightMemory(p, bytes);
+    throw;
+  }
+}
+
+std::shared_ptr<const void> CopyToWeightMemory(const void* src, std::size_t bytes) {
+  std::shared_ptr<void> p = NewWeightMemory(bytes);
+  std::memcpy(p.get(), src, bytes);
+  return p;
 }
 
 std::size_t WeightMemoryMapped() {

@@ -14,6 +14,7 @@
 // (up to half of it unused for a block just over 1 MiB).
 
 #include <cstddef>
+#include <memory>
 #include <new>
 #include <vector>
 
@@ -24,6 +25,10 @@ void* AllocateWeightMemory(std::size_t bytes);
 void FreeWeightMemory(void* p, std::size_t bytes) noexcept;
 // Bytes currently mapped for weight memory (tests).
 std::size_t WeightMemoryMapped();
+// A block of weight memory freed with its last owner, and one holding a copy of
+// `bytes` bytes from `src`.
+std::shared_ptr<void> NewWeightMemory(std::size_t bytes);
+std::shared_ptr<const void> CopyToWeightMemory(const void* src, std::size_t bytes);
 
 template <class T>
 struct WeightAllocator {

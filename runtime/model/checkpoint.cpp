@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <fstream>
+#include <mutex>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -10,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/kernels/quantized_matrix.hpp"
+#include "runtime/kernels/weight_memory.hpp"
 #include "runtime/model/model_error.hpp"
 #include "runtime/model/shard_index.hpp"
 
@@ -23,9 +25,16 @@ std::shared_ptr<float[]> NewFloats(std::int64_t n) { return std::shared_ptr<floa
 
 }  // namespace
 
-Checkpoint Checkpoint::Open(const std::filesystem::path& dir) {
+struct Checkpoint::Copies {
+  std::mutex mutex;
+  std::map<std::string, std::weak_ptr<const void>, std::less<>> by_tensor;
+};
+
+Checkpoint Checkpoint::Open(const std::filesystem::path& dir, WeightPlacement placement) {
   Checkpoint ckpt;
   ckpt.dir_ = dir;
+  ckpt.placement_ = placement;
+  ckpt.copies_ = std::make_shared<Copies>();
   if (!std::filesystem::is_directory(dir)) throw ModelError(fmt::format("{}: not a checkpoint directory", dir.string()));
   ckpt.config_ = LoadModelConfig(dir);
 
@@ -141,6 +150,8 @@ WeightMatrix Checkpoint::QuantizedMatrixOf(const std::string& base, std::int64_t
   std::memcpy(q->values.data(), values, q->values.size());
   q->scales.resize(static_cast<std::size_t>(s.info.elements()));
   std::memcpy(q->scales.data(), DataOf(s), q->scales.size() * sizeof(float));
+  files_[v.file].mapping->Release(files_[v.file].data_offset + v.info.begin, q->values.size());
+  files_[s.file].mapping->Release(files_[s.file].data_offset + s.info.begin, q->scales.size() * sizeof(float));
   WeightMatrix m;
   m.type = WeightMatrix::Type::kQuantized;
   m.rows = rows;
@@ -150,6 +161,10 @@ WeightMatrix Checkpoint::QuantizedMatrixOf(const std::string& base, std::int64_t
 }
 
 WeightMatrix Checkpoint::Matrix(std::string_view name, std::int64_t rows, std::int64_t cols) const {
+  return Matrix(name, rows, cols, placement_);
+}
+
+WeightMatrix Checkpoint::Matrix(std::string_view name, std::int64_t rows, std::int64_t cols, WeightPlacement placement) const {
   if (!Has(name) && name.ends_with(".weight")) {
     const std::string base(name.substr(0, name.size() - std::string_view(".weight").size()));
     if (Has(base + ".qweight") || Has(base + ".qscales")) return QuantizedMatrixOf(base, rows, cols);
@@ -161,6 +176,20 @@ WeightMatrix Checkpoint::Matrix(std::string_view name, std::int64_t rows, std::i
   }
   const std::byte* data = DataOf(e);
   const std::int64_t n = rows * cols;
+  // The stored bytes in weight memory (the copy another matrix of this tensor
+  // holds, if any); the file's pages of them leave this process.
+  const auto copy = [&](std::size_t bytes) {
+    const std::lock_guard lock(copies_->mutex);
+    std::weak_ptr<const void>& held = copies_->by_tensor[std::string(name)];
+    std::shared_ptr<const void> storage = held.lock();
+    if (storage == nullptr) {
+      storage = CopyToWeightMemory(data, bytes);
+      held = storage;
+      const File& f = files_[e.file];
+      f.mapping->Release(f.data_offset + e.info.begin, bytes);
+    }
+    return storage;
+  };
   WeightMatrix m;
   m.rows = rows;
   m.cols = cols;
@@ -168,15 +197,13 @@ WeightMatrix Checkpoint::Matrix(std::string_view name, std::int64_t rows, std::i
     case DType::kF32:
     case DType::kBF16: {
       m.type = e.info.dtype == DType::kF32 ? WeightMatrix::Type::kF32 : WeightMatrix::Type::kBF16;
-      const std::size_t align = m.element_size();
-      if (reinterpret_cast<std::uintptr_t>(data) % align == 0) {
+      // A view only where the file layout leaves the values aligned.
+      if (placement == WeightPlacement::kMapped && reinterpret_cast<std::uintptr_t>(data) % m.element_size() == 0) {
         m.data = data;
         m.owner = files_[e.file].mapping;
-      } else {  // misaligned by the file layout: copy rather than read unaligned
-        auto copy = std::shared_ptr<std::byte[]>(new std::byte[m.bytes()]);
-        std::memcpy(copy.get(), data, m.bytes());
-        m.data = copy.get();
-        m.owner = std::move(copy);
+      } else {
+        m.owner = copy(m.bytes());
+        m.data = m.owner.get();
       }
       return m;
     }
@@ -194,19 +221,24 @@ WeightMatrix Checkpoint::Matrix(std::string_view name, std::int64_t rows, std::i
       const std::int64_t block_rows = (rows + kFp8Block - 1) / kFp8Block;
       const std::int64_t block_cols = (cols + kFp8Block - 1) / kFp8Block;
       if (!Has(scale_name)) throw ModelError(fmt::format("{}: F8_E4M3 weight without '{}'", Where(e, name), scale_name));
-      // The e4m3 bytes stay as mapped (the kernels read them directly); the small
-      // scale grid is copied to fp32 whatever its stored type.
-      const WeightMatrix scales = Matrix(scale_name, block_rows, block_cols);
+      // The kernels read the e4m3 bytes as stored; the small scale grid is copied
+      // to fp32 whatever its stored type.
+      const WeightMatrix scales = Matrix(scale_name, block_rows, block_cols, WeightPlacement::kMapped);
       auto grid = std::make_shared<std::vector<float>>(static_cast<std::size_t>(block_rows * block_cols));
       for (std::int64_t r = 0; r < block_rows; ++r) {
         for (std::int64_t c = 0; c < block_cols; ++c) (*grid)[static_cast<std::size_t>(r * block_cols + c)] = scales.At(r, c);
       }
       m.type = WeightMatrix::Type::kF8E4M3;
-      m.data = data;
+      if (placement == WeightPlacement::kCopied) {
+        m.owner = copy(static_cast<std::size_t>(n));
+        m.data = m.owner.get();
+      } else {
+        m.owner = files_[e.file].mapping;
+        m.data = data;
+      }
       m.block_scales = grid->data();
       m.scale_cols = block_cols;
-      m.owner = std::make_shared<std::pair<std::shared_ptr<MappedFile>, std::shared_ptr<std::vector<float>>>>(
-          files_[e.file].mapping, std::move(grid));
+      m.block_scales_owner = std::move(grid);
       return m;
     }
     default:

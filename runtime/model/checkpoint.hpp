@@ -14,15 +14,29 @@
 
 namespace tandem::rt {
 
+// Where Checkpoint::Matrix leaves the F32, BF16 and F8_E4M3 weights the kernels
+// read as stored.
+enum class WeightPlacement {
+  // Copied into weight memory (kernels/weight_memory.hpp: 2 MiB pages where the
+  // kernel grants them); the copied range's file pages leave the process. Decode
+  // streams every weight each step, and from 4 KiB pages (a file mapping unless
+  // the page cache holds large folios) it ran 7–23% slower (docs/performance.md).
+  kCopied,
+  // Read where the file is mapped: nothing copied, pages shared with other
+  // processes mapping the file, but at the page cache's page size.
+  kMapped,
+};
+
 // An HF-layout checkpoint directory: config.json plus model.safetensors, or shards
-// listed in model.safetensors.index.json. Files are memory-mapped; tensors are
-// returned as views where the kernels can read them directly (F32, BF16; F8_E4M3
-// with its 128×128 `weight_scale_inv` grid copied beside), converted to fp32 (F16),
-// or copied into a QuantizedMatrix (group-quantized `X.qweight` + `X.qscales`).
+// listed in model.safetensors.index.json. Files are memory-mapped; a matrix the
+// kernels read as stored (F32, BF16; F8_E4M3 with its 128×128 `weight_scale_inv`
+// grid as fp32 beside) is placed as WeightPlacement says; F16 is converted to fp32;
+// group-quantized `X.qweight` + `X.qscales` are copied into a QuantizedMatrix.
 // Has / Info / TensorNames see the tensors as stored (so `X.qweight`, not `X.weight`).
 class Checkpoint {
  public:
-  static Checkpoint Open(const std::filesystem::path& dir);  // throws ModelError
+  // throws ModelError
+  static Checkpoint Open(const std::filesystem::path& dir, WeightPlacement placement = WeightPlacement::kCopied);
 
   const std::filesystem::path& dir() const { return dir_; }
   const ModelConfig& config() const { return config_; }
@@ -43,6 +57,10 @@ class Checkpoint {
   // [rows, cols/group]; the group is cols / qscales' columns and must match
   // config.json's `tandem_quantization` when it has one. The values are copied.
   WeightMatrix Matrix(std::string_view name, std::int64_t rows, std::int64_t cols) const;
+  // The same, placed as asked (an embedding table, of which a step reads one row,
+  // stays mapped). Thread-safe.
+  WeightMatrix Matrix(std::string_view name, std::int64_t rows, std::int64_t cols, WeightPlacement placement) const;
+  WeightPlacement placement() const { return placement_; }
   // A 1-D tensor of exactly n elements, as fp32.
   std::vector<float> Vector(std::string_view name, std::int64_t n) const;
 
@@ -62,10 +80,16 @@ class Checkpoint {
   std::string Where(const Entry& entry, std::string_view name) const;
 
   std::filesystem::path dir_;
+  WeightPlacement placement_ = WeightPlacement::kCopied;
   ModelConfig config_;
   std::vector<File> files_;
   std::map<std::string, Entry, std::less<>> tensors_;
   std::map<std::string, std::string> metadata_;  // `__metadata__` of the weight files (the first file wins a key)
+  // Copies made by Matrix, by tensor, while any matrix holds them: engines over one
+  // checkpoint (a target and its replica drafter) share them as they would share
+  // the mapping.
+  struct Copies;
+  std::shared_ptr<Copies> copies_;
 };
 
 }  // namespace tandem::rt

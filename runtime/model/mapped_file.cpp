@@ -1,6 +1,8 @@
 #include "runtime/model/mapped_file.hpp"
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <utility>
 
@@ -34,6 +36,16 @@ MappedFile::MappedFile(const std::filesystem::path& path) : path_(path) {
     data_ = static_cast<const std::byte*>(p);
   }
   ::close(fd);  // the mapping keeps the file alive
+}
+
+void MappedFile::Release(std::size_t offset, std::size_t bytes) const {
+  if (offset >= size_) return;
+  bytes = std::min(bytes, size_ - offset);
+  const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const auto begin = reinterpret_cast<std::uintptr_t>(data_) + offset, end = begin + bytes;
+  const std::uintptr_t first = (begin + page - 1) / page * page, last = end / page * page;
+  // Advice only: a failure leaves the pages resident, nothing else.
+  if (first < last) ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
 }
 
 MappedFile::~MappedFile() {

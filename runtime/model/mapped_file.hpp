@@ -6,8 +6,7 @@
 
 namespace tandem::rt {
 
-// A read-only memory mapping of a whole file. Weights stay in the page cache and
-// are paged in on first touch; nothing is copied.
+// A read-only memory mapping of a whole file, paged in on first touch.
 class MappedFile {
  public:
   explicit MappedFile(const std::filesystem::path& path);  // throws ModelError
@@ -18,6 +17,10 @@ class MappedFile {
   MappedFile& operator=(MappedFile&& other) noexcept;
 
   std::span<const std::byte> bytes() const { return {data_, size_}; }
+  // Drops this process's pages of a range it has copied and will not read again
+  // (only pages wholly inside it): they leave its resident set, not the page cache,
+  // and a later read maps them again.
+  void Release(std::size_t offset, std::size_t bytes) const;
   const std::filesystem::path& path() const { return path_; }
 
  private:

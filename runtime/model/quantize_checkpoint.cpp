@@ -132,7 +132,7 @@ QuantizeCheckpointReport QuantizeCheckpoint(const std::filesystem::path& in_dir,
     }
   }
 
-  const Checkpoint ckpt = Checkpoint::Open(in_dir);
+  const Checkpoint ckpt = Checkpoint::Open(in_dir, WeightPlacement::kMapped);
   const ModelConfig& config = ckpt.config();
   const auto config_path = in_dir / "config.json";
   if (config.quantization) {

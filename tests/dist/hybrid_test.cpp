@@ -8,6 +8,7 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/write.hpp>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -95,6 +96,23 @@ TEST_P(HybridLayouts, MatchSingleProcessLogitsAndGreedyTokens) {
   EXPECT_LE(MaxRelativeError(hybrid, single), 1e-4);
   EXPECT_EQ(hybrid.tokens, single.tokens) << "greedy 64-token outputs must be identical";
   EXPECT_EQ(hybrid.tokens.size(), 16u + 64u);
+}
+
+// Weights copied onto weight memory (the default) and read where mapped
+// (--map-weights, passed on to spawned workers) are the same bytes: the same logits
+// to the bit, in a single process and in a tp layout whose workers slice experts.
+TEST(Hybrid, MappedAndCopiedWeightsGiveTheSameBits) {
+  const auto& model = ModelFor("tiny");
+  for (const std::vector<std::string>& layout :
+       std::vector<std::vector<std::string>>{{}, {"--spawn-workers", "2", "--expert-parallel", "tp"}}) {
+    std::vector<std::string> mapped = layout;
+    mapped.emplace_back("--map-weights");
+    const EvalRun a = RunEval(model, layout, 16), b = RunEval(model, mapped, 16);
+    ASSERT_EQ(a.run.exit_code, 0) << a.run.err;
+    ASSERT_EQ(b.run.exit_code, 0) << b.run.err;
+    EXPECT_EQ(a.logits, b.logits) << fmt::format("{}", fmt::join(mapped, " "));
+    EXPECT_EQ(a.tokens, b.tokens);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(

@@ -113,6 +113,48 @@ TEST(Checkpoint, OpensTheTinyPresetAndChecksShapes) {
             std::string::npos);
 }
 
+TEST(Checkpoint, CopiesWeightsOntoWeightMemoryOnceOrReadsThemWhereMapped) {
+  const std::string name = "model.layers.0.mlp.gate_proj.weight";
+  const Checkpoint copied = Checkpoint::Open(TinyCheckpoint());
+  const Checkpoint mapped = Checkpoint::Open(TinyCheckpoint(), WeightPlacement::kMapped);
+  EXPECT_EQ(copied.placement(), WeightPlacement::kCopied) << "the default";
+  const WeightMatrix a = copied.Matrix(name, 256, 128), b = copied.Matrix(name, 256, 128);
+  const WeightMatrix view = mapped.Matrix(name, 256, 128);
+  EXPECT_EQ(a.data, b.data) << "one copy per tensor while a matrix holds it";
+  EXPECT_NE(a.data, view.data);
+  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(a.data) % 64, 0u) << "weight memory blocks are cache-line aligned";
+  EXPECT_EQ(std::memcmp(a.data, view.data, a.bytes()), 0) << "the same bytes";
+  EXPECT_NE(Checkpoint::Open(TinyCheckpoint()).Matrix(name, 256, 128).data, a.data) << "another checkpoint copies its own";
+  // Asked for explicitly, a view of the mapping (as an embedding table is read).
+  const WeightMatrix asked = copied.Matrix(name, 256, 128, WeightPlacement::kMapped);
+  EXPECT_NE(asked.data, a.data);
+  EXPECT_EQ(std::memcmp(asked.data, a.data, a.bytes()), 0);
+}
+
+TEST(Checkpoint, Fp8WeightsAreCopiedWithTheirScalesOrReadWhereMapped) {
+  const auto dir = TempDir("fp8-placement");
+  std::filesystem::copy_file(TinyCheckpoint() / "config.json", dir / "config.json");
+  SafetensorsWriter writer;
+  writer.Add("w.weight", DType::kF8E4M3, {130, 64});  // two block rows
+  writer.Add("w.weight_scale_inv", DType::kF32, {2, 1});
+  std::vector<std::uint8_t> fp8(130 * 64);
+  for (std::size_t i = 0; i < fp8.size(); ++i) fp8[i] = static_cast<std::uint8_t>((i * 29 + 3) % 0x7f) | (i % 5 == 0 ? 0x80 : 0);
+  const float scales[2] = {0.5f, 0.03125f};
+  writer.Write(dir / "model.safetensors", [&](const std::string& n) {
+    if (n.ends_with("_scale_inv")) return std::as_bytes(std::span<const float>(scales));
+    return std::as_bytes(std::span<const std::uint8_t>(fp8));
+  });
+  const WeightMatrix copied = Checkpoint::Open(dir).Matrix("w.weight", 130, 64);  // the checkpoint goes first
+  const WeightMatrix mapped = Checkpoint::Open(dir, WeightPlacement::kMapped).Matrix("w.weight", 130, 64);
+  ASSERT_EQ(copied.type, WeightMatrix::Type::kF8E4M3);
+  EXPECT_NE(copied.data, mapped.data);
+  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(copied.data) % 64, 0u);
+  for (const auto& [r, c] : {std::pair{0, 0}, {5, 63}, {127, 1}, {128, 7}, {129, 63}}) {
+    EXPECT_EQ(copied.At(r, c), F8E4M3ToF32(fp8[static_cast<std::size_t>(r * 64 + c)]) * scales[r / 128]) << r << "," << c;
+    EXPECT_EQ(copied.At(r, c), mapped.At(r, c));
+  }
+}
+
 TEST(Checkpoint, TruncatedWeightsAreAnError) {
   const auto dir = CopyOfTiny();
   const std::string bytes = ReadFile(dir / "model.safetensors");
