@@ -1,7 +1,7 @@
-// The quantized kernels with AVX-512 VNNI's byte dot product (vpdpbusd on 256-bit
-// registers) for the lane sums: the same integers as the AVX2 kernels' two
-// instructions. Only reached when HasAvx512Vnni(). No standard-library templates
-// here (see matmul_avx2.cpp).
+// The quantized kernels with AVX-512 VNNI's byte dot product (vpdpbusd) for the lane
+// sums: the same integers as the AVX2 kernels' two instructions; int4's four rows
+// against one input run two rows per 512-bit register. Only reached when
+// HasAvx512Vnni(). No standard-library templates here (see matmul_avx2.cpp).
 #if !defined(__clang__)
 #pragma GCC target("avx2,fma,f16c,avx512f,avx512vl,avx512vnni")
 #endif
