@@ -16,8 +16,8 @@ namespace {
 // small matrices (an expert's is 128 KiB in the small preset): the first 8 KiB of a
 // range are warmed up front (PrefetchHead) and a tile never prefetches past the rows
 // its thread reads (the end of its caller's rows or, where MatMulMany names the
-// next product, that one's head), so nothing fetched goes unread. Measured on a 2-vCPU Zen 4
-// VM, one thread: 32 KiB unclamped → 8 KiB clamped took a whole-model bf16 decode
+// next product, that one's head), so nothing fetched goes unread. Measured on a 2-vCPU Zen 5
+// (EPYC family 26) VM, one thread: 32 KiB unclamped → 8 KiB clamped took a whole-model bf16 decode
 // from 266 to 317 tok/s and a 128 MiB product from 25 to 28.6 GB/s (plain
 // sequential sum: 31–32); 4 KiB was too short (213 tok/s), 16 KiB 308.
 constexpr std::int64_t kAheadBytes = 8192;

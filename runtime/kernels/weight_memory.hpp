@@ -1,12 +1,12 @@
 #pragma once
 
-// Memory for weights the runtime builds itself (group-quantized matrices, whether
-// quantized at load or copied out of a quantized checkpoint). Decode streams them
-// every step like the mapped bf16 weights, which Linux maps with 2 MiB pages where
-// the page cache holds large folios; a small std::vector's heap memory stays on
-// 4 KiB pages (glibc under THP `madvise`), and that made int4 expert decode 6–12%
-// slower on one thread here, 2–5% on two (docs/performance.md, "Fourth pass").
-// So matrices are packed into 2 MiB-aligned chunks marked for huge pages.
+// Memory for the weights decode streams: matrices copied out of a checkpoint
+// (WeightPlacement::kCopied), tp slices of experts, group-quantized matrices. Decode
+// reads every active weight once a step; from 4 KiB pages (a file mapping unless the
+// page cache holds large folios, or a small std::vector's heap under THP `madvise`)
+// bf16 decode ran up to 23% slower (7–11% on two threads) and int4 expert decode
+// 6–12% slower on one thread here (docs/performance.md, "Fourth pass" and "Sixth pass"). So matrices are
+// packed into 2 MiB-aligned chunks marked for huge pages.
 //
 // Made for weights loaded once: blocks up to 1 MiB share chunks (a chunk is unmapped
 // when its last block is freed, except the one small blocks currently come from,

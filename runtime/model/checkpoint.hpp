@@ -20,7 +20,8 @@ enum class WeightPlacement {
   // Copied into weight memory (kernels/weight_memory.hpp: 2 MiB pages where the
   // kernel grants them); the copied range's file pages leave the process. Decode
   // streams every weight each step, and from 4 KiB pages (a file mapping unless
-  // the page cache holds large folios) it ran 7–23% slower (docs/performance.md).
+  // the page cache holds large folios) it ran up to 23% slower on one thread and 7–11%
+  // on two (docs/performance.md, "Sixth pass").
   kCopied,
   // Read where the file is mapped: nothing copied, pages shared with other
   // processes mapping the file, but at the page cache's page size.
