@@ -56,21 +56,36 @@ RegionCosts CostsPerToken(const Checkpoint& ckpt, int context) {
     if (c.num_nextn_predict_layers > 0 && name.starts_with(mtp)) continue;
     if (name.find(".mlp.experts.") != std::string::npos) continue;  // counted below: only the routed ones
     const TensorInfo& info = ckpt.Info(name);
-    double size = static_cast<double>(info.end - info.begin);
-    auto values = static_cast<double>(info.elements());
-    if (name == "model.embed_tokens.weight") {  // one row, copied
-      size /= static_cast<double>(c.vocab_size);
-      values = 0;
+    const auto size = static_cast<double>(info.end - info.begin);
+    // Multiply-adds: a matrix's values (an int4 `.qweight` packs two per byte);
+    // scales and vectors have none.
+    double values = 0;
+    if (info.shape.size() == 2 && (name.ends_with(".weight") || name.ends_with(".qweight"))) {
+      values = static_cast<double>(info.elements()) * (info.dtype == DType::kU8 ? 2 : 1);
+    }
+    if (name == "model.embed_tokens.weight") {  // one row copied; a tied LM head reads all of it
+      costs[StepProfile::kOther].bytes += size / static_cast<double>(c.vocab_size);
+      if (c.tie_word_embeddings) {
+        costs[StepProfile::kLmHead].bytes += size;
+        costs[StepProfile::kLmHead].flops += 2 * values;
+      }
+      continue;
     }
     RegionCost& r = costs[region_of(name)];
     r.bytes += size;
-    if (info.shape.size() == 2) r.flops += 2 * values;
+    r.flops += 2 * values;
   }
   int moe_layers = 0;
   for (int l = 0; l < c.num_hidden_layers; ++l) moe_layers += c.IsMoeLayer(l) ? 1 : 0;
-  // bf16, or what `tandem-rt quantize` stores: a byte (int8) or half (int4) per value plus an fp32 scale per group.
+  // As stored: bf16, fp8 (a byte, and a 128 × 128 block's scale), or what `tandem-rt
+  // quantize` writes: a byte (int8) or half (int4) per value and an fp32 scale per group.
   double per_value = 2.0;
-  if (c.quantization) per_value = (c.quantization->format == QuantFormat::kInt8 ? 1.0 : 0.5) + 4.0 / c.quantization->group_size;
+  const std::string routed = fmt::format("model.layers.{}.mlp.experts.0.gate_proj.weight", c.first_k_dense_replace);
+  if (c.quantization) {
+    per_value = (c.quantization->format == QuantFormat::kInt8 ? 1.0 : 0.5) + 4.0 / c.quantization->group_size;
+  } else if (ckpt.Has(routed) && ckpt.Info(routed).dtype == DType::kF8E4M3) {
+    per_value = 1.0 + 4.0 / (128.0 * 128.0);
+  }
   const double expert_values = 3.0 * c.hidden_size * c.moe_intermediate_size;
   costs[StepProfile::kExperts].bytes += moe_layers * c.num_experts_per_tok * expert_values * per_value;
   costs[StepProfile::kExperts].flops += moe_layers * c.num_experts_per_tok * expert_values * 2;

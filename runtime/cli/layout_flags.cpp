@@ -57,7 +57,10 @@ void AddLayoutFlags(CLI::App* cmd, LayoutFlags& f) {
                 "onto 2 MiB pages: less memory when processes share a file, slower decode from 4 KiB pages");
 }
 
-WeightPlacement Placement(const LayoutFlags& f) { return f.map_weights ? WeightPlacement::kMapped : WeightPlacement::kCopied; }
+// The GPU reads its own copies: on the host the weights are only read while uploading.
+WeightPlacement Placement(const LayoutFlags& f) {
+  return f.map_weights || f.device == "cuda" ? WeightPlacement::kMapped : WeightPlacement::kCopied;
+}
 
 Engine::ExpertExecutorFactory MakeExpertExecutor(const Checkpoint& ckpt, const LayoutFlags& f,
                                                  std::shared_ptr<RemoteExpertExecutor>* remote) {

@@ -55,7 +55,7 @@ Engine::ExpertExecutorFactory MakeExpertExecutor(const Checkpoint& ckpt, const L
 // when the flags name other ranks.
 ExpertInputPrecision ExpertInput(const LayoutFlags& flags);
 
-// --map-weights as the checkpoint's WeightPlacement.
+// The checkpoint's WeightPlacement: kMapped with --map-weights or --device cuda.
 WeightPlacement Placement(const LayoutFlags& flags);
 
 // --device as the engine's Device.

@@ -84,7 +84,9 @@ struct ExpertWorker::State {
     const auto t0 = Clock::now();
     try {
       if (!checkpoint) {
-        checkpoint.emplace(Checkpoint::Open(options.model, options.map_weights ? WeightPlacement::kMapped : WeightPlacement::kCopied));
+        // A GPU worker's slices are read only while uploading.
+        const bool mapped = options.map_weights || options.device == Device::kCuda;
+        checkpoint.emplace(Checkpoint::Open(options.model, mapped ? WeightPlacement::kMapped : WeightPlacement::kCopied));
         revision = ModelRevision(checkpoint->dir());
       }
     } catch (const ModelError& e) {

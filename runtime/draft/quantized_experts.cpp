@@ -13,9 +13,11 @@ QuantizedExpertExecutor::QuantizedExpertExecutor(const Checkpoint& ckpt, QuantFo
     : pool_(pool), hidden_(ckpt.config().hidden_size), top_k_(ckpt.config().num_experts_per_tok) {
   const ModelConfig& c = ckpt.config();
   const auto load = [&](const std::string& prefix, std::int64_t inter) {
-    Mlp m{QuantizedMatrix::Quantize(ckpt.Matrix(prefix + ".gate_proj.weight", inter, c.hidden_size), format, group),
-          QuantizedMatrix::Quantize(ckpt.Matrix(prefix + ".up_proj.weight", inter, c.hidden_size), format, group),
-          QuantizedMatrix::Quantize(ckpt.Matrix(prefix + ".down_proj.weight", c.hidden_size, inter), format, group)};
+    // Read where mapped: only the quantized copies are kept.
+    constexpr WeightPlacement kRead = WeightPlacement::kMapped;
+    Mlp m{QuantizedMatrix::Quantize(ckpt.Matrix(prefix + ".gate_proj.weight", inter, c.hidden_size, kRead), format, group),
+          QuantizedMatrix::Quantize(ckpt.Matrix(prefix + ".up_proj.weight", inter, c.hidden_size, kRead), format, group),
+          QuantizedMatrix::Quantize(ckpt.Matrix(prefix + ".down_proj.weight", c.hidden_size, inter, kRead), format, group)};
     return m;
   };
   for (int l = 0; l < c.num_hidden_layers; ++l) {

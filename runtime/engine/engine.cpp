@@ -1,6 +1,7 @@
 #include "runtime/engine/engine.hpp"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <map>
@@ -25,27 +26,33 @@ namespace tandem::rt {
 
 namespace {
 
-// Charges the time since its previous lap to a region of a StepProfile; does
-// nothing without one.
+// Charges the time since its previous lap to a region of the pass; a pass that
+// ends adds its regions to the StepProfile (one that throws, nothing). Does
+// nothing without a profile.
 class RegionClock {
  public:
   explicit RegionClock(StepProfile* profile) : profile_(profile) {}
   void Start() {
-    if (profile_ != nullptr) last_ = std::chrono::steady_clock::now();
+    if (profile_ == nullptr) return;
+    pass_ = {};
+    last_ = std::chrono::steady_clock::now();
   }
   void Lap(StepProfile::Region region) {
     if (profile_ == nullptr) return;
     const auto now = std::chrono::steady_clock::now();
-    profile_->seconds[region] += std::chrono::duration<double>(now - last_).count();
+    pass_[region] += std::chrono::duration<double>(now - last_).count();
     last_ = now;
   }
   void EndPass() {
+    if (profile_ == nullptr) return;
     Lap(StepProfile::kOther);
-    if (profile_ != nullptr) ++profile_->passes;
+    for (std::size_t r = 0; r < pass_.size(); ++r) profile_->seconds[r] += pass_[r];
+    ++profile_->passes;
   }
 
  private:
   StepProfile* profile_;
+  std::array<double, StepProfile::kRegions> pass_{};
   std::chrono::steady_clock::time_point last_;
 };
 

@@ -7,9 +7,14 @@
 namespace tandem::rt {
 
 MlpWeights MlpWeights::Load(const Checkpoint& ckpt, const std::string& prefix, std::int64_t hidden, std::int64_t intermediate) {
-  return {ckpt.Matrix(prefix + ".gate_proj.weight", intermediate, hidden),
-          ckpt.Matrix(prefix + ".up_proj.weight", intermediate, hidden),
-          ckpt.Matrix(prefix + ".down_proj.weight", hidden, intermediate)};
+  return Load(ckpt, prefix, hidden, intermediate, ckpt.placement());
+}
+
+MlpWeights MlpWeights::Load(const Checkpoint& ckpt, const std::string& prefix, std::int64_t hidden, std::int64_t intermediate,
+                            WeightPlacement placement) {
+  return {ckpt.Matrix(prefix + ".gate_proj.weight", intermediate, hidden, placement),
+          ckpt.Matrix(prefix + ".up_proj.weight", intermediate, hidden, placement),
+          ckpt.Matrix(prefix + ".down_proj.weight", hidden, intermediate, placement)};
 }
 
 void MlpForwardMany(std::span<const MlpTask> tasks, std::vector<float>& scratch, ThreadPool* pool) {

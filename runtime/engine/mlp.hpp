@@ -10,6 +10,7 @@ namespace tandem::rt {
 
 class Checkpoint;
 class ThreadPool;
+enum class WeightPlacement;
 
 // A SwiGLU feed-forward block (dense layer, shared experts, or one routed expert):
 // down · (silu(gate · x) ⊙ (up · x)).
@@ -18,8 +19,11 @@ struct MlpWeights {
   WeightMatrix up;    // [intermediate × hidden]
   WeightMatrix down;  // [hidden × intermediate]
 
-  // Loads <prefix>.gate_proj.weight, up_proj and down_proj.
+  // Loads <prefix>.gate_proj.weight, up_proj and down_proj, placed as the checkpoint
+  // places matrices or as asked.
   static MlpWeights Load(const Checkpoint& ckpt, const std::string& prefix, std::int64_t hidden, std::int64_t intermediate);
+  static MlpWeights Load(const Checkpoint& ckpt, const std::string& prefix, std::int64_t hidden, std::int64_t intermediate,
+                         WeightPlacement placement);
   std::int64_t intermediate() const { return gate.rows; }
 };
 

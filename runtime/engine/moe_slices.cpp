@@ -60,7 +60,10 @@ WeightMatrix RowSlice(const WeightMatrix& m, std::int64_t begin, std::int64_t en
 
 MlpWeights LoadSlice(const Checkpoint& ckpt, const std::string& prefix, std::int64_t hidden, std::int64_t intermediate,
                      std::int64_t begin, std::int64_t end) {
-  const MlpWeights full = MlpWeights::Load(ckpt, prefix, hidden, intermediate);
+  // A part of each expert (tp) is copied by the slicing below: read the whole where
+  // it is mapped rather than copying it first.
+  const bool whole = begin == 0 && end == intermediate;
+  const MlpWeights full = MlpWeights::Load(ckpt, prefix, hidden, intermediate, whole ? ckpt.placement() : WeightPlacement::kMapped);
   return {RowSlice(full.gate, begin, end), RowSlice(full.up, begin, end), ColumnSlice(full.down, begin, end, prefix + ".down_proj")};
 }
 

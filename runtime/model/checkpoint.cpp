@@ -21,8 +21,6 @@ namespace {
 
 constexpr std::int64_t kFp8Block = WeightMatrix::kFp8Block;  // DeepSeek-V3's weight_scale_inv block size
 
-std::shared_ptr<float[]> NewFloats(std::int64_t n) { return std::shared_ptr<float[]>(new float[static_cast<std::size_t>(n)]); }
-
 }  // namespace
 
 struct Checkpoint::Copies {
@@ -207,14 +205,17 @@ WeightMatrix Checkpoint::Matrix(std::string_view name, std::int64_t rows, std::i
       }
       return m;
     }
-    case DType::kF16: {
-      auto values = NewFloats(n);
+    case DType::kF16: {  // widened into weight memory, whatever the placement
+      const std::shared_ptr<void> memory = NewWeightMemory(static_cast<std::size_t>(n) * sizeof(float));
+      auto* values = static_cast<float*>(memory.get());
       for (std::int64_t i = 0; i < n; ++i) {
         std::uint16_t bits;
         std::memcpy(&bits, data + 2 * i, 2);
         values[i] = F16ToF32(bits);
       }
-      return WeightMatrix::OwnedF32(rows, cols, std::move(values));
+      const File& f = files_[e.file];
+      f.mapping->Release(f.data_offset + e.info.begin, static_cast<std::size_t>(n) * 2);
+      return WeightMatrix::OwnedF32(rows, cols, std::shared_ptr<const float[]>(memory, values));
     }
     case DType::kF8E4M3: {
       const std::string scale_name = std::string(name) + "_scale_inv";

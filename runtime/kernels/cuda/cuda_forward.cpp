@@ -108,8 +108,8 @@ class DeviceForward final : public CudaForward {
       for (const LayerWeights& lw : w.layers) {
         if (lw.moe) slices.push_back({lw.checkpoint_layer, 0, c_.n_routed_experts, 0, c_.moe_intermediate_size, 0, shared});
       }
-      // The host slices are views into the checkpoint (down columns are whole, so
-      // nothing is copied); they are only read while uploading.
+      // The host slices are read only while uploading: views into the checkpoint
+      // where it is mapped (`--device cuda` opens it so), copies otherwise.
       const MoeSlices host(ckpt, slices, nullptr, false);
       experts_.emplace(host);
     }
