@@ -1,5 +1,6 @@
 #include "runtime/engine/engine.hpp"
 
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -149,6 +150,35 @@ TEST_F(EngineTest, RejectsRowsThatBreakTheRules) {
   const std::vector<Row> too_long = {{1, 0, 1, true}, {1, 1, 1, true}, {1, 2, 1, true}, {1, 3, 1, true}, {1, 4, 1, true}};
   EXPECT_THROW(engine.Forward(too_long, out), std::invalid_argument);
   EXPECT_EQ(engine.kv().Get(1).length(), 0) << "a rejected batch must not advance the cache";
+}
+
+// A profiled pass charges its time to the regions a tiny MoE model has, the regions
+// add up to the passes' time, and a pass that throws counts nothing. The logits do
+// not depend on being profiled.
+TEST_F(EngineTest, AStepProfilePartitionsEachPassThatFinishes) {
+  StepProfile profile;
+  Engine profiled(*ckpt_, EngineOptions{.threads = 1, .profile = &profile});
+  Engine plain(*ckpt_, EngineOptions{.threads = 1});
+  const std::vector<TokenId> tokens = Tokens(12, 3, vocab());
+  for (Engine* e : {&profiled, &plain}) e->kv().Open(1, 16);
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::vector<float> a = Prefill(profiled, 1, tokens);
+  const std::vector<float> b = Prefill(plain, 1, tokens);
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(a, b);
+  EXPECT_EQ(profile.passes, 1u);
+  for (const auto region : {StepProfile::kAttentionProjections, StepProfile::kAttentionCache, StepProfile::kRouter,
+                            StepProfile::kExperts, StepProfile::kDenseMlp, StepProfile::kLmHead, StepProfile::kOther}) {
+    EXPECT_GT(profile.seconds[region], 0.0) << StepProfile::Name(region);
+  }
+  EXPECT_LT(profile.TotalSeconds(), wall) << "within the profiled pass";
+
+  const StepProfile before = profile;
+  ForwardOutput out;
+  const std::vector<Row> gap = {{1, 40, 1, true}};  // not the next position
+  EXPECT_THROW(profiled.Forward(gap, out), std::invalid_argument);
+  EXPECT_EQ(profile.passes, before.passes);
+  EXPECT_EQ(profile.seconds, before.seconds) << "a pass that throws adds nothing";
 }
 
 }  // namespace
