@@ -102,7 +102,9 @@ struct ExpertWorker::State {
       return refuse("request shape does not match the model");
     }
     try {
-      MoeSlices slices(*checkpoint, options.transport_only ? std::vector<LayerSlice>{} : hello.slices, &pool);
+      // The GPU copies gate and up apart (CudaMoeSlices).
+      MoeSlices slices(*checkpoint, options.transport_only ? std::vector<LayerSlice>{} : hello.slices, &pool, true,
+                       options.device != Device::kCuda);
       device_slices.reset();
       if (options.device == Device::kCuda) device_slices = CudaMoeSlices::Upload(slices);
       HelloAck ack{revision, device_slices ? device_slices->weight_bytes() : slices.weight_bytes(),

@@ -18,13 +18,17 @@ struct MlpWeights {
   WeightMatrix gate;  // [intermediate × hidden]
   WeightMatrix up;    // [intermediate × hidden]
   WeightMatrix down;  // [hidden × intermediate]
+  // When set (a group-quantized expert computed on the CPU, see MoeSlices), gate's
+  // rows then up's as one matrix, read as one product (one stream instead of two
+  // short ones); gate and up are then empty. The same bits: rows are independent.
+  WeightMatrix gate_up;
 
   // Loads <prefix>.gate_proj.weight, up_proj and down_proj, placed as the checkpoint
   // places matrices or as asked.
   static MlpWeights Load(const Checkpoint& ckpt, const std::string& prefix, std::int64_t hidden, std::int64_t intermediate);
   static MlpWeights Load(const Checkpoint& ckpt, const std::string& prefix, std::int64_t hidden, std::int64_t intermediate,
                          WeightPlacement placement);
-  std::int64_t intermediate() const { return gate.rows; }
+  std::int64_t intermediate() const { return gate_up.empty() ? gate.rows : gate_up.rows / 2; }
 };
 
 // One MLP of MlpForwardMany: its input rows and where its output goes (fp32 `out`,

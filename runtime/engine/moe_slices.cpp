@@ -67,11 +67,22 @@ MlpWeights LoadSlice(const Checkpoint& ckpt, const std::string& prefix, std::int
   return {RowSlice(full.gate, begin, end), RowSlice(full.up, begin, end), ColumnSlice(full.down, begin, end, prefix + ".down_proj")};
 }
 
-std::uint64_t Bytes(const MlpWeights& m) { return m.gate.bytes() + m.up.bytes() + m.down.bytes(); }
+std::uint64_t Bytes(const MlpWeights& m) { return m.gate.bytes() + m.up.bytes() + m.gate_up.bytes() + m.down.bytes(); }
+
+// A quantized expert's gate and up as one matrix (MlpWeights::gate_up).
+void FuseGateUp(MlpWeights& m) {
+  if (m.gate.type != WeightMatrix::Type::kQuantized || m.up.type != WeightMatrix::Type::kQuantized) return;
+  m.gate_up.type = WeightMatrix::Type::kQuantized;
+  m.gate_up.rows = m.gate.rows + m.up.rows;
+  m.gate_up.cols = m.gate.cols;
+  m.gate_up.quantized = std::make_shared<const QuantizedMatrix>(QuantizedMatrix::StackRows(*m.gate.quantized, *m.up.quantized));
+  m.gate = WeightMatrix{};
+  m.up = WeightMatrix{};
+}
 
 }  // namespace
 
-MoeSlices::MoeSlices(const Checkpoint& ckpt, const std::vector<LayerSlice>& slices, ThreadPool* pool, bool exact)
+MoeSlices::MoeSlices(const Checkpoint& ckpt, const std::vector<LayerSlice>& slices, ThreadPool* pool, bool exact, bool fuse_gate_up)
     : hidden_(ckpt.config().hidden_size), pool_(pool), exact_(exact), slices_(slices) {
   const ModelConfig& c = ckpt.config();
   const std::int64_t shared_inter = static_cast<std::int64_t>(c.moe_intermediate_size) * c.n_shared_experts;
@@ -91,12 +102,14 @@ MoeSlices::MoeSlices(const Checkpoint& ckpt, const std::vector<LayerSlice>& slic
       for (int e = s.expert_begin; e < s.expert_end; ++e) {
         layer.experts.push_back(LoadSlice(ckpt, fmt::format("model.layers.{}.mlp.experts.{}", s.layer, e), c.hidden_size,
                                           c.moe_intermediate_size, s.inter_begin, s.inter_end));
+        if (fuse_gate_up) FuseGateUp(layer.experts.back());
         weight_bytes_ += Bytes(layer.experts.back());
       }
     }
     if (s.HoldsShared()) {
       layer.shared = LoadSlice(ckpt, fmt::format("model.layers.{}.mlp.shared_experts", s.layer), c.hidden_size, shared_inter,
                                s.shared_begin, s.shared_end);
+      if (fuse_gate_up) FuseGateUp(*layer.shared);
       weight_bytes_ += Bytes(*layer.shared);
     }
   }

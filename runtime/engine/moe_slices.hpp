@@ -39,7 +39,11 @@ class MoeSlices {
   // `exact`: accumulate the down projections in double (MatMulF64), so that slices
   // of an expert computed on different ranks add up to exactly what one process
   // computes; hybrid layouts need it, a plain single process can skip it (faster).
-  MoeSlices(const Checkpoint& ckpt, const std::vector<LayerSlice>& slices, ThreadPool* pool, bool exact = true);
+  // `fuse_gate_up`: hold a group-quantized expert's gate and up as one matrix
+  // (MlpWeights::gate_up, what Compute reads fastest); a device backend that copies
+  // the slices (CudaMoeSlices) wants them apart.
+  MoeSlices(const Checkpoint& ckpt, const std::vector<LayerSlice>& slices, ThreadPool* pool, bool exact = true,
+            bool fuse_gate_up = true);
 
   bool Holds(int layer) const { return layers_.contains(layer); }
   const std::vector<LayerSlice>& slices() const { return slices_; }

@@ -90,6 +90,25 @@ QuantizedMatrix QuantizedMatrix::Rows(std::int64_t first, std::int64_t count) co
   return q;
 }
 
+QuantizedMatrix QuantizedMatrix::StackRows(const QuantizedMatrix& a, const QuantizedMatrix& b) {
+  if (a.cols != b.cols || a.format != b.format || a.group != b.group) {
+    throw std::invalid_argument(fmt::format("quantized matrix: cannot stack {} × {} {} (group {}) on {} × {} {} (group {})", b.rows,
+                                            b.cols, ToString(b.format), b.group, a.rows, a.cols, ToString(a.format), a.group));
+  }
+  QuantizedMatrix q;
+  q.format = a.format;
+  q.rows = a.rows + b.rows;
+  q.cols = a.cols;
+  q.group = a.group;
+  q.values.reserve(a.values.size() + b.values.size());
+  q.values.insert(q.values.end(), a.values.begin(), a.values.end());
+  q.values.insert(q.values.end(), b.values.begin(), b.values.end());
+  q.scales.reserve(a.scales.size() + b.scales.size());
+  q.scales.insert(q.scales.end(), a.scales.begin(), a.scales.end());
+  q.scales.insert(q.scales.end(), b.scales.begin(), b.scales.end());
+  return q;
+}
+
 QuantizedMatrix QuantizedMatrix::Columns(std::int64_t begin, std::int64_t end) const {
   if (begin < 0 || end > cols || begin > end || begin % group != 0 || end % group != 0) {
     throw std::invalid_argument(fmt::format("quantized matrix: columns [{}, {}) of {} are not whole groups of {}", begin, end,

@@ -37,6 +37,9 @@ struct QuantizedMatrix {
   float At(std::int64_t row, std::int64_t col) const;  // dequantized (tests, tools)
   // Rows [first, first + count), copied.
   QuantizedMatrix Rows(std::int64_t first, std::int64_t count) const;
+  // a's rows, then b's, in one matrix (same columns, format and group; else
+  // std::invalid_argument).
+  static QuantizedMatrix StackRows(const QuantizedMatrix& a, const QuantizedMatrix& b);
   // Columns [begin, end), copied. Throws std::invalid_argument unless both are
   // multiples of `group` (a slice keeps whole groups and their scales).
   QuantizedMatrix Columns(std::int64_t begin, std::int64_t end) const;

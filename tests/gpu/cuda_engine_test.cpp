@@ -148,7 +148,7 @@ TEST_F(Gpu, DeviceExpertSlicesMatchTheCpuSlices) {
   // A tensor-parallel half of some experts and of the shared experts, as a worker holds.
   const std::vector<LayerSlice> slices = {
       {layer, 2, c.n_routed_experts - 1, 0, c.moe_intermediate_size / 2, shared / 2, shared}};
-  MoeSlices host(ckpt, slices, nullptr, true);
+  MoeSlices host(ckpt, slices, nullptr, true, /*fuse_gate_up=*/false);
   const auto device = CudaMoeSlices::Upload(host);
   const int rows = 5, k = c.num_experts_per_tok;
   std::mt19937 rng(11);

@@ -566,6 +566,15 @@ TEST(QuantizedCheckpoint, ExpertSlicesCutAtWholeGroupsOnly) {
     return out;
   };
   const std::vector<double> whole = compute(0, 64, 64), first = compute(0, 32, 64), second = compute(32, 64, 0);
+  {
+    // Gate and up held as one matrix (the default) or apart (as a device backend
+    // takes them): the same bits, for experts given one row and several, and the
+    // shared expert's three.
+    MoeSlices apart(q, {{1, 0, c.n_routed_experts, 0, 64, 0, 64}}, nullptr, false, /*fuse_gate_up=*/false);
+    std::vector<double> out(static_cast<std::size_t>(rows * h));
+    apart.Compute(1, x.data(), rows, routes, top_k, out.data());
+    EXPECT_EQ(out, whole);
+  }
   double worst = 0, scale = 0;
   for (std::size_t i = 0; i < whole.size(); ++i) {
     worst = std::max(worst, std::fabs(first[i] + second[i] - whole[i]));

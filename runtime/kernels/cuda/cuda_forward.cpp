@@ -110,7 +110,7 @@ class DeviceForward final : public CudaForward {
       }
       // The host slices are read only while uploading: views into the checkpoint
       // where it is mapped (`--device cuda` opens it so), copies otherwise.
-      const MoeSlices host(ckpt, slices, nullptr, false);
+      const MoeSlices host(ckpt, slices, nullptr, false, /*fuse_gate_up=*/false);
       experts_.emplace(host);
     }
   }
