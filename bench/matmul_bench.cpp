@@ -48,12 +48,8 @@ WeightMatrix Matrix(int format, std::int64_t rows, std::int64_t cols) {
   for (std::size_t i = 0; i < n; ++i) v[i] = F32ToBf16(value(rng));
   const WeightMatrix w = WeightMatrix::OwnedBf16(rows, cols, v);
   if (format == 1) return w;
-  WeightMatrix q;
-  q.type = WeightMatrix::Type::kQuantized;
-  q.rows = rows;
-  q.cols = cols;
-  q.quantized = std::make_shared<const QuantizedMatrix>(QuantizedMatrix::Quantize(w, format == 3 ? QuantFormat::kInt8 : QuantFormat::kInt4, 32));
-  return q;
+  return WeightMatrix::FromQuantized(
+      std::make_shared<const QuantizedMatrix>(QuantizedMatrix::Quantize(w, format == 3 ? QuantFormat::kInt8 : QuantFormat::kInt4, 32)));
 }
 
 void BM_MatMul(benchmark::State& state) {
@@ -169,12 +165,7 @@ struct Int4ExpertStore {
 
   explicit Int4ExpertStore(const ExpertStore& bf16) {
     const auto quantize = [](const WeightMatrix& w) {
-      WeightMatrix q;
-      q.type = WeightMatrix::Type::kQuantized;
-      q.rows = w.rows;
-      q.cols = w.cols;
-      q.quantized = std::make_shared<const QuantizedMatrix>(QuantizedMatrix::Quantize(w, QuantFormat::kInt4, 32));
-      return q;
+      return WeightMatrix::FromQuantized(std::make_shared<const QuantizedMatrix>(QuantizedMatrix::Quantize(w, QuantFormat::kInt4, 32)));
     };
     for (std::size_t e = 0; e < bf16.down.size(); ++e) {
       down.push_back(quantize(bf16.down[e]));

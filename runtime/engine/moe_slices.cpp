@@ -72,10 +72,8 @@ std::uint64_t Bytes(const MlpWeights& m) { return m.gate.bytes() + m.up.bytes() 
 // A quantized expert's gate and up as one matrix (MlpWeights::gate_up).
 void FuseGateUp(MlpWeights& m) {
   if (m.gate.type != WeightMatrix::Type::kQuantized || m.up.type != WeightMatrix::Type::kQuantized) return;
-  m.gate_up.type = WeightMatrix::Type::kQuantized;
-  m.gate_up.rows = m.gate.rows + m.up.rows;
-  m.gate_up.cols = m.gate.cols;
-  m.gate_up.quantized = std::make_shared<const QuantizedMatrix>(QuantizedMatrix::StackRows(*m.gate.quantized, *m.up.quantized));
+  m.gate_up = WeightMatrix::FromQuantized(
+      std::make_shared<const QuantizedMatrix>(QuantizedMatrix::StackRows(*m.gate.quantized, *m.up.quantized)));
   m.gate = WeightMatrix{};
   m.up = WeightMatrix{};
 }

@@ -535,12 +535,7 @@ namespace {
 // A QuantizedMatrix as a kQuantized WeightMatrix that does not own it (an aliasing
 // shared_ptr with no owner: nothing is allocated or counted).
 WeightMatrix View(const QuantizedMatrix& q) {
-  WeightMatrix w;
-  w.type = WeightMatrix::Type::kQuantized;
-  w.rows = q.rows;
-  w.cols = q.cols;
-  w.quantized = std::shared_ptr<const QuantizedMatrix>(std::shared_ptr<const QuantizedMatrix>(), &q);
-  return w;
+  return WeightMatrix::FromQuantized(std::shared_ptr<const QuantizedMatrix>(std::shared_ptr<const QuantizedMatrix>(), &q));
 }
 
 }  // namespace

@@ -100,4 +100,13 @@ WeightMatrix WeightMatrix::OwnedF8E4M3(std::int64_t rows, std::int64_t cols, std
   return m;
 }
 
+WeightMatrix WeightMatrix::FromQuantized(std::shared_ptr<const QuantizedMatrix> q) {
+  WeightMatrix m;
+  m.type = Type::kQuantized;
+  m.rows = q->rows;
+  m.cols = q->cols;
+  m.quantized = std::move(q);
+  return m;
+}
+
 }  // namespace tandem::rt

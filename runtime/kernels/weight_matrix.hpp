@@ -56,6 +56,8 @@ struct WeightMatrix {
   static WeightMatrix OwnedBf16(std::int64_t rows, std::int64_t cols, std::shared_ptr<const std::uint16_t[]> values);
   static WeightMatrix OwnedF8E4M3(std::int64_t rows, std::int64_t cols, std::shared_ptr<const std::uint8_t[]> values,
                                   std::shared_ptr<const float[]> scales);
+  // A kQuantized matrix over `q` (its shape).
+  static WeightMatrix FromQuantized(std::shared_ptr<const QuantizedMatrix> q);
 };
 
 }  // namespace tandem::rt

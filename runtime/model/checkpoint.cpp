@@ -97,6 +97,11 @@ const std::byte* Checkpoint::DataOf(const Entry& entry) const {
   return f.mapping->bytes().data() + f.data_offset + entry.info.begin;
 }
 
+void Checkpoint::ReleaseData(const Entry& entry) const {
+  const File& f = files_[entry.file];
+  f.mapping->Release(f.data_offset + entry.info.begin, entry.info.end - entry.info.begin);
+}
+
 WeightMatrix Checkpoint::QuantizedMatrixOf(const std::string& base, std::int64_t rows, std::int64_t cols) const {
   const std::string values_name = base + ".qweight", scales_name = base + ".qscales";
   if (!Has(values_name) || !Has(scales_name)) {
@@ -148,14 +153,9 @@ WeightMatrix Checkpoint::QuantizedMatrixOf(const std::string& base, std::int64_t
   std::memcpy(q->values.data(), values, q->values.size());
   q->scales.resize(static_cast<std::size_t>(s.info.elements()));
   std::memcpy(q->scales.data(), DataOf(s), q->scales.size() * sizeof(float));
-  files_[v.file].mapping->Release(files_[v.file].data_offset + v.info.begin, q->values.size());
-  files_[s.file].mapping->Release(files_[s.file].data_offset + s.info.begin, q->scales.size() * sizeof(float));
-  WeightMatrix m;
-  m.type = WeightMatrix::Type::kQuantized;
-  m.rows = rows;
-  m.cols = cols;
-  m.quantized = std::move(q);
-  return m;
+  ReleaseData(v);
+  ReleaseData(s);
+  return WeightMatrix::FromQuantized(std::move(q));
 }
 
 WeightMatrix Checkpoint::Matrix(std::string_view name, std::int64_t rows, std::int64_t cols) const {
@@ -174,19 +174,24 @@ WeightMatrix Checkpoint::Matrix(std::string_view name, std::int64_t rows, std::i
   }
   const std::byte* data = DataOf(e);
   const std::int64_t n = rows * cols;
-  // The stored bytes in weight memory (the copy another matrix of this tensor
-  // holds, if any); the file's pages of them leave this process.
-  const auto copy = [&](std::size_t bytes) {
+  // The values as stored, for the kernels: a view of the mapping where asked and
+  // possible, else in weight memory (the copy another matrix of this tensor holds,
+  // if any), the file's pages of them leaving this process.
+  const auto place = [&](WeightMatrix& out, bool can_view) {
+    if (placement == WeightPlacement::kMapped && can_view) {
+      out.owner = files_[e.file].mapping;
+      out.data = data;
+      return;
+    }
     const std::lock_guard lock(copies_->mutex);
     std::weak_ptr<const void>& held = copies_->by_tensor[std::string(name)];
-    std::shared_ptr<const void> storage = held.lock();
-    if (storage == nullptr) {
-      storage = CopyToWeightMemory(data, bytes);
-      held = storage;
-      const File& f = files_[e.file];
-      f.mapping->Release(f.data_offset + e.info.begin, bytes);
+    out.owner = held.lock();
+    if (out.owner == nullptr) {
+      out.owner = CopyToWeightMemory(data, static_cast<std::size_t>(e.info.end - e.info.begin));
+      held = out.owner;
+      ReleaseData(e);
     }
-    return storage;
+    out.data = out.owner.get();
   };
   WeightMatrix m;
   m.rows = rows;
@@ -195,14 +200,7 @@ WeightMatrix Checkpoint::Matrix(std::string_view name, std::int64_t rows, std::i
     case DType::kF32:
     case DType::kBF16: {
       m.type = e.info.dtype == DType::kF32 ? WeightMatrix::Type::kF32 : WeightMatrix::Type::kBF16;
-      // A view only where the file layout leaves the values aligned.
-      if (placement == WeightPlacement::kMapped && reinterpret_cast<std::uintptr_t>(data) % m.element_size() == 0) {
-        m.data = data;
-        m.owner = files_[e.file].mapping;
-      } else {
-        m.owner = copy(m.bytes());
-        m.data = m.owner.get();
-      }
+      place(m, reinterpret_cast<std::uintptr_t>(data) % m.element_size() == 0);  // a view only of aligned values
       return m;
     }
     case DType::kF16: {  // widened into weight memory, whatever the placement
@@ -213,8 +211,7 @@ WeightMatrix Checkpoint::Matrix(std::string_view name, std::int64_t rows, std::i
         std::memcpy(&bits, data + 2 * i, 2);
         values[i] = F16ToF32(bits);
       }
-      const File& f = files_[e.file];
-      f.mapping->Release(f.data_offset + e.info.begin, static_cast<std::size_t>(n) * 2);
+      ReleaseData(e);
       return WeightMatrix::OwnedF32(rows, cols, std::shared_ptr<const float[]>(memory, values));
     }
     case DType::kF8E4M3: {
@@ -230,13 +227,7 @@ WeightMatrix Checkpoint::Matrix(std::string_view name, std::int64_t rows, std::i
         for (std::int64_t c = 0; c < block_cols; ++c) (*grid)[static_cast<std::size_t>(r * block_cols + c)] = scales.At(r, c);
       }
       m.type = WeightMatrix::Type::kF8E4M3;
-      if (placement == WeightPlacement::kCopied) {
-        m.owner = copy(static_cast<std::size_t>(n));
-        m.data = m.owner.get();
-      } else {
-        m.owner = files_[e.file].mapping;
-        m.data = data;
-      }
+      place(m, true);
       m.block_scales = grid->data();
       m.scale_cols = block_cols;
       m.block_scales_owner = std::move(grid);

@@ -76,6 +76,8 @@ class Checkpoint {
   };
 
   const std::byte* DataOf(const Entry& entry) const;
+  // Drops this process's pages of a tensor it has copied (MappedFile::Release).
+  void ReleaseData(const Entry& entry) const;
   WeightMatrix QuantizedMatrixOf(const std::string& base, std::int64_t rows, std::int64_t cols) const;  // X of X.weight
   const Entry& Find(std::string_view name) const;
   std::string Where(const Entry& entry, std::string_view name) const;
