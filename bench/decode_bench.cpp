@@ -15,9 +15,9 @@
 
 #include "bench/bench_model.hpp"
 #include "bench/memory_bandwidth.hpp"
-#include "runtime/dist/local_workers.hpp"
-#include "runtime/dist/placement_plan.hpp"
-#include "runtime/dist/remote_expert_executor.hpp"
+#include "runtime/hybrid/local_workers.hpp"
+#include "runtime/hybrid/placement_plan.hpp"
+#include "runtime/hybrid/remote_expert_executor.hpp"
 #include "runtime/draft/quantized_experts.hpp"
 #include "runtime/engine/engine.hpp"
 #include "runtime/engine/moe_slices.hpp"
@@ -273,7 +273,7 @@ void BM_HybridDecodeVsSingle(benchmark::State& state) {
   double hybrid_s = 0, single_s = 0;
   const CoordinatorTimes before = remote->Times();
   std::uint64_t worker_compute_before = 0, bytes_before = 0;
-  for (const RankStats& r : remote->Stats()) {
+  for (const RankStats& r : remote->RankStatistics()) {
     worker_compute_before += r.compute_ns;
     bytes_before += r.bytes_sent + r.bytes_received;
   }
@@ -288,7 +288,7 @@ void BM_HybridDecodeVsSingle(benchmark::State& state) {
   const double tokens = static_cast<double>(state.iterations()) * kBlock;
   const CoordinatorTimes& t = remote->Times();
   std::uint64_t worker_compute = 0, bytes = 0;
-  for (const RankStats& r : remote->Stats()) {
+  for (const RankStats& r : remote->RankStatistics()) {
     worker_compute += r.compute_ns;
     bytes += r.bytes_sent + r.bytes_received;
   }

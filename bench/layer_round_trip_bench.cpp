@@ -12,11 +12,11 @@
 #include <boost/asio/io_context.hpp>
 
 #include "bench/bench_model.hpp"
-#include "runtime/dist/frame_channel.hpp"
-#include "runtime/dist/handshake.hpp"
-#include "runtime/dist/local_workers.hpp"
-#include "runtime/dist/placement_plan.hpp"
-#include "runtime/dist/wire_protocol.hpp"
+#include "runtime/hybrid/frame_channel.hpp"
+#include "runtime/hybrid/handshake.hpp"
+#include "runtime/hybrid/local_workers.hpp"
+#include "runtime/hybrid/placement_plan.hpp"
+#include "runtime/hybrid/wire_protocol.hpp"
 #include "runtime/model/checkpoint.hpp"
 #include "runtime/model/model_revision.hpp"
 

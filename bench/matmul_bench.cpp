@@ -19,7 +19,7 @@
 #include "runtime/kernels/quantized_matrix.hpp"
 #include "runtime/kernels/thread_pool.hpp"
 #include "runtime/kernels/weight_memory.hpp"
-#include "runtime/model/dtype.hpp"
+#include "runtime/numeric/dtype.hpp"
 
 namespace tandem::rt {
 namespace {

@@ -8,8 +8,8 @@
 
 #include "runtime/cli/commands.hpp"
 #include "runtime/cli/layout_flags.hpp"
-#include "runtime/dist/local_workers.hpp"
-#include "runtime/dist/remote_expert_executor.hpp"
+#include "runtime/hybrid/local_workers.hpp"
+#include "runtime/hybrid/remote_expert_executor.hpp"
 #include "runtime/engine/engine.hpp"
 #include "runtime/kernels/ops.hpp"
 #include "runtime/model/checkpoint.hpp"

@@ -5,7 +5,7 @@
 #include <fmt/format.h>
 
 #include "runtime/cli/commands.hpp"
-#include "runtime/dist/expert_worker.hpp"
+#include "runtime/hybrid/expert_worker.hpp"
 #include "runtime/kernels/cuda/cuda_device.hpp"
 
 namespace tandem::rt::cli {

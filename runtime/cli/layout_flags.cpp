@@ -5,9 +5,9 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
-#include "runtime/dist/local_workers.hpp"
-#include "runtime/dist/placement_plan.hpp"
-#include "runtime/dist/remote_expert_executor.hpp"
+#include "runtime/hybrid/local_workers.hpp"
+#include "runtime/hybrid/placement_plan.hpp"
+#include "runtime/hybrid/remote_expert_executor.hpp"
 #include "runtime/model/checkpoint.hpp"
 
 namespace tandem::rt::cli {
@@ -127,7 +127,7 @@ std::string FormatRankStats(const RemoteExpertExecutor& remote) {
       "coordinator, {} MoE layer steps ({} with remote ranks): serialise {:.1f} ms, own share {:.1f} ms, waiting {:.1f} ms, "
       "reduce {:.1f} ms\n",
       t.layers, t.remote_layers, ms(t.encode_ns), ms(t.local_ns), ms(t.wait_ns), ms(t.reduce_ns));
-  for (const RankStats& s : remote.Stats()) {
+  for (const RankStats& s : remote.RankStatistics()) {
     text += fmt::format("rank {} {}: {} requests, {:.1f} KB sent, {:.1f} KB received, round trip p50 ≤ {:.0f} µs p99 ≤ {:.0f} µs, "
                         "worker compute {:.1f} ms\n",
                         s.rank, s.address, s.frames_sent, static_cast<double>(s.bytes_sent) / 1e3,

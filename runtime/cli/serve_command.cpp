@@ -8,8 +8,7 @@
 
 #include "runtime/cli/commands.hpp"
 #include "runtime/cli/layout_flags.hpp"
-#include "runtime/dist/local_workers.hpp"
-#include "runtime/dist/remote_expert_executor.hpp"
+#include "runtime/hybrid/local_workers.hpp"
 #include "runtime/draft/draft_options.hpp"
 #include "runtime/draft/draft_policy.hpp"
 #include "runtime/draft/drafter.hpp"
@@ -67,11 +66,10 @@ void Serve(Options opt) {
   opt.scheduler.eos = static_cast<TokenId>(c.eos_token_id);
   LayoutFlags layout = opt.layout;
   const std::unique_ptr<LocalWorkers> spawned = SpawnRequestedWorkers(opt.model, layout);
-  std::shared_ptr<RemoteExpertExecutor> remote;
   const bool mtp = ResolveDraftMode(opt.draft, ckpt) == "mtp";
   Engine engine(ckpt, EngineOptions{.threads = opt.threads, .expert_input = ExpertInput(layout), .keep_hidden = mtp,
                                     .device = EngineDevice(layout)},
-                MakeExpertExecutor(ckpt, layout, &remote));
+                MakeExpertExecutor(ckpt, layout, nullptr));
   ServedModel served{ModelRevision(ckpt.dir()), opt.scheduler.max_context,
                      opt.max_output_tokens > 0 ? std::min(opt.max_output_tokens, opt.scheduler.max_context)
                                                : opt.scheduler.max_context,
@@ -79,7 +77,7 @@ void Serve(Options opt) {
   opt.draft.replica_format = opt.draft_format == "int4" ? QuantFormat::kInt4 : QuantFormat::kInt8;
   std::unique_ptr<Drafter> drafter = MakeDrafter(opt.draft, ckpt, &engine.pool());
   const std::string drafting = drafter ? fmt::format("drafts {} ({})", drafter->name(), opt.draft.policy) : "no drafts";
-  Scheduler scheduler(engine, tokenizer, opt.scheduler, remote.get(), std::move(drafter),
+  Scheduler scheduler(engine, tokenizer, opt.scheduler, std::move(drafter),
                       MakeDraftPolicy(opt.draft.policy, opt.draft.max_drafts));
   api.Attach(&scheduler, &tokenizer, std::move(chat), served);
   fmt::print("tandem-rt serve: ready ({} as '{}', context {}, concurrency {}, {}{})\n", opt.model, opt.api.served_model,

@@ -6,7 +6,7 @@
 #include <fmt/format.h>
 
 #include "runtime/cli/commands.hpp"
-#include "runtime/dist/remote_expert_executor.hpp"
+#include "runtime/hybrid/remote_expert_executor.hpp"
 #include "runtime/model/model_error.hpp"
 #include "runtime/serve/runtime_revision.hpp"
 

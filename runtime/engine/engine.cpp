@@ -15,7 +15,7 @@
 #include "runtime/engine/model_weights.hpp"
 #include "runtime/engine/rope.hpp"
 #include "runtime/engine/router.hpp"
-#include "runtime/kernels/cuda/cuda_forward.hpp"
+#include "runtime/engine/cuda/cuda_forward.hpp"
 #include "runtime/kernels/latent_attention.hpp"
 #include "runtime/kernels/matmul.hpp"
 #include "runtime/kernels/ops.hpp"
@@ -225,6 +225,10 @@ void Engine::State::Attention(int layer, std::span<const Row> rows) {
 
 Engine::Engine(const Checkpoint& ckpt, EngineOptions options, const ExpertExecutorFactory& experts)
     : state_(std::make_unique<State>(ckpt, options, experts)) {}
+
+std::vector<RankStats> Engine::RankStatistics() const {
+  return state_->experts ? state_->experts->RankStatistics() : std::vector<RankStats>{};
+}
 
 Engine::~Engine() = default;
 

@@ -84,6 +84,9 @@ class Engine {
   bool keeps_hidden() const;
   // The device pass of a kCuda engine (null on the CPU): its counters.
   const CudaForward* cuda() const;
+  // The expert executor's remote ranks, as far as they have answered (empty when
+  // every expert runs in this process).
+  std::vector<RankStats> RankStatistics() const;
 
   // Throws std::invalid_argument for rows that break the rules above (unknown
   // sequence, non-consecutive positions, capacity, token out of range).

@@ -2,7 +2,9 @@
 
 #include <cstdint>
 #include <span>
+#include <vector>
 
+#include "runtime/engine/rank_stats.hpp"
 #include "runtime/engine/router.hpp"
 #include "runtime/engine/row.hpp"
 
@@ -25,6 +27,10 @@ class ExpertExecutor {
   // experts, summed in a fixed order so the result never depends on the batch.
   // Throws std::runtime_error when a remote part cannot be computed.
   virtual void Finish(float* out) = 0;
+
+  // What each remote rank has answered so far (traffic, round trips), for /v1/stats;
+  // empty for an executor that computes everything in this process.
+  virtual std::vector<RankStats> RankStatistics() const { return {}; }
 };
 
 }  // namespace tandem::rt

@@ -68,10 +68,4 @@ void MlpForward(const MlpWeights& w, const float* x, std::int64_t batch, float* 
   MlpForwardMany(std::span<const MlpTask>(&task, 1), scratch, pool);
 }
 
-void MlpForwardF64(const MlpWeights& w, const float* x, std::int64_t batch, double* out, std::vector<float>& scratch,
-                   ThreadPool* pool) {
-  const MlpTask task{&w, x, batch, nullptr, out};
-  MlpForwardMany(std::span<const MlpTask>(&task, 1), scratch, pool);
-}
-
 }  // namespace tandem::rt

@@ -50,9 +50,4 @@ void MlpForwardMany(std::span<const MlpTask> tasks, std::vector<float>& scratch,
 void MlpForward(const MlpWeights& w, const float* x, std::int64_t batch, float* out, std::vector<float>& scratch,
                 ThreadPool* pool);
 
-// As MlpForward with the down projection accumulated and returned in double (see
-// MatMulF64): the experts' form, so that slices of an expert add up exactly.
-void MlpForwardF64(const MlpWeights& w, const float* x, std::int64_t batch, double* out, std::vector<float>& scratch,
-                   ThreadPool* pool);
-
 }  // namespace tandem::rt

@@ -45,7 +45,6 @@ class MoeSlices {
   MoeSlices(const Checkpoint& ckpt, const std::vector<LayerSlice>& slices, ThreadPool* pool, bool exact = true,
             bool fuse_gate_up = true);
 
-  bool Holds(int layer) const { return layers_.contains(layer); }
   const std::vector<LayerSlice>& slices() const { return slices_; }
   std::uint64_t weight_bytes() const { return weight_bytes_; }
   std::int64_t hidden() const { return hidden_; }

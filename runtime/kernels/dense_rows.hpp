@@ -31,6 +31,49 @@ struct RowStream {
   bool head_warm = false;
 };
 
+// Portable (matmul_portable.cpp): the plain loops for the baseline target. The
+// compiler decides where they fuse multiply-adds, so their results are only close
+// to the SIMD paths'. The F64 variants accumulate in double (exact products).
+void RowsBf16Portable(const std::uint16_t* w, std::int64_t cols, const float* x, std::int64_t batch, float* y, std::int64_t y_stride,
+                      std::int64_t begin, std::int64_t end);
+void RowsF32Portable(const float* w, std::int64_t cols, const float* x, std::int64_t batch, float* y, std::int64_t y_stride,
+                     std::int64_t begin, std::int64_t end);
+// e4m3 bytes; x must already carry the block scales (see MatMul).
+void RowsFp8Portable(const std::uint8_t* w, std::int64_t cols, const float* x, std::int64_t batch, float* y, std::int64_t y_stride,
+                     std::int64_t begin, std::int64_t end);
+void RowsBf16F64Portable(const std::uint16_t* w, std::int64_t cols, const float* x, std::int64_t batch, double* y,
+                         std::int64_t y_stride, std::int64_t begin, std::int64_t end);
+void RowsF32F64Portable(const float* w, std::int64_t cols, const float* x, std::int64_t batch, double* y, std::int64_t y_stride,
+                        std::int64_t begin, std::int64_t end);
+void RowsFp8F64Portable(const std::uint8_t* w, std::int64_t cols, const float* x, std::int64_t batch, double* y,
+                        std::int64_t y_stride, std::int64_t begin, std::int64_t end);
+float DotPortable(const float* a, const float* b, std::int64_t n);
+// MatMulTransposed's columns [begin, end), as TransposedF32Avx2 (attention_rows.hpp).
+void TransposedF32Portable(const float* w, std::int64_t rows, std::int64_t cols, const float* x, std::int64_t batch, float* y,
+                           std::int64_t begin, std::int64_t end);
+void TransposedBf16Portable(const std::uint16_t* w, std::int64_t rows, std::int64_t cols, const float* x, std::int64_t batch, float* y,
+                            std::int64_t begin, std::int64_t end);
+
+// AVX + FMA + F16C, no AVX2 (matmul_avx_fma.cpp). bf16 by hand (widening by
+// interleaving zero halfwords, two 8-lane accumulators per row: exact to the bit
+// against the AVX2 path); the others are the plain loops compiled for this target
+// (fp8's reads e4m3 through a table: only close). The F64 variants also serve AVX2
+// and AVX-512 machines: their products are exact, so every path gives the same bits.
+void RowsBf16AvxFma(const std::uint16_t* w, std::int64_t cols, const float* x, std::int64_t batch, float* y, std::int64_t y_stride,
+                    std::int64_t begin, std::int64_t end);
+void RowsF32AvxFma(const float* w, std::int64_t cols, const float* x, std::int64_t batch, float* y, std::int64_t y_stride,
+                   std::int64_t begin, std::int64_t end);
+void RowsFp8AvxFma(const std::uint8_t* w, std::int64_t cols, const float* x, std::int64_t batch, float* y, std::int64_t y_stride,
+                   std::int64_t begin, std::int64_t end);
+void RowsBf16F64AvxFma(const std::uint16_t* w, std::int64_t cols, const float* x, std::int64_t batch, double* y,
+                       std::int64_t y_stride, std::int64_t begin, std::int64_t end);
+void RowsF32F64AvxFma(const float* w, std::int64_t cols, const float* x, std::int64_t batch, double* y, std::int64_t y_stride,
+                      std::int64_t begin, std::int64_t end);
+void RowsFp8F64AvxFma(const std::uint8_t* w, std::int64_t cols, const float* x, std::int64_t batch, double* y,
+                      std::int64_t y_stride, std::int64_t begin, std::int64_t end);
+// Dot for every CPU with AVX + FMA (the attention kernels' bits).
+float DotAvxFma(const float* a, const float* b, std::int64_t n);
+
 // AVX2 + FMA + F16C (matmul_avx2.cpp).
 // bf16 wants x with each block of 16 columns reordered as its 8 even then its 8
 // odd columns (weights are then widened without shuffles); the columns past the

@@ -11,11 +11,9 @@ namespace tandem::rt {
 
 namespace {
 
-// Compiled per instruction set (as the portable matmul loops are): the weighted
-// sum vectorises over the latent dimension, each output adding over t in order.
-__attribute__((target_clones("arch=haswell", "fma", "default"))) void AddWeightedSum(const float* p, const float* cache,
-                                                                                      std::int64_t stride, std::int64_t len,
-                                                                                      std::int64_t latent, float* out) {
+// The portable weighted sum (AVX2 machines run AddWeightedSumAvx2): it vectorises
+// over the latent dimension, each output adding over t in order.
+void AddWeightedSum(const float* p, const float* cache, std::int64_t stride, std::int64_t len, std::int64_t latent, float* out) {
   for (std::int64_t t = 0; t < len; ++t) {
     const float pt = p[t];
     const float* entry = cache + t * stride;

@@ -1,10 +1,6 @@
 #include "runtime/kernels/matmul.hpp"
 
 #include <algorithm>
-#include <array>
-#include <bit>
-#include <functional>
-#include <cstring>
 #include <utility>
 #include <vector>
 
@@ -14,279 +10,10 @@
 #include "runtime/kernels/quantized_input.hpp"
 #include "runtime/kernels/quantized_matrix.hpp"
 #include "runtime/kernels/thread_pool.hpp"
-#include "runtime/model/dtype.hpp"
-
-#if defined(__x86_64__)
-#include <immintrin.h>
-#endif
 
 namespace tandem::rt {
 
 namespace {
-
-constexpr int kLanes = 16;
-
-__attribute__((always_inline)) inline float Load(const float* p, std::int64_t i) { return p[i]; }
-__attribute__((always_inline)) inline float Load(const std::uint16_t* p, std::int64_t i) { return std::bit_cast<float>(static_cast<std::uint32_t>(p[i]) << 16); }
-
-// e4m3 byte → value, by table (the portable path only).
-const std::array<float, 256> kFp8Values = [] {
-  std::array<float, 256> v{};
-  for (int b = 0; b < 256; ++b) v[static_cast<std::size_t>(b)] = F8E4M3ToF32(static_cast<std::uint8_t>(b));
-  return v;
-}();
-__attribute__((always_inline)) inline float Load(const std::uint8_t* p, std::int64_t i) { return kFp8Values[p[i]]; }
-
-// Σ w[i]·x[i] with kLanes independent partial sums combined in a fixed tree: the
-// compiler vectorises the lanes, and the order never depends on the caller.
-// Always inlined, so each target clone below gets its own vectorised copy.
-#define TANDEM_INLINE __attribute__((always_inline)) inline
-
-template <typename T>
-TANDEM_INLINE float Dot(const T* w, const float* x, std::int64_t n) {
-  float acc[kLanes] = {};
-  std::int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes) {
-    for (int l = 0; l < kLanes; ++l) acc[l] += Load(w, i + l) * x[i + l];
-  }
-  for (int l = 0; i < n; ++i, ++l) acc[l] += Load(w, i) * x[i];
-  for (int width = kLanes / 2; width > 0; width /= 2) {
-    for (int l = 0; l < width; ++l) acc[l] += acc[l + width];
-  }
-  return acc[0];
-}
-
-// As Dot, accumulating in double: products of bf16/fp32 weights and fp32 inputs are
-// exact in double, and the sum's error is ~1e-16 relative.
-template <typename T>
-TANDEM_INLINE double DotF64(const T* w, const float* x, std::int64_t n) {
-  double acc[kLanes] = {};
-  std::int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes) {
-    for (int l = 0; l < kLanes; ++l) acc[l] += static_cast<double>(Load(w, i + l)) * static_cast<double>(x[i + l]);
-  }
-  for (int l = 0; i < n; ++i, ++l) acc[l] += static_cast<double>(Load(w, i)) * static_cast<double>(x[i]);
-  for (int width = kLanes / 2; width > 0; width /= 2) {
-    for (int l = 0; l < width; ++l) acc[l] += acc[l + width];
-  }
-  return acc[0];
-}
-
-template <typename T>
-TANDEM_INLINE void MatMulRowsF64(const T* w, std::int64_t cols, std::int64_t rows, const float* x, std::int64_t batch,
-                                 double* y, std::int64_t begin, std::int64_t end) {
-  for (std::int64_t o = begin; o < end; ++o) {
-    const T* row = w + o * cols;
-    for (std::int64_t b = 0; b < batch; ++b) y[b * rows + o] = DotF64(row, x + b * cols, cols);
-  }
-}
-
-template <typename T>
-TANDEM_INLINE void MatMulRows(const T* w, std::int64_t cols, std::int64_t rows, const float* x, std::int64_t batch, float* y,
-                std::int64_t begin, std::int64_t end) {
-  for (std::int64_t o = begin; o < end; ++o) {
-    const T* row = w + o * cols;
-    for (std::int64_t b = 0; b < batch; ++b) y[b * rows + o] = Dot(row, x + b * cols, cols);
-  }
-}
-
-template <typename T>
-void MatMulTransposedCols(const T* w, std::int64_t rows, std::int64_t cols, const float* x, std::int64_t batch, float* y,
-                          std::int64_t begin, std::int64_t end) {
-  for (std::int64_t b = 0; b < batch; ++b) {
-    float* out = y + b * cols;
-    for (std::int64_t c = begin; c < end; ++c) out[c] = 0.0f;
-    for (std::int64_t r = 0; r < rows; ++r) {
-      const float xr = x[b * rows + r];
-      const T* wr = w + r * cols;
-      for (std::int64_t c = begin; c < end; ++c) out[c] += Load(wr, c) * xr;
-    }
-  }
-}
-
-// The hot loops, compiled once per instruction set and chosen at load time by the
-// CPU (GCC function multi-versioning): AVX2+FMA, AVX+FMA, or baseline SSE2. The
-// lanes and the reduction tree are the same in every version, so batch invariance
-// holds on any machine; FMA contraction means results may differ in the last bits
-// between machines, never between batches.
-#define TANDEM_KERNEL_CLONES __attribute__((target_clones("arch=haswell", "fma", "default")))
-
-#if defined(__x86_64__)
-// bf16 · fp32 dot for AVX+FMA (no AVX2 needed): widen bf16 by interleaving zero
-// halfwords below each value, multiply-add into two 8-lane accumulators (lanes
-// 0–7 and 8–15 of Dot's sixteen), then the same tail and reduction tree as Dot.
-__attribute__((target("avx,fma"))) float DotBf16Avx(const std::uint16_t* w, const float* x, std::int64_t n) {
-  const __m128i zero = _mm_setzero_si128();
-  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-  std::int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes) {
-    const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w + i));
-    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w + i + 8));
-    const __m256 wa = _mm256_castsi256_ps(_mm256_insertf128_si256(
-        _mm256_castsi128_si256(_mm_unpacklo_epi16(zero, a)), _mm_unpackhi_epi16(zero, a), 1));
-    const __m256 wb = _mm256_castsi256_ps(_mm256_insertf128_si256(
-        _mm256_castsi128_si256(_mm_unpacklo_epi16(zero, b)), _mm_unpackhi_epi16(zero, b), 1));
-    acc0 = _mm256_fmadd_ps(wa, _mm256_loadu_ps(x + i), acc0);
-    acc1 = _mm256_fmadd_ps(wb, _mm256_loadu_ps(x + i + 8), acc1);
-  }
-  alignas(32) float acc[kLanes];
-  _mm256_store_ps(acc, acc0);
-  _mm256_store_ps(acc + 8, acc1);
-  for (int l = 0; i < n; ++i, ++l) acc[l] += Load(w, i) * x[i];
-  for (int width = kLanes / 2; width > 0; width /= 2) {
-    for (int l = 0; l < width; ++l) acc[l] += acc[l + width];
-  }
-  return acc[0];
-}
-
-// DotBf16Avx for four input rows at once: each chunk of weights is widened once and
-// used four times. Every row keeps its own two accumulators and the exact operation
-// sequence of DotBf16Avx, so its result is bit-identical to computing it alone.
-__attribute__((target("avx,fma"))) void DotBf16Avx4(const std::uint16_t* w, const float* x, std::int64_t x_stride,
-                                                    std::int64_t n, float* out, std::int64_t out_stride) {
-  const __m128i zero = _mm_setzero_si128();
-  __m256 acc0[4], acc1[4];
-  for (int r = 0; r < 4; ++r) acc0[r] = acc1[r] = _mm256_setzero_ps();
-  std::int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes) {
-    const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w + i));
-    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w + i + 8));
-    const __m256 wa = _mm256_castsi256_ps(_mm256_insertf128_si256(
-        _mm256_castsi128_si256(_mm_unpacklo_epi16(zero, a)), _mm_unpackhi_epi16(zero, a), 1));
-    const __m256 wb = _mm256_castsi256_ps(_mm256_insertf128_si256(
-        _mm256_castsi128_si256(_mm_unpacklo_epi16(zero, b)), _mm_unpackhi_epi16(zero, b), 1));
-    for (int r = 0; r < 4; ++r) {
-      const float* xr = x + r * x_stride + i;
-      acc0[r] = _mm256_fmadd_ps(wa, _mm256_loadu_ps(xr), acc0[r]);
-      acc1[r] = _mm256_fmadd_ps(wb, _mm256_loadu_ps(xr + 8), acc1[r]);
-    }
-  }
-  for (int r = 0; r < 4; ++r) {
-    alignas(32) float acc[kLanes];
-    _mm256_store_ps(acc, acc0[r]);
-    _mm256_store_ps(acc + 8, acc1[r]);
-    const float* xr = x + r * x_stride;
-    std::int64_t j = i;
-    for (int l = 0; j < n; ++j, ++l) acc[l] += Load(w, j) * xr[j];
-    for (int width = kLanes / 2; width > 0; width /= 2) {
-      for (int l = 0; l < width; ++l) acc[l] += acc[l + width];
-    }
-    out[r * out_stride] = acc[0];
-  }
-}
-
-__attribute__((target("avx,fma"))) void RowsBf16Avx(const std::uint16_t* w, std::int64_t cols, std::int64_t rows,
-                                                    const float* x, std::int64_t batch, float* y, std::int64_t begin,
-                                                    std::int64_t end) {
-  for (std::int64_t o = begin; o < end; ++o) {
-    std::int64_t b = 0;
-    for (; b + 4 <= batch; b += 4) DotBf16Avx4(w + o * cols, x + b * cols, cols, cols, y + b * rows + o, rows);
-    for (; b < batch; ++b) y[b * rows + o] = DotBf16Avx(w + o * cols, x + b * cols, cols);
-  }
-}
-
-// DotF64 for AVX+FMA: the same sixteen double lanes as four 4-wide accumulators.
-__attribute__((target("avx,fma"))) double DotBf16F64Avx(const std::uint16_t* w, const float* x, std::int64_t n) {
-  const __m128i zero = _mm_setzero_si128();
-  __m256d acc[4] = {_mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd()};
-  std::int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes) {
-    for (int half = 0; half < 2; ++half) {
-      const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w + i + 8 * half));
-      const __m128 lo = _mm_castsi128_ps(_mm_unpacklo_epi16(zero, v));  // w[0..3]
-      const __m128 hi = _mm_castsi128_ps(_mm_unpackhi_epi16(zero, v));  // w[4..7]
-      const __m128 xlo = _mm_loadu_ps(x + i + 8 * half);
-      const __m128 xhi = _mm_loadu_ps(x + i + 8 * half + 4);
-      acc[2 * half] = _mm256_fmadd_pd(_mm256_cvtps_pd(lo), _mm256_cvtps_pd(xlo), acc[2 * half]);
-      acc[2 * half + 1] = _mm256_fmadd_pd(_mm256_cvtps_pd(hi), _mm256_cvtps_pd(xhi), acc[2 * half + 1]);
-    }
-  }
-  alignas(32) double lanes[kLanes];
-  for (int a = 0; a < 4; ++a) _mm256_store_pd(lanes + 4 * a, acc[a]);
-  for (int l = 0; i < n; ++i, ++l) lanes[l] += static_cast<double>(Load(w, i)) * static_cast<double>(x[i]);
-  for (int width = kLanes / 2; width > 0; width /= 2) {
-    for (int l = 0; l < width; ++l) lanes[l] += lanes[l + width];
-  }
-  return lanes[0];
-}
-
-// DotBf16F64Avx for two input rows at once (the same per-row operation sequence).
-__attribute__((target("avx,fma"))) void DotBf16F64Avx2(const std::uint16_t* w, const float* x, std::int64_t x_stride,
-                                                       std::int64_t n, double* out, std::int64_t out_stride) {
-  const __m128i zero = _mm_setzero_si128();
-  __m256d acc[2][4];
-  for (auto& row : acc) {
-    for (auto& a : row) a = _mm256_setzero_pd();
-  }
-  std::int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes) {
-    for (int half = 0; half < 2; ++half) {
-      const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w + i + 8 * half));
-      const __m256d lo = _mm256_cvtps_pd(_mm_castsi128_ps(_mm_unpacklo_epi16(zero, v)));
-      const __m256d hi = _mm256_cvtps_pd(_mm_castsi128_ps(_mm_unpackhi_epi16(zero, v)));
-      for (int r = 0; r < 2; ++r) {
-        const float* xr = x + r * x_stride + i + 8 * half;
-        acc[r][2 * half] = _mm256_fmadd_pd(lo, _mm256_cvtps_pd(_mm_loadu_ps(xr)), acc[r][2 * half]);
-        acc[r][2 * half + 1] = _mm256_fmadd_pd(hi, _mm256_cvtps_pd(_mm_loadu_ps(xr + 4)), acc[r][2 * half + 1]);
-      }
-    }
-  }
-  for (int r = 0; r < 2; ++r) {
-    alignas(32) double lanes[kLanes];
-    for (int a = 0; a < 4; ++a) _mm256_store_pd(lanes + 4 * a, acc[r][a]);
-    const float* xr = x + r * x_stride;
-    std::int64_t j = i;
-    for (int l = 0; j < n; ++j, ++l) lanes[l] += static_cast<double>(Load(w, j)) * static_cast<double>(xr[j]);
-    for (int width = kLanes / 2; width > 0; width /= 2) {
-      for (int l = 0; l < width; ++l) lanes[l] += lanes[l + width];
-    }
-    out[r * out_stride] = lanes[0];
-  }
-}
-
-__attribute__((target("avx,fma"))) void RowsBf16F64Avx(const std::uint16_t* w, std::int64_t cols, std::int64_t rows,
-                                                       const float* x, std::int64_t batch, double* y, std::int64_t begin,
-                                                       std::int64_t end) {
-  for (std::int64_t o = begin; o < end; ++o) {
-    std::int64_t b = 0;
-    for (; b + 2 <= batch; b += 2) DotBf16F64Avx2(w + o * cols, x + b * cols, cols, cols, y + b * rows + o, rows);
-    for (; b < batch; ++b) y[b * rows + o] = DotBf16F64Avx(w + o * cols, x + b * cols, cols);
-  }
-}
-
-#endif
-
-TANDEM_KERNEL_CLONES void RowsBf16(const std::uint16_t* w, std::int64_t cols, std::int64_t rows, const float* x,
-                                   std::int64_t batch, float* y, std::int64_t begin, std::int64_t end) {
-  MatMulRows(w, cols, rows, x, batch, y, begin, end);
-}
-
-TANDEM_KERNEL_CLONES void RowsF32(const float* w, std::int64_t cols, std::int64_t rows, const float* x, std::int64_t batch,
-                                  float* y, std::int64_t begin, std::int64_t end) {
-  MatMulRows(w, cols, rows, x, batch, y, begin, end);
-}
-
-TANDEM_KERNEL_CLONES void RowsBf16F64(const std::uint16_t* w, std::int64_t cols, std::int64_t rows, const float* x,
-                                      std::int64_t batch, double* y, std::int64_t begin, std::int64_t end) {
-  MatMulRowsF64(w, cols, rows, x, batch, y, begin, end);
-}
-
-TANDEM_KERNEL_CLONES void RowsF32F64(const float* w, std::int64_t cols, std::int64_t rows, const float* x, std::int64_t batch,
-                                     double* y, std::int64_t begin, std::int64_t end) {
-  MatMulRowsF64(w, cols, rows, x, batch, y, begin, end);
-}
-
-TANDEM_KERNEL_CLONES void RowsFp8(const std::uint8_t* w, std::int64_t cols, std::int64_t rows, const float* x,
-                                  std::int64_t batch, float* y, std::int64_t begin, std::int64_t end) {
-  MatMulRows(w, cols, rows, x, batch, y, begin, end);
-}
-
-TANDEM_KERNEL_CLONES void RowsFp8F64(const std::uint8_t* w, std::int64_t cols, std::int64_t rows, const float* x,
-                                     std::int64_t batch, double* y, std::int64_t begin, std::int64_t end) {
-  MatMulRowsF64(w, cols, rows, x, batch, y, begin, end);
-}
-
-TANDEM_KERNEL_CLONES float DotF32(const float* a, const float* b, std::int64_t n) { return Dot(a, b, n); }
 
 // Calls fn over [0, n) on the pool, or directly without one. The pool takes a
 // std::function: handing it a lambda that captures a single reference keeps the
@@ -335,7 +62,7 @@ void Fp8Rows(const WeightMatrix& w, const float* x, std::int64_t batch, std::int
 namespace kernels {
 
 float ReduceLanes(float* lanes) {
-  for (int width = kLanes / 2; width > 0; width /= 2) {
+  for (int width = 16 / 2; width > 0; width /= 2) {
     for (int l = 0; l < width; ++l) lanes[l] += lanes[l + width];
   }
   return lanes[0];
@@ -355,13 +82,11 @@ bool RowsOf(const WeightMatrix& w, Isa isa, const float* x, std::int64_t batch, 
     case WeightMatrix::Type::kBF16: {
       const auto* data = static_cast<const std::uint16_t*>(w.data);
       if (isa >= Isa::kAvx2) return kernels::RowsBf16Avx2(data, cols, x, batch, y, rows, begin, end, stream);
-#if defined(__x86_64__)
       if (isa == Isa::kAvxFma) {
-        RowsBf16Avx(data, cols, rows, x, batch, y, begin, end);
-        return false;
+        kernels::RowsBf16AvxFma(data, cols, x, batch, y, rows, begin, end);
+      } else {
+        kernels::RowsBf16Portable(data, cols, x, batch, y, rows, begin, end);
       }
-#endif
-      RowsBf16(data, cols, rows, x, batch, y, begin, end);
       return false;
     }
     case WeightMatrix::Type::kF32: {
@@ -370,8 +95,10 @@ bool RowsOf(const WeightMatrix& w, Isa isa, const float* x, std::int64_t batch, 
         kernels::RowsF32Avx512(data, cols, x, batch, y, rows, begin, end);
       } else if (isa == Isa::kAvx2) {
         kernels::RowsF32Avx2(data, cols, x, batch, y, rows, begin, end);
+      } else if (isa == Isa::kAvxFma) {
+        kernels::RowsF32AvxFma(data, cols, x, batch, y, rows, begin, end);
       } else {
-        RowsF32(data, cols, rows, x, batch, y, begin, end);
+        kernels::RowsF32Portable(data, cols, x, batch, y, rows, begin, end);
       }
       return false;
     }
@@ -382,7 +109,8 @@ bool RowsOf(const WeightMatrix& w, Isa isa, const float* x, std::int64_t batch, 
               [&](const float* xs, std::int64_t b, std::int64_t e) {
                 if (isa == Isa::kAvx512) return kernels::RowsFp8Avx512(data, cols, xs, batch, y, rows, b, e);
                 if (isa == Isa::kAvx2) return kernels::RowsFp8Avx2(data, cols, xs, batch, y, rows, b, e);
-                RowsFp8(data, cols, rows, xs, batch, y, b, e);
+                if (isa == Isa::kAvxFma) return kernels::RowsFp8AvxFma(data, cols, xs, batch, y, rows, b, e);
+                kernels::RowsFp8Portable(data, cols, xs, batch, y, rows, b, e);
               });
       return false;
     }
@@ -394,18 +122,26 @@ bool RowsOf(const WeightMatrix& w, Isa isa, const float* x, std::int64_t batch, 
 // Rows [begin, end) of one product with double accumulation and output.
 void RowsOfF64(const WeightMatrix& w, Isa isa, const float* x, std::int64_t batch, double* y, std::int64_t begin,
                std::int64_t end) {
+  // Products of these weights and fp32 inputs are exact in double, so every path gives
+  // the same bits; the AVX + FMA kernels serve the wider instruction sets too.
+  const bool avx_fma = isa >= Isa::kAvxFma;
   switch (w.type) {
-    case WeightMatrix::Type::kF32:
-      return RowsF32F64(static_cast<const float*>(w.data), w.cols, w.rows, x, batch, y, begin, end);
-    case WeightMatrix::Type::kBF16:
-#if defined(__x86_64__)
-      if (isa >= Isa::kAvxFma) return RowsBf16F64Avx(static_cast<const std::uint16_t*>(w.data), w.cols, w.rows, x, batch, y, begin, end);
-#endif
-      return RowsBf16F64(static_cast<const std::uint16_t*>(w.data), w.cols, w.rows, x, batch, y, begin, end);
+    case WeightMatrix::Type::kF32: {
+      const auto* data = static_cast<const float*>(w.data);
+      if (avx_fma) return kernels::RowsF32F64AvxFma(data, w.cols, x, batch, y, w.rows, begin, end);
+      return kernels::RowsF32F64Portable(data, w.cols, x, batch, y, w.rows, begin, end);
+    }
+    case WeightMatrix::Type::kBF16: {
+      const auto* data = static_cast<const std::uint16_t*>(w.data);
+      if (avx_fma) return kernels::RowsBf16F64AvxFma(data, w.cols, x, batch, y, w.rows, begin, end);
+      return kernels::RowsBf16F64Portable(data, w.cols, x, batch, y, w.rows, begin, end);
+    }
     case WeightMatrix::Type::kF8E4M3: {
+      const auto* data = static_cast<const std::uint8_t*>(w.data);
       thread_local std::vector<float> scaled;
       return Fp8Rows(w, x, batch, begin, end, 1.0f, scaled, [&](const float* xs, std::int64_t b, std::int64_t e) {
-        RowsFp8F64(static_cast<const std::uint8_t*>(w.data), w.cols, w.rows, xs, batch, y, b, e);
+        if (avx_fma) return kernels::RowsFp8F64AvxFma(data, w.cols, xs, batch, y, w.rows, b, e);
+        kernels::RowsFp8F64Portable(data, w.cols, xs, batch, y, w.rows, b, e);
       });
     }
     case WeightMatrix::Type::kQuantized: return;
@@ -530,24 +266,6 @@ void MatMulF64(const WeightMatrix& w, const float* x, std::int64_t batch, double
   MatMulMany(std::span<const MatMulTask>(&task, 1), pool);
 }
 
-namespace {
-
-// A QuantizedMatrix as a kQuantized WeightMatrix that does not own it (an aliasing
-// shared_ptr with no owner: nothing is allocated or counted).
-WeightMatrix View(const QuantizedMatrix& q) {
-  return WeightMatrix::FromQuantized(std::shared_ptr<const QuantizedMatrix>(std::shared_ptr<const QuantizedMatrix>(), &q));
-}
-
-}  // namespace
-
-void MatMul(const QuantizedMatrix& w, const float* x, std::int64_t batch, float* y, ThreadPool* pool) {
-  MatMul(View(w), x, batch, y, pool);
-}
-
-void MatMulF64(const QuantizedMatrix& w, const float* x, std::int64_t batch, double* y, ThreadPool* pool) {
-  MatMulF64(View(w), x, batch, y, pool);
-}
-
 void MatMulTransposed(const WeightMatrix& w, const float* x, std::int64_t batch, float* y, ThreadPool* pool) {
   const std::int64_t min_chunk = std::max<std::int64_t>(16, 16384 / std::max<std::int64_t>(1, w.rows * batch));
   // By the CPU, not TANDEM_ISA: the AVX2 loops give the same bits (attention_rows.hpp).
@@ -556,12 +274,12 @@ void MatMulTransposed(const WeightMatrix& w, const float* x, std::int64_t batch,
     switch (w.type) {
       case WeightMatrix::Type::kF32:
         if (avx2) return kernels::TransposedF32Avx2(static_cast<const float*>(w.data), w.rows, w.cols, x, batch, y, begin, end);
-        return MatMulTransposedCols(static_cast<const float*>(w.data), w.rows, w.cols, x, batch, y, begin, end);
+        return kernels::TransposedF32Portable(static_cast<const float*>(w.data), w.rows, w.cols, x, batch, y, begin, end);
       case WeightMatrix::Type::kBF16:
         if (avx2) {
           return kernels::TransposedBf16Avx2(static_cast<const std::uint16_t*>(w.data), w.rows, w.cols, x, batch, y, begin, end);
         }
-        return MatMulTransposedCols(static_cast<const std::uint16_t*>(w.data), w.rows, w.cols, x, batch, y, begin, end);
+        return kernels::TransposedBf16Portable(static_cast<const std::uint16_t*>(w.data), w.rows, w.cols, x, batch, y, begin, end);
       case WeightMatrix::Type::kF8E4M3:
       case WeightMatrix::Type::kQuantized:
         // Small (attention's absorbed key projection), so element by element.
@@ -578,17 +296,10 @@ void MatMulTransposed(const WeightMatrix& w, const float* x, std::int64_t batch,
   });
 }
 
-float Dot(const float* a, const float* b, std::int64_t n) { return DotF32(a, b, n); }
-
-void CopyRow(const WeightMatrix& w, std::int64_t row, float* dst) {
-  if (w.type == WeightMatrix::Type::kF32) {
-    std::memcpy(dst, static_cast<const float*>(w.data) + row * w.cols, static_cast<std::size_t>(w.cols) * 4);
-  } else if (w.type == WeightMatrix::Type::kBF16) {
-    const auto* src = static_cast<const std::uint16_t*>(w.data) + row * w.cols;
-    for (std::int64_t i = 0; i < w.cols; ++i) dst[i] = Load(src, i);
-  } else {
-    for (std::int64_t i = 0; i < w.cols; ++i) dst[i] = w.At(row, i);
-  }
+float Dot(const float* a, const float* b, std::int64_t n) {
+  // By the CPU, not TANDEM_ISA, as attention (whose AVX2 loops give these bits) chooses.
+  static const bool avx_fma = DetectedIsa() >= Isa::kAvxFma;
+  return avx_fma ? kernels::DotAvxFma(a, b, n) : kernels::DotPortable(a, b, n);
 }
 
 }  // namespace tandem::rt

@@ -42,7 +42,4 @@ void MatMulTransposed(const WeightMatrix& w, const float* x, std::int64_t batch,
 // Σ a[i]·b[i] over fp32 vectors, with the same fixed summation order as MatMul.
 float Dot(const float* a, const float* b, std::int64_t n);
 
-// dst[i] = row `row` of W as fp32 (embedding lookup).
-void CopyRow(const WeightMatrix& w, std::int64_t row, float* dst);
-
 }  // namespace tandem::rt

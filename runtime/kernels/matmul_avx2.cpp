@@ -14,7 +14,7 @@
 
 #include "runtime/kernels/dense_rows.hpp"
 #include "runtime/kernels/prefetch.hpp"
-#include "runtime/model/dtype.hpp"
+#include "runtime/numeric/dtype.hpp"
 
 // Clang applies `#pragma GCC target` to plain functions only, not to template
 // instantiations: give every function from here on the target instead.

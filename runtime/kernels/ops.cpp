@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "runtime/model/dtype.hpp"
+#include "runtime/numeric/dtype.hpp"
 
 namespace tandem::rt {
 

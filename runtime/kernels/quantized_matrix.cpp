@@ -3,11 +3,13 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <memory>
 #include <stdexcept>
 
 #include <fmt/format.h>
 
 #include "runtime/kernels/cpu_features.hpp"
+#include "runtime/kernels/matmul.hpp"
 #include "runtime/kernels/quantized_input.hpp"
 #include "runtime/kernels/quantized_rows.hpp"
 
@@ -305,5 +307,23 @@ void QuantizedRows(const QuantizedMatrix& w, const PreparedQuantizedInput& in, f
 }
 
 }  // namespace kernels
+
+namespace {
+
+// A QuantizedMatrix as a kQuantized WeightMatrix that does not own it (an aliasing
+// shared_ptr with no owner: nothing is allocated or counted).
+WeightMatrix View(const QuantizedMatrix& q) {
+  return WeightMatrix::FromQuantized(std::shared_ptr<const QuantizedMatrix>(std::shared_ptr<const QuantizedMatrix>(), &q));
+}
+
+}  // namespace
+
+void MatMul(const QuantizedMatrix& w, const float* x, std::int64_t batch, float* y, ThreadPool* pool) {
+  MatMul(View(w), x, batch, y, pool);
+}
+
+void MatMulF64(const QuantizedMatrix& w, const float* x, std::int64_t batch, double* y, ThreadPool* pool) {
+  MatMulF64(View(w), x, batch, y, pool);
+}
 
 }  // namespace tandem::rt

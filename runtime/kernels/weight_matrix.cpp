@@ -5,7 +5,7 @@
 #include <utility>
 
 #include "runtime/kernels/quantized_matrix.hpp"
-#include "runtime/model/dtype.hpp"
+#include "runtime/numeric/dtype.hpp"
 
 namespace tandem::rt {
 
@@ -107,6 +107,17 @@ WeightMatrix WeightMatrix::FromQuantized(std::shared_ptr<const QuantizedMatrix> 
   m.cols = q->cols;
   m.quantized = std::move(q);
   return m;
+}
+
+void CopyRow(const WeightMatrix& w, std::int64_t row, float* dst) {
+  if (w.type == WeightMatrix::Type::kF32) {
+    std::memcpy(dst, static_cast<const float*>(w.data) + row * w.cols, static_cast<std::size_t>(w.cols) * 4);
+  } else if (w.type == WeightMatrix::Type::kBF16) {
+    const auto* src = static_cast<const std::uint16_t*>(w.data) + row * w.cols;
+    for (std::int64_t i = 0; i < w.cols; ++i) dst[i] = Bf16ToF32(src[i]);
+  } else {
+    for (std::int64_t i = 0; i < w.cols; ++i) dst[i] = w.At(row, i);
+  }
 }
 
 }  // namespace tandem::rt

@@ -60,4 +60,7 @@ struct WeightMatrix {
   static WeightMatrix FromQuantized(std::shared_ptr<const QuantizedMatrix> q);
 };
 
+// dst[i] = row `row` of W as fp32 (embedding lookup).
+void CopyRow(const WeightMatrix& w, std::int64_t row, float* dst);
+
 }  // namespace tandem::rt

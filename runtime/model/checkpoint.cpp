@@ -82,12 +82,6 @@ std::vector<std::string> Checkpoint::TensorNames() const {
   return names;
 }
 
-std::vector<std::filesystem::path> Checkpoint::WeightFiles() const {
-  std::vector<std::filesystem::path> paths;
-  for (const File& f : files_) paths.push_back(f.mapping->path());
-  return paths;
-}
-
 std::string Checkpoint::Where(const Entry& entry, std::string_view name) const {
   return fmt::format("{}: tensor '{}'", files_[entry.file].mapping->path().string(), name);
 }

@@ -47,8 +47,6 @@ class Checkpoint {
   std::vector<std::string> TensorNames() const;
   // Written by WriteSyntheticCheckpoint: its safetensors metadata names the preset.
   bool synthetic() const { return metadata_.contains("tandem_preset"); }
-  // The weight files, in the order they were listed.
-  std::vector<std::filesystem::path> WeightFiles() const;
 
   // A 2-D tensor of exactly [rows × cols]; a missing tensor or another shape is a
   // ModelError naming the file and tensor. When `X.weight` is absent but

@@ -9,7 +9,7 @@
 #include <string_view>
 #include <vector>
 
-#include "runtime/model/dtype.hpp"
+#include "runtime/numeric/dtype.hpp"
 
 // The safetensors container: an 8-byte little-endian header length, a JSON header
 // {name: {dtype, shape, data_offsets}}, then the tensor bytes.

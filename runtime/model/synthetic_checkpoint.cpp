@@ -9,7 +9,7 @@
 
 #include <fmt/format.h>
 
-#include "runtime/model/dtype.hpp"
+#include "runtime/numeric/dtype.hpp"
 #include "runtime/model/model_error.hpp"
 #include "runtime/model/safetensors.hpp"
 #include "runtime/model/synthetic_tokenizer.hpp"

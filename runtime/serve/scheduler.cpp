@@ -11,8 +11,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "runtime/dist/remote_expert_executor.hpp"
-#include "runtime/draft/draft_counters.hpp"
+#include "runtime/draft/draft_stats.hpp"
 #include "runtime/draft/draft_policy.hpp"
 #include "runtime/draft/drafter.hpp"
 #include "runtime/draft/verification.hpp"
@@ -45,7 +44,7 @@ struct Counters {
   std::uint64_t prompt_tokens = 0, cached_tokens = 0, completion_tokens = 0;
   std::uint64_t steps = 0, rows = 0, prefill_rows = 0, decode_rows = 0;
   std::uint64_t admitted = 0, admitted_after_wait = 0, queue_wait_us = 0;
-  DraftCounters draft;
+  DraftStats draft;
 };
 
 }  // namespace
@@ -54,7 +53,6 @@ struct Scheduler::State {
   Engine& engine;
   const Tokenizer& tokenizer;
   SchedulerOptions options;
-  RemoteExpertExecutor* remote;
   std::unique_ptr<Drafter> drafter;    // null: target only
   std::unique_ptr<DraftPolicy> policy;
   TokenTrie trie;                      // the vocabulary by bytes, for structured outputs
@@ -89,6 +87,7 @@ struct Scheduler::State {
   std::deque<Queued> queue;
   std::vector<std::promise<std::string>> stats_requests;
   std::string unhealthy;
+  std::size_t running = 0;  // admitted requests not known to have ended (Drain waits for 0)
   bool draining = false;
   bool stopping = false;
   Counters counters;
@@ -99,12 +98,10 @@ struct Scheduler::State {
   std::size_t prefill_turn = 0;
   std::thread thread;
 
-  State(Engine& e, const Tokenizer& t, SchedulerOptions o, RemoteExpertExecutor* r, std::unique_ptr<Drafter> d,
-        std::unique_ptr<DraftPolicy> p)
+  State(Engine& e, const Tokenizer& t, SchedulerOptions o, std::unique_ptr<Drafter> d, std::unique_ptr<DraftPolicy> p)
       : engine(e),
         tokenizer(t),
         options(o),
-        remote(r),
         drafter(std::move(d)),
         policy(std::move(p)),
         // Built here, not for the first structured-output request: over a 129k-token
@@ -113,7 +110,17 @@ struct Scheduler::State {
         prefix_cache(e.kv(), o.prefix_cache_entries, SequenceId{1} << 62) {}
 
   void Run();
+  // One step: BuildBatch, one forward, CommitDecodeRows then CommitPrefillRows.
+  // False when there was nothing to do (or everything failed).
   bool Step();
+  struct Batch;
+  using Finished = std::vector<std::pair<Active*, std::string>>;  // requests that ended, and why
+  void DropCancelled();
+  // The step's rows and drafts; false when the drafter failed (everything failed).
+  bool BuildBatch(Batch& b);
+  // Returns the logits row after the decoding requests' (the first prompt chunk's).
+  std::size_t CommitDecodeRows(const Batch& b, const ForwardOutput& out, Finished& finished);
+  void CommitPrefillRows(const Batch& b, const ForwardOutput& out, std::size_t logits_row, Finished& finished);
   void SlowDown(Clock::duration step);
   double decode_share = 0;  // of the last step's rows; --debug-slowdown pads decode only
   void Admit();
@@ -157,6 +164,9 @@ void Scheduler::State::Admit() {
       admitted.push_back(std::move(queue.front()));
       queue.pop_front();
     }
+    // Counted as they leave the queue, under the same lock: Drain never sees a request
+    // that is neither queued nor running.
+    running = active.size() + admitted.size();
   }
   for (Queued& q : admitted) {
     Active a;
@@ -327,11 +337,18 @@ std::string Scheduler::State::Emit(Active& a, TokenId token, bool last) {
   return "";
 }
 
-// One step: drafts for the decoding requests, then one target forward over every
-// decoding request's anchor and drafts plus the prompt chunks of prefilling ones
-// (one worker round trip per MoE layer for all of it), then sample-and-match.
-bool Scheduler::State::Step() {
-  // Cancelled streams free their slot at the step boundary.
+// The rows of one step, decoding requests first (each one's anchor, then its drafts:
+// all with logits), then the prompt chunks of prefilling ones.
+struct Scheduler::State::Batch {
+  std::vector<Active*> decoding;
+  std::vector<rt::Draft> drafts;       // per decoding request
+  std::vector<Active*> prefill_owner;  // per prompt-chunk row
+  std::vector<Row> rows;
+  std::size_t decode_rows = 0;         // rows[0, decode_rows) are the decoding requests'
+  DraftRoundTiming timing;
+};
+
+void Scheduler::State::DropCancelled() {
   for (auto it = active.begin(); it != active.end();) {
     if (it->stream->cancelled()) {
       Close(*it);
@@ -342,13 +359,13 @@ bool Scheduler::State::Step() {
       ++it;
     }
   }
-  if (active.empty()) return false;
+}
 
-  std::vector<Active*> decoding, prefilling;
-  for (Active& a : active) (a.fed < a.prompt_length ? prefilling : decoding).push_back(&a);
+bool Scheduler::State::BuildBatch(Batch& b) {
+  std::vector<Active*> prefilling;
+  for (Active& a : active) (a.fed < a.prompt_length ? prefilling : b.decoding).push_back(&a);
   // Prompt chunks round-robin within the budget.
   std::vector<Row> prefill_rows;
-  std::vector<Active*> prefill_owner;
   int budget = options.prefill_chunk;
   for (std::size_t i = 0; i < prefilling.size() && budget > 0; ++i) {
     Active& a = *prefilling[(prefill_turn + i) % prefilling.size()];
@@ -356,63 +373,41 @@ bool Scheduler::State::Step() {
     for (int k = 0; k < n; ++k) {
       const int position = a.fed + k;
       prefill_rows.push_back({a.sequence, position, a.tokens[static_cast<std::size_t>(position)], position + 1 == a.prompt_length});
-      prefill_owner.push_back(&a);
+      b.prefill_owner.push_back(&a);
     }
     budget -= n;
   }
   if (!prefilling.empty()) prefill_turn = (prefill_turn + 1) % prefilling.size();
 
-  std::vector<rt::Draft> drafts;
-  DraftRoundTiming timing;
   try {
-    Draft(decoding, StepShape{static_cast<int>(decoding.size() + prefill_rows.size()), static_cast<int>(decoding.size())}, drafts, timing);
+    Draft(b.decoding, StepShape{static_cast<int>(b.decoding.size() + prefill_rows.size()), static_cast<int>(b.decoding.size())}, b.drafts,
+          b.timing);
   } catch (const std::exception& e) {
     FailEverything(fmt::format("the drafter failed: {}", e.what()));
     return false;
   }
 
-  // Decoding requests first (anchor, then drafts: all with logits), then prompt chunks.
-  std::vector<Row> rows;
-  for (std::size_t i = 0; i < decoding.size(); ++i) {
-    const Active& a = *decoding[i];
-    rows.push_back({a.sequence, a.fed, a.pending, true});
-    for (std::size_t j = 0; j < drafts[i].tokens.size(); ++j) {
-      rows.push_back({a.sequence, a.fed + 1 + static_cast<int>(j), drafts[i].tokens[j], true});
+  for (std::size_t i = 0; i < b.decoding.size(); ++i) {
+    const Active& a = *b.decoding[i];
+    b.rows.push_back({a.sequence, a.fed, a.pending, true});
+    for (std::size_t j = 0; j < b.drafts[i].tokens.size(); ++j) {
+      b.rows.push_back({a.sequence, a.fed + 1 + static_cast<int>(j), b.drafts[i].tokens[j], true});
     }
   }
-  const std::size_t decode_rows = rows.size();
-  rows.insert(rows.end(), prefill_rows.begin(), prefill_rows.end());
-  decode_share = rows.empty() ? 0 : static_cast<double>(decode_rows) / static_cast<double>(rows.size());
+  b.decode_rows = b.rows.size();
+  b.rows.insert(b.rows.end(), prefill_rows.begin(), prefill_rows.end());
+  decode_share = b.rows.empty() ? 0 : static_cast<double>(b.decode_rows) / static_cast<double>(b.rows.size());
+  return true;
+}
 
-  ForwardOutput out;
-  const auto verify_start = Clock::now();
-  try {
-    engine.Forward(rows, out);
-  } catch (const std::exception& e) {
-    FailEverything(fmt::format("the engine failed: {}", e.what()));
-    return false;
-  }
-  timing.verify_s = std::chrono::duration<double>(Clock::now() - verify_start).count();
-  timing.rows = static_cast<int>(rows.size());
-  {
-    std::lock_guard lock(mutex);
-    ++counters.steps;
-    counters.rows += rows.size();
-    counters.decode_rows += decode_rows;
-    counters.prefill_rows += rows.size() - decode_rows;
-    if (!decoding.empty()) ++counters.draft.rounds;
-  }
-  if (drafter && !decoding.empty()) policy->ObserveRound(timing);
-
+std::size_t Scheduler::State::CommitDecodeRows(const Batch& b, const ForwardOutput& out, Finished& finished) {
   const int vocab = engine.config().vocab_size;
-  std::vector<std::pair<Active*, std::string>> finished;
-  // Decoding requests: accept the drafts the target agrees with, roll back the rest.
+  // Accept the drafts the target agrees with, roll back the rest.
   std::size_t logits_row = 0;
-  for (std::size_t i = 0; i < decoding.size(); ++i) {
-    Active& a = *decoding[i];
-    const rt::Draft& d = drafts[i];
+  for (std::size_t i = 0; i < b.decoding.size(); ++i) {
+    Active& a = *b.decoding[i];
+    const rt::Draft& d = b.drafts[i];
     const std::size_t first = logits_row;  // decode rows all have logits: row index = logits index
-    const std::size_t first_row = first;
     logits_row += 1 + d.tokens.size();
     // Structured output: row j is masked by the grammar state after drafts 0 … j−1.
     // Rows are asked for in order and only until a draft is refused, so one state,
@@ -442,7 +437,7 @@ bool Scheduler::State::Step() {
     a.tokens.insert(a.tokens.end(), d.tokens.begin(), d.tokens.begin() + v.accepted);
     a.fed += 1 + v.accepted;
     engine.kv().Get(a.sequence).Truncate(a.fed);
-    Observe(a, a.fed - 1 - v.accepted, first_row, out);
+    Observe(a, a.fed - 1 - v.accepted, first, out);
     std::string reason;
     for (std::size_t t = 0; t < v.emitted.size() && reason.empty(); ++t) reason = Emit(a, v.emitted[t], t + 1 == v.emitted.size());
     if (reason.empty()) {
@@ -451,16 +446,22 @@ bool Scheduler::State::Step() {
       finished.emplace_back(&a, reason);
     }
   }
-  // Prefilling requests: positions advance; the one whose prompt ended samples its first token.
-  for (std::size_t i = 0; i < prefill_rows.size(); ++i) {
-    Active& a = *prefill_owner[i];
-    if (i == 0 || prefill_owner[i - 1] != &a) {
+  return logits_row;
+}
+
+void Scheduler::State::CommitPrefillRows(const Batch& b, const ForwardOutput& out, std::size_t logits_row, Finished& finished) {
+  const int vocab = engine.config().vocab_size;
+  // Positions advance; the request whose prompt ended samples its first token.
+  const std::size_t n_rows = b.rows.size() - b.decode_rows;
+  for (std::size_t i = 0; i < n_rows; ++i) {
+    Active& a = *b.prefill_owner[i];
+    if (i == 0 || b.prefill_owner[i - 1] != &a) {
       std::size_t n = 1;
-      while (i + n < prefill_rows.size() && prefill_owner[i + n] == &a) ++n;
-      Observe(a, a.fed, decode_rows + i, out, n);
+      while (i + n < n_rows && b.prefill_owner[i + n] == &a) ++n;
+      Observe(a, a.fed, b.decode_rows + i, out, n);
     }
     ++a.fed;
-    if (!prefill_rows[i].logits) continue;
+    if (!b.rows[b.decode_rows + i].logits) continue;
     const std::span<const float> logits = out.LogitsOf(logits_row++, vocab);
     const TokenId token = Sample(a.Grammar() ? Constrain(*a.Grammar(), logits) : logits, a.submission.sampling, a.fed);
     {
@@ -474,6 +475,41 @@ bool Scheduler::State::Step() {
       finished.emplace_back(&a, reason);
     }
   }
+}
+
+// One step: drafts for the decoding requests, then one target forward over every
+// decoding request's anchor and drafts plus the prompt chunks of prefilling ones
+// (one worker round trip per MoE layer for all of it), then sample-and-match.
+bool Scheduler::State::Step() {
+  // Cancelled streams free their slot at the step boundary.
+  DropCancelled();
+  if (active.empty()) return false;
+  Batch b;
+  if (!BuildBatch(b)) return false;
+
+  ForwardOutput out;
+  const auto verify_start = Clock::now();
+  try {
+    engine.Forward(b.rows, out);
+  } catch (const std::exception& e) {
+    FailEverything(fmt::format("the engine failed: {}", e.what()));
+    return false;
+  }
+  b.timing.verify_s = std::chrono::duration<double>(Clock::now() - verify_start).count();
+  b.timing.rows = static_cast<int>(b.rows.size());
+  {
+    std::lock_guard lock(mutex);
+    ++counters.steps;
+    counters.rows += b.rows.size();
+    counters.decode_rows += b.decode_rows;
+    counters.prefill_rows += b.rows.size() - b.decode_rows;
+    if (!b.decoding.empty()) ++counters.draft.rounds;
+  }
+  if (drafter && !b.decoding.empty()) policy->ObserveRound(b.timing);
+
+  Finished finished;
+  const std::size_t logits_row = CommitDecodeRows(b, out, finished);
+  CommitPrefillRows(b, out, logits_row, finished);
   for (auto& [a, reason] : finished) Finish(*a, reason);
   active.remove_if([&](const Active& a) {
     return std::any_of(finished.begin(), finished.end(), [&](const auto& f) { return f.first == &a; });
@@ -483,18 +519,16 @@ bool Scheduler::State::Step() {
 
 std::string Scheduler::State::Stats() {
   nlohmann::json workers = nlohmann::json::array();
-  if (remote != nullptr) {
-    for (const RankStats& r : remote->Stats()) {
-      workers.push_back({{"rank", r.rank},
-                         {"address", r.address},
-                         {"requests", r.frames_sent},
-                         {"responses", r.frames_received},
-                         {"bytes_sent", r.bytes_sent},
-                         {"bytes_received", r.bytes_received},
-                         {"round_trip_p50_us", r.RoundTripQuantileMicros(0.5)},
-                         {"round_trip_p99_us", r.RoundTripQuantileMicros(0.99)},
-                         {"compute_ms", static_cast<double>(r.compute_ns) / 1e6}});
-    }
+  for (const RankStats& r : engine.RankStatistics()) {
+    workers.push_back({{"rank", r.rank},
+                       {"address", r.address},
+                       {"requests", r.frames_sent},
+                       {"responses", r.frames_received},
+                       {"bytes_sent", r.bytes_sent},
+                       {"bytes_received", r.bytes_received},
+                       {"round_trip_p50_us", r.RoundTripQuantileMicros(0.5)},
+                       {"round_trip_p99_us", r.RoundTripQuantileMicros(0.99)},
+                       {"compute_ms", static_cast<double>(r.compute_ns) / 1e6}});
   }
   nlohmann::json draft = {{"mode", drafter ? std::string(drafter->name()) : "off"}, {"policy", drafter ? policy->name() : "none"}};
   if (drafter) policy->Describe(draft);
@@ -559,6 +593,8 @@ void Scheduler::State::Run() {
     Admit();
     const auto step_start = Clock::now();
     if (Step() && options.debug_slowdown > 0) SlowDown(Clock::now() - step_start);
+    std::lock_guard lock(mutex);
+    running = active.size();
   }
   for (Active& a : active) {
     a.stream->Push(Failure(503, "the server is shutting down", "server_error"));
@@ -572,9 +608,9 @@ void Scheduler::State::Run() {
   stats_requests.clear();
 }
 
-Scheduler::Scheduler(Engine& engine, const Tokenizer& tokenizer, SchedulerOptions options, RemoteExpertExecutor* remote,
-                     std::unique_ptr<Drafter> drafter, std::unique_ptr<DraftPolicy> policy)
-    : state_(std::make_unique<State>(engine, tokenizer, options, remote, std::move(drafter),
+Scheduler::Scheduler(Engine& engine, const Tokenizer& tokenizer, SchedulerOptions options, std::unique_ptr<Drafter> drafter,
+                     std::unique_ptr<DraftPolicy> policy)
+    : state_(std::make_unique<State>(engine, tokenizer, options, std::move(drafter),
                                      policy ? std::move(policy) : MakeDraftPolicy("adaptive"))) {
   if (state_->drafter && state_->drafter->wants_target_hidden() && !engine.keeps_hidden()) {
     throw std::invalid_argument(fmt::format("the {} drafter reads the target's hidden states: the engine must keep them (keep_hidden)",
@@ -649,9 +685,10 @@ void Scheduler::Drain(std::chrono::milliseconds timeout) {
   }
   const auto deadline = Clock::now() + timeout;
   for (;;) {
-    // `active` belongs to the scheduler thread: ask it through a stats read.
-    const auto stats = nlohmann::json::parse(StatsJson(), nullptr, false);
-    if (stats.is_discarded() || stats.value("requests", nlohmann::json::object()).value("active", 0) == 0) return;
+    {
+      std::lock_guard lock(state_->mutex);
+      if (state_->running == 0) return;
+    }
     if (Clock::now() >= deadline) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }

@@ -16,7 +16,6 @@ namespace tandem::rt {
 class DraftPolicy;
 class Drafter;
 class Engine;
-class RemoteExpertExecutor;
 
 struct SchedulerOptions {
   int concurrency = 16;     // sequences decoding at once
@@ -66,8 +65,8 @@ struct Submission {
 class Scheduler {
  public:
   // `drafter` null: target only. `policy` null: adaptive.
-  Scheduler(Engine& engine, const Tokenizer& tokenizer, SchedulerOptions options, RemoteExpertExecutor* remote,
-            std::unique_ptr<Drafter> drafter = nullptr, std::unique_ptr<DraftPolicy> policy = nullptr);
+  Scheduler(Engine& engine, const Tokenizer& tokenizer, SchedulerOptions options, std::unique_ptr<Drafter> drafter = nullptr,
+            std::unique_ptr<DraftPolicy> policy = nullptr);
   ~Scheduler();  // cancels everything and joins the thread
   Scheduler(const Scheduler&) = delete;
   Scheduler& operator=(const Scheduler&) = delete;

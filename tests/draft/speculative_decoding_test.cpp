@@ -83,7 +83,7 @@ class SpeculativeDecoding : public ::testing::Test {
     SchedulerOptions options;
     options.max_context = 512;
     options.eos = static_cast<TokenId>(ckpt_->config().eos_token_id);
-    Scheduler scheduler(engine, *tokenizer_, options, nullptr, make_drafter ? make_drafter(engine) : nullptr, MakeDraftPolicy(policy));
+    Scheduler scheduler(engine, *tokenizer_, options, make_drafter ? make_drafter(engine) : nullptr, MakeDraftPolicy(policy));
     std::vector<std::shared_ptr<RequestStream>> streams;
     for (const Submission& s : submissions ? *submissions : submissions_) streams.push_back(scheduler.Submit(s));
     Generated run;

@@ -4,8 +4,8 @@
 #include <cstdint>
 #include <span>
 
-#include "runtime/dist/handshake.hpp"
-#include "runtime/dist/wire_protocol.hpp"
+#include "runtime/hybrid/handshake.hpp"
+#include "runtime/hybrid/wire_protocol.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using namespace tandem::rt;

@@ -37,7 +37,7 @@ std::vector<testing::StreamOutput> Generate(const Checkpoint& ckpt, const Tokeni
         ckpt, &engine.pool(), [&ckpt](ThreadPool& p) { return std::make_shared<QuantizedExpertExecutor>(ckpt, QuantFormat::kInt8, 32, &p); },
         "replica-int8", QuantFormat::kInt8, 32);
   }
-  Scheduler scheduler(engine, tokenizer, options, nullptr, std::move(drafter), MakeDraftPolicy("fixed:3"));
+  Scheduler scheduler(engine, tokenizer, options, std::move(drafter), MakeDraftPolicy("fixed:3"));
   std::vector<std::shared_ptr<RequestStream>> streams;
   for (const Submission& s : submissions) streams.push_back(scheduler.Submit(s));
   std::vector<testing::StreamOutput> outputs;

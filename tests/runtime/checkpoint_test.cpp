@@ -6,7 +6,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "runtime/model/dtype.hpp"
+#include "runtime/numeric/dtype.hpp"
 #include "runtime/model/model_error.hpp"
 #include "runtime/model/model_revision.hpp"
 #include "runtime/model/safetensors.hpp"

@@ -13,7 +13,7 @@
 #include "runtime/kernels/matmul.hpp"
 #include "runtime/kernels/ops.hpp"
 #include "runtime/kernels/thread_pool.hpp"
-#include "runtime/model/dtype.hpp"
+#include "runtime/numeric/dtype.hpp"
 
 namespace tandem::rt {
 namespace {

@@ -10,7 +10,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "runtime/dist/placement_plan.hpp"
+#include "runtime/hybrid/placement_plan.hpp"
 #include "runtime/engine/engine.hpp"
 #include "runtime/engine/moe_slices.hpp"
 #include "runtime/kernels/quantized_matrix.hpp"

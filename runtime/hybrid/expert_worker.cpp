@@ -1,4 +1,4 @@
-#include "runtime/dist/expert_worker.hpp"
+#include "runtime/hybrid/expert_worker.hpp"
 
 #include <cstdio>
 #include <optional>
@@ -10,10 +10,10 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <fmt/format.h>
 
-#include "runtime/dist/frame_channel.hpp"
-#include "runtime/dist/handshake.hpp"
+#include "runtime/hybrid/frame_channel.hpp"
+#include "runtime/hybrid/handshake.hpp"
 #include "runtime/engine/moe_slices.hpp"
-#include "runtime/kernels/cuda/cuda_experts.hpp"
+#include "runtime/engine/cuda/cuda_experts.hpp"
 #include "runtime/kernels/thread_pool.hpp"
 #include "runtime/model/checkpoint.hpp"
 #include "runtime/model/model_error.hpp"

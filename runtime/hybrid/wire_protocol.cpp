@@ -1,4 +1,4 @@
-#include "runtime/dist/wire_protocol.hpp"
+#include "runtime/hybrid/wire_protocol.hpp"
 
 #include <algorithm>
 #include <bit>
@@ -9,7 +9,7 @@
 #include <fmt/format.h>
 
 #include "runtime/kernels/ops.hpp"
-#include "runtime/model/dtype.hpp"
+#include "runtime/numeric/dtype.hpp"
 
 namespace tandem::rt::wire {
 

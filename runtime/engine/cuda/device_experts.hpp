@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "runtime/engine/moe_slices.hpp"
-#include "runtime/kernels/cuda/cuda_experts.hpp"
-#include "runtime/kernels/cuda/device_weights.hpp"
+#include "runtime/engine/cuda/cuda_experts.hpp"
+#include "runtime/engine/cuda/device_weights.hpp"
 
 namespace tandem::rt::cuda {
 

@@ -1,4 +1,4 @@
-#include "runtime/kernels/cuda/cuda_forward.hpp"
+#include "runtime/engine/cuda/cuda_forward.hpp"
 
 #include <algorithm>
 #include <cstdlib>
@@ -15,10 +15,10 @@
 #include "runtime/engine/moe_slices.hpp"
 #include "runtime/engine/rope.hpp"
 #include "runtime/kernels/cuda/cuda_device.hpp"
-#include "runtime/kernels/cuda/device_experts.hpp"
-#include "runtime/kernels/cuda/device_router.hpp"
-#include "runtime/kernels/cuda/device_sampler.hpp"
-#include "runtime/kernels/cuda/device_weights.hpp"
+#include "runtime/engine/cuda/device_experts.hpp"
+#include "runtime/engine/cuda/device_router.hpp"
+#include "runtime/engine/cuda/device_sampler.hpp"
+#include "runtime/engine/cuda/device_weights.hpp"
 #include "runtime/model/checkpoint.hpp"
 
 namespace tandem::rt {

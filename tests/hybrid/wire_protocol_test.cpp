@@ -1,4 +1,4 @@
-#include "runtime/dist/wire_protocol.hpp"
+#include "runtime/hybrid/wire_protocol.hpp"
 
 #include <cmath>
 #include <cstring>
@@ -6,9 +6,9 @@
 
 #include <gtest/gtest.h>
 
-#include "runtime/dist/handshake.hpp"
+#include "runtime/hybrid/handshake.hpp"
 #include "runtime/kernels/ops.hpp"
-#include "runtime/model/dtype.hpp"
+#include "runtime/numeric/dtype.hpp"
 
 namespace tandem::rt::wire {
 namespace {

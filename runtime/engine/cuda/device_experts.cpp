@@ -1,4 +1,4 @@
-#include "runtime/kernels/cuda/device_experts.hpp"
+#include "runtime/engine/cuda/device_experts.hpp"
 
 #include <algorithm>
 #include <cstring>

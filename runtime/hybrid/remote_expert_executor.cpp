@@ -1,4 +1,4 @@
-#include "runtime/dist/remote_expert_executor.hpp"
+#include "runtime/hybrid/remote_expert_executor.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -7,47 +7,16 @@
 #include <boost/asio/io_context.hpp>
 #include <fmt/format.h>
 
-#include "runtime/dist/frame_channel.hpp"
-#include "runtime/dist/handshake.hpp"
+#include "runtime/hybrid/frame_channel.hpp"
+#include "runtime/hybrid/handshake.hpp"
 #include "runtime/engine/moe_slices.hpp"
-#include "runtime/kernels/cuda/cuda_experts.hpp"
+#include "runtime/engine/cuda/cuda_experts.hpp"
 #include "runtime/kernels/ops.hpp"
 #include "runtime/kernels/thread_pool.hpp"
 #include "runtime/model/checkpoint.hpp"
 #include "runtime/model/model_revision.hpp"
 
 namespace tandem::rt {
-
-namespace {
-
-constexpr int kBucketsPerDoubling = 8;
-constexpr int kBuckets = 26 * kBucketsPerDoubling;  // 1 µs · 2^26 ≈ 67 s
-
-}  // namespace
-
-int RankStats::Bucket(std::uint64_t ns) {
-  const double us = std::max(1.0, static_cast<double>(ns) / 1000.0);
-  return std::min(kBuckets - 1, static_cast<int>(std::floor(std::log2(us) * kBucketsPerDoubling)));
-}
-
-double RankStats::BucketUpperMicros(int bucket) { return std::exp2(static_cast<double>(bucket + 1) / kBucketsPerDoubling); }
-
-double RankStats::RoundTripQuantileMicros(double q) const {
-  std::vector<std::uint64_t> total(kBuckets);
-  std::uint64_t n = 0;
-  for (const auto& [layer, counts] : rtt_histogram) {
-    for (int b = 0; b < kBuckets; ++b) total[b] += counts[b];
-  }
-  for (std::uint64_t c : total) n += c;
-  if (n == 0) return 0.0;
-  const auto target = static_cast<std::uint64_t>(std::ceil(q * static_cast<double>(n)));
-  std::uint64_t seen = 0;
-  for (int b = 0; b < kBuckets; ++b) {
-    seen += total[b];
-    if (seen >= std::max<std::uint64_t>(target, 1)) return BucketUpperMicros(b);
-  }
-  return BucketUpperMicros(kBuckets - 1);
-}
 
 struct RemoteExpertExecutor::State {
   PlacementPlan plan;
@@ -140,7 +109,7 @@ std::uint64_t Since(Clock::time_point t) {
 
 }  // namespace
 
-std::vector<RankStats> RemoteExpertExecutor::Stats() const {
+std::vector<RankStats> RemoteExpertExecutor::RankStatistics() const {
   std::vector<RankStats> out;
   for (const auto& [rank, st] : state_->stats) {
     RankStats copy = st;
@@ -236,7 +205,7 @@ void RemoteExpertExecutor::Finish(float* out) {
         ++st.frames_received;
         st.compute_ns += response.compute_ns;
         auto& histogram = st.rtt_histogram[s.layer];
-        if (histogram.empty()) histogram.resize(kBuckets);
+        if (histogram.empty()) histogram.resize(RankStats::kBuckets);
         ++histogram[static_cast<std::size_t>(RankStats::Bucket(
             static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - s.started).count())))];
       } catch (const wire::WireError& e) {

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/dist/placement_plan.hpp"
+#include "runtime/hybrid/placement_plan.hpp"
 #include "runtime/engine/router.hpp"
 #include "runtime/engine/row.hpp"
 

@@ -1,4 +1,4 @@
-#include "runtime/kernels/cuda/device_sampler.hpp"
+#include "runtime/engine/cuda/device_sampler.hpp"
 
 #include <algorithm>
 #include <stdexcept>
@@ -6,7 +6,7 @@
 #include <fmt/format.h>
 
 #include "runtime/kernels/cuda/cuda_device.hpp"
-#include "runtime/kernels/cuda/cuda_forward.hpp"
+#include "runtime/engine/cuda/cuda_forward.hpp"
 
 namespace tandem::rt {
 namespace cuda {

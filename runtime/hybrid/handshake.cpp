@@ -1,8 +1,8 @@
-#include "runtime/dist/handshake.hpp"
+#include "runtime/hybrid/handshake.hpp"
 
 #include <fmt/format.h>
 
-#include "runtime/dist/frame_channel.hpp"
+#include "runtime/hybrid/frame_channel.hpp"
 #include <nlohmann/json.hpp>
 
 namespace tandem::rt {

@@ -1,4 +1,4 @@
-#include "runtime/dist/local_workers.hpp"
+#include "runtime/hybrid/local_workers.hpp"
 
 #include <future>
 #include <stdexcept>

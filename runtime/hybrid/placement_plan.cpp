@@ -1,4 +1,4 @@
-#include "runtime/dist/placement_plan.hpp"
+#include "runtime/hybrid/placement_plan.hpp"
 
 #include <stdexcept>
 

@@ -1,4 +1,4 @@
-#include "runtime/dist/frame_channel.hpp"
+#include "runtime/hybrid/frame_channel.hpp"
 
 #include <stdexcept>
 #include <thread>

@@ -9,7 +9,7 @@
 namespace tandem::rt {
 
 // Lifetime counters of speculative decoding, for /v1/stats `draft`.
-struct DraftCounters {
+struct DraftStats {
   std::uint64_t rounds = 0;          // target steps that verified at least one request
   std::uint64_t request_rounds = 0;  // a request's tokens decided by one step (0 or more drafts)
   std::uint64_t verified_drafts = 0;

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/dist/placement_plan.hpp"
+#include "runtime/hybrid/placement_plan.hpp"
 #include "runtime/engine/expert_executor.hpp"
 #include "runtime/kernels/device.hpp"
 
@@ -32,24 +32,6 @@ struct RemoteOptions {
   // kCuda: the coordinator's own slices (shared experts, coordinator-resident layers)
   // are computed on the GPU while the remote ranks work.
   Device device = Device::kCpu;
-};
-
-// Round-trip times of one rank, per layer, in a log-spaced histogram (8 buckets
-// per doubling, 1 µs … ~70 s), plus traffic counters.
-struct RankStats {
-  int rank = 0;
-  std::string address;
-  std::uint64_t frames_sent = 0;
-  std::uint64_t frames_received = 0;
-  std::uint64_t bytes_sent = 0;
-  std::uint64_t bytes_received = 0;
-  std::uint64_t compute_ns = 0;  // as the worker reported it
-  std::map<int, std::vector<std::uint64_t>> rtt_histogram;  // layer → bucket counts
-
-  static int Bucket(std::uint64_t ns);
-  static double BucketUpperMicros(int bucket);
-  // An upper bound of the q-quantile (0..1) of round-trip times over all layers, in µs.
-  double RoundTripQuantileMicros(double q) const;
 };
 
 // Where the coordinator's time in the MoE layers goes, summed over steps.
@@ -83,7 +65,7 @@ class RemoteExpertExecutor : public ExpertExecutor {
 
   bool healthy() const;
   const std::string& failure() const;  // empty while healthy
-  std::vector<RankStats> Stats() const;
+  std::vector<RankStats> RankStatistics() const override;
   const CoordinatorTimes& Times() const;
   const PlacementPlan& plan() const;
 

@@ -1,4 +1,4 @@
-#include "runtime/model/dtype.hpp"
+#include "runtime/numeric/dtype.hpp"
 
 #include <algorithm>
 #include <array>

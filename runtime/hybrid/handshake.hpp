@@ -7,7 +7,7 @@
 
 #include <boost/asio/io_context.hpp>
 
-#include "runtime/dist/wire_protocol.hpp"
+#include "runtime/hybrid/wire_protocol.hpp"
 #include "runtime/engine/moe_slices.hpp"
 
 namespace tandem::rt {

@@ -11,7 +11,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 
-#include "runtime/dist/wire_protocol.hpp"
+#include "runtime/hybrid/wire_protocol.hpp"
 
 namespace tandem::rt {
 

@@ -1,4 +1,4 @@
-#include "runtime/kernels/cuda/device_router.hpp"
+#include "runtime/engine/cuda/device_router.hpp"
 
 #include <stdexcept>
 

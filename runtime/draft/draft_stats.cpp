@@ -1,10 +1,10 @@
-#include "runtime/draft/draft_counters.hpp"
+#include "runtime/draft/draft_stats.hpp"
 
 #include <nlohmann/json.hpp>
 
 namespace tandem::rt {
 
-void DraftCounters::Count(std::size_t verified, std::size_t accepted) {
+void DraftStats::Count(std::size_t verified, std::size_t accepted) {
   ++request_rounds;
   verified_drafts += verified;
   accepted_drafts += accepted;
@@ -19,7 +19,7 @@ void DraftCounters::Count(std::size_t verified, std::size_t accepted) {
   ++lengths[verified];
 }
 
-void DraftCounters::Describe(nlohmann::json& out) const {
+void DraftStats::Describe(nlohmann::json& out) const {
   out["rounds"] = rounds;
   out["request_rounds"] = request_rounds;
   out["verified_drafts"] = verified_drafts;

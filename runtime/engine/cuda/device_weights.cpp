@@ -1,4 +1,4 @@
-#include "runtime/kernels/cuda/device_weights.hpp"
+#include "runtime/engine/cuda/device_weights.hpp"
 
 #include <algorithm>
 #include <cstring>
@@ -6,7 +6,7 @@
 
 #include <fmt/format.h>
 
-#include "runtime/model/dtype.hpp"
+#include "runtime/numeric/dtype.hpp"
 
 namespace tandem::rt::cuda {
 
