@@ -5,18 +5,28 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "stats/decode_metrics.hpp"
+#include "stats/stats_error.hpp"
+
 namespace tandem::reports {
+
+using store::CampaignRecord;
+using store::SessionRecord;
+using store::WorkloadRecord;
+using store::SampleRecord;
+using store::FamilyScores;
+using store::FamilyMetric;
 
 namespace {
 
 using nlohmann::json;
 
-std::string_view MetricName(harness::FamilyMetric m) {
+std::string_view MetricName(FamilyMetric m) {
   switch (m) {
-    case harness::FamilyMetric::kWeighted: return "weighted";
-    case harness::FamilyMetric::kCase: return "case";
-    case harness::FamilyMetric::kAggregate: return "aggregate";
-    case harness::FamilyMetric::kRetained: return "retained";
+    case FamilyMetric::kWeighted: return "weighted";
+    case FamilyMetric::kCase: return "case";
+    case FamilyMetric::kAggregate: return "aggregate";
+    case FamilyMetric::kRetained: return "retained";
   }
   return "?";
 }
@@ -36,9 +46,12 @@ Table Samples(const CampaignRecord& r) {
   for (const SampleRecord& x : r.samples) {
     const SessionRecord* s = r.Session(x.session);
     const WorkloadRecord* w = r.Workload(x.run);
-    json rate = nullptr;
-    if (x.valid && x.completion_tokens >= 2 && x.t_finish > x.t_first_output) {
-      rate = (x.completion_tokens - 1) / (x.t_finish - x.t_first_output);
+    json rate = nullptr;  // an invalid sample, or one without a decode interval, has none
+    if (x.valid) {
+      try {
+        rate = stats::DecodeRate({x.completion_tokens, x.t_first_output, x.t_finish});
+      } catch (const stats::StatsError&) {
+      }
     }
     t.rows.push_back({x.id, x.session, s ? json(s->order_index) : json(nullptr), s ? json(s->layout) : json(nullptr),
                       s ? json(s->arm) : json(nullptr), x.workload, w ? json(w->kind) : json(nullptr), w ? json(w->warmup) : json(nullptr),
@@ -53,7 +66,7 @@ Table Scores(const CampaignRecord& r) {
   Table t;
   t.columns = {"layout", "family", "workload", "metric", "greedy", "case", "level", "context", "arm", "session_id", "session_order",
                "score", "values"};
-  for (const harness::FamilyScores& f : r.families) {
+  for (const FamilyScores& f : r.families) {
     for (const auto& [arm, scores] : f.by_arm) {
       for (std::size_t i = 0; i < scores.size(); ++i) {
         const std::int64_t session = f.sessions_by_arm.at(arm)[i];

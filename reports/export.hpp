@@ -3,7 +3,7 @@
 #include <ostream>
 #include <string>
 
-#include "reports/campaign_record.hpp"
+#include "store/campaign_record.hpp"
 
 // `tandem export`: a campaign's raw samples or its session scores as CSV (RFC 4180,
 // one header row) or JSON (an array of objects with the same fields).
@@ -12,6 +12,6 @@ namespace tandem::reports {
 enum class ExportFormat { kCsv, kJson };
 enum class ExportTable { kSamples, kScores };
 
-void Export(const CampaignRecord& record, ExportTable table, ExportFormat format, std::ostream& out);
+void Export(const store::CampaignRecord& record, ExportTable table, ExportFormat format, std::ostream& out);
 
 }  // namespace tandem::reports

@@ -6,12 +6,18 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "harness/input_error.hpp"
-#include "harness/session_scores.hpp"
-#include "reports/comparison.hpp"
+#include "common/input_error.hpp"
+#include "store/session_scores.hpp"
+#include "store/comparison.hpp"
 #include "reports/quality.hpp"
 
 namespace tandem::reports {
+
+using store::CampaignRecord;
+using store::ArmRecord;
+using store::FamilyComparison;
+using store::CompareArms;
+using store::FamilyScores;
 
 namespace {
 
@@ -39,24 +45,24 @@ GateResult EvaluateGate(const CampaignRecord& r, const GateOptions& options) {
     if (r.Arm(*label) == nullptr) {
       std::vector<std::string> labels;
       for (const ArmRecord& a : r.arms) labels.push_back(a.label);
-      throw harness::InputError(fmt::format("{}: campaign {} has no arm '{}' (arms: {})", r.store_path, r.id, *label, fmt::join(labels, ", ")));
+      throw InputError(fmt::format("{}: campaign {} has no arm '{}' (arms: {})", r.store_path, r.id, *label, fmt::join(labels, ", ")));
     }
   }
-  if (g.baseline == g.candidate) throw harness::InputError(fmt::format("gate: baseline and candidate are both '{}'", g.baseline));
+  if (g.baseline == g.candidate) throw InputError(fmt::format("gate: baseline and candidate are both '{}'", g.baseline));
   g.max_regression = options.max_regression.value_or(defaults.value("max_regression", 0.03));
   if (!(g.max_regression >= 0 && g.max_regression < 1)) {
-    throw harness::InputError(fmt::format("gate: max regression {} is outside [0, 1)", g.max_regression));
+    throw InputError(fmt::format("gate: max regression {} is outside [0, 1)", g.max_regression));
   }
   g.rule = options.rule.value_or(defaults.value("rule", std::string("proven")) == "noninferior" ? GateRule::kNoninferior : GateRule::kProven);
   std::vector<std::string> wanted = options.families;
   if (wanted.empty() && defaults.contains("families")) wanted = defaults["families"].get<std::vector<std::string>>();
 
-  const std::vector<harness::FamilyScores>& families = r.families;
+  const std::vector<FamilyScores>& families = r.families;
   std::set<std::string> known;
-  for (const harness::FamilyScores& f : families) known.insert(f.family);
+  for (const FamilyScores& f : families) known.insert(f.family);
   for (const std::string& f : wanted) {
     if (!known.contains(f)) {
-      throw harness::InputError(fmt::format("gate: campaign {} measured no family '{}' (families: {})", r.id, f, fmt::join(known, "; ")));
+      throw InputError(fmt::format("gate: campaign {} measured no family '{}' (families: {})", r.id, f, fmt::join(known, "; ")));
     }
   }
   const double threshold = 1.0 - g.max_regression;

@@ -6,7 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "reports/campaign_record.hpp"
+#include "store/campaign_record.hpp"
 
 // `tandem gate`: a campaign turned into pass / fail / inconclusive for CI.
 namespace tandem::reports {
@@ -47,7 +47,7 @@ struct GateResult {
   nlohmann::json Json() const;
 };
 
-// Throws harness::InputError for bad options: an unknown arm or family, a bad setting.
-GateResult EvaluateGate(const CampaignRecord& record, const GateOptions& options);
+// Throws InputError for bad options: an unknown arm or family, a bad setting.
+GateResult EvaluateGate(const store::CampaignRecord& record, const GateOptions& options);
 
 }  // namespace tandem::reports

@@ -3,7 +3,7 @@
 #include <filesystem>
 #include <string>
 
-#include "reports/campaign_record.hpp"
+#include "store/campaign_record.hpp"
 #include "reports/plots.hpp"
 
 // `tandem report`: the release document of one campaign, in markdown. Every figure is
@@ -20,6 +20,6 @@ struct ReportOptions {
   bool plots_requested = false;
 };
 
-std::string RenderReport(const CampaignRecord& record, const ReportOptions& options);
+std::string RenderReport(const store::CampaignRecord& record, const ReportOptions& options);
 
 }  // namespace tandem::reports

@@ -8,11 +8,18 @@
 #include <boost/process.hpp>
 #include <fmt/format.h>
 
-#include "harness/child_wait.hpp"
-#include "reports/comparison.hpp"
+#include "common/child_wait.hpp"
+#include "store/comparison.hpp"
 #include "stats/descriptive.hpp"
 
 namespace tandem::reports {
+
+using store::CampaignRecord;
+using store::LayoutRecord;
+using store::FamilyComparison;
+using store::CompareArms;
+using store::FamilyScores;
+using store::FamilyMetric;
 
 namespace {
 
@@ -44,7 +51,7 @@ std::string RunGnuplot(const std::string& program, const std::filesystem::path& 
   if (ec) return fmt::format("cannot run {}: {}", program, ec.message());
   std::string messages, line;
   while (std::getline(err, line)) messages += line + "\n";
-  if (!harness::WaitForExit(child, std::chrono::seconds(60))) {
+  if (!WaitForExit(child, std::chrono::seconds(60))) {
     child.terminate(ec);
     return fmt::format("{} ran past 60 s on {}", program, script.string());
   }
@@ -62,8 +69,8 @@ std::string Header(const std::filesystem::path& svg, int width, int height, cons
 
 // Session scores / baseline geometric mean, every family of one layout.
 std::string ScoresScript(const CampaignRecord& r, const std::string& layout, const std::filesystem::path& svg) {
-  std::vector<const harness::FamilyScores*> families;
-  for (const harness::FamilyScores& f : r.families) {
+  std::vector<const FamilyScores*> families;
+  for (const FamilyScores& f : r.families) {
     if (f.layout == layout && f.by_arm.contains(r.arms[0].label) && f.by_arm.at(r.arms[0].label).size() >= 1) families.push_back(&f);
   }
   if (families.empty()) return "";
@@ -115,8 +122,8 @@ std::string ScoresScript(const CampaignRecord& r, const std::string& layout, con
 std::string ScalingScript(const CampaignRecord& r, const std::string& layout, const std::filesystem::path& svg) {
   std::map<std::string, std::map<std::string, std::map<int, std::vector<double>>>> series;  // series → arm → level → values
   std::vector<std::string> order;
-  for (const harness::FamilyScores& f : r.families) {
-    if (f.layout != layout || f.metric != harness::FamilyMetric::kAggregate) continue;
+  for (const FamilyScores& f : r.families) {
+    if (f.layout != layout || f.metric != FamilyMetric::kAggregate) continue;
     const std::string name = f.workload + ": " + f.case_id;
     if (!series.contains(name)) order.push_back(name);
     for (const auto& [arm, sessions] : f.values_by_arm) {

@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "reports/campaign_record.hpp"
+#include "store/campaign_record.hpp"
 
 namespace tandem::reports {
 
@@ -23,6 +23,6 @@ struct PlotSet {
 // intervals, and the concurrency scaling (median aggregate tok/s per level). The
 // gnuplot scripts are kept beside the SVGs. `gnuplot`: the program to run; when it
 // cannot be found, no plot is drawn and `note` says so.
-PlotSet DrawPlots(const CampaignRecord& record, const std::filesystem::path& dir, const std::string& gnuplot = "gnuplot");
+PlotSet DrawPlots(const store::CampaignRecord& record, const std::filesystem::path& dir, const std::string& gnuplot = "gnuplot");
 
 }  // namespace tandem::reports

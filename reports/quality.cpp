@@ -9,6 +9,11 @@
 
 namespace tandem::reports {
 
+using store::CampaignRecord;
+using store::SessionRecord;
+using store::WorkloadRecord;
+using store::SampleRecord;
+
 namespace {
 
 // Sample ids as "#12, #13, … (+N more)" for messages.

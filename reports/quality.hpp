@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "reports/campaign_record.hpp"
+#include "store/campaign_record.hpp"
 
 // What went wrong or needs disclosing in a campaign, from its samples and sessions:
 // the report's quality section and the gate's quality verdict both read this.
@@ -26,17 +26,17 @@ struct GreedyPrompt {
 };
 
 // Valid samples of measured greedy workloads, grouped by prompt, in first-sent order.
-std::vector<GreedyPrompt> GreedyPrompts(const CampaignRecord& record);
+std::vector<GreedyPrompt> GreedyPrompts(const store::CampaignRecord& record);
 
 struct Quality {
   // check → arm → failed sample ids (measured workloads); warmup failures apart.
   std::map<std::string, std::map<std::string, std::vector<std::int64_t>>> failed_checks;
   std::map<std::string, std::vector<std::int64_t>> failed_warmup;  // arm → sample ids
   std::map<std::string, std::vector<std::int64_t>> token_flags;    // arm → sample ids with token_count_mismatch
-  std::vector<const SessionRecord*> failed_sessions, unfinished_sessions, retried_sessions, loaded_sessions;
+  std::vector<const store::SessionRecord*> failed_sessions, unfinished_sessions, retried_sessions, loaded_sessions;
 };
 
-Quality AssessQuality(const CampaignRecord& record);
+Quality AssessQuality(const store::CampaignRecord& record);
 
 // The gate's reading of quality for one pair of arms: `failures` fail the gate (the
 // candidate lost or changed something), `doubts` make it inconclusive (the campaign
@@ -46,6 +46,6 @@ struct PairQuality {
   std::vector<std::string> doubts;
 };
 
-PairQuality AssessPair(const CampaignRecord& record, const std::string& baseline, const std::string& candidate);
+PairQuality AssessPair(const store::CampaignRecord& record, const std::string& baseline, const std::string& candidate);
 
 }  // namespace tandem::reports

@@ -10,10 +10,10 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
-#include "harness/command_exit.hpp"
-#include "harness/input_error.hpp"
-#include "harness/store.hpp"
-#include "reports/campaign_record.hpp"
+#include "common/command_exit.hpp"
+#include "common/input_error.hpp"
+#include "store/store.hpp"
+#include "store/campaign_record.hpp"
 #include "reports/export.hpp"
 #include "reports/gate.hpp"
 #include "reports/markdown_report.hpp"
@@ -21,14 +21,17 @@
 
 namespace tandem::reports {
 
+using store::CampaignRecord;
+using store::LoadCampaignRecord;
+
 namespace {
 
 namespace fs = std::filesystem;
 
 // Readers never create a store: a mistyped path is an error, not an empty database.
 CampaignRecord Load(const std::string& db, std::int64_t campaign) {
-  if (!fs::is_regular_file(db)) throw harness::InputError(fmt::format("{}: no such store", db));
-  const harness::Store store = harness::Store::Open(db);
+  if (!fs::is_regular_file(db)) throw InputError(fmt::format("{}: no such store", db));
+  const store::Store store = store::Store::Open(db);
   return LoadCampaignRecord(store, campaign > 0 ? std::optional<std::int64_t>(campaign) : std::nullopt);
 }
 
@@ -39,7 +42,7 @@ void WriteFile(const fs::path& file, const std::string& text) {
   {
     std::ofstream out(partial, std::ios::binary);
     out << text;
-    if (!out) throw harness::InputError(fmt::format("{}: cannot write", file.string()));
+    if (!out) throw InputError(fmt::format("{}: cannot write", file.string()));
   }
   fs::rename(partial, file);  // a reader never sees half a report
 }
@@ -119,7 +122,7 @@ void AddReportCommands(CLI::App& app) {
     const GateResult result = EvaluateGate(record, options);
     std::cout << (gf->json ? result.Json().dump(1) + "\n" : result.Text());
     std::cout.flush();
-    if (result.ExitCode() != 0) throw harness::CommandExit{result.ExitCode()};
+    if (result.ExitCode() != 0) throw CommandExit{result.ExitCode()};
   });
 
   auto ef = std::make_shared<ExportFlags>();

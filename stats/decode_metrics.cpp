@@ -95,10 +95,14 @@ double AggregateThroughput(std::span<const RequestTiming> batch) {
   return tokens / (last - first);
 }
 
-DraftRates DraftRatesBetween(const DraftCounters& before, const DraftCounters& after) {
-  const std::uint64_t accepted = Delta(before.accepted_drafts, after.accepted_drafts, "accepted_drafts");
-  const std::uint64_t verified = Delta(before.verified_drafts, after.verified_drafts, "verified_drafts");
-  const std::uint64_t rounds = Delta(before.request_rounds, after.request_rounds, "request_rounds");
+DraftCounters DraftCountersBetween(const DraftCounters& before, const DraftCounters& after) {
+  return {Delta(before.accepted_drafts, after.accepted_drafts, "accepted_drafts"),
+          Delta(before.verified_drafts, after.verified_drafts, "verified_drafts"),
+          Delta(before.request_rounds, after.request_rounds, "request_rounds")};
+}
+
+DraftRates DraftRatesOf(const DraftCounters& interval) {
+  const std::uint64_t accepted = interval.accepted_drafts, verified = interval.verified_drafts, rounds = interval.request_rounds;
   if (accepted > verified) {
     throw StatsError(fmt::format(
         "draft counters: {} drafts accepted but only {} verified in the interval", accepted, verified));
@@ -110,6 +114,10 @@ DraftRates DraftRatesBetween(const DraftCounters& before, const DraftCounters& a
   if (verified > 0) rates.acceptance = static_cast<double>(accepted) / static_cast<double>(verified);
   rates.emitted_per_round = static_cast<double>(accepted + rounds) / static_cast<double>(rounds);
   return rates;
+}
+
+DraftRates DraftRatesBetween(const DraftCounters& before, const DraftCounters& after) {
+  return DraftRatesOf(DraftCountersBetween(before, after));
 }
 
 }  // namespace tandem::stats

@@ -48,8 +48,15 @@ struct DraftRates {
   double emitted_per_round = 0.0;
 };
 
-// Needs Δrequest_rounds > 0; a counter that went backwards (server restarted
-// between the reads) is an error.
+// after − before, counter by counter; a counter that went backwards (the server
+// restarted between the reads) is an error.
+DraftCounters DraftCountersBetween(const DraftCounters& before, const DraftCounters& after);
+
+// The rates of counters accumulated over an interval (one delta, or a sum of them):
+// needs request_rounds > 0 and accepted ≤ verified.
+DraftRates DraftRatesOf(const DraftCounters& interval);
+
+// DraftRatesOf(DraftCountersBetween(before, after)).
 DraftRates DraftRatesBetween(const DraftCounters& before, const DraftCounters& after);
 
 }  // namespace tandem::stats

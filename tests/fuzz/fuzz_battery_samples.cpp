@@ -6,8 +6,8 @@
 #include <string_view>
 #include <vector>
 
-#include "harness/battery_samples.hpp"
-#include "harness/input_error.hpp"
+#include "harness/traffic/battery_samples.hpp"
+#include "common/input_error.hpp"
 #include "stats/stats_error.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
@@ -22,7 +22,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       } catch (const tandem::stats::StatsError&) {
       }
     }
-  } catch (const tandem::harness::InputError&) {
+  } catch (const tandem::InputError&) {
   }
   return 0;
 }

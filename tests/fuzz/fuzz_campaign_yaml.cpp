@@ -5,14 +5,14 @@
 #include <string>
 #include <string_view>
 
-#include "harness/campaign.hpp"
-#include "harness/input_error.hpp"
+#include "harness/campaign/campaign.hpp"
+#include "common/input_error.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);
   try {
     (void)tandem::harness::ParseCampaign(text, "/nonexistent/fuzz.yaml");
-  } catch (const tandem::harness::InputError& e) {
+  } catch (const tandem::InputError& e) {
     if (std::string_view(e.what()).rfind("/nonexistent/fuzz.yaml", 0) != 0) std::abort();
   }
   return 0;

@@ -5,7 +5,7 @@
 #include <cstdlib>
 #include <string_view>
 
-#include "harness/sse_parser.hpp"
+#include "harness/traffic/sse_parser.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   if (size == 0) return 0;

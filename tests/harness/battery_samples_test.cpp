@@ -1,10 +1,10 @@
-#include "harness/battery_samples.hpp"
+#include "harness/traffic/battery_samples.hpp"
 
 #include <filesystem>
 
 #include <gtest/gtest.h>
 
-#include "harness/input_error.hpp"
+#include "common/input_error.hpp"
 
 namespace tandem::harness {
 namespace {

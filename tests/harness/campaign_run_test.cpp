@@ -16,8 +16,8 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "harness/arm_instance.hpp"
-#include "harness/store.hpp"
+#include "harness/launch/arm_instance.hpp"
+#include "store/store.hpp"
 #include "tests/support/child_process.hpp"
 #include "tests/support/run_command.hpp"
 
@@ -125,8 +125,8 @@ struct SampleKey {
   bool operator==(const SampleKey&) const = default;
 };
 
-std::vector<SampleKey> SamplesOf(const Store& store, int order_index) {
-  Statement s(store.handle(),
+std::vector<SampleKey> SamplesOf(const store::Store& store, int order_index) {
+  store::Statement s(store.handle(),
               "SELECT x.id, x.content_sha256, x.t_start FROM sample x JOIN session se ON se.id = x.session_id "
               "WHERE se.order_index = ? ORDER BY x.id");
   s.Bind(1, static_cast<std::int64_t>(order_index));
@@ -135,8 +135,8 @@ std::vector<SampleKey> SamplesOf(const Store& store, int order_index) {
   return out;
 }
 
-std::int64_t Count(const Store& store, const std::string& sql) {
-  Statement s(store.handle(), sql);
+std::int64_t Count(const store::Store& store, const std::string& sql) {
+  store::Statement s(store.handle(), sql);
   return s.Step() ? s.Int(0) : -1;
 }
 
@@ -149,7 +149,7 @@ TEST_F(Campaigns, RunCompletesWithEverySampleStoredAndNothingLeftRunning) {
   EXPECT_NE(r.out.find("sweep: code C2"), std::string::npos) << r.out;
   EXPECT_TRUE(LeftRunning(Model().string()).empty());
 
-  const Store store = Store::Open(Dir() / "store.db");
+  const store::Store store = store::Store::Open(Dir() / "store.db");
   EXPECT_EQ(Count(store, "SELECT COUNT(*) FROM session WHERE status = 'complete'"), 4);
   EXPECT_EQ(Count(store, "SELECT COUNT(*) FROM sample"), 4 * 8);
   EXPECT_EQ(Count(store, "SELECT COUNT(*) FROM sample x JOIN workload_run w ON w.id = x.workload_run_id WHERE w.warmup = 1"), 4);
@@ -162,7 +162,7 @@ TEST_F(Campaigns, RunCompletesWithEverySampleStoredAndNothingLeftRunning) {
             2);
   EXPECT_EQ(Count(store, "SELECT COUNT(*) FROM campaign WHERE length(yaml_sha256) = 64 AND yaml LIKE '%name: test%'"), 1);
   // Every session: host facts, the processes with their CPU time, and served model.
-  Statement s(store.handle(), "SELECT host_json, processes_json, served_json FROM session ORDER BY order_index");
+  store::Statement s(store.handle(), "SELECT host_json, processes_json, served_json FROM session ORDER BY order_index");
   int sessions = 0;
   while (s.Step()) {
     ++sessions;
@@ -208,7 +208,7 @@ TEST_F(Campaigns, KillDuringASessionThenResumeLosesAndDuplicatesNothing) {
     for (int i = 0; i < 2400 && !midway && run.running(); ++i) {
       std::this_thread::sleep_for(50ms);
       if (!fs::exists(db)) continue;
-      const Store store = Store::Open(db);
+      const store::Store store = store::Store::Open(db);
       midway = Count(store, "SELECT COUNT(*) FROM workload_run w JOIN session se ON se.id = w.session_id "
                             "WHERE se.order_index = 1 AND se.status = 'running' AND w.name = 'battery'") > 0;
     }
@@ -219,7 +219,7 @@ TEST_F(Campaigns, KillDuringASessionThenResumeLosesAndDuplicatesNothing) {
   EXPECT_TRUE(LeftRunning(Model().string()).empty());
   std::vector<SampleKey> first_session;
   {
-    const Store store = Store::Open(db);
+    const store::Store store = store::Store::Open(db);
     EXPECT_EQ(Count(store, "SELECT status = 'complete' FROM session WHERE order_index = 0"), 1);
     EXPECT_EQ(Count(store, "SELECT status = 'running' FROM session WHERE order_index = 1"), 1);
     first_session = SamplesOf(store, 0);
@@ -230,7 +230,7 @@ TEST_F(Campaigns, KillDuringASessionThenResumeLosesAndDuplicatesNothing) {
   ASSERT_EQ(resumed.exit_code, 0) << resumed.out << resumed.err;
   EXPECT_TRUE(LeftRunning(Model().string()).empty());
 
-  const Store store = Store::Open(db);
+  const store::Store store = store::Store::Open(db);
   EXPECT_EQ(Count(store, "SELECT COUNT(*) FROM campaign"), 1);
   EXPECT_EQ(Count(store, "SELECT COUNT(*) FROM session WHERE status = 'complete'"), 4);
   EXPECT_EQ(SamplesOf(store, 0), first_session);  // complete work is untouched
@@ -292,7 +292,7 @@ TEST_F(Campaigns, ExternalArmIsMeasuredButNeverRelaunched) {
   EXPECT_NE(r.out.find("note: arm ext is an external server (" + url + "), not relaunched"), std::string::npos) << r.out;
   EXPECT_TRUE(server.running());  // the harness never stops what it did not start
 
-  const Store store = Store::Open(Dir() / "store.db");
+  const store::Store store = store::Store::Open(Dir() / "store.db");
   EXPECT_EQ(Count(store, "SELECT COUNT(*) FROM arm WHERE label = 'ext' AND source_kind = 'external' AND runtime_revision = 'v-ext' "
                          "AND model_id = 'ext-model' AND config_sha256 = ''"),
             1);

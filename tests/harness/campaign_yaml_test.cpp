@@ -8,10 +8,10 @@
 
 #include <gtest/gtest.h>
 
-#include "harness/arm.hpp"
-#include "harness/campaign.hpp"
-#include "harness/input_error.hpp"
-#include "harness/session_plan.hpp"
+#include "harness/launch/arm.hpp"
+#include "harness/campaign/campaign.hpp"
+#include "common/input_error.hpp"
+#include "harness/campaign/session_plan.hpp"
 #include "tests/support/run_command.hpp"
 
 namespace tandem::harness {

@@ -1,4 +1,4 @@
-#include "harness/corpus.hpp"
+#include "harness/campaign/corpus.hpp"
 
 #include <filesystem>
 #include <fstream>
@@ -6,8 +6,8 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "harness/checks.hpp"
-#include "harness/input_error.hpp"
+#include "harness/traffic/checks.hpp"
+#include "common/input_error.hpp"
 
 namespace tandem::harness {
 namespace {

@@ -5,8 +5,8 @@
 
 #include <gtest/gtest.h>
 
-#include "harness/input_error.hpp"
-#include "harness/nonce.hpp"
+#include "common/input_error.hpp"
+#include "harness/campaign/nonce.hpp"
 #include "runtime/model/tokenizer.hpp"
 #include "tests/support/run_command.hpp"
 

@@ -4,7 +4,7 @@
 
 #include <gtest/gtest.h>
 
-#include "harness/sse_parser.hpp"
+#include "harness/traffic/sse_parser.hpp"
 
 namespace tandem::harness {
 namespace {

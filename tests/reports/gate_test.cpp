@@ -6,9 +6,9 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "harness/input_error.hpp"
-#include "harness/store.hpp"
-#include "reports/campaign_record.hpp"
+#include "common/input_error.hpp"
+#include "store/store.hpp"
+#include "store/campaign_record.hpp"
 #include "reports/gate.hpp"
 #include "tests/support/fixture_store.hpp"
 #include "tests/support/run_command.hpp"
@@ -59,7 +59,7 @@ class Gate : public ::testing::Test {
     return (dir_ / name).string();
   }
   static GateResult Evaluate(const std::string& db, GateOptions options = {}) {
-    const harness::Store store = harness::Store::Open(db);
+    const store::Store store = store::Store::Open(db);
     return EvaluateGate(LoadCampaignRecord(store, std::nullopt), options);
   }
   static testing::CommandResult Cli(std::vector<std::string> args) {

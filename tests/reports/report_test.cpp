@@ -11,8 +11,8 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "harness/store.hpp"
-#include "reports/campaign_record.hpp"
+#include "store/store.hpp"
+#include "store/campaign_record.hpp"
 #include "reports/export.hpp"
 #include "reports/markdown_report.hpp"
 #include "reports/plots.hpp"
@@ -41,7 +41,7 @@ class Report : public ::testing::Test {
     fs::create_directories(dir_);
     fixture_ = Fixture();
     testing::WriteFixtureStore(fixture_, dir_ / "store.db");
-    const harness::Store store = harness::Store::Open(dir_ / "store.db");
+    const store::Store store = store::Store::Open(dir_ / "store.db");
     record_ = LoadCampaignRecord(store, std::nullopt);
   }
   void TearDown() override { fs::remove_all(dir_); }
@@ -57,7 +57,7 @@ class Report : public ::testing::Test {
 
   fs::path dir_;
   json fixture_;
-  CampaignRecord record_;
+  store::CampaignRecord record_;
 };
 
 TEST_F(Report, MatchesTheGoldenMarkdownExactly) {
@@ -114,7 +114,7 @@ TEST_F(Report, SectionsAppearOnlyWhenMeasured) {
     s["workloads"] = kept;
   }
   testing::WriteFixtureStore(small, dir_ / "small.db");
-  const harness::Store store = harness::Store::Open(dir_ / "small.db");
+  const store::Store store = store::Store::Open(dir_ / "small.db");
   const std::string text = RenderReport(LoadCampaignRecord(store, std::nullopt), {});
   for (const char* absent : {"## Draft acceptance", "## Concurrency scaling", "## Mixed traffic", "## Retained-context decode"}) {
     EXPECT_EQ(text.find(absent), std::string::npos) << absent;

@@ -1,6 +1,6 @@
 #include "tests/support/child_process.hpp"
 
-#include "harness/child_wait.hpp"
+#include "common/child_wait.hpp"
 
 #include <csignal>
 
@@ -65,7 +65,7 @@ void ChildProcess::Kill() {
 }
 
 std::optional<int> ChildProcess::WaitExit(std::chrono::milliseconds timeout) {
-  if (!harness::WaitForExit(impl_->child, timeout)) return std::nullopt;
+  if (!WaitForExit(impl_->child, timeout)) return std::nullopt;
   return impl_->child.exit_code();
 }
 

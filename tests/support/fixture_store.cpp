@@ -3,7 +3,7 @@
 #include <map>
 #include <vector>
 
-#include "harness/store.hpp"
+#include "store/store.hpp"
 
 namespace tandem::testing {
 
@@ -11,8 +11,8 @@ namespace {
 
 using nlohmann::json;
 
-harness::SampleRow Sample(const json& j) {
-  harness::SampleRow s;
+store::SampleRow Sample(const json& j) {
+  store::SampleRow s;
   s.case_id = j.value("case_id", "code");
   s.weight = j.value("weight", 1.0);
   s.repeat = j.value("repeat", 0);
@@ -52,7 +52,7 @@ harness::SampleRow Sample(const json& j) {
 
 std::int64_t WriteFixtureStore(const json& fixture, const std::filesystem::path& file) {
   for (const char* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(file.string() + suffix);
-  harness::Store store = harness::Store::Open(file);
+  store::Store store = store::Store::Open(file);
   const json c = fixture.value("campaign", json::object());
   std::int64_t campaign = 0;
   store.Transaction([&] {
@@ -60,7 +60,7 @@ std::int64_t WriteFixtureStore(const json& fixture, const std::filesystem::path&
                                     c.value("model_path", "/models/fixture"), c.value("model_revision", ""),
                                     c.value("host", json::object()).dump());
     if (c.contains("gate")) store.SetCampaignGate(campaign, c["gate"].dump());
-    harness::Statement(store.handle(), "UPDATE campaign SET created_at = ? WHERE id = ?")
+    store::Statement(store.handle(), "UPDATE campaign SET created_at = ? WHERE id = ?")
         .Bind(1, c.value("created_at", std::string("2026-01-01T00:00:00Z")))
         .Bind(2, campaign)
         .Run();
@@ -105,13 +105,13 @@ std::int64_t WriteFixtureStore(const json& fixture, const std::filesystem::path&
         store.FinishSession(session, status, s.value("reason", ""), s.value("served", json::object()).dump(),
                             s.value("processes", json::array()).dump());
       }
-      harness::Statement(store.handle(), "UPDATE session SET attempts = ?, started_at = ?, finished_at = ? WHERE id = ?")
+      store::Statement(store.handle(), "UPDATE session SET attempts = ?, started_at = ?, finished_at = ? WHERE id = ?")
           .Bind(1, static_cast<std::int64_t>(s.value("attempts", 1)))
           .Bind(2, s.value("started_at", std::string("2026-01-01T00:00:00Z")))
           .Bind(3, s.value("finished_at", std::string("2026-01-01T00:01:00Z")))
           .Bind(4, session)
           .Run();
-      if (status == "running") harness::Statement(store.handle(), "UPDATE session SET finished_at = NULL WHERE id = ?").Bind(1, session).Run();
+      if (status == "running") store::Statement(store.handle(), "UPDATE session SET finished_at = NULL WHERE id = ?").Bind(1, session).Run();
     }
     store.SetCampaignStatus(campaign, c.value("status", "complete"));
   });

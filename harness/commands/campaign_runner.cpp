@@ -1,0 +1,478 @@
+#include "harness/commands/campaign_runner.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "harness/launch/arm.hpp"
+#include "harness/launch/arm_instance.hpp"
+#include "harness/campaign/corpus.hpp"
+#include "harness/launch/host_facts.hpp"
+#include "common/input_error.hpp"
+#include "harness/launch/managed_process.hpp"
+#include "harness/campaign/nonce.hpp"
+#include "harness/campaign/session_plan.hpp"
+#include "store/comparison.hpp"
+#include "store/session_scores.hpp"
+#include "common/sha256.hpp"
+#include "harness/traffic/sse_client.hpp"
+#include "store/store.hpp"
+#include "store/workload_description.hpp"
+#include "harness/traffic/workload_runner.hpp"
+#include "runtime/model/cache_dir.hpp"
+#include "runtime/model/model_error.hpp"
+#include "runtime/model/model_revision.hpp"
+#include "runtime/model/tokenizer.hpp"
+#include "stats/log_ratio.hpp"
+
+namespace tandem::harness {
+
+namespace {
+
+using nlohmann::json;
+
+json WorkloadSpecJson(const WorkloadSpec& w) {
+  return {{"name", w.name},         {"kind", std::string(ToString(w.kind))},
+          {"warmup", w.warmup},     {"cases", w.cases},
+          {"repeats", w.repeats},   {"nonce_seed", w.nonce_seed},
+          {"greedy", w.sampling.greedy}, {"temperature", w.sampling.temperature},
+          {"top_p", w.sampling.top_p},   {"seed", w.sampling.seed},
+          {"levels", w.levels},     {"contexts", w.contexts},
+          {"children", w.children}, {"max_tokens", w.max_tokens}};
+}
+
+json LayoutJson(const LayoutSpec& l) {
+  return {{"name", l.name},
+          {"workers", l.workers},
+          {"expert_parallel", l.expert_parallel},
+          {"local_expert_layers", l.local_expert_layers},
+          {"coordinator_ranks", l.coordinator_ranks},
+          {"wire_dtype", l.wire_dtype},
+          {"partial_dtype", l.partial_dtype},
+          {"coordinator_threads", l.coordinator_threads},
+          {"worker_threads", l.worker_threads},
+          {"emulated_rtt_us", l.emulated_rtt_us},
+          {"options", l.options},
+          {"coordinator_cpus", l.coordinator_cpus},
+          {"worker_cpus", l.worker_cpus}};
+}
+
+// Everything a run needs that does not depend on the session.
+struct Prepared {
+  const Campaign* campaign = nullptr;
+  Corpus corpus;
+  std::vector<ResolvedArm> arms;
+  std::filesystem::path model;
+  std::string model_revision;
+  std::optional<rt::Tokenizer> tokenizer;
+  std::optional<NonceBook> nonces;
+  std::vector<PlannedSession> plan;
+  int requests_per_session = 0;
+};
+
+std::filesystem::path BuildCache() { return rt::TandemCacheDir() / "builds"; }
+
+// The checkpoint: a path, or a preset written once into the cache by the first arm
+// that has a tandem-rt.
+std::filesystem::path PrepareModel(const Campaign& c, const std::vector<ResolvedArm>& arms, bool dry_run) {
+  if (!c.model.path.empty()) return c.model.path;
+  const auto dir = rt::TandemCacheDir() / "models" / fmt::format("{}-seed{}", c.model.preset, c.model.seed);
+  if (std::filesystem::exists(dir / "model.safetensors") || dry_run) return dir;
+  const ResolvedArm* writer = nullptr;
+  for (const ResolvedArm& a : arms) {
+    if (!a.coordinator.empty() && a.built) {
+      writer = &a;
+      break;
+    }
+  }
+  if (writer == nullptr) throw InputError("model.preset needs a binary or git arm whose tandem-rt can write it (init-model)");
+  const auto log = rt::TandemCacheDir() / "models" / "init-model.log";
+  const auto partial = dir.string() + ".partial";
+  std::error_code ec;
+  std::filesystem::remove_all(partial, ec);
+  if (RunToCompletion({writer->coordinator.string(), "init-model", "--preset", c.model.preset, "--seed", std::to_string(c.model.seed),
+                       "--out", partial},
+                      log, std::chrono::seconds(600)) != 0) {
+    throw InputError(fmt::format("init-model for preset {} failed; see {}", c.model.preset, log.string()));
+  }
+  std::filesystem::rename(partial, dir);
+  return dir;
+}
+
+Prepared Prepare(const Campaign& c, bool dry_run, std::ostream& log) {
+  Prepared p;
+  p.campaign = &c;
+  p.corpus = LoadCorpus(c.corpus);
+  for (const auto* workloads : {&c.warmup, &c.workloads}) {
+    for (const WorkloadSpec& w : *workloads) {
+      for (const std::string& id : w.cases) p.corpus.Case(id);  // an unknown case is an error now, not mid-run
+    }
+  }
+  for (const ArmSpec& arm : c.arms) {
+    ResolvedArm resolved = ResolveArm(arm, {.build = false, .build_cache = BuildCache()});
+    if (!resolved.built && !dry_run) {
+      log << fmt::format("building arm {}: {} at {} ({}) into {}...\n", arm.label, arm.repository, arm.ref, resolved.revision.substr(0, 12),
+                         BuildCache().string());
+      resolved = ResolveArm(arm, {.build = true, .build_cache = BuildCache()});
+    }
+    p.arms.push_back(std::move(resolved));
+  }
+  p.model = PrepareModel(c, p.arms, dry_run);
+  const bool have_model = std::filesystem::exists(p.model / "config.json");
+  if (have_model) {
+    try {
+      p.model_revision = rt::ModelRevision(p.model);
+      p.tokenizer.emplace(rt::Tokenizer::Load(p.model / "tokenizer.json"));
+    } catch (const rt::ModelError& e) {
+      throw InputError(e.what());
+    }
+  }
+  const int workloads = static_cast<int>(c.warmup.size() + c.workloads.size());
+  p.plan = PlanSessions(c);
+  // An external arm is not relaunched, so each of its sessions needs fresh markers.
+  int rounds = 1;
+  for (const ArmSpec& arm : c.arms) {
+    if (arm.kind != ArmSourceKind::kExternal) continue;
+    rounds = std::max(rounds, static_cast<int>(std::count_if(p.plan.begin(), p.plan.end(), [&](const PlannedSession& s) { return s.arm == arm.label; })));
+  }
+  if (p.tokenizer) {
+    p.nonces.emplace(*p.tokenizer, workloads);
+    for (const auto* list : {&c.warmup, &c.workloads}) {
+      for (const WorkloadSpec& w : *list) {
+        const int n = CountRequests(w, p.corpus);
+        if (static_cast<std::size_t>(n) * static_cast<std::size_t>(rounds) > p.nonces->per_workload()) {
+          throw InputError(fmt::format("{}: workload '{}' sends {} requests per session{}, but the tokenizer offers {} nonce markers per "
+                                       "workload; use fewer repeats or levels{}",
+                                       c.file.string(), w.name, n,
+                                       rounds > 1 ? fmt::format(" in each of an external arm's {} sessions", rounds) : "",
+                                       p.nonces->per_workload(), rounds > 1 ? ", or fewer sessions" : ""));
+        }
+      }
+    }
+  }
+  for (const auto* list : {&c.warmup, &c.workloads}) {
+    for (const WorkloadSpec& w : *list) p.requests_per_session += CountRequests(w, p.corpus);
+  }
+  return p;
+}
+
+void PrintPlan(const Prepared& p, std::ostream& out) {
+  const Campaign& c = *p.campaign;
+  out << fmt::format("campaign {} ({})\n", c.name, c.file.string());
+  out << fmt::format("model    {} (revision {})\n", p.model.string(), p.model_revision.empty() ? "written on first run" : p.model_revision);
+  out << "arms\n";
+  for (const ResolvedArm& a : p.arms) {
+    out << fmt::format("  {:<8} {:<8} revision {}\n", a.spec.label, ToString(a.spec.kind), a.revision);
+    if (!a.coordinator.empty()) {
+      out << fmt::format("           coordinator {} image {}\n", a.coordinator.string(),
+                         a.built ? a.coordinator_image.substr(0, 16) : std::string("(built on the first run)"));
+      out << fmt::format("           worker      {} image {}\n", a.worker.string(),
+                         a.built ? a.worker_image.substr(0, 16) : std::string("(built on the first run)"));
+    }
+    if (!a.spec.base_url.empty()) out << fmt::format("           external server {} (not relaunched)\n", a.spec.base_url);
+    if (!a.spec.coordinator_command.empty()) out << fmt::format("           command {}\n", a.spec.coordinator_command);
+    if (!a.spec.options.empty()) out << fmt::format("           options {}\n", fmt::join(a.spec.options, " "));
+  }
+  out << "layouts\n";
+  std::size_t width = 0;
+  for (const LayoutSpec& l : c.layouts) width = std::max(width, l.name.size());
+  for (const LayoutSpec& l : c.layouts) {
+    out << fmt::format("  {:<{}}  {} workers {}, local expert layers {}, coordinator ranks {}, wire {}, partials {}{}\n", l.name, width, l.workers,
+                       l.expert_parallel, l.local_expert_layers, l.coordinator_ranks, l.wire_dtype, l.partial_dtype,
+                       l.emulated_rtt_us > 0 ? fmt::format(", emulated link {} us", l.emulated_rtt_us) : "");
+  }
+  out << fmt::format("sessions ({} per layout)\n", c.sessions.per_layout);
+  std::string current;
+  for (const PlannedSession& s : p.plan) {
+    if (s.layout != current) {
+      out << fmt::format("  {}: ", s.layout);
+      current = s.layout;
+    }
+    out << s.arm << (s.index_in_layout + 1 == c.sessions.per_layout ? "\n" : " ");
+  }
+  out << fmt::format("workloads (each session, {} requests)\n", p.requests_per_session);
+  for (const auto* list : {&c.warmup, &c.workloads}) {
+    for (const WorkloadSpec& w : *list) {
+      out << fmt::format("  {}{}; {} requests\n", w.warmup ? "[warmup] " : "",
+                         store::DescribeWorkload(w.name, std::string(ToString(w.kind)), WorkloadSpecJson(w)), CountRequests(w, p.corpus));
+    }
+  }
+  out << fmt::format("store    {}\n", c.store.string());
+}
+
+// The live status line, on a terminal only.
+class Progress {
+ public:
+  Progress(bool enabled, int total_requests) : enabled_(enabled && ::isatty(STDERR_FILENO)), total_(total_requests), start_(MonotonicSeconds()) {}
+  void Update(const std::string& where, int requests_done_in_workload, int workload_total) {
+    if (!enabled_) return;
+    const int done = done_ + requests_done_in_workload;
+    const double elapsed = MonotonicSeconds() - start_;
+    const double eta = done > 0 ? elapsed / done * (total_ - done) : 0;
+    fmt::print(stderr, "\r\033[K{} · {}/{} requests · ETA {:.0f}m{:02.0f}s", where, requests_done_in_workload, workload_total,
+               std::floor(eta / 60), std::fmod(eta, 60));
+    std::fflush(stderr);
+  }
+  void Add(int requests) { done_ += requests; }
+  void Line(const std::string& text) {
+    if (enabled_) fmt::print(stderr, "\r\033[K");
+    fmt::print(stderr, "{}\n", text);
+  }
+
+ private:
+  bool enabled_;
+  int total_;
+  int done_ = 0;
+  double start_;
+};
+
+// Runs one session; returns "" when it completed, else the reason it failed.
+std::string RunSession(store::Store& store, const Prepared& p, const store::SessionRow& row, Progress& progress, int session_count,
+                       int nonce_round) {
+  const Campaign& c = *p.campaign;
+  const ResolvedArm& arm = *std::find_if(p.arms.begin(), p.arms.end(), [&](const ResolvedArm& a) { return a.spec.label == row.arm; });
+  const LayoutSpec& layout = *std::find_if(c.layouts.begin(), c.layouts.end(), [&](const LayoutSpec& l) { return l.name == row.layout; });
+  json host = HostFacts();
+  const double busy = host["busy_fraction"];
+  if (busy > kOtherLoadBusyFraction) {
+    host["load_warning"] = true;
+    progress.Line(fmt::format("warning: {:.0f}% of the CPUs were busy before session {}: other work on this machine may skew its timings",
+                              100 * busy, row.order_index + 1));
+  }
+  store.StartSession(row.id, host.dump());
+  const std::filesystem::path logs = c.store.parent_path() / (c.store.stem().string() + "-logs") / fmt::format("session-{}", row.order_index);
+  std::unique_ptr<ArmInstance> instance;
+  json served = json::object();
+  std::string reason;
+  try {
+    instance = ArmInstance::Launch(arm, layout, p.model, logs, c.timeouts.launch_s);
+    store.SetSessionProcesses(row.id, instance->Processes().dump());
+    served = instance->served();
+    store.SetArmModel(row.arm_id, served.value("id", ""), served.value("model_revision", ""), "");
+    const std::string served_revision = served.value("model_revision", "");
+    if (!served_revision.empty() && !p.model_revision.empty() && served_revision != p.model_revision) {
+      throw std::runtime_error(fmt::format("the server serves model revision {}, the campaign's model is {}", served_revision,
+                                           p.model_revision));
+    }
+    int index = 0;
+    for (const auto* list : {&c.warmup, &c.workloads}) {
+      for (const WorkloadSpec& w : *list) {
+        const std::string where = fmt::format("[{}] session {}/{} · {} · {}", row.layout, row.order_index + 1, session_count, row.arm, w.name);
+        const std::string before = HttpGet(instance->base_url(), "/v1/stats", 30);
+        const std::int64_t run = store.StartWorkloadRun(row.id, w.name, std::string(ToString(w.kind)), w.warmup, WorkloadSpecJson(w).dump(), before);
+        WorkloadContext ctx{instance->base_url(), c.timeouts.request_s, &p.corpus, &*p.nonces, index++, nonce_round, &*p.tokenizer,
+                            c.quality.cache_bound,
+                            [&](int done, int total) { progress.Update(where, done, total); }, served.value("id", "tandem")};
+        WorkloadOutcome outcome = RunWorkload(w, ctx);
+        const std::string after = HttpGet(instance->base_url(), "/v1/stats", 30);
+        store.Transaction([&] {
+          for (const store::SampleRow& s : outcome.samples) store.AddSample(run, row.id, s);
+          store.FinishWorkloadRun(run, after, outcome.result.dump());
+        });
+        progress.Add(static_cast<int>(outcome.samples.size()));
+        const std::string crashed = instance->Crashed();
+        if (!crashed.empty()) throw std::runtime_error(crashed);
+        if (c.quality.fail_session && !w.warmup) {
+          for (const store::SampleRow& s : outcome.samples) {
+            if (!s.valid) throw std::runtime_error(fmt::format("workload {}: an invalid sample ({}, {})", w.name, s.case_id, s.checks_json));
+          }
+        }
+      }
+    }
+  } catch (const std::exception& e) {
+    reason = e.what();
+  }
+  const json processes = instance ? instance->Processes() : json::array();
+  if (instance) instance->Teardown(c.timeouts.teardown_grace_s);
+  store.FinishSession(row.id, reason.empty() ? "complete" : "failed", reason, served.dump(), processes.dump());
+  return reason;
+}
+
+void PrintSummary(const store::Store& store, std::int64_t campaign, const std::vector<ResolvedArm>& arms, std::pair<int, int> greedy,
+                  std::ostream& out) {
+  const std::vector<store::FamilyScores> families = ComputeSessionScores(store, campaign);
+  if (families.empty() || arms.size() < 2) return;
+  const std::string& a = arms[0].spec.label;
+  out << fmt::format("\nsummary: candidate / baseline ratio of geometric means over sessions, Welch 95% interval (* excludes 1)\n");
+  for (std::size_t k = 1; k < arms.size(); ++k) {
+    const std::string& b = arms[k].spec.label;
+    out << fmt::format("{} vs {}\n", b, a);
+    std::string layout;
+    for (const store::FamilyComparison& c : store::CompareArms(families, a, b)) {
+      if (c.scores->layout != layout) {
+        out << fmt::format("  [{}]\n", c.scores->layout);
+        layout = c.scores->layout;
+      }
+      std::string cell = "—";
+      if (c.interval) {
+        const stats::RatioInterval& r = *c.interval;
+        cell = fmt::format("{:.3f} ({:.3f}–{:.3f}){} n={}/{}", r.ratio, r.lo, r.hi, r.excludes_one() ? " *" : "", r.n_baseline,
+                           r.n_candidate);
+      } else if (c.n_baseline > 0 && c.n_candidate > 0) {
+        cell = fmt::format("— ({})", c.missing);
+      }
+      out << fmt::format("    {:<40} {}\n", c.scores->family, cell);
+    }
+  }
+  if (greedy.second > 0) {
+    out << fmt::format("greedy output agreement: {} of {} prompts gave identical output in every session that sent them\n", greedy.first,
+                       greedy.second);
+  }
+  for (const ResolvedArm& arm : arms) {
+    if (arm.spec.kind == ArmSourceKind::kExternal) {
+      out << fmt::format("note: arm {} is an external server ({}), not relaunched between sessions: its state carried over, and its "
+                         "sessions after the first used salted nonces\n",
+                         arm.spec.label, arm.spec.base_url);
+    }
+  }
+}
+
+// A relaunched server starts with an empty prefix cache; an external one does not, so
+// its n-th session (n ≥ 1) uses the n-th block of nonce positions: unseen prompts.
+int NonceRound(const Prepared& p, const std::vector<store::SessionRow>& sessions, const store::SessionRow& s) {
+  const auto arm = std::find_if(p.arms.begin(), p.arms.end(), [&](const ResolvedArm& a) { return a.spec.label == s.arm; });
+  if (arm == p.arms.end() || arm->spec.kind != ArmSourceKind::kExternal) return 0;
+  int earlier = 0;
+  for (const store::SessionRow& other : sessions) earlier += other.arm == s.arm && other.order_index < s.order_index ? 1 : 0;
+  return earlier;
+}
+
+// A session left "running" belongs to a harness that died: its processes got SIGKILL
+// from the kernel (PR_SET_PDEATHSIG), but anything they started may remain.
+void KillLeftovers(store::Store& store, const store::SessionRow& s, Progress& progress) {
+  int killed = 0;
+  try {
+    for (const json& p : json::parse(store.SessionProcesses(s.id))) {
+      if (p.contains("pid") && p.contains("start_ticks")) killed += KillLeftoverGroup(p["pid"].get<int>(), p["start_ticks"].get<std::uint64_t>());
+    }
+  } catch (const json::exception&) {
+  }
+  if (killed > 0) progress.Line(fmt::format("session {}: killed {} process(es) left running by the interrupted run", s.order_index + 1, killed));
+}
+
+int Execute(store::Store& store, std::int64_t campaign, const Prepared& p, const RunOptions& options) {
+  const Campaign& c = *p.campaign;
+  std::vector<store::SessionRow> sessions = store.Sessions(campaign);
+  int remaining = 0;
+  for (const store::SessionRow& s : sessions) remaining += s.status == "complete" ? 0 : 1;
+  Progress progress(!options.quiet, remaining * p.requests_per_session);
+  bool any_failed = false;
+  for (store::SessionRow& s : sessions) {
+    if (s.status == "complete") continue;
+    if (s.status == "running") KillLeftovers(store, s, progress);  // the harness died during it
+    if (s.status == "running" || s.status == "failed") store.ResetSession(s.id);  // killed or retried: from scratch
+    std::string reason;
+    for (int attempt = 0; attempt <= c.sessions.retry; ++attempt) {
+      if (attempt > 0) {
+        progress.Line(fmt::format("session {} ({}, {}) failed: {}; retrying", s.order_index + 1, s.layout, s.arm, reason));
+        store.ResetSession(s.id);
+      }
+      reason = RunSession(store, p, s, progress, static_cast<int>(sessions.size()), NonceRound(p, sessions, s));
+      if (reason.empty()) break;
+    }
+    if (reason.empty()) {
+      if (!options.quiet) progress.Line(fmt::format("session {}/{} ({}, {}) complete", s.order_index + 1, sessions.size(), s.layout, s.arm));
+      continue;
+    }
+    any_failed = true;
+    progress.Line(fmt::format("session {} ({}, {}) failed: {}", s.order_index + 1, s.layout, s.arm, reason));
+    if (c.sessions.abort_on_failure) {
+      store.SetCampaignStatus(campaign, "aborted");
+      progress.Line("aborting the campaign (sessions.on_failure: abort)");
+      return 1;
+    }
+  }
+  const auto greedy = MarkGreedyMatches(store, campaign);
+  store.SetCampaignStatus(campaign, any_failed ? "complete with failures" : "complete");
+  PrintSummary(store, campaign, p.arms, greedy, std::cout);
+  std::cout << fmt::format("store: {} (campaign {})\n", store.file().string(), campaign);
+  return any_failed ? 1 : 0;
+}
+
+// One harness per store at a time: an exclusive flock on the database file (SQLite's
+// own locks are fcntl locks and do not interact). The kernel drops it when we die.
+class StoreLock {
+ public:
+  explicit StoreLock(const std::filesystem::path& db) : fd_(::open(db.c_str(), O_RDONLY | O_CLOEXEC)) {
+    if (fd_ < 0) throw InputError(fmt::format("{}: cannot open: {}", db.string(), std::strerror(errno)));
+    if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+      ::close(fd_);
+      throw InputError(fmt::format("{}: another `tandem run` is using this store", db.string()));
+    }
+  }
+  ~StoreLock() { ::close(fd_); }
+  StoreLock(const StoreLock&) = delete;
+  StoreLock& operator=(const StoreLock&) = delete;
+
+ private:
+  int fd_;
+};
+
+}  // namespace
+
+int RunCampaign(const Campaign& campaign, const RunOptions& options) {
+  Campaign c = campaign;
+  if (options.db) c.store = *options.db;
+  const Prepared p = Prepare(c, options.dry_run, std::cerr);
+  if (options.dry_run) {
+    PrintPlan(p, std::cout);
+    return 0;
+  }
+  store::Store store = store::Store::Open(c.store);
+  const StoreLock lock(c.store);
+  std::int64_t id = 0;
+  const std::string host = HostFacts().dump();
+  const std::string config_sha256 = FileSha256(p.model / "config.json");
+  store.Transaction([&] {
+    id = store.CreateCampaign(c.name, std::filesystem::absolute(c.file).string(), c.yaml_text, c.yaml_sha256, p.model.string(),
+                              p.model_revision, host);
+    if (!c.gate_json.empty()) store.SetCampaignGate(id, c.gate_json);
+    std::map<std::string, std::int64_t> arms, layouts;
+    for (std::size_t i = 0; i < p.arms.size(); ++i) {
+      const ResolvedArm& a = p.arms[i];
+      arms[a.spec.label] = store.AddArm(id, static_cast<int>(i), a.spec.label, std::string(ToString(a.spec.kind)), a.revision,
+                                        a.coordinator_image, a.worker_image, a.LaunchJson());
+      // An external server's checkpoint is not ours to read; the others serve the campaign's.
+      if (a.spec.kind != ArmSourceKind::kExternal) store.SetArmModel(arms[a.spec.label], "", "", config_sha256);
+    }
+    for (std::size_t i = 0; i < c.layouts.size(); ++i) {
+      layouts[c.layouts[i].name] = store.AddLayout(id, static_cast<int>(i), c.layouts[i].name, LayoutJson(c.layouts[i]).dump());
+    }
+    for (const PlannedSession& s : p.plan) store.AddSession(id, s.order_index, layouts[s.layout], arms[s.arm]);
+  });
+  return Execute(store, id, p, options);
+}
+
+int ResumeCampaign(const std::filesystem::path& db, const RunOptions& options) {
+  if (!std::filesystem::exists(db)) throw InputError(fmt::format("{}: no such store", db.string()));
+  store::Store store = store::Store::Open(db);
+  const StoreLock lock(db);
+  const auto id = store.LatestCampaign();
+  if (!id) throw InputError(fmt::format("{}: holds no campaign", db.string()));
+  // The campaign as it was started (its stored text), its relative paths resolved
+  // where its file was.
+  Campaign c = ParseCampaign(store.CampaignYaml(*id), store.CampaignField(*id, "file"));
+  c.store = db;
+  const Prepared p = Prepare(c, false, std::cerr);
+  // Images must be the ones the campaign started with.
+  for (const store::ArmRow& stored : store.Arms(*id)) {
+    for (const ResolvedArm& a : p.arms) {
+      if (a.spec.label == stored.label && (a.coordinator_image != stored.coordinator_image || a.worker_image != stored.worker_image)) {
+        throw InputError(fmt::format("arm {}: its executables changed since the campaign started; resume would mix versions",
+                                     a.spec.label));
+      }
+    }
+  }
+  return Execute(store, *id, p, options);
+}
+
+}  // namespace tandem::harness

@@ -1,0 +1,114 @@
+#include "harness/commands/run_command.hpp"
+
+#include <filesystem>
+#include <memory>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "harness/campaign/campaign.hpp"
+#include "harness/commands/campaign_runner.hpp"
+#include "common/input_error.hpp"
+#include "store/store.hpp"
+
+namespace tandem::harness {
+
+namespace {
+
+struct RunFlags {
+  std::string campaign;
+  std::string resume;
+  std::string db;
+  bool dry_run = false;
+  bool quiet = false;
+};
+
+// The readers never create a store: a mistyped path is an error, not an empty database.
+store::Store OpenExisting(const std::string& db) {
+  if (!std::filesystem::is_regular_file(db)) throw InputError(fmt::format("{}: no such store", db));
+  return store::Store::Open(db);
+}
+
+void Sessions(const std::string& db) {
+  store::Store store = OpenExisting(db);
+  const auto id = store.LatestCampaign();
+  if (!id) throw InputError(fmt::format("{}: holds no campaign", db));
+  fmt::print("campaign {} '{}' ({})\n", *id, store.CampaignField(*id, "name"), store.CampaignField(*id, "status"));
+  fmt::print("{:>4}  {:>5}  {:<16} {:<8} {:<9} {:>8}  {}\n", "id", "order", "layout", "arm", "status", "attempts", "reason");
+  for (const store::SessionRow& s : store.Sessions(*id)) {
+    fmt::print("{:>4}  {:>5}  {:<16} {:<8} {:<9} {:>8}  {}\n", s.id, s.order_index + 1, s.layout, s.arm, s.status, s.attempts, s.reason);
+  }
+}
+
+void Show(const std::string& db, std::int64_t session) {
+  const store::Store store = OpenExisting(db);
+  const std::optional<store::SessionDetail> s = store.Session(session);
+  if (!s) throw InputError(fmt::format("{}: no session {}", db, session));
+  fmt::print("session {} (order {}): layout {}, arm {} (revision {})\n", session, s->order_index + 1, s->layout, s->arm, s->runtime_revision);
+  fmt::print("status   {}{}\n", s->status, s->reason.empty() ? "" : ": " + s->reason);
+  fmt::print("time     {} → {}\n", s->started_at, s->finished_at);
+  const auto host = nlohmann::json::parse(s->host_json, nullptr, false);
+  if (host.is_object() && host.contains("cpu_model")) {
+    fmt::print("host     {} · {} CPUs · {} · {} · load {} · {:.0f}% busy before{}\n", host.value("cpu_model", "?"),
+               host.value("logical_cpus", 0), host.value("memory", "?"), host.value("kernel", "?"), host["load_average"].dump(),
+               100 * host.value("busy_fraction", 0.0), host.value("load_warning", false) ? " (other load: timings suspect)" : "");
+  }
+  fmt::print("served   {}\n", s->served_json);
+  const auto processes = nlohmann::json::parse(s->processes_json, nullptr, false);
+  if (processes.is_array()) {
+    for (const auto& p : processes) {
+      fmt::print("process  {:<12} pid {:<8} {:.2f} s CPU  log {}\n", p.value("role", "?"), p.value("pid", 0), p.value("cpu_seconds", 0.0),
+                 p.value("log", ""));
+    }
+  }
+  fmt::print("workloads\n");
+  for (const store::WorkloadSummary& w : store.WorkloadSummaries(session)) {
+    fmt::print("  {:<32} {:<16} {} samples, {} valid, {} passed every check{}\n", (w.warmup ? "[warmup] " : "") + w.name, w.kind,
+               w.samples, w.valid, w.passed, w.flagged > 0 ? fmt::format(", {} flagged (token counts disagree)", w.flagged) : "");
+    const auto result = nlohmann::json::parse(w.result_json, nullptr, false);
+    if (!result.is_discarded() && result.contains("weighted_decode_median")) {
+      fmt::print("    weighted decode, median of repeats: {:.2f} tok/s\n", result["weighted_decode_median"].get<double>());
+    }
+  }
+}
+
+}  // namespace
+
+void AddRunCommands(CLI::App& app) {
+  auto flags = std::make_shared<RunFlags>();
+  CLI::App* run = app.add_subcommand("run", "Run a campaign: interleaved sessions of relaunched arms, every sample stored");
+  auto* file = run->add_option("campaign", flags->campaign, "Campaign YAML");
+  auto* resume = run->add_option("--resume", flags->resume, "Continue the campaign in this store at its first incomplete session");
+  file->excludes(resume);
+  run->add_option("--db", flags->db, "Store to write (default: the campaign's `store`)");
+  run->add_flag("--dry-run", flags->dry_run, "Print the resolved plan (arms, revisions, images, sessions, workloads) and stop");
+  run->add_flag("--quiet", flags->quiet, "No progress line (for CI logs)");
+  run->callback([flags] {
+    RunOptions options{.dry_run = flags->dry_run, .quiet = flags->quiet};
+    if (!flags->db.empty()) options.db = flags->db;
+    int code = 0;
+    if (!flags->resume.empty()) {
+      code = ResumeCampaign(flags->resume, options);
+    } else if (!flags->campaign.empty()) {
+      code = RunCampaign(LoadCampaign(flags->campaign), options);
+    } else {
+      throw InputError("tandem run: give a campaign YAML or --resume DB");
+    }
+    if (code != 0) throw CommandExit{code};
+  });
+
+  auto db = std::make_shared<std::string>();
+  CLI::App* sessions = app.add_subcommand("sessions", "List a store's sessions with their status");
+  sessions->add_option("db", *db, "Campaign store")->required();
+  sessions->callback([db] { Sessions(*db); });
+
+  auto show_db = std::make_shared<std::string>();
+  auto show_id = std::make_shared<std::int64_t>(0);
+  CLI::App* show = app.add_subcommand("show", "Print one session: conditions, processes, workloads");
+  show->add_option("db", *show_db, "Campaign store")->required();
+  show->add_option("session", *show_id, "Session id (see tandem sessions)")->required();
+  show->callback([show_db, show_id] { Show(*show_db, *show_id); });
+}
+
+}  // namespace tandem::harness

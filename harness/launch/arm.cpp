@@ -1,0 +1,143 @@
+#include "harness/launch/arm.hpp"
+
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "common/sha256.hpp"
+#include "common/input_error.hpp"
+#include "harness/launch/managed_process.hpp"
+
+namespace tandem::harness {
+
+namespace {
+
+std::string ReadFile(const std::filesystem::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::string Tail(const std::filesystem::path& log, int lines) {
+  const std::string text = ReadFile(log);
+  std::size_t pos = text.size();
+  for (int i = 0; i <= lines && pos > 0; ++i) {
+    pos = text.rfind('\n', pos - 1);
+    if (pos == std::string::npos) return text;
+  }
+  return text.substr(pos + 1);
+}
+
+// Runs a command and returns its trimmed stdout (through a temporary log).
+std::string Capture(const std::vector<std::string>& argv, const std::filesystem::path& scratch, int* code) {
+  const auto log = scratch / fmt::format("capture-{}.log", ::getpid());
+  std::filesystem::remove(log);
+  *code = RunToCompletion(argv, log, std::chrono::seconds(60));
+  std::string out = ReadFile(log);
+  std::filesystem::remove(log);
+  while (!out.empty() && (out.back() == '\n' || out.back() == ' ')) out.pop_back();
+  return out;
+}
+
+// What a binary says its revision is: `tandem-rt --version` prints it.
+std::string BinaryRevision(const std::filesystem::path& exe, const std::filesystem::path& scratch) {
+  int code = 0;
+  const std::string out = Capture({exe.string(), "--version"}, scratch, &code);
+  if (code != 0 || out.empty() || out.size() > 80) return "";
+  return out.substr(out.rfind(' ') + 1);
+}
+
+}  // namespace
+
+std::string ResolvedArm::LaunchJson() const {
+  return nlohmann::json{{"kind", std::string(ToString(spec.kind))},
+                        {"coordinator", coordinator.string()},
+                        {"worker", worker.string()},
+                        {"repository", spec.repository},
+                        {"ref", spec.ref},
+                        {"cmake_flags", spec.cmake_flags},
+                        {"command", spec.coordinator_command},
+                        {"worker_command", spec.worker_command},
+                        {"base_url", spec.base_url},
+                        {"options", spec.options},
+                        {"worker_options", spec.worker_options},
+                        {"env", spec.env}}
+      .dump();
+}
+
+ResolvedArm ResolveArm(const ArmSpec& arm, const ResolveOptions& options) {
+  ResolvedArm r;
+  r.spec = arm;
+  std::error_code ec;
+  std::filesystem::create_directories(options.build_cache, ec);
+  const std::filesystem::path scratch = options.build_cache;
+  switch (arm.kind) {
+    case ArmSourceKind::kBinary:
+      r.coordinator = arm.coordinator;
+      r.worker = arm.worker;
+      r.coordinator_image = FileSha256(r.coordinator);
+      r.worker_image = FileSha256(r.worker);
+      r.revision = !arm.declared_revision.empty() ? arm.declared_revision : BinaryRevision(r.coordinator, scratch);
+      if (r.revision.empty()) r.revision = "unknown";
+      return r;
+    case ArmSourceKind::kCommand:
+    case ArmSourceKind::kExternal:
+      r.revision = arm.declared_revision.empty() ? "unknown" : arm.declared_revision;
+      return r;
+    case ArmSourceKind::kGit:
+      break;
+  }
+
+  // git: resolve the ref, check the commit out into the cache, build it there.
+  int code = 0;
+  const std::string commit = Capture({"git", "-C", arm.repository, "rev-parse", "--verify", arm.ref + "^{commit}"}, scratch, &code);
+  if (code != 0 || commit.size() != 40) {
+    throw InputError(fmt::format("arm '{}': git cannot resolve ref '{}' in {}: {}", arm.label, arm.ref, arm.repository, commit));
+  }
+  r.revision = commit;
+  std::string flags_key;
+  for (const std::string& f : arm.cmake_flags) flags_key += f + '\n';
+  const std::string tag = fmt::format("{}-{}", commit.substr(0, 12), Sha256Hex(flags_key).substr(0, 16));
+  const std::filesystem::path source = options.build_cache / ("src-" + commit.substr(0, 12));
+  const std::filesystem::path build = options.build_cache / ("build-" + tag);
+  r.coordinator = r.worker = build / "bin" / "tandem-rt";
+  if (!std::filesystem::exists(r.coordinator)) {
+    if (!options.build) {
+      r.built = false;
+      return r;
+    }
+    const std::filesystem::path log = options.build_cache / ("build-" + tag + ".log");
+    std::filesystem::remove(log, ec);
+    auto step = [&](const std::vector<std::string>& argv, const char* what) {
+      if (RunToCompletion(argv, log, options.build_timeout) != 0) {
+        throw InputError(fmt::format("arm '{}': {} failed for {} at {}; the end of {}:\n{}", arm.label, what, arm.repository,
+                                     commit.substr(0, 12), log.string(), Tail(log, 20)));
+      }
+    };
+    if (!std::filesystem::exists(source / "CMakeLists.txt")) {
+      std::filesystem::remove_all(source, ec);
+      if (arm.repository.find("://") == std::string::npos) {
+        step({"git", "-C", arm.repository, "worktree", "prune"}, "git worktree prune");
+        step({"git", "-C", arm.repository, "worktree", "add", "--detach", source.string(), commit}, "git worktree add");
+      } else {
+        step({"git", "clone", "--no-checkout", arm.repository, source.string()}, "git clone");
+        step({"git", "-C", source.string(), "checkout", "--detach", commit}, "git checkout");
+      }
+    }
+    std::vector<std::string> configure = {"cmake", "-S", source.string(), "-B", build.string(), "-G", "Ninja",
+                                          "-DCMAKE_BUILD_TYPE=RelWithDebInfo", "-DTANDEM_TESTS=OFF", "-DTANDEM_BENCH=OFF"};
+    configure.insert(configure.end(), arm.cmake_flags.begin(), arm.cmake_flags.end());
+    step(configure, "cmake configure");
+    step({"cmake", "--build", build.string(), "--target", "tandem-rt"}, "the build");
+    if (!std::filesystem::exists(r.coordinator)) {
+      throw InputError(fmt::format("arm '{}': the build of {} produced no {}", arm.label, commit.substr(0, 12), r.coordinator.string()));
+    }
+  }
+  r.coordinator_image = r.worker_image = FileSha256(r.coordinator);
+  return r;
+}
+
+}  // namespace tandem::harness

@@ -1,0 +1,47 @@
+#pragma once
+
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "harness/launch/arm.hpp"
+#include "harness/launch/managed_process.hpp"
+
+namespace tandem::harness {
+
+// One session's running image pair: the coordinator (an OpenAI-compatible server) and
+// its expert workers, launched for a layout on loopback ports chosen at run time, or
+// an external server that is only checked. Teardown (also on destruction) stops every
+// process group it started.
+class ArmInstance {
+ public:
+  // Throws std::runtime_error when a process does not start, or the server is not
+  // healthy and serving the model within `launch_timeout_s`; everything started is
+  // torn down first.
+  static std::unique_ptr<ArmInstance> Launch(const ResolvedArm& arm, const LayoutSpec& layout,
+                                             const std::filesystem::path& model, const std::filesystem::path& log_dir,
+                                             double launch_timeout_s);
+  ~ArmInstance();
+
+  const std::string& base_url() const { return base_url_; }
+  // /v1/models as the server answered it once healthy (model id, revisions).
+  const nlohmann::json& served() const { return served_; }
+  // role, pid, CPU seconds and log of every process (read now).
+  nlohmann::json Processes() const;
+  // Whether every process started is still alive.
+  std::string Crashed();
+  void Teardown(double grace_s);
+
+ private:
+  ArmInstance() = default;
+  void WaitReady(double timeout_s);
+
+  std::string base_url_;
+  nlohmann::json served_;
+  std::vector<std::pair<std::string, std::unique_ptr<ManagedProcess>>> processes_;  // role → process
+};
+
+}  // namespace tandem::harness

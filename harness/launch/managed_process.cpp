@@ -1,0 +1,231 @@
+#include "harness/launch/managed_process.hpp"
+
+#include <csignal>
+#include <cstdlib>
+#include <condition_variable>
+#include <deque>
+#include <fstream>
+#include <mutex>
+#include <sstream>
+#include <thread>
+
+#include <dirent.h>
+#include <sched.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <netinet/in.h>
+#include <unistd.h>
+
+#include <boost/process.hpp>
+#include <boost/process/extend.hpp>
+#include <fmt/format.h>
+
+#include "common/child_wait.hpp"
+#include "common/input_error.hpp"
+#include "harness/campaign/cpu_list.hpp"
+
+namespace tandem::harness {
+
+namespace bp = boost::process;
+
+namespace {
+
+// The fields of /proc/PID/stat after the command name: state is [0], pgrp [2],
+// utime [11], stime [12], cutime [13], cstime [14], starttime [19].
+std::vector<std::string> StatFields(int pid) {
+  std::ifstream in(fmt::format("/proc/{}/stat", pid));
+  std::string stat;
+  std::getline(in, stat);
+  std::vector<std::string> f;
+  const auto close = stat.rfind(')');
+  if (close == std::string::npos || close + 2 > stat.size()) return f;
+  std::istringstream fields(stat.substr(close + 2));
+  for (std::string x; fields >> x;) f.push_back(x);
+  return f;
+}
+
+}  // namespace
+
+int KillLeftoverGroup(int pgid, std::uint64_t start_ticks) {
+  if (pgid <= 1) return 0;
+  int killed = 0;
+  DIR* proc = ::opendir("/proc");
+  if (proc == nullptr) return 0;
+  while (const dirent* e = ::readdir(proc)) {
+    char* end = nullptr;
+    const long pid = std::strtol(e->d_name, &end, 10);
+    if (end == e->d_name || *end != '\0' || pid <= 1) continue;
+    const std::vector<std::string> f = StatFields(static_cast<int>(pid));
+    if (f.size() < 20 || f[0] == "Z") continue;
+    if (std::stol(f[2]) != pgid || std::stoull(f[19]) < start_ticks) continue;
+    if (::kill(static_cast<pid_t>(pid), SIGKILL) == 0) ++killed;
+  }
+  ::closedir(proc);
+  return killed;
+}
+
+int FreeLoopbackPort() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  socklen_t len = sizeof addr;
+  int port = 0;
+  if (fd >= 0 && ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
+    port = ntohs(addr.sin_port);
+  }
+  if (fd >= 0) ::close(fd);
+  if (port == 0) throw std::runtime_error("cannot find a free loopback port");
+  return port;
+}
+
+struct ManagedProcess::Impl {
+  std::filesystem::path log;
+  bp::ipstream out;
+  bp::child child;
+  std::thread reader;
+  std::mutex mutex;
+  std::condition_variable ready;
+  std::deque<std::string> lines;
+  bool closed = false;
+  std::optional<int> exit_code;
+};
+
+ManagedProcess::ManagedProcess(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env,
+                               const std::filesystem::path& log, const std::string& cpus)
+    : impl_(std::make_unique<Impl>()) {
+  if (argv.empty()) throw InputError("cannot start an empty command");
+  Impl& s = *impl_;
+  s.log = log;
+  std::error_code ec;
+  if (log.has_parent_path()) std::filesystem::create_directories(log.parent_path(), ec);
+  std::vector<int> cpu_list;
+  if (!cpus.empty()) cpu_list = ParseCpuList(cpus);
+  bp::environment environment = boost::this_process::environment();
+  for (const auto& [key, value] : env) environment[key] = value;
+  const std::string program = argv[0].find('/') == std::string::npos ? bp::search_path(argv[0]).string() : argv[0];
+  if (program.empty()) throw InputError(fmt::format("'{}' is not on PATH", argv[0]));
+  // In the child, before exec: its own process group, death with the harness, and the
+  // CPU pinning. (If the harness died before the prctl, the child is already orphaned.)
+  const pid_t harness = ::getpid();
+  auto setup = [cpu_list, harness](auto&) {
+    ::setpgid(0, 0);
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != harness) ::_exit(127);
+    if (!cpu_list.empty()) {
+      cpu_set_t set;
+      CPU_ZERO(&set);
+      for (int c : cpu_list) CPU_SET(c, &set);
+      ::sched_setaffinity(0, sizeof set, &set);
+    }
+  };
+  try {
+    s.child = bp::child(bp::exe = program, bp::args = std::vector<std::string>(argv.begin() + 1, argv.end()), environment,
+                        bp::std_in.close(), bp::std_out > s.out, bp::std_err > log.string(), bp::extend::on_exec_setup = setup);
+  } catch (const bp::process_error& e) {
+    throw InputError(fmt::format("cannot start {}: {}", program, e.what()));
+  }
+  s.reader = std::thread([&s] {
+    std::string line;
+    while (std::getline(s.out, line)) {
+      {
+        std::ofstream(s.log.string() + ".stdout", std::ios::app) << line << '\n';
+      }
+      std::lock_guard lock(s.mutex);
+      s.lines.push_back(line);
+      s.ready.notify_all();
+    }
+    std::lock_guard lock(s.mutex);
+    s.closed = true;
+    s.ready.notify_all();
+  });
+}
+
+ManagedProcess::~ManagedProcess() {
+  Terminate(std::chrono::milliseconds(2000));
+}
+
+std::optional<std::string> ManagedProcess::WaitForLine(const std::string& needle, std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  std::unique_lock lock(impl_->mutex);
+  for (;;) {
+    while (!impl_->lines.empty()) {
+      std::string line = std::move(impl_->lines.front());
+      impl_->lines.pop_front();
+      if (line.find(needle) != std::string::npos) return line;
+    }
+    if (impl_->closed) return std::nullopt;
+    if (impl_->ready.wait_until(lock, deadline) == std::cv_status::timeout && impl_->lines.empty()) return std::nullopt;
+  }
+}
+
+int ManagedProcess::pid() const { return impl_->child.id(); }
+
+bool ManagedProcess::running() {
+  std::error_code ec;
+  return impl_->child.valid() && impl_->child.running(ec);
+}
+
+std::uint64_t ManagedProcess::start_ticks() const {
+  const std::vector<std::string> f = StatFields(impl_->child.id());
+  return f.size() < 20 ? 0 : std::stoull(f[19]);
+}
+
+double ManagedProcess::CpuSeconds() const {
+  const std::vector<std::string> f = StatFields(impl_->child.id());
+  if (f.size() < 15) return 0.0;
+  const double ticks = static_cast<double>(::sysconf(_SC_CLK_TCK));
+  return (std::stod(f[11]) + std::stod(f[12]) + std::stod(f[13]) + std::stod(f[14])) / ticks;
+}
+
+std::optional<int> ManagedProcess::ExitCode() {
+  std::error_code ec;
+  if (!impl_->exit_code && impl_->child.valid() && !impl_->child.running(ec)) impl_->exit_code = impl_->child.exit_code();
+  return impl_->exit_code;
+}
+
+void ManagedProcess::Terminate(std::chrono::milliseconds grace) {
+  Impl& s = *impl_;
+  std::error_code ec;
+  if (s.child.valid() && s.child.running(ec)) {
+    const pid_t group = s.child.id();
+    ::kill(-group, SIGTERM);
+    if (!WaitForExit(s.child, grace)) {
+      ::kill(-group, SIGKILL);
+    }
+  }
+  if (s.child.valid()) {
+    s.child.wait(ec);
+    if (!s.exit_code) s.exit_code = s.child.exit_code();
+    ::kill(-s.child.id(), SIGKILL);  // anything the child left behind in its group
+  }
+  if (s.reader.joinable()) s.reader.join();
+}
+
+const std::filesystem::path& ManagedProcess::log() const { return impl_->log; }
+
+int RunToCompletion(const std::vector<std::string>& argv, const std::filesystem::path& log, std::chrono::seconds timeout,
+                    const std::filesystem::path& cwd) {
+  const std::string program = argv[0].find('/') == std::string::npos ? bp::search_path(argv[0]).string() : argv[0];
+  if (program.empty()) throw InputError(fmt::format("'{}' is not on PATH", argv[0]));
+  std::error_code ec;
+  if (log.has_parent_path()) std::filesystem::create_directories(log.parent_path(), ec);
+  FILE* out = std::fopen(log.c_str(), "a");
+  if (out == nullptr) throw InputError(fmt::format("{}: cannot write", log.string()));
+  bp::child child(bp::exe = program, bp::args = std::vector<std::string>(argv.begin() + 1, argv.end()),
+                  bp::start_dir = cwd.empty() ? std::filesystem::current_path().string() : cwd.string(), bp::std_in.close(),
+                  (bp::std_out & bp::std_err) > out, bp::extend::on_exec_setup = [](auto&) { ::setpgid(0, 0); });
+  int code = -1;
+  if (WaitForExit(child, timeout)) {
+    code = child.exit_code();
+  } else {
+    ::kill(-child.id(), SIGKILL);
+    child.wait(ec);
+  }
+  std::fclose(out);
+  return code;
+}
+
+}  // namespace tandem::harness

@@ -1,0 +1,62 @@
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace tandem::harness {
+
+// A child process the harness owns: its own process group (so teardown reaches
+// whatever it starts), optionally pinned to CPUs, stderr and stdout written to a log
+// file, stdout lines also readable. Terminate() sends SIGTERM to the group, waits up
+// to a grace period, then SIGKILLs the group; the child is always reaped. If the
+// harness itself dies (kill -9), the kernel kills the child (PR_SET_PDEATHSIG), and
+// `tandem run --resume` kills what is left of its group (KillLeftoverGroup). Create
+// it on a thread that outlives it: the death signal follows the creating thread.
+class ManagedProcess {
+ public:
+  ManagedProcess(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env,
+                 const std::filesystem::path& log, const std::string& cpus = "");
+  ~ManagedProcess();
+  ManagedProcess(const ManagedProcess&) = delete;
+  ManagedProcess& operator=(const ManagedProcess&) = delete;
+
+  // The next stdout line containing `needle`, or nullopt on timeout or exit.
+  std::optional<std::string> WaitForLine(const std::string& needle, std::chrono::milliseconds timeout);
+  int pid() const;
+  // The kernel's start time of the process (clock ticks since boot), which tells it
+  // apart from a later process that reuses its pid.
+  std::uint64_t start_ticks() const;
+  bool running();
+  // User + system CPU seconds of the process and its reaped children, from /proc.
+  double CpuSeconds() const;
+  // Exit code once it has ended; nullopt while it runs.
+  std::optional<int> ExitCode();
+  void Terminate(std::chrono::milliseconds grace);
+  const std::filesystem::path& log() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// Runs a command to completion (a build step), output appended to `log`. Returns the
+// exit code; -1 when it ran past `timeout` (it is then killed).
+int RunToCompletion(const std::vector<std::string>& argv, const std::filesystem::path& log, std::chrono::seconds timeout,
+                    const std::filesystem::path& cwd = {});
+
+// Kills (SIGKILL) what is left of the process group `pgid` that a harness which died
+// left running: its members whose start time is not before `start_ticks` (the
+// group leader's). Returns how many processes it signalled.
+int KillLeftoverGroup(int pgid, std::uint64_t start_ticks);
+
+// A TCP port on 127.0.0.1 that was free a moment ago (for servers whose port must be
+// chosen before they start).
+int FreeLoopbackPort();
+
+}  // namespace tandem::harness

@@ -1,0 +1,47 @@
+#include "reports/draft_acceptance.hpp"
+
+#include <cstdint>
+#include <set>
+#include <tuple>
+
+namespace tandem::reports {
+
+std::vector<DraftCounterSums> SumDraftCounters(const store::CampaignRecord& r) {
+  struct Sums {
+    std::int64_t accepted = 0, verified = 0, rounds = 0;
+  };
+  using Case = std::pair<std::string, std::string>;        // (workload, case)
+  using Column = std::pair<std::string, std::string>;      // (layout, arm)
+  std::vector<Case> order;
+  std::map<Case, std::map<Column, Sums>> sums;
+  std::set<std::tuple<std::int64_t, std::int64_t, int>> seen;  // (session, workload run, batch)
+  bool any = false;
+  for (const store::SampleRecord& x : r.samples) {
+    const store::WorkloadRecord* w = r.Workload(x.run);
+    const store::SessionRecord* s = r.Session(x.session);
+    if (w == nullptr || s == nullptr || w->warmup || !x.draft.is_object() || !x.draft.contains("verified_drafts")) continue;
+    // Every sample of a batch carries the batch's delta: count it once.
+    if (!seen.insert({x.session, x.run, x.batch}).second) continue;
+    const Case key{x.workload, w->kind == "mixed" ? "mixed" : x.case_id};
+    if (!sums.contains(key)) order.push_back(key);
+    Sums& t = sums[key][{s->layout, s->arm}];
+    t.accepted += x.draft.value("accepted_drafts", std::int64_t{0});
+    t.verified += x.draft.value("verified_drafts", std::int64_t{0});
+    t.rounds += x.draft.value("request_rounds", std::int64_t{0});
+    any = any || x.draft.value("verified_drafts", std::int64_t{0}) > 0;
+  }
+  std::vector<DraftCounterSums> out;
+  if (!any) return out;
+  for (const Case& key : order) {
+    DraftCounterSums row{key.first, key.second, {}};
+    for (const auto& [column, t] : sums[key]) {
+      if (t.accepted < 0 || t.verified < 0 || t.rounds < 0) continue;
+      row.by_layout_arm[column] = {static_cast<std::uint64_t>(t.accepted), static_cast<std::uint64_t>(t.verified),
+                                   static_cast<std::uint64_t>(t.rounds)};
+    }
+    out.push_back(std::move(row));
+  }
+  return out;
+}
+
+}  // namespace tandem::reports

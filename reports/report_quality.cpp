@@ -1,0 +1,172 @@
+#include <algorithm>
+#include <map>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "reports/noise_power.hpp"
+#include "reports/quality.hpp"
+#include "reports/report_sections.hpp"
+
+namespace tandem::reports::sections {
+
+using store::ArmRecord;
+using store::CampaignRecord;
+using store::SampleRecord;
+using store::SessionRecord;
+using store::WorkloadRecord;
+
+void QualitySection(const CampaignRecord& r, MarkdownDoc& d) {
+  const Quality q = AssessQuality(r);
+  d.Line("## Quality");
+  d.Blank();
+  int complete = 0;
+  for (const SessionRecord& s : r.sessions) complete += s.status == "complete" ? 1 : 0;
+  d.Line("Sessions: {} of {} complete.", complete, r.sessions.size());
+  for (const SessionRecord* s : q.failed_sessions) {
+    d.Line("- session {} ({}, {}) **failed** after {} attempt{}: {}", s->order_index + 1, s->layout, s->arm, s->attempts,
+           s->attempts == 1 ? "" : "s", Cell(s->reason));
+  }
+  for (const SessionRecord* s : q.unfinished_sessions) {
+    d.Line("- session {} ({}, {}) never completed (status {})", s->order_index + 1, s->layout, s->arm, s->status);
+  }
+  for (const SessionRecord* s : q.retried_sessions) {
+    if (s->status == "complete") d.Line("- session {} ({}, {}) completed on attempt {}", s->order_index + 1, s->layout, s->arm, s->attempts);
+  }
+  d.Blank();
+  // Per check and arm: failures of the samples the check ran on (measured workloads).
+  std::map<std::string, std::map<std::string, int>> ran;
+  for (const SampleRecord& x : r.samples) {
+    const WorkloadRecord* w = r.Workload(x.run);
+    const SessionRecord* s = r.Session(x.session);
+    if (w == nullptr || s == nullptr || w->warmup) continue;
+    for (const auto& [check, ok] : x.checks.items()) ++ran[check][s->arm];
+  }
+  if (q.failed_checks.empty()) {
+    d.Line("Every check passed on every measured sample.");
+  } else {
+    d.Line("Failed checks, measured workloads (failed / checked, then the samples). Integrity checks (stream_complete, usage_consistent, "
+           "cache_bound) decide whether a sample is a valid timing; an invalid sample is left out of every figure. Content checks judge "
+           "the text; on a synthetic checkpoint (random weights) they are expected to fail.");
+    d.Blank();
+    std::vector<std::string> head = {"check"};
+    for (const ArmRecord& a : r.arms) head.push_back(a.label);
+    d.Line("{}", Header(head));
+    for (const auto& [check, by_arm] : q.failed_checks) {
+      std::vector<std::string> row = {check};
+      for (const ArmRecord& a : r.arms) {
+        const auto it = by_arm.find(a.label);
+        const int n = it == by_arm.end() ? 0 : static_cast<int>(it->second.size());
+        row.push_back(n == 0 ? fmt::format("0 / {}", ran[check][a.label])
+                             : fmt::format("{} / {}: {}", n, ran[check][a.label], d.Links(it->second, 6)));
+      }
+      d.Line("{}", Row(row));
+    }
+  }
+  d.Blank();
+  std::vector<std::string> disclosed;
+  if (q.failed_checks.contains("cache_bound")) {
+    int n = 0;
+    for (const auto& [arm, ids] : q.failed_checks.at("cache_bound")) n += static_cast<int>(ids.size());
+    disclosed.push_back(fmt::format("{} sample{} reported more cached prompt tokens than the bound allows (the prompt hit the prefix "
+                                    "cache): excluded from the figures",
+                                    n, n == 1 ? "" : "s"));
+  }
+  for (const auto& [arm, ids] : q.token_flags) {
+    disclosed.push_back(fmt::format("{}: {} sample{} where the server's completion_tokens and the tokenizer's count of the text differ by "
+                                    "more than 1 + 10%: {}",
+                                    arm, ids.size(), ids.size() == 1 ? "" : "s", d.Links(ids, 6)));
+  }
+  for (const auto& [arm, ids] : q.failed_warmup) {
+    disclosed.push_back(fmt::format("{}: {} warmup sample{} failed a check (warmup never counts): {}", arm, ids.size(),
+                                    ids.size() == 1 ? "" : "s", d.Links(ids, 6)));
+  }
+  if (!q.loaded_sessions.empty()) {
+    std::vector<std::string> which;
+    for (const SessionRecord* s : q.loaded_sessions) {
+      which.push_back(fmt::format("{} ({:.0f}% busy)", s->order_index + 1, 100 * s->host.value("busy_fraction", 0.0)));
+    }
+    disclosed.push_back(fmt::format("sessions started while other work kept the CPUs busy: {}", fmt::join(which, ", ")));
+  }
+  for (const ArmRecord& a : r.arms) {
+    if (a.kind == "external") {
+      disclosed.push_back(fmt::format("arm {} is an external server: not relaunched, so its state (prefix cache, warm caches) carried "
+                                      "across its sessions; each session used its own nonce markers",
+                                      a.label));
+    }
+    for (const char* key : {"options", "worker_options"}) {
+      if (!a.launch.contains(key) || !a.launch[key].is_array()) continue;
+      const auto options = a.launch[key].get<std::vector<std::string>>();
+      const auto it = std::find(options.begin(), options.end(), "--debug-slowdown");
+      if (it != options.end() && it + 1 != options.end()) {
+        disclosed.push_back(fmt::format("arm {} ran with `--debug-slowdown {}`: decode deliberately slowed (a test aid)", a.label, *(it + 1)));
+      }
+    }
+  }
+  if (!disclosed.empty()) {
+    d.Line("Disclosed:");
+    for (const std::string& line : disclosed) d.Line("- {}", line);
+    d.Blank();
+  }
+}
+
+void NoiseAndPower(const CampaignRecord& r, MarkdownDoc& d) {
+  if (r.families.empty()) return;
+  d.Line("## Noise and power");
+  d.Blank();
+  d.Line("Spread of the log session scores (sample standard deviation, as %) per arm, and the sessions per arm a campaign needs to "
+         "detect a 2% change (two-sided 95%, power 80%, normal approximation) at the larger spread.");
+  d.Blank();
+  std::vector<std::string> head = {"family", "layout"};
+  for (const ArmRecord& a : r.arms) head.push_back("sd " + a.label);
+  head.push_back("sessions for 2%");
+  d.Line("{}", Header(head, 2));
+  for (const FamilyNoise& n : AssessNoise(r.families, 0.02)) {
+    std::vector<std::string> row = {Cell(n.family->family), n.family->layout};
+    for (const ArmRecord& a : r.arms) {
+      const auto it = n.log_sd.find(a.label);
+      row.push_back(it == n.log_sd.end() ? kNone : fmt::format("{:.1f}%", 100 * it->second));
+    }
+    row.push_back(n.sessions_needed ? std::to_string(*n.sessions_needed) : kNone);
+    d.Line("{}", Row(row));
+  }
+  d.Blank();
+}
+
+void Plots(const ReportOptions& o, MarkdownDoc& d) {
+  d.Line("## Plots");
+  d.Blank();
+  if (!o.plots_requested) {
+    d.Line("No plots: run `tandem report` with `--out FILE.md` or `--plots DIR` to draw them (gnuplot).");
+  }
+  for (const Plot& p : o.plots.plots) {
+    std::filesystem::path link = o.markdown_dir.empty() ? p.file : p.file.lexically_proximate(o.markdown_dir);
+    d.Line("![{}]({})", p.title, link.generic_string());
+    d.Blank();
+  }
+  if (!o.plots.note.empty()) d.Line("({})", o.plots.note);
+  d.Blank();
+}
+
+void Appendix(const CampaignRecord& r, MarkdownDoc& d) {
+  if (d.linked.empty()) return;
+  d.Line("## Appendix: samples referenced above");
+  d.Blank();
+  for (const SampleRecord& x : r.samples) {
+    if (!d.linked.contains(x.id)) continue;
+    const SessionRecord* s = r.Session(x.session);
+    std::vector<std::string> failed;
+    for (const auto& [check, ok] : x.checks.items()) {
+      if (ok.is_boolean() && !ok.get<bool>()) failed.push_back(check);
+    }
+    const std::string excerpt = Excerpt(x.content, 160);
+    d.Line("- <a id=\"sample-{}\"></a>**#{}** · session {} ({}, {}) · {} · {} · repeat {} · batch {} slot {} · {} tokens, finish {} · "
+           "checks failed: {}{} · content `{}`{}",
+           x.id, x.id, s ? s->order_index + 1 : 0, s ? s->layout : "?", s ? s->arm : "?", x.workload, x.case_id, x.repeat, x.batch, x.slot,
+           x.completion_tokens, x.finish_reason.empty() ? kNone : x.finish_reason, failed.empty() ? "none" : fmt::format("{}", fmt::join(failed, ", ")),
+           x.error.empty() ? "" : " · error: " + Cell(x.error), excerpt, excerpt.size() < x.content.size() ? "…" : "");
+  }
+  d.Blank();
+}
+
+}  // namespace tandem::reports::sections

@@ -1,0 +1,373 @@
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "reports/draft_acceptance.hpp"
+#include "reports/quality.hpp"
+#include "reports/report_sections.hpp"
+#include "stats/decode_metrics.hpp"
+#include "stats/descriptive.hpp"
+#include "stats/stats_error.hpp"
+#include "store/comparison.hpp"
+
+namespace tandem::reports::sections {
+
+using store::ArmRecord;
+using store::CampaignRecord;
+using store::CompareArms;
+using store::FamilyComparison;
+using store::FamilyMetric;
+using store::FamilyScores;
+using store::LayoutRecord;
+using store::SampleRecord;
+
+namespace {
+
+std::vector<double> Pooled(const FamilyScores& f, const std::string& arm) {
+  std::vector<double> all;
+  const auto it = f.values_by_arm.find(arm);
+  if (it == f.values_by_arm.end()) return all;
+  for (const auto& session : it->second) all.insert(all.end(), session.begin(), session.end());
+  return all;
+}
+
+const FamilyScores* Find(const CampaignRecord& r, const std::string& layout, const std::string& family) {
+  for (const FamilyScores& f : r.families) {
+    if (f.layout == layout && f.family == family) return &f;
+  }
+  return nullptr;
+}
+
+// "layout · arm" column heads for every layout and arm.
+struct Column {
+  std::string layout, arm, head;
+};
+std::vector<Column> LayoutArmColumns(const CampaignRecord& r) {
+  std::vector<Column> out;
+  for (const LayoutRecord& l : r.layouts) {
+    for (const ArmRecord& a : r.arms) out.push_back({l.name, a.label, r.layouts.size() > 1 ? l.name + " · " + a.label : a.label});
+  }
+  return out;
+}
+
+}  // namespace
+
+void AbTables(const CampaignRecord& r, MarkdownDoc& d) {
+  if (r.arms.size() < 2 || r.families.empty()) return;
+  const std::string& baseline = r.arms[0].label;
+  for (std::size_t k = 1; k < r.arms.size(); ++k) {
+    const std::string& candidate = r.arms[k].label;
+    const std::vector<FamilyComparison> cmp = CompareArms(r.families, baseline, candidate);
+    if (cmp.empty()) continue;
+    // The common n, stated once; other cells state theirs.
+    std::map<std::pair<std::size_t, std::size_t>, int> ns;
+    for (const FamilyComparison& c : cmp) ++ns[{c.n_baseline, c.n_candidate}];
+    const auto common = std::max_element(ns.begin(), ns.end(), [](const auto& a, const auto& b) { return a.second < b.second; })->first;
+    d.Line("## A/B: {} vs {}", candidate, baseline);
+    d.Blank();
+    d.Line("Each cell: the ratio of geometric means of session scores ({} / {}) with its Welch 95% interval on the log scores; **bold** "
+           "when the interval excludes 1. n = {} {} and {} {} sessions{}. Session scores are defined in docs/statistics.md "
+           "(\"Session scores\").",
+           candidate, baseline, common.first, baseline, common.second, candidate,
+           ns.size() > 1 ? " unless a cell says otherwise" : "");
+    d.Blank();
+    std::vector<std::string> head = {"family"};
+    for (const LayoutRecord& l : r.layouts) head.push_back(l.name);
+    d.Line("{}", Header(head));
+    std::vector<std::string> rows;
+    std::map<std::string, std::map<std::string, std::string>> cells;  // family → layout → cell
+    for (const FamilyComparison& c : cmp) {
+      const std::string& family = c.scores->family;
+      if (!cells.contains(family)) rows.push_back(family);
+      std::string cell = kNone;
+      if (c.interval) {
+        cell = fmt::format("{:.3f} ({:.3f}–{:.3f})", c.interval->ratio, c.interval->lo, c.interval->hi);
+        if (c.interval->excludes_one()) cell = "**" + cell + "**";
+      }
+      if (std::make_pair(c.n_baseline, c.n_candidate) != common) cell += fmt::format(" n={}/{}", c.n_baseline, c.n_candidate);
+      cells[family][c.scores->layout] = cell;
+    }
+    for (const std::string& family : rows) {
+      std::vector<std::string> row = {Cell(family)};
+      for (const LayoutRecord& l : r.layouts) row.push_back(cells[family].contains(l.name) ? cells[family][l.name] : kNone);
+      d.Line("{}", Row(row));
+    }
+    d.Blank();
+  }
+}
+
+void GreedyAgreement(const CampaignRecord& r, MarkdownDoc& d) {
+  const std::vector<GreedyPrompt> prompts = GreedyPrompts(r);
+  if (prompts.empty()) return;
+  d.Line("## Greedy output agreement");
+  d.Blank();
+  d.Line("Greedy prompts (the same request, nonce included) whose output was identical in every session of every arm that sent it; "
+         "a prompt counts when at least two sessions sent it.");
+  d.Blank();
+  std::vector<const GreedyPrompt*> differing;
+  for (const LayoutRecord& l : r.layouts) {
+    int compared = 0, agreed = 0, across_arms = 0, across_arms_agreed = 0;
+    for (const GreedyPrompt& p : prompts) {
+      if (p.layout != l.name) continue;
+      std::size_t senders = 0;
+      for (const auto& [arm, by_sha] : p.outputs) {
+        for (const auto& [sha, ids] : by_sha) senders += ids.size();
+      }
+      if (senders < 2) continue;
+      ++compared;
+      agreed += p.AllAgree() ? 1 : 0;
+      if (p.outputs.size() >= 2) {
+        ++across_arms;
+        across_arms_agreed += p.AllAgree() ? 1 : 0;
+      }
+      if (!p.AllAgree()) differing.push_back(&p);
+    }
+    if (compared == 0) continue;
+    d.Line("- {}: **{} of {}** prompts identical everywhere; across arms: {} of {}.", l.name, agreed, compared, across_arms_agreed,
+           across_arms);
+  }
+  if (!differing.empty()) {
+    d.Blank();
+    d.Line("{}", Header({"layout", "workload", "case", "repeat", "batch", "slot", "outputs by arm", "samples"}, 8));
+    for (std::size_t i = 0; i < differing.size() && i < 20; ++i) {
+      const GreedyPrompt& p = *differing[i];
+      std::vector<std::string> by_arm;
+      for (const auto& [arm, by_sha] : p.outputs) {
+        std::vector<std::string> parts;
+        for (const auto& [sha, ids] : by_sha) parts.push_back(fmt::format("`{}`×{}", sha.substr(0, 8), ids.size()));
+        by_arm.push_back(fmt::format("{}: {}", arm, fmt::join(parts, " ")));
+      }
+      d.Line("{}", Row({p.layout, p.workload, p.case_id, std::to_string(p.repeat), std::to_string(p.batch), std::to_string(p.slot),
+                        fmt::format("{}", fmt::join(by_arm, "; ")), d.Links(p.SampleIds(), 6)}));
+    }
+    if (differing.size() > 20) d.Line("({} more differing prompts not listed)", differing.size() - 20);
+  }
+  d.Blank();
+}
+
+namespace {
+
+std::string MedianWithValues(const std::vector<double>& values) {
+  if (values.empty()) return kNone;
+  std::vector<std::string> listed;
+  for (double v : values) listed.push_back(Rate(v));
+  return fmt::format("**{}** ({})", Rate(stats::Median(values)), fmt::join(listed, ", "));
+}
+
+}  // namespace
+
+void Headline(const CampaignRecord& r, MarkdownDoc& d) {
+  // The first greedy battery's counting and weighted families, the first code C1.
+  std::string counting, weighted, code_c1;
+  for (const FamilyScores& f : r.families) {
+    if (counting.empty() && f.metric == FamilyMetric::kCase && f.case_id == "counting" && f.greedy) counting = f.family;
+    if (weighted.empty() && f.metric == FamilyMetric::kWeighted && f.greedy) weighted = f.family;
+    if (code_c1.empty() && f.metric == FamilyMetric::kAggregate && f.case_id == "code" && f.level == 1) code_c1 = f.family;
+  }
+  if (counting.empty() && weighted.empty() && code_c1.empty()) return;
+  d.Line("## Headline decode");
+  d.Blank();
+  std::vector<std::string> what;
+  if (!counting.empty()) what.push_back("counting: the per-request decode rate of the counting diagnostic");
+  if (!weighted.empty()) what.push_back("weighted: the weighted decode of each battery repeat");
+  if (!code_c1.empty()) what.push_back("code C1: one code request at a time");
+  d.Line("tok/s: the median over every repeat of every session of the arm (bold), then the repeats in run order; {}.", fmt::join(what, "; "));
+  d.Blank();
+  std::vector<std::string> head = {"layout", "arm"};
+  const std::size_t text_columns = head.size();
+  for (const std::string* f : {&counting, &weighted, &code_c1}) {
+    if (!f->empty()) head.push_back(Cell(*f));
+  }
+  d.Line("{}", Header(head, text_columns));
+  for (const LayoutRecord& l : r.layouts) {
+    for (const ArmRecord& a : r.arms) {
+      std::vector<std::string> row = {l.name, a.label};
+      for (const std::string* f : {&counting, &weighted, &code_c1}) {
+        if (f->empty()) continue;
+        const FamilyScores* fs = Find(r, l.name, *f);
+        row.push_back(fs ? MedianWithValues(Pooled(*fs, a.label)) : kNone);
+      }
+      d.Line("{}", Row(row));
+    }
+  }
+  d.Blank();
+}
+
+void ContentTypes(const CampaignRecord& r, MarkdownDoc& d) {
+  std::vector<std::string> workloads;
+  for (const FamilyScores& f : r.families) {
+    if (f.metric == FamilyMetric::kCase && std::find(workloads.begin(), workloads.end(), f.workload) == workloads.end()) {
+      workloads.push_back(f.workload);
+    }
+  }
+  if (workloads.empty()) return;
+  d.Line("## Content-type decode");
+  d.Blank();
+  d.Line("Median per-request decode rate, (completion_tokens − 1) / (t_finish − t_first_output), over the valid requests of every "
+         "session, tok/s.");
+  const std::vector<Column> columns = LayoutArmColumns(r);
+  for (const std::string& w : workloads) {
+    d.Blank();
+    d.Line("### {}", w);
+    d.Blank();
+    std::vector<std::string> head = {"case", "weight"};
+    for (const Column& c : columns) head.push_back(c.head);
+    d.Line("{}", Header(head, 1));
+    std::vector<std::string> cases;
+    for (const FamilyScores& f : r.families) {
+      if (f.workload == w && f.metric == FamilyMetric::kCase && std::find(cases.begin(), cases.end(), f.case_id) == cases.end()) {
+        cases.push_back(f.case_id);
+      }
+    }
+    for (const std::string& c : cases) {
+      double weight = 0;
+      for (const SampleRecord& x : r.samples) {
+        if (x.workload == w && x.case_id == c) {
+          weight = x.weight;
+          break;
+        }
+      }
+      std::vector<std::string> row = {c, fmt::format("{:g}", weight)};
+      for (const Column& col : columns) {
+        const FamilyScores* f = Find(r, col.layout, w + ": " + c);
+        const std::vector<double> values = f ? Pooled(*f, col.arm) : std::vector<double>{};
+        row.push_back(values.empty() ? kNone : Rate(stats::Median(values)));
+      }
+      d.Line("{}", Row(row));
+    }
+  }
+  d.Blank();
+}
+
+void DraftAcceptance(const CampaignRecord& r, MarkdownDoc& d) {
+  const std::vector<DraftCounterSums> sums = SumDraftCounters(r);
+  if (sums.empty()) return;
+  d.Line("## Draft acceptance");
+  d.Blank();
+  d.Line("Accepted per verified draft token, and tokens emitted per request round ((accepted + rounds) / rounds), from the `/v1/stats` "
+         "counters read around each batch. A mixed batch counts as one case.");
+  d.Blank();
+  const std::vector<Column> columns = LayoutArmColumns(r);
+  std::vector<std::string> head = {"workload", "case"};
+  for (const Column& c : columns) head.push_back(c.head);
+  d.Line("{}", Header(head, 2));
+  for (const DraftCounterSums& s : sums) {
+    std::vector<std::string> row = {s.workload, s.case_id};
+    for (const Column& c : columns) {
+      const auto it = s.by_layout_arm.find({c.layout, c.arm});
+      std::string cell = kNone;
+      if (it != s.by_layout_arm.end() && it->second.request_rounds > 0) {
+        try {
+          const stats::DraftRates rates = stats::DraftRatesOf(it->second);
+          cell = fmt::format("{} · {:.2f}/round", rates.acceptance ? fmt::format("{:.3f}", *rates.acceptance) : std::string(kNone),
+                             rates.emitted_per_round);
+        } catch (const stats::StatsError&) {
+        }
+      }
+      row.push_back(cell);
+    }
+    d.Line("{}", Row(row));
+  }
+  d.Blank();
+}
+
+void Concurrency(const CampaignRecord& r, MarkdownDoc& d) {
+  // Series: (workload, case) of aggregate families, in family order.
+  std::vector<std::pair<std::string, std::string>> series;
+  std::map<std::pair<std::string, std::string>, std::set<int>> levels;
+  std::map<std::pair<std::string, std::string>, std::string> kind;
+  for (const FamilyScores& f : r.families) {
+    if (f.metric != FamilyMetric::kAggregate) continue;
+    const auto key = std::make_pair(f.workload, f.case_id);
+    if (!levels.contains(key)) series.push_back(key);
+    levels[key].insert(f.level);
+    kind[key] = f.kind;
+  }
+  if (series.empty()) return;
+  const std::vector<Column> columns = LayoutArmColumns(r);
+  auto table = [&](const std::pair<std::string, std::string>& key, bool with_range) {
+    std::vector<std::string> head = {"level"};
+    for (const Column& c : columns) head.push_back(c.head);
+    d.Line("{}", Header(head));
+    for (int level : levels[key]) {
+      std::vector<std::string> row = {fmt::format("C{}", level)};
+      for (const Column& c : columns) {
+        const FamilyScores* f = Find(r, c.layout, fmt::format("{}: {} C{}", key.first, key.second, level));
+        const std::vector<double> values = f ? Pooled(*f, c.arm) : std::vector<double>{};
+        if (values.empty()) {
+          row.push_back(kNone);
+          continue;
+        }
+        std::string cell = Rate(stats::Median(values));
+        if (with_range) cell += fmt::format(" ({}–{})", Rate(stats::Min(values)), Rate(stats::Max(values)));
+        const FamilyScores* c1 = Find(r, c.layout, fmt::format("{}: {} C1", key.first, key.second));
+        const std::vector<double> base = c1 && level != 1 ? Pooled(*c1, c.arm) : std::vector<double>{};
+        if (!base.empty()) cell += fmt::format(" ×{:.2f}", stats::Median(values) / stats::Median(base));
+        row.push_back(cell);
+      }
+      d.Line("{}", Row(row));
+    }
+    d.Blank();
+  };
+  bool any_concurrency = false, any_mixed = false;
+  for (const auto& key : series) (kind[key] == "mixed" ? any_mixed : any_concurrency) = true;
+  if (any_concurrency) {
+    d.Line("## Concurrency scaling");
+    d.Blank();
+    d.Line("Aggregate throughput of a batch of C identical requests, Σ(ct − 1) / (max t_finish − min t_first_output), median over "
+           "the batches of every session, tok/s; ×: relative to C1 of the same arm.");
+    d.Blank();
+    for (const auto& key : series) {
+      if (kind[key] == "mixed") continue;
+      d.Line("### {}: {}", key.first, key.second);
+      d.Blank();
+      table(key, false);
+    }
+  }
+  if (any_mixed) {
+    d.Line("## Mixed traffic");
+    d.Blank();
+    d.Line("C requests at once rotating code, fable and topic; aggregate tok/s, median (min–max) over the batches of every session.");
+    d.Blank();
+    for (const auto& key : series) {
+      if (kind[key] != "mixed") continue;
+      d.Line("### {}", key.first);
+      d.Blank();
+      table(key, true);
+    }
+  }
+}
+
+void Retained(const CampaignRecord& r, MarkdownDoc& d) {
+  std::vector<const FamilyScores*> families;
+  for (const FamilyScores& f : r.families) {
+    if (f.metric == FamilyMetric::kRetained) families.push_back(&f);
+  }
+  if (families.empty()) return;
+  d.Line("## Retained-context decode");
+  d.Blank();
+  d.Line("Decode rate of the follow-up turns on a retained prefix, median (min–max) over every session's follow-ups, tok/s.");
+  d.Blank();
+  const std::vector<Column> columns = LayoutArmColumns(r);
+  std::vector<std::string> head = {"workload", "context"};
+  for (const Column& c : columns) head.push_back(c.head);
+  d.Line("{}", Header(head, 2));
+  std::set<std::pair<std::string, int>> done;
+  for (const FamilyScores* f : families) {
+    if (!done.insert({f->workload, f->context}).second) continue;
+    std::vector<std::string> row = {f->workload, fmt::format("{} tokens", f->context)};
+    for (const Column& c : columns) {
+      const FamilyScores* g = Find(r, c.layout, f->family);
+      const std::vector<double> values = g ? Pooled(*g, c.arm) : std::vector<double>{};
+      row.push_back(values.empty() ? kNone
+                                   : fmt::format("{} ({}–{})", Rate(stats::Median(values)), Rate(stats::Min(values)), Rate(stats::Max(values))));
+    }
+    d.Line("{}", Row(row));
+  }
+  d.Blank();
+}
+
+}  // namespace tandem::reports::sections

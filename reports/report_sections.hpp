@@ -1,0 +1,32 @@
+#pragma once
+
+#include "reports/markdown.hpp"
+#include "reports/markdown_report.hpp"
+#include "store/campaign_record.hpp"
+
+// The sections of the release report (private to reports/), in the order RenderReport
+// writes them. A section writes nothing when the campaign measured nothing it shows.
+namespace tandem::reports::sections {
+
+// What the campaign was (report_setup.cpp).
+void Title(const store::CampaignRecord& r, MarkdownDoc& d);
+void Arms(const store::CampaignRecord& r, MarkdownDoc& d);
+void Host(const store::CampaignRecord& r, MarkdownDoc& d);
+void Protocol(const store::CampaignRecord& r, MarkdownDoc& d);
+
+// What it measured (report_results.cpp).
+void AbTables(const store::CampaignRecord& r, MarkdownDoc& d);
+void GreedyAgreement(const store::CampaignRecord& r, MarkdownDoc& d);
+void Headline(const store::CampaignRecord& r, MarkdownDoc& d);
+void ContentTypes(const store::CampaignRecord& r, MarkdownDoc& d);
+void DraftAcceptance(const store::CampaignRecord& r, MarkdownDoc& d);
+void Concurrency(const store::CampaignRecord& r, MarkdownDoc& d);
+void Retained(const store::CampaignRecord& r, MarkdownDoc& d);
+
+// How far to trust it (report_quality.cpp).
+void QualitySection(const store::CampaignRecord& r, MarkdownDoc& d);
+void NoiseAndPower(const store::CampaignRecord& r, MarkdownDoc& d);
+void Plots(const ReportOptions& o, MarkdownDoc& d);
+void Appendix(const store::CampaignRecord& r, MarkdownDoc& d);
+
+}  // namespace tandem::reports::sections

@@ -1,0 +1,56 @@
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace tandem::store {
+
+class Store;
+
+// What a family measures.
+enum class FamilyMetric {
+  kWeighted,   // battery: median over repeats of the weighted decode
+  kCase,       // battery: median decode rate of one case's requests
+  kAggregate,  // concurrency / mixed: median over repeats of a batch's aggregate tok/s
+  kRetained,   // retained_context: median decode rate of the children
+};
+
+// One family's session scores (valid samples of measured workloads of complete
+// sessions only; docs/statistics.md defines each). Names:
+//   "<workload>: weighted decode"   kWeighted
+//   "<workload>: <case>"            kCase
+//   "<workload>: <case> C<n>"       kAggregate (case "mixed" for mixed traffic)
+//   "<workload>: retained <n>"      kRetained
+struct FamilyScores {
+  std::string layout;
+  std::string family;
+  std::string workload;
+  std::string kind;        // the workload's kind: battery | concurrency | mixed | retained_context
+  bool greedy = true;      // the workload decodes greedily
+  FamilyMetric metric = FamilyMetric::kWeighted;
+  std::string case_id;     // kCase, kAggregate
+  int level = 1;           // kAggregate: concurrency
+  int context = 0;         // kRetained: prefix size
+  std::map<std::string, std::vector<double>> by_arm;               // arm label → scores, in run order
+  std::map<std::string, std::vector<std::int64_t>> sessions_by_arm;  // the sessions they came from
+  // What each score is the median of (repeats' weighted decodes, request rates, batch
+  // aggregates), aligned with by_arm: values_by_arm[arm][i] gave by_arm[arm][i].
+  std::map<std::string, std::vector<std::vector<double>>> values_by_arm;
+};
+
+// Every family of a campaign, in report order: greedy batteries (weighted, then each
+// case), sampled batteries, then C1 of each concurrency case and mixed traffic, then
+// their higher levels (code C2..C16, topic C2..C16, mixed C2..C16), then retained
+// context; layouts in campaign order within each family.
+std::vector<FamilyScores> ComputeSessionScores(const Store& store, std::int64_t campaign);
+
+// Marks `greedy_match` on every sample of a greedy workload: its content matches the
+// majority of the samples with the same prompt — (layout, workload, case, repeat, batch,
+// slot, nonce) — across complete sessions and arms. Returns (prompts whose outputs all
+// agree, prompts sent at least twice).
+std::pair<int, int> MarkGreedyMatches(Store& store, std::int64_t campaign);
+
+}  // namespace tandem::store

@@ -1,0 +1,168 @@
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+struct sqlite3;
+struct sqlite3_stmt;
+
+// The campaign database (SQLite, WAL). Every sample is kept raw; figures are always
+// recomputed from samples. Schema: docs/store-schema.md.
+namespace tandem::store {
+
+struct SessionRow {
+  std::int64_t id = 0;
+  int order_index = 0;
+  std::int64_t layout_id = 0;
+  std::int64_t arm_id = 0;
+  std::string layout;
+  std::string arm;
+  std::string status;  // planned | running | complete | failed
+  std::string reason;
+  int attempts = 0;
+};
+
+struct SampleRow {
+  std::string case_id;
+  int repeat = 0;
+  int level = 1;      // concurrency of the batch it ran in
+  int batch = 0;      // which batch of the workload
+  int slot = 0;       // position in its batch
+  int context = 0;    // retained_context: the prefix size asked for
+  std::string role;   // "" | parent | child
+  std::string nonce;
+  double weight = 0;
+  std::string request_json;
+  int status = 0;
+  std::string error;
+  double t_start = 0, t_first_output = 0, t_first_content = 0, t_finish = 0;
+  int prompt_tokens = 0, completion_tokens = 0, cached_tokens = 0;
+  int chunks = 0;
+  int tokenizer_tokens = 0;
+  std::string content, reasoning, content_sha256, finish_reason;
+  std::string checks_json;  // {"check": true|false, ...}
+  std::string flags_json = "{}";
+  std::string draft_json = "{}";  // Δ of /v1/stats draft counters around the sample's batch  // disagreements worth a look that fail nothing, e.g. token counts
+  bool valid = false;       // integrity: usable as a timing
+  bool passed = false;      // every check passed
+};
+
+// An arm's stored identity (a resumed campaign must run the same images).
+struct ArmRow {
+  std::int64_t id = 0;
+  std::string label, coordinator_image, worker_image;
+};
+
+// One session as `tandem show` prints it.
+struct SessionDetail {
+  int order_index = 0;
+  std::string layout, arm, runtime_revision, status, reason, started_at, finished_at;
+  std::string host_json, served_json, processes_json;
+};
+
+// One workload run of a session, with counts of its samples.
+struct WorkloadSummary {
+  std::string name, kind;
+  bool warmup = false;
+  std::int64_t samples = 0, valid = 0, passed = 0;
+  std::int64_t flagged = 0;  // samples with flags (token counts disagree)
+  std::string result_json;
+};
+
+class Store {
+ public:
+  static Store Open(const std::filesystem::path& file);  // creates the schema when new
+  Store(Store&& other) noexcept;
+  Store& operator=(Store&& other) noexcept;
+  ~Store();
+
+  // Campaigns.
+  std::int64_t CreateCampaign(const std::string& name, const std::string& file, const std::string& yaml, const std::string& yaml_sha256,
+                              const std::string& model_path, const std::string& model_revision, const std::string& host_json);
+  std::optional<std::int64_t> LatestCampaign() const;
+  std::string CampaignYaml(std::int64_t campaign) const;
+  std::string CampaignField(std::int64_t campaign, const std::string& column) const;
+  void SetCampaignStatus(std::int64_t campaign, const std::string& status);
+  // The campaign's `gate:` defaults (JSON), for `tandem gate`.
+  void SetCampaignGate(std::int64_t campaign, const std::string& gate_json);
+
+  std::int64_t AddArm(std::int64_t campaign, int position, const std::string& label, const std::string& kind,
+                      const std::string& revision, const std::string& coordinator_image, const std::string& worker_image,
+                      const std::string& launch_json);
+  // The model an arm serves, as first seen (fields already set are kept): its id and
+  // revision from /v1/models, and the SHA-256 of the checkpoint's config.json.
+  void SetArmModel(std::int64_t arm, const std::string& model_id, const std::string& model_revision, const std::string& config_sha256);
+  std::vector<ArmRow> Arms(std::int64_t campaign) const;  // by position
+  std::int64_t AddLayout(std::int64_t campaign, int position, const std::string& name, const std::string& spec_json);
+  std::int64_t AddSession(std::int64_t campaign, int order_index, std::int64_t layout, std::int64_t arm);
+
+  // Sessions.
+  std::vector<SessionRow> Sessions(std::int64_t campaign) const;
+  std::optional<SessionDetail> Session(std::int64_t session) const;
+  std::vector<WorkloadSummary> WorkloadSummaries(std::int64_t session) const;  // in run order
+  void StartSession(std::int64_t session, const std::string& host_json);
+  void FinishSession(std::int64_t session, const std::string& status, const std::string& reason, const std::string& served_json,
+                     const std::string& processes_json);
+  // The processes a running session launched (pid = process group, start ticks), kept
+  // so that a resume can kill what a dead harness left behind.
+  void SetSessionProcesses(std::int64_t session, const std::string& processes_json);
+  std::string SessionProcesses(std::int64_t session) const;
+  // Forgets everything a session recorded (a killed run): it becomes planned again.
+  void ResetSession(std::int64_t session);
+
+  // Workloads and samples.
+  std::int64_t StartWorkloadRun(std::int64_t session, const std::string& name, const std::string& kind, bool warmup,
+                                const std::string& spec_json, const std::string& stats_before);
+  void FinishWorkloadRun(std::int64_t run, const std::string& stats_after, const std::string& result_json);
+  void AddSample(std::int64_t run, std::int64_t session, const SampleRow& sample);
+  void SetSampleCheck(std::int64_t sample, const std::string& check, bool passed);
+
+  // Runs `fn` inside one transaction (all or nothing).
+  template <typename Fn>
+  void Transaction(Fn fn) {
+    Exec("BEGIN IMMEDIATE");
+    try {
+      fn();
+      Exec("COMMIT");
+    } catch (...) {
+      Exec("ROLLBACK");
+      throw;
+    }
+  }
+  void Exec(const std::string& sql);
+  sqlite3* handle() const { return db_; }
+  const std::filesystem::path& file() const { return file_; }
+
+ private:
+  Store(sqlite3* db, std::filesystem::path file) : db_(db), file_(std::move(file)) {}
+  sqlite3* db_ = nullptr;
+  std::filesystem::path file_;
+};
+
+// A prepared statement with typed binds and reads, for the store and its readers.
+class Statement {
+ public:
+  Statement(sqlite3* db, const std::string& sql);
+  ~Statement();
+  Statement(const Statement&) = delete;
+  Statement& operator=(const Statement&) = delete;
+
+  Statement& Bind(int index, std::int64_t value);
+  Statement& Bind(int index, double value);
+  Statement& Bind(int index, const std::string& value);
+  bool Step();  // true while a row is available
+  void Run();   // executes to completion
+  std::int64_t Int(int column) const;
+  double Double(int column) const;
+  std::string Text(int column) const;
+  bool IsNull(int column) const;
+
+ private:
+  sqlite3* db_;
+  sqlite3_stmt* stmt_ = nullptr;
+};
+
+}  // namespace tandem::store
