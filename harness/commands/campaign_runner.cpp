@@ -21,6 +21,7 @@
 #include "harness/launch/managed_process.hpp"
 #include "harness/campaign/nonce.hpp"
 #include "harness/campaign/session_plan.hpp"
+#include "harness/campaign/spec_json.hpp"
 #include "store/comparison.hpp"
 #include "store/session_scores.hpp"
 #include "common/sha256.hpp"
@@ -39,32 +40,6 @@ namespace tandem::harness {
 namespace {
 
 using nlohmann::json;
-
-json WorkloadSpecJson(const WorkloadSpec& w) {
-  return {{"name", w.name},         {"kind", std::string(ToString(w.kind))},
-          {"warmup", w.warmup},     {"cases", w.cases},
-          {"repeats", w.repeats},   {"nonce_seed", w.nonce_seed},
-          {"greedy", w.sampling.greedy}, {"temperature", w.sampling.temperature},
-          {"top_p", w.sampling.top_p},   {"seed", w.sampling.seed},
-          {"levels", w.levels},     {"contexts", w.contexts},
-          {"children", w.children}, {"max_tokens", w.max_tokens}};
-}
-
-json LayoutJson(const LayoutSpec& l) {
-  return {{"name", l.name},
-          {"workers", l.workers},
-          {"expert_parallel", l.expert_parallel},
-          {"local_expert_layers", l.local_expert_layers},
-          {"coordinator_ranks", l.coordinator_ranks},
-          {"wire_dtype", l.wire_dtype},
-          {"partial_dtype", l.partial_dtype},
-          {"coordinator_threads", l.coordinator_threads},
-          {"worker_threads", l.worker_threads},
-          {"emulated_rtt_us", l.emulated_rtt_us},
-          {"options", l.options},
-          {"coordinator_cpus", l.coordinator_cpus},
-          {"worker_cpus", l.worker_cpus}};
-}
 
 // Everything a run needs that does not depend on the session.
 struct Prepared {
@@ -445,7 +420,7 @@ int RunCampaign(const Campaign& campaign, const RunOptions& options) {
       if (a.spec.kind != ArmSourceKind::kExternal) store.SetArmModel(arms[a.spec.label], "", "", config_sha256);
     }
     for (std::size_t i = 0; i < c.layouts.size(); ++i) {
-      layouts[c.layouts[i].name] = store.AddLayout(id, static_cast<int>(i), c.layouts[i].name, LayoutJson(c.layouts[i]).dump());
+      layouts[c.layouts[i].name] = store.AddLayout(id, static_cast<int>(i), c.layouts[i].name, LayoutSpecJson(c.layouts[i]).dump());
     }
     for (const PlannedSession& s : p.plan) store.AddSession(id, s.order_index, layouts[s.layout], arms[s.arm]);
   });

@@ -12,6 +12,8 @@
 #include "harness/campaign/campaign.hpp"
 #include "common/input_error.hpp"
 #include "harness/campaign/session_plan.hpp"
+#include "harness/campaign/spec_json.hpp"
+#include "store/workload_description.hpp"
 #include "tests/support/run_command.hpp"
 
 namespace tandem::harness {
@@ -67,6 +69,22 @@ TEST(CampaignYaml, TheValidOneParses) {
   EXPECT_EQ(c.workloads[0].cases, (std::vector<std::string>{"hello", "code"}));
   EXPECT_EQ(c.store, std::filesystem::path(TANDEM_SOURCE_DIR) / "campaigns/results/t.db");
   EXPECT_EQ(c.yaml_sha256.size(), 64u);
+}
+
+// The stored spec keeps what a battery sends, so the report and the dry run describe it
+// truly: a battery without the counting diagnostic must not claim it.
+TEST(CampaignYaml, TheStoredWorkloadSpecSaysWhetherABatteryCounts) {
+  const std::string all_cases = ReplaceLine(Valid(), 16, "    repeats: 2");
+  const Campaign counting = ParseCampaign(all_cases, kFile);
+  const Campaign silent = ParseCampaign(ReplaceLine(all_cases, 16, "    repeats: 2\n    counting: false"), kFile);
+  const nlohmann::json with = WorkloadSpecJson(counting.workloads[0]), without = WorkloadSpecJson(silent.workloads[0]);
+  EXPECT_EQ(with["counting"], true);
+  EXPECT_EQ(without["counting"], false);
+  const std::string said_with = store::DescribeWorkload("w", "battery", with);
+  const std::string said_without = store::DescribeWorkload("w", "battery", without);
+  EXPECT_NE(said_with.find("plus the counting diagnostic"), std::string::npos) << said_with;
+  EXPECT_EQ(said_without.find("counting"), std::string::npos) << said_without;
+  EXPECT_NE(said_without.find("every weighted case; 2 repeats; greedy"), std::string::npos) << said_without;
 }
 
 TEST(CampaignYaml, ErrorsNameFileLineColumnAndKey) {

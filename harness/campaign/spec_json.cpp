@@ -1,0 +1,34 @@
+#include "harness/campaign/spec_json.hpp"
+
+namespace tandem::harness {
+
+using nlohmann::json;
+
+json WorkloadSpecJson(const WorkloadSpec& w) {
+  return {{"name", w.name},         {"kind", std::string(ToString(w.kind))},
+          {"warmup", w.warmup},     {"cases", w.cases},
+          {"repeats", w.repeats},   {"nonce_seed", w.nonce_seed},
+          {"greedy", w.sampling.greedy}, {"temperature", w.sampling.temperature},
+          {"top_p", w.sampling.top_p},   {"seed", w.sampling.seed},
+          {"levels", w.levels},     {"contexts", w.contexts},
+          {"children", w.children}, {"max_tokens", w.max_tokens},
+          {"counting", w.counting}};
+}
+
+json LayoutSpecJson(const LayoutSpec& l) {
+  return {{"name", l.name},
+          {"workers", l.workers},
+          {"expert_parallel", l.expert_parallel},
+          {"local_expert_layers", l.local_expert_layers},
+          {"coordinator_ranks", l.coordinator_ranks},
+          {"wire_dtype", l.wire_dtype},
+          {"partial_dtype", l.partial_dtype},
+          {"coordinator_threads", l.coordinator_threads},
+          {"worker_threads", l.worker_threads},
+          {"emulated_rtt_us", l.emulated_rtt_us},
+          {"options", l.options},
+          {"coordinator_cpus", l.coordinator_cpus},
+          {"worker_cpus", l.worker_cpus}};
+}
+
+}  // namespace tandem::harness
