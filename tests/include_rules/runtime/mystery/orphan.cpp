@@ -1,0 +1,1 @@
+// In a folder the rules do not name.
