@@ -2,8 +2,9 @@
 
 #include <cstdlib>
 
-#include <fmt/format.h>
 #include <unistd.h>
+
+#include <fmt/format.h>
 
 #include "runtime/model/quantize_checkpoint.hpp"
 #include "runtime/model/synthetic_checkpoint.hpp"
@@ -31,8 +32,9 @@ const std::filesystem::path& BenchModelQuantized(rt::QuantFormat format, bool al
   const std::filesystem::path*& model = models[(format == rt::QuantFormat::kInt8 ? 0 : 1) + (all_experts ? 2 : 0)];
   if (model == nullptr) {
     const std::filesystem::path& source = BenchModel();
-    auto* d = new std::filesystem::path(std::filesystem::temp_directory_path() /
-                                        fmt::format("tandem-bench-{}-{}{}-{}", source.filename().string(), rt::ToString(format), all_experts ? "-all" : "", ::getpid()));
+    auto* d = new std::filesystem::path(
+        std::filesystem::temp_directory_path() /
+        fmt::format("tandem-bench-{}-{}{}-{}", source.filename().string(), rt::ToString(format), all_experts ? "-all" : "", ::getpid()));
     std::filesystem::remove_all(*d);
     rt::QuantizeCheckpoint(source, *d, format, 32, all_experts);
     model = d;

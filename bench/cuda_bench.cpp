@@ -123,8 +123,7 @@ void BM_CudaExperts(benchmark::State& state) {
     state.SetIterationTime(Time(stream.get(), [&] {
       GroupRoutes(route_experts.get(), routes, 0, static_cast<int>(experts), slot_route.get(), offsets.get(), route_slot.get(),
                   stream.get());
-      ExpertGateUp(g, u, experts, inter, hidden, x.get(), slot_route.get(), offsets.get(), static_cast<int>(top_k), h.get(),
-                   stream.get());
+      ExpertGateUp(g, u, experts, inter, hidden, x.get(), slot_route.get(), offsets.get(), static_cast<int>(top_k), h.get(), stream.get());
       ExpertDown(d, experts, hidden, inter, h.get(), offsets.get(), y.get(), stream.get());
     }));
   }

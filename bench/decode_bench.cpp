@@ -6,21 +6,21 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <filesystem>
 #include <numeric>
 #include <random>
-#include <filesystem>
 
 #include <benchmark/benchmark.h>
 #include <fmt/format.h>
 
 #include "bench/bench_model.hpp"
 #include "bench/memory_bandwidth.hpp"
-#include "runtime/hybrid/local_workers.hpp"
-#include "runtime/hybrid/placement_plan.hpp"
-#include "runtime/hybrid/remote_expert_executor.hpp"
 #include "runtime/draft/quantized_experts.hpp"
 #include "runtime/engine/engine.hpp"
 #include "runtime/engine/moe_slices.hpp"
+#include "runtime/hybrid/local_workers.hpp"
+#include "runtime/hybrid/placement_plan.hpp"
+#include "runtime/hybrid/remote_expert_executor.hpp"
 #include "runtime/kernels/thread_pool.hpp"
 #include "runtime/model/checkpoint.hpp"
 
@@ -238,16 +238,19 @@ void BM_ExpertDecode(benchmark::State& state) {
   state.counters["bw_fraction"] =
       benchmark::Counter(static_cast<double>(state.iterations()) * bytes / bandwidth, benchmark::Counter::kIsRate);
 }
-BENCHMARK(BM_ExpertDecode)->ArgsProduct({{1, 0}, {16, 8, 4, 44}})->ArgNames({"threads", "experts"})->Unit(benchmark::kMillisecond)->MinTime(2.0);
+BENCHMARK(BM_ExpertDecode)
+    ->ArgsProduct({{1, 0}, {16, 8, 4, 44}})
+    ->ArgNames({"threads", "experts"})
+    ->Unit(benchmark::kMillisecond)
+    ->MinTime(2.0);
 
 // The replica drafter's forward (what one draft token costs): the same model with
 // its projections and experts group-quantized. Arg: 8 (int8) or 4 (int4).
 void BM_ReplicaDecode(benchmark::State& state) {
   const Checkpoint ckpt = Checkpoint::Open(tandem::bench::BenchModel());
   const QuantFormat format = state.range(0) == 8 ? QuantFormat::kInt8 : QuantFormat::kInt4;
-  Engine engine(ckpt, EngineOptions{.quantize = format, .quantize_group = 32}, [&](ThreadPool& pool) {
-    return std::make_shared<QuantizedExpertExecutor>(ckpt, format, 32, &pool);
-  });
+  Engine engine(ckpt, EngineOptions{.quantize = format, .quantize_group = 32},
+                [&](ThreadPool& pool) { return std::make_shared<QuantizedExpertExecutor>(ckpt, format, 32, &pool); });
   DecodeLoop loop(engine);
   for (auto _ : state) loop.Step();
   state.counters["tok/s"] = benchmark::Counter(static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);

@@ -63,8 +63,8 @@ double MeasureReadBandwidth(tandem::rt::ThreadPool& pool, std::size_t bytes, int
   // On huge pages, as the weights decode reads are (weight memory; the mapped
   // bf16 weights where the page cache holds large folios): 4 KiB pages would
   // understate what the hardware reads. Not a WeightVector: nothing to zero first.
-  const std::unique_ptr<float, std::function<void(float*)>> memory(
-      static_cast<float*>(tandem::rt::AllocateWeightMemory(bytes)), [bytes](float* p) { tandem::rt::FreeWeightMemory(p, bytes); });
+  const std::unique_ptr<float, std::function<void(float*)>> memory(static_cast<float*>(tandem::rt::AllocateWeightMemory(bytes)),
+                                                                   [bytes](float* p) { tandem::rt::FreeWeightMemory(p, bytes); });
   float* const buffer = memory.get();
   pool.ParallelFor(n, [&](std::int64_t b, std::int64_t e) { std::fill(buffer + b, buffer + e, 1.0f); });
   std::vector<float> sums(static_cast<std::size_t>(pool.size()));

@@ -109,8 +109,8 @@ void BM_LatentAttention(benchmark::State& state) {
   std::vector<float> scores(static_cast<std::size_t>(heads * len)), out(static_cast<std::size_t>(heads * latent));
   for (auto _ : state) {
     if (together) {
-      LatentAttentionHeads(q.data(), stride, q.data() + latent, stride, heads, cache.data(), stride, len, latent, rope, 0.1f,
-                           scores.data(), out.data());
+      LatentAttentionHeads(q.data(), stride, q.data() + latent, stride, heads, cache.data(), stride, len, latent, rope, 0.1f, scores.data(),
+                           out.data());
     } else {
       for (std::int64_t h = 0; h < heads; ++h) {
         const float* qh = q.data() + h * stride;
@@ -123,9 +123,7 @@ void BM_LatentAttention(benchmark::State& state) {
   const double uses = static_cast<double>(heads) * static_cast<double>(len) * static_cast<double>(stride + latent);
   Count(state, 4.0 * uses, 2.0 * uses);
 }
-BENCHMARK(BM_LatentAttention)
-    ->ArgsProduct({{96, 1024, 8192}, {1, 8}, {0, 1}})
-    ->ArgNames({"len", "heads", "together"});
+BENCHMARK(BM_LatentAttention)->ArgsProduct({{96, 1024, 8192}, {1, 8}, {0, 1}})->ArgNames({"len", "heads", "together"});
 
 }  // namespace
 }  // namespace tandem::rt

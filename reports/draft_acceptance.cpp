@@ -10,8 +10,8 @@ std::vector<DraftCounterSums> SumDraftCounters(const store::CampaignRecord& r) {
   struct Sums {
     std::int64_t accepted = 0, verified = 0, rounds = 0;
   };
-  using Case = std::pair<std::string, std::string>;        // (workload, case)
-  using Column = std::pair<std::string, std::string>;      // (layout, arm)
+  using Case = std::pair<std::string, std::string>;    // (workload, case)
+  using Column = std::pair<std::string, std::string>;  // (layout, arm)
   std::vector<Case> order;
   std::map<Case, std::map<Column, Sums>> sums;
   std::set<std::tuple<std::int64_t, std::int64_t, int>> seen;  // (session, workload run, batch)

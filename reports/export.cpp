@@ -11,11 +11,11 @@
 namespace tandem::reports {
 
 using store::CampaignRecord;
+using store::FamilyMetric;
+using store::FamilyScores;
+using store::SampleRecord;
 using store::SessionRecord;
 using store::WorkloadRecord;
-using store::SampleRecord;
-using store::FamilyScores;
-using store::FamilyMetric;
 
 namespace {
 
@@ -23,10 +23,14 @@ using nlohmann::json;
 
 std::string_view MetricName(FamilyMetric m) {
   switch (m) {
-    case FamilyMetric::kWeighted: return "weighted";
-    case FamilyMetric::kCase: return "case";
-    case FamilyMetric::kAggregate: return "aggregate";
-    case FamilyMetric::kRetained: return "retained";
+    case FamilyMetric::kWeighted:
+      return "weighted";
+    case FamilyMetric::kCase:
+      return "case";
+    case FamilyMetric::kAggregate:
+      return "aggregate";
+    case FamilyMetric::kRetained:
+      return "retained";
   }
   return "?";
 }
@@ -39,10 +43,43 @@ struct Table {
 
 Table Samples(const CampaignRecord& r) {
   Table t;
-  t.columns = {"sample_id", "session_id", "session_order", "layout", "arm", "workload", "kind", "warmup", "case", "weight", "repeat",
-               "level", "batch", "slot", "context", "role", "nonce", "status", "error", "t_start", "t_first_output", "t_first_content",
-               "t_finish", "prompt_tokens", "completion_tokens", "cached_tokens", "chunks", "tokenizer_tokens", "decode_rate",
-               "finish_reason", "content_sha256", "valid", "passed", "checks", "flags", "draft", "content"};
+  t.columns = {"sample_id",
+               "session_id",
+               "session_order",
+               "layout",
+               "arm",
+               "workload",
+               "kind",
+               "warmup",
+               "case",
+               "weight",
+               "repeat",
+               "level",
+               "batch",
+               "slot",
+               "context",
+               "role",
+               "nonce",
+               "status",
+               "error",
+               "t_start",
+               "t_first_output",
+               "t_first_content",
+               "t_finish",
+               "prompt_tokens",
+               "completion_tokens",
+               "cached_tokens",
+               "chunks",
+               "tokenizer_tokens",
+               "decode_rate",
+               "finish_reason",
+               "content_sha256",
+               "valid",
+               "passed",
+               "checks",
+               "flags",
+               "draft",
+               "content"};
   for (const SampleRecord& x : r.samples) {
     const SessionRecord* s = r.Session(x.session);
     const WorkloadRecord* w = r.Workload(x.run);
@@ -53,19 +90,51 @@ Table Samples(const CampaignRecord& r) {
       } catch (const stats::StatsError&) {
       }
     }
-    t.rows.push_back({x.id, x.session, s ? json(s->order_index) : json(nullptr), s ? json(s->layout) : json(nullptr),
-                      s ? json(s->arm) : json(nullptr), x.workload, w ? json(w->kind) : json(nullptr), w ? json(w->warmup) : json(nullptr),
-                      x.case_id, x.weight, x.repeat, x.level, x.batch, x.slot, x.context, x.role, x.nonce, x.status, x.error, x.t_start,
-                      x.t_first_output, x.t_first_content, x.t_finish, x.prompt_tokens, x.completion_tokens, x.cached_tokens, x.chunks,
-                      x.tokenizer_tokens, rate, x.finish_reason, x.content_sha256, x.valid, x.passed, x.checks, x.flags, x.draft, x.content});
+    t.rows.push_back({x.id,
+                      x.session,
+                      s ? json(s->order_index) : json(nullptr),
+                      s ? json(s->layout) : json(nullptr),
+                      s ? json(s->arm) : json(nullptr),
+                      x.workload,
+                      w ? json(w->kind) : json(nullptr),
+                      w ? json(w->warmup) : json(nullptr),
+                      x.case_id,
+                      x.weight,
+                      x.repeat,
+                      x.level,
+                      x.batch,
+                      x.slot,
+                      x.context,
+                      x.role,
+                      x.nonce,
+                      x.status,
+                      x.error,
+                      x.t_start,
+                      x.t_first_output,
+                      x.t_first_content,
+                      x.t_finish,
+                      x.prompt_tokens,
+                      x.completion_tokens,
+                      x.cached_tokens,
+                      x.chunks,
+                      x.tokenizer_tokens,
+                      rate,
+                      x.finish_reason,
+                      x.content_sha256,
+                      x.valid,
+                      x.passed,
+                      x.checks,
+                      x.flags,
+                      x.draft,
+                      x.content});
   }
   return t;
 }
 
 Table Scores(const CampaignRecord& r) {
   Table t;
-  t.columns = {"layout", "family", "workload", "metric", "greedy", "case", "level", "context", "arm", "session_id", "session_order",
-               "score", "values"};
+  t.columns = {"layout",  "family", "workload",   "metric",        "greedy", "case",  "level",
+               "context", "arm",    "session_id", "session_order", "score",  "values"};
   for (const FamilyScores& f : r.families) {
     for (const auto& [arm, scores] : f.by_arm) {
       for (std::size_t i = 0; i < scores.size(); ++i) {
@@ -113,7 +182,8 @@ void Export(const CampaignRecord& r, ExportTable which, ExportFormat format, std
     out << "[";
     for (std::size_t r_i = 0; r_i < t.rows.size(); ++r_i) {
       out << (r_i == 0 ? "\n {" : ",\n {");
-      for (std::size_t i = 0; i < t.columns.size(); ++i) out << (i == 0 ? "" : ", ") << json(t.columns[i]).dump() << ": " << t.rows[r_i][i].dump();
+      for (std::size_t i = 0; i < t.columns.size(); ++i)
+        out << (i == 0 ? "" : ", ") << json(t.columns[i]).dump() << ": " << t.rows[r_i][i].dump();
       out << "}";
     }
     out << (t.rows.empty() ? "]\n" : "\n]\n");

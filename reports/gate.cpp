@@ -7,16 +7,16 @@
 #include <fmt/ranges.h>
 
 #include "common/input_error.hpp"
-#include "store/session_scores.hpp"
-#include "store/comparison.hpp"
 #include "reports/quality.hpp"
+#include "store/comparison.hpp"
+#include "store/session_scores.hpp"
 
 namespace tandem::reports {
 
-using store::CampaignRecord;
 using store::ArmRecord;
-using store::FamilyComparison;
+using store::CampaignRecord;
 using store::CompareArms;
+using store::FamilyComparison;
 using store::FamilyScores;
 
 namespace {
@@ -27,9 +27,12 @@ std::string_view RuleName(GateRule rule) { return rule == GateRule::kProven ? "p
 
 std::string_view ToString(Verdict verdict) {
   switch (verdict) {
-    case Verdict::kPass: return "pass";
-    case Verdict::kFail: return "fail";
-    case Verdict::kInconclusive: return "inconclusive";
+    case Verdict::kPass:
+      return "pass";
+    case Verdict::kFail:
+      return "fail";
+    case Verdict::kInconclusive:
+      return "inconclusive";
   }
   return "?";
 }
@@ -53,7 +56,8 @@ GateResult EvaluateGate(const CampaignRecord& r, const GateOptions& options) {
   if (!(g.max_regression >= 0 && g.max_regression < 1)) {
     throw InputError(fmt::format("gate: max regression {} is outside [0, 1)", g.max_regression));
   }
-  g.rule = options.rule.value_or(defaults.value("rule", std::string("proven")) == "noninferior" ? GateRule::kNoninferior : GateRule::kProven);
+  g.rule =
+      options.rule.value_or(defaults.value("rule", std::string("proven")) == "noninferior" ? GateRule::kNoninferior : GateRule::kProven);
   std::vector<std::string> wanted = options.families;
   if (wanted.empty() && defaults.contains("families")) wanted = defaults["families"].get<std::vector<std::string>>();
 
@@ -93,17 +97,17 @@ GateResult EvaluateGate(const CampaignRecord& r, const GateOptions& options) {
 
   const bool any_fail = !g.quality_failures.empty() ||
                         std::any_of(g.families.begin(), g.families.end(), [](const GateFamily& f) { return f.verdict == Verdict::kFail; });
-  const bool any_doubt = !g.quality_doubts.empty() || std::any_of(g.families.begin(), g.families.end(), [](const GateFamily& f) {
-                           return f.verdict == Verdict::kInconclusive;
-                         });
+  const bool any_doubt = !g.quality_doubts.empty() || std::any_of(g.families.begin(), g.families.end(),
+                                                                  [](const GateFamily& f) { return f.verdict == Verdict::kInconclusive; });
   g.verdict = any_fail ? Verdict::kFail : any_doubt ? Verdict::kInconclusive : Verdict::kPass;
   return g;
 }
 
 std::string GateResult::Text() const {
-  std::string out = fmt::format("gate: {} vs {} (baseline), rule {}, max regression {:.1f}%: Welch 95% interval of the ratio of geometric "
-                                "means over sessions\n",
-                                candidate, baseline, RuleName(rule), 100 * max_regression);
+  std::string out = fmt::format(
+      "gate: {} vs {} (baseline), rule {}, max regression {:.1f}%: Welch 95% interval of the ratio of geometric "
+      "means over sessions\n",
+      candidate, baseline, RuleName(rule), 100 * max_regression);
   std::size_t width = 0, lwidth = 0;
   for (const GateFamily& f : families) {
     width = std::max(width, f.family.size());
@@ -123,8 +127,12 @@ std::string GateResult::Text() const {
 nlohmann::json GateResult::Json() const {
   nlohmann::json fams = nlohmann::json::array();
   for (const GateFamily& f : families) {
-    nlohmann::json j = {{"layout", f.layout},         {"family", f.family},           {"n_baseline", f.n_baseline},
-                        {"n_candidate", f.n_candidate}, {"verdict", ToString(f.verdict)}, {"reason", f.reason}};
+    nlohmann::json j = {{"layout", f.layout},
+                        {"family", f.family},
+                        {"n_baseline", f.n_baseline},
+                        {"n_candidate", f.n_candidate},
+                        {"verdict", ToString(f.verdict)},
+                        {"reason", f.reason}};
     j["ratio"] = f.ratio ? nlohmann::json(*f.ratio) : nlohmann::json(nullptr);
     j["lo"] = f.lo ? nlohmann::json(*f.lo) : nlohmann::json(nullptr);
     j["hi"] = f.hi ? nlohmann::json(*f.hi) : nlohmann::json(nullptr);

@@ -17,8 +17,8 @@ enum class GateRule {
 };
 
 struct GateOptions {
-  std::string baseline, candidate;     // empty: the campaign's gate section, else arms 0 and 1
-  std::vector<std::string> families;   // empty: the campaign's, else every family measured
+  std::string baseline, candidate;       // empty: the campaign's gate section, else arms 0 and 1
+  std::vector<std::string> families;     // empty: the campaign's, else every family measured
   std::optional<double> max_regression;  // default: the campaign's, else 0.03
   std::optional<GateRule> rule;          // default: the campaign's, else proven
 };

@@ -3,8 +3,8 @@
 #include <filesystem>
 #include <string>
 
-#include "store/campaign_record.hpp"
 #include "reports/plots.hpp"
+#include "store/campaign_record.hpp"
 
 // `tandem report`: the release document of one campaign, in markdown. Every figure is
 // recomputed from the stored samples; a value the campaign did not produce is "—",

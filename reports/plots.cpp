@@ -9,17 +9,17 @@
 #include <fmt/format.h>
 
 #include "common/child_wait.hpp"
-#include "store/comparison.hpp"
 #include "stats/descriptive.hpp"
+#include "store/comparison.hpp"
 
 namespace tandem::reports {
 
 using store::CampaignRecord;
-using store::LayoutRecord;
-using store::FamilyComparison;
 using store::CompareArms;
-using store::FamilyScores;
+using store::FamilyComparison;
 using store::FamilyMetric;
+using store::FamilyScores;
+using store::LayoutRecord;
 
 namespace {
 
@@ -62,9 +62,10 @@ std::string RunGnuplot(const std::string& program, const std::filesystem::path& 
 const char* kColors[] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b"};
 
 std::string Header(const std::filesystem::path& svg, int width, int height, const std::string& title) {
-  return fmt::format("set terminal svg size {},{} noenhanced font 'sans,11' background rgb 'white'\nset output {}\nset title {}\n"
-                     "set key inside top left box opaque\nset grid ytics lc rgb '#dddddd'\n",
-                     width, height, Quote(svg.string()), Quote(title));
+  return fmt::format(
+      "set terminal svg size {},{} noenhanced font 'sans,11' background rgb 'white'\nset output {}\nset title {}\n"
+      "set key inside top left box opaque\nset grid ytics lc rgb '#dddddd'\n",
+      width, height, Quote(svg.string()), Quote(title));
 }
 
 // Session scores / baseline geometric mean, every family of one layout.
@@ -103,7 +104,8 @@ std::string ScoresScript(const CampaignRecord& r, const std::string& layout, con
     for (std::size_t i = 0; i < families.size(); ++i) {
       for (const FamilyComparison& c : comparisons) {
         if (c.scores == families[i] && c.interval) {
-          intervals += fmt::format("{} {} {} {}\n", static_cast<double>(i + 1) + offset + 0.07, c.interval->ratio, c.interval->lo, c.interval->hi);
+          intervals +=
+              fmt::format("{} {} {} {}\n", static_cast<double>(i + 1) + offset + 0.07, c.interval->ratio, c.interval->lo, c.interval->hi);
         }
       }
     }
@@ -178,7 +180,8 @@ PlotSet DrawPlots(const CampaignRecord& r, const std::filesystem::path& dir, con
   }
   std::vector<std::string> problems;
   for (const LayoutRecord& l : r.layouts) {
-    for (const auto& [prefix, title] : {std::pair<std::string, std::string>{"scores", "session scores"}, {"scaling", "concurrency scaling"}}) {
+    for (const auto& [prefix, title] :
+         {std::pair<std::string, std::string>{"scores", "session scores"}, {"scaling", "concurrency scaling"}}) {
       const std::filesystem::path svg = dir / FileName(prefix, l.name);
       const std::string script = prefix == "scores" ? ScoresScript(r, l.name, svg) : ScalingScript(r, l.name, svg);
       if (script.empty()) continue;

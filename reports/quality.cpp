@@ -10,9 +10,9 @@
 namespace tandem::reports {
 
 using store::CampaignRecord;
+using store::SampleRecord;
 using store::SessionRecord;
 using store::WorkloadRecord;
-using store::SampleRecord;
 
 namespace {
 
@@ -136,8 +136,9 @@ PairQuality AssessPair(const CampaignRecord& r, const std::string& baseline, con
   }
   std::sort(changed.begin(), changed.end());
   if (!changed.empty()) {
-    out.failures.push_back(fmt::format("greedy output changed: {} candidate sample{} differ from the baseline's output for the same prompt: {}",
-                                       changed.size(), changed.size() == 1 ? "" : "s", Ids(changed)));
+    out.failures.push_back(
+        fmt::format("greedy output changed: {} candidate sample{} differ from the baseline's output for the same prompt: {}",
+                    changed.size(), changed.size() == 1 ? "" : "s", Ids(changed)));
   }
   if (inconsistent_baseline > 0) {
     out.doubts.push_back(fmt::format("the baseline's greedy output varies between its own sessions for {} prompt{}", inconsistent_baseline,
@@ -165,8 +166,9 @@ PairQuality AssessPair(const CampaignRecord& r, const std::string& baseline, con
     const double base = sessions[baseline] > 0 ? static_cast<double>(counts.first) / sessions[baseline] : 0;
     const double cand = sessions[candidate] > 0 ? static_cast<double>(counts.second) / sessions[candidate] : 0;
     if (cand > base) {
-      out.failures.push_back(fmt::format("content check {} fails more often in the candidate's greedy samples ({:.2f} vs {:.2f} per session): {}",
-                                         check, cand, base, Ids(candidate_failed[check])));
+      out.failures.push_back(
+          fmt::format("content check {} fails more often in the candidate's greedy samples ({:.2f} vs {:.2f} per session): {}", check, cand,
+                      base, Ids(candidate_failed[check])));
     }
   }
   return out;

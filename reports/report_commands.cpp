@@ -12,12 +12,12 @@
 
 #include "common/command_exit.hpp"
 #include "common/input_error.hpp"
-#include "store/store.hpp"
-#include "store/campaign_record.hpp"
 #include "reports/export.hpp"
 #include "reports/gate.hpp"
 #include "reports/markdown_report.hpp"
 #include "reports/plots.hpp"
+#include "store/campaign_record.hpp"
+#include "store/store.hpp"
 
 namespace tandem::reports {
 

@@ -31,7 +31,8 @@ void QualitySection(const CampaignRecord& r, MarkdownDoc& d) {
     d.Line("- session {} ({}, {}) never completed (status {})", s->order_index + 1, s->layout, s->arm, s->status);
   }
   for (const SessionRecord* s : q.retried_sessions) {
-    if (s->status == "complete") d.Line("- session {} ({}, {}) completed on attempt {}", s->order_index + 1, s->layout, s->arm, s->attempts);
+    if (s->status == "complete")
+      d.Line("- session {} ({}, {}) completed on attempt {}", s->order_index + 1, s->layout, s->arm, s->attempts);
   }
   d.Blank();
   // Per check and arm: failures of the samples the check ran on (measured workloads).
@@ -45,9 +46,10 @@ void QualitySection(const CampaignRecord& r, MarkdownDoc& d) {
   if (q.failed_checks.empty()) {
     d.Line("Every check passed on every measured sample.");
   } else {
-    d.Line("Failed checks, measured workloads (failed / checked, then the samples). Integrity checks (stream_complete, usage_consistent, "
-           "cache_bound) decide whether a sample is a valid timing; an invalid sample is left out of every figure. Content checks judge "
-           "the text; on a synthetic checkpoint (random weights) they are expected to fail.");
+    d.Line(
+        "Failed checks, measured workloads (failed / checked, then the samples). Integrity checks (stream_complete, usage_consistent, "
+        "cache_bound) decide whether a sample is a valid timing; an invalid sample is left out of every figure. Content checks judge "
+        "the text; on a synthetic checkpoint (random weights) they are expected to fail.");
     d.Blank();
     std::vector<std::string> head = {"check"};
     for (const ArmRecord& a : r.arms) head.push_back(a.label);
@@ -68,14 +70,16 @@ void QualitySection(const CampaignRecord& r, MarkdownDoc& d) {
   if (q.failed_checks.contains("cache_bound")) {
     int n = 0;
     for (const auto& [arm, ids] : q.failed_checks.at("cache_bound")) n += static_cast<int>(ids.size());
-    disclosed.push_back(fmt::format("{} sample{} reported more cached prompt tokens than the bound allows (the prompt hit the prefix "
-                                    "cache): excluded from the figures",
-                                    n, n == 1 ? "" : "s"));
+    disclosed.push_back(
+        fmt::format("{} sample{} reported more cached prompt tokens than the bound allows (the prompt hit the prefix "
+                    "cache): excluded from the figures",
+                    n, n == 1 ? "" : "s"));
   }
   for (const auto& [arm, ids] : q.token_flags) {
-    disclosed.push_back(fmt::format("{}: {} sample{} where the server's completion_tokens and the tokenizer's count of the text differ by "
-                                    "more than 1 + 10%: {}",
-                                    arm, ids.size(), ids.size() == 1 ? "" : "s", d.Links(ids, 6)));
+    disclosed.push_back(
+        fmt::format("{}: {} sample{} where the server's completion_tokens and the tokenizer's count of the text differ by "
+                    "more than 1 + 10%: {}",
+                    arm, ids.size(), ids.size() == 1 ? "" : "s", d.Links(ids, 6)));
   }
   for (const auto& [arm, ids] : q.failed_warmup) {
     disclosed.push_back(fmt::format("{}: {} warmup sample{} failed a check (warmup never counts): {}", arm, ids.size(),
@@ -90,16 +94,18 @@ void QualitySection(const CampaignRecord& r, MarkdownDoc& d) {
   }
   for (const ArmRecord& a : r.arms) {
     if (a.kind == "external") {
-      disclosed.push_back(fmt::format("arm {} is an external server: not relaunched, so its state (prefix cache, warm caches) carried "
-                                      "across its sessions; each session used its own nonce markers",
-                                      a.label));
+      disclosed.push_back(
+          fmt::format("arm {} is an external server: not relaunched, so its state (prefix cache, warm caches) carried "
+                      "across its sessions; each session used its own nonce markers",
+                      a.label));
     }
     for (const char* key : {"options", "worker_options"}) {
       if (!a.launch.contains(key) || !a.launch[key].is_array()) continue;
       const auto options = a.launch[key].get<std::vector<std::string>>();
       const auto it = std::find(options.begin(), options.end(), "--debug-slowdown");
       if (it != options.end() && it + 1 != options.end()) {
-        disclosed.push_back(fmt::format("arm {} ran with `--debug-slowdown {}`: decode deliberately slowed (a test aid)", a.label, *(it + 1)));
+        disclosed.push_back(
+            fmt::format("arm {} ran with `--debug-slowdown {}`: decode deliberately slowed (a test aid)", a.label, *(it + 1)));
       }
     }
   }
@@ -114,8 +120,9 @@ void NoiseAndPower(const CampaignRecord& r, MarkdownDoc& d) {
   if (r.families.empty()) return;
   d.Line("## Noise and power");
   d.Blank();
-  d.Line("Spread of the log session scores (sample standard deviation, as %) per arm, and the sessions per arm a campaign needs to "
-         "detect a 2% change (two-sided 95%, power 80%, normal approximation) at the larger spread.");
+  d.Line(
+      "Spread of the log session scores (sample standard deviation, as %) per arm, and the sessions per arm a campaign needs to "
+      "detect a 2% change (two-sided 95%, power 80%, normal approximation) at the larger spread.");
   d.Blank();
   std::vector<std::string> head = {"family", "layout"};
   for (const ArmRecord& a : r.arms) head.push_back("sd " + a.label);
@@ -160,11 +167,13 @@ void Appendix(const CampaignRecord& r, MarkdownDoc& d) {
       if (ok.is_boolean() && !ok.get<bool>()) failed.push_back(check);
     }
     const std::string excerpt = Excerpt(x.content, 160);
-    d.Line("- <a id=\"sample-{}\"></a>**#{}** · session {} ({}, {}) · {} · {} · repeat {} · batch {} slot {} · {} tokens, finish {} · "
-           "checks failed: {}{} · content `{}`{}",
-           x.id, x.id, s ? s->order_index + 1 : 0, s ? s->layout : "?", s ? s->arm : "?", x.workload, x.case_id, x.repeat, x.batch, x.slot,
-           x.completion_tokens, x.finish_reason.empty() ? kNone : x.finish_reason, failed.empty() ? "none" : fmt::format("{}", fmt::join(failed, ", ")),
-           x.error.empty() ? "" : " · error: " + Cell(x.error), excerpt, excerpt.size() < x.content.size() ? "…" : "");
+    d.Line(
+        "- <a id=\"sample-{}\"></a>**#{}** · session {} ({}, {}) · {} · {} · repeat {} · batch {} slot {} · {} tokens, finish {} · "
+        "checks failed: {}{} · content `{}`{}",
+        x.id, x.id, s ? s->order_index + 1 : 0, s ? s->layout : "?", s ? s->arm : "?", x.workload, x.case_id, x.repeat, x.batch, x.slot,
+        x.completion_tokens, x.finish_reason.empty() ? kNone : x.finish_reason,
+        failed.empty() ? "none" : fmt::format("{}", fmt::join(failed, ", ")), x.error.empty() ? "" : " · error: " + Cell(x.error), excerpt,
+        excerpt.size() < x.content.size() ? "…" : "");
   }
   d.Blank();
 }

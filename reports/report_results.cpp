@@ -68,11 +68,11 @@ void AbTables(const CampaignRecord& r, MarkdownDoc& d) {
     const auto common = std::max_element(ns.begin(), ns.end(), [](const auto& a, const auto& b) { return a.second < b.second; })->first;
     d.Line("## A/B: {} vs {}", candidate, baseline);
     d.Blank();
-    d.Line("Each cell: the ratio of geometric means of session scores ({} / {}) with its Welch 95% interval on the log scores; **bold** "
-           "when the interval excludes 1. n = {} {} and {} {} sessions{}. Session scores are defined in docs/statistics.md "
-           "(\"Session scores\").",
-           candidate, baseline, common.first, baseline, common.second, candidate,
-           ns.size() > 1 ? " unless a cell says otherwise" : "");
+    d.Line(
+        "Each cell: the ratio of geometric means of session scores ({} / {}) with its Welch 95% interval on the log scores; **bold** "
+        "when the interval excludes 1. n = {} {} and {} {} sessions{}. Session scores are defined in docs/statistics.md "
+        "(\"Session scores\").",
+        candidate, baseline, common.first, baseline, common.second, candidate, ns.size() > 1 ? " unless a cell says otherwise" : "");
     d.Blank();
     std::vector<std::string> head = {"family"};
     for (const LayoutRecord& l : r.layouts) head.push_back(l.name);
@@ -104,8 +104,9 @@ void GreedyAgreement(const CampaignRecord& r, MarkdownDoc& d) {
   if (prompts.empty()) return;
   d.Line("## Greedy output agreement");
   d.Blank();
-  d.Line("Greedy prompts (the same request, nonce included) whose output was identical in every session of every arm that sent it; "
-         "a prompt counts when at least two sessions sent it.");
+  d.Line(
+      "Greedy prompts (the same request, nonce included) whose output was identical in every session of every arm that sent it; "
+      "a prompt counts when at least two sessions sent it.");
   d.Blank();
   std::vector<const GreedyPrompt*> differing;
   for (const LayoutRecord& l : r.layouts) {
@@ -174,7 +175,8 @@ void Headline(const CampaignRecord& r, MarkdownDoc& d) {
   if (!counting.empty()) what.push_back("counting: the per-request decode rate of the counting diagnostic");
   if (!weighted.empty()) what.push_back("weighted: the weighted decode of each battery repeat");
   if (!code_c1.empty()) what.push_back("code C1: one code request at a time");
-  d.Line("tok/s: the median over every repeat of every session of the arm (bold), then the repeats in run order; {}.", fmt::join(what, "; "));
+  d.Line("tok/s: the median over every repeat of every session of the arm (bold), then the repeats in run order; {}.",
+         fmt::join(what, "; "));
   d.Blank();
   std::vector<std::string> head = {"layout", "arm"};
   const std::size_t text_columns = head.size();
@@ -206,8 +208,9 @@ void ContentTypes(const CampaignRecord& r, MarkdownDoc& d) {
   if (workloads.empty()) return;
   d.Line("## Content-type decode");
   d.Blank();
-  d.Line("Median per-request decode rate, (completion_tokens − 1) / (t_finish − t_first_output), over the valid requests of every "
-         "session, tok/s.");
+  d.Line(
+      "Median per-request decode rate, (completion_tokens − 1) / (t_finish − t_first_output), over the valid requests of every "
+      "session, tok/s.");
   const std::vector<Column> columns = LayoutArmColumns(r);
   for (const std::string& w : workloads) {
     d.Blank();
@@ -247,8 +250,9 @@ void DraftAcceptance(const CampaignRecord& r, MarkdownDoc& d) {
   if (sums.empty()) return;
   d.Line("## Draft acceptance");
   d.Blank();
-  d.Line("Accepted per verified draft token, and tokens emitted per request round ((accepted + rounds) / rounds), from the `/v1/stats` "
-         "counters read around each batch. A mixed batch counts as one case.");
+  d.Line(
+      "Accepted per verified draft token, and tokens emitted per request round ((accepted + rounds) / rounds), from the `/v1/stats` "
+      "counters read around each batch. A mixed batch counts as one case.");
   d.Blank();
   const std::vector<Column> columns = LayoutArmColumns(r);
   std::vector<std::string> head = {"workload", "case"};
@@ -317,8 +321,9 @@ void Concurrency(const CampaignRecord& r, MarkdownDoc& d) {
   if (any_concurrency) {
     d.Line("## Concurrency scaling");
     d.Blank();
-    d.Line("Aggregate throughput of a batch of C identical requests, Σ(ct − 1) / (max t_finish − min t_first_output), median over "
-           "the batches of every session, tok/s; ×: relative to C1 of the same arm.");
+    d.Line(
+        "Aggregate throughput of a batch of C identical requests, Σ(ct − 1) / (max t_finish − min t_first_output), median over "
+        "the batches of every session, tok/s; ×: relative to C1 of the same arm.");
     d.Blank();
     for (const auto& key : series) {
       if (kind[key] == "mixed") continue;
@@ -362,8 +367,9 @@ void Retained(const CampaignRecord& r, MarkdownDoc& d) {
     for (const Column& c : columns) {
       const FamilyScores* g = Find(r, c.layout, f->family);
       const std::vector<double> values = g ? Pooled(*g, c.arm) : std::vector<double>{};
-      row.push_back(values.empty() ? kNone
-                                   : fmt::format("{} ({}–{})", Rate(stats::Median(values)), Rate(stats::Min(values)), Rate(stats::Max(values))));
+      row.push_back(values.empty()
+                        ? kNone
+                        : fmt::format("{} ({}–{})", Rate(stats::Median(values)), Rate(stats::Min(values)), Rate(stats::Max(values))));
     }
     d.Line("{}", Row(row));
   }

@@ -45,9 +45,10 @@ std::vector<const WorkloadRecord*> WorkloadPlan(const CampaignRecord& r) {
 void Title(const CampaignRecord& r, MarkdownDoc& d) {
   d.Line("# {}: release report", r.name);
   d.Blank();
-  d.Line("Campaign {} in `{}`, created {}, status **{}**. Campaign file `{}` (sha256 {}). Every figure below is recomputed by "
-         "`tandem report` from the stored samples; \"{}\" marks a value the campaign did not produce.",
-         r.id, r.store_path, r.created_at, r.status, r.file, Short(r.yaml_sha256, 12), kNone);
+  d.Line(
+      "Campaign {} in `{}`, created {}, status **{}**. Campaign file `{}` (sha256 {}). Every figure below is recomputed by "
+      "`tandem report` from the stored samples; \"{}\" marks a value the campaign did not produce.",
+      r.id, r.store_path, r.created_at, r.status, r.file, Short(r.yaml_sha256, 12), kNone);
   d.Blank();
 }
 
@@ -59,8 +60,8 @@ void Arms(const CampaignRecord& r, MarkdownDoc& d) {
                       9));
   for (const ArmRecord& a : r.arms) {
     d.Line("{}", Row({a.label, a.position == 0 ? "baseline" : "candidate", a.kind, a.revision.empty() ? kNone : "`" + a.revision + "`",
-                      Short(a.coordinator_image), Short(a.worker_image), a.model_id.empty() ? kNone : a.model_id,
-                      Short(a.model_revision), Short(a.config_sha256)}));
+                      Short(a.coordinator_image), Short(a.worker_image), a.model_id.empty() ? kNone : a.model_id, Short(a.model_revision),
+                      Short(a.config_sha256)}));
   }
   d.Blank();
   for (const ArmRecord& a : r.arms) {
@@ -69,7 +70,8 @@ void Arms(const CampaignRecord& r, MarkdownDoc& d) {
     if (a.kind == "git") how.push_back(fmt::format("built from {} at `{}`", l.value("repository", ""), l.value("ref", "")));
     if (a.kind == "binary") how.push_back(fmt::format("`{}`", l.value("coordinator", "")));
     if (a.kind == "command") how.push_back(fmt::format("command `{}`", l.value("command", "")));
-    if (a.kind == "external") how.push_back(fmt::format("external server {}: **not relaunched** between sessions", l.value("base_url", "")));
+    if (a.kind == "external")
+      how.push_back(fmt::format("external server {}: **not relaunched** between sessions", l.value("base_url", "")));
     for (const char* key : {"options", "worker_options"}) {
       if (l.contains(key) && l[key].is_array() && !l[key].empty()) {
         how.push_back(fmt::format("{} `{}`", key == std::string("options") ? "coordinator options" : "worker options",
@@ -92,8 +94,8 @@ void Host(const CampaignRecord& r, MarkdownDoc& d) {
   if (!h.is_object() || h.empty()) return;
   d.Line("## Host");
   d.Blank();
-  d.Line("{} · {} logical CPUs · memory {} · {} · host `{}`.", h.value("cpu_model", "?"), h.value("logical_cpus", 0), Memory(h.value("memory", "?")),
-         h.value("kernel", "?"), h.value("hostname", "?"));
+  d.Line("{} · {} logical CPUs · memory {} · {} · host `{}`.", h.value("cpu_model", "?"), h.value("logical_cpus", 0),
+         Memory(h.value("memory", "?")), h.value("kernel", "?"), h.value("hostname", "?"));
   std::vector<double> busy;
   int loaded = 0;
   for (const SessionRecord& s : r.sessions) {
@@ -101,9 +103,10 @@ void Host(const CampaignRecord& r, MarkdownDoc& d) {
     loaded += s.host.is_object() && s.host.value("load_warning", false) ? 1 : 0;
   }
   if (!busy.empty()) {
-    d.Line("CPUs busy in the second before each session: median {:.0f}%, at most {:.0f}%; {} of {} sessions started under other load "
-           "(> 25% busy).",
-           100 * stats::Median(busy), 100 * stats::Max(busy), loaded, busy.size());
+    d.Line(
+        "CPUs busy in the second before each session: median {:.0f}%, at most {:.0f}%; {} of {} sessions started under other load "
+        "(> 25% busy).",
+        100 * stats::Median(busy), 100 * stats::Max(busy), loaded, busy.size());
   }
   d.Blank();
 }
@@ -111,15 +114,17 @@ void Host(const CampaignRecord& r, MarkdownDoc& d) {
 void Protocol(const CampaignRecord& r, MarkdownDoc& d) {
   d.Line("## Protocol");
   d.Blank();
-  d.Line("{}", Header({"layout", "workers", "experts", "local expert layers", "coordinator ranks", "wire", "partials", "threads (coordinator / worker)",
-                       "CPU pinning"},
+  d.Line("{}", Header({"layout", "workers", "experts", "local expert layers", "coordinator ranks", "wire", "partials",
+                       "threads (coordinator / worker)", "CPU pinning"},
                       9));
   for (const LayoutRecord& l : r.layouts) {
     const json& s = l.spec;
     const int threads = s.value("coordinator_threads", 0);
-    const std::string pin = s.value("coordinator_cpus", "") + (s.value("worker_cpus", "").empty() ? "" : " / " + s.value("worker_cpus", ""));
-    d.Line("{}", Row({l.name, std::to_string(s.value("workers", 0)), s.value("expert_parallel", "tp"), std::to_string(s.value("local_expert_layers", 0)),
-                      std::to_string(s.value("coordinator_ranks", 1)), s.value("wire_dtype", "bf16"), s.value("partial_dtype", "f64"),
+    const std::string pin =
+        s.value("coordinator_cpus", "") + (s.value("worker_cpus", "").empty() ? "" : " / " + s.value("worker_cpus", ""));
+    d.Line("{}", Row({l.name, std::to_string(s.value("workers", 0)), s.value("expert_parallel", "tp"),
+                      std::to_string(s.value("local_expert_layers", 0)), std::to_string(s.value("coordinator_ranks", 1)),
+                      s.value("wire_dtype", "bf16"), s.value("partial_dtype", "f64"),
                       fmt::format("{} / {}", threads > 0 ? std::to_string(threads) : "all", s.value("worker_threads", 1)),
                       pin.empty() ? "none" : pin}));
   }
@@ -129,9 +134,10 @@ void Protocol(const CampaignRecord& r, MarkdownDoc& d) {
   for (const LayoutRecord& l : r.layouts) {
     const int rtt = l.spec.value("emulated_rtt_us", 0);
     if (rtt <= 0) continue;
-    d.Line("Layout {}: emulated link, each worker handles a layer request {} µs after it arrives (`--emulated-rtt-us`), "
-           "standing in for a network round trip slower than loopback.",
-           l.name, rtt);
+    d.Line(
+        "Layout {}: emulated link, each worker handles a layer request {} µs after it arrives (`--emulated-rtt-us`), "
+        "standing in for a network round trip slower than loopback.",
+        l.name, rtt);
     emulated = true;
   }
   if (emulated) d.Blank();
@@ -148,10 +154,11 @@ void Protocol(const CampaignRecord& r, MarkdownDoc& d) {
   std::vector<std::string> letters;
   for (const ArmRecord& a : r.arms) letters.push_back(fmt::format("{} = {}", static_cast<char>('A' + a.position), a.label));
   const std::string order = distinct.size() == 1 ? *distinct.begin() : "(see each layout)";
-  d.Line("Sessions: {} per layout, run layout after layout, arms interleaved in the order {} ({}). Every session launches its arm's "
-         "coordinator and workers from scratch on loopback, waits until `/health` answers and `/v1/models` lists the model, runs the "
-         "warmup and then the measured workloads, reads `/v1/stats` around each workload, and stops every process it started.",
-         per_layout.empty() ? 0 : per_layout.begin()->second, order, fmt::join(letters, ", "));
+  d.Line(
+      "Sessions: {} per layout, run layout after layout, arms interleaved in the order {} ({}). Every session launches its arm's "
+      "coordinator and workers from scratch on loopback, waits until `/health` answers and `/v1/models` lists the model, runs the "
+      "warmup and then the measured workloads, reads `/v1/stats` around each workload, and stops every process it started.",
+      per_layout.empty() ? 0 : per_layout.begin()->second, order, fmt::join(letters, ", "));
   if (distinct.size() > 1) {
     for (const auto& [layout, o] : orders) d.Line("- {}: {}", layout, o);
   }
@@ -166,8 +173,9 @@ void Protocol(const CampaignRecord& r, MarkdownDoc& d) {
     }
     d.Blank();
   }
-  d.Line("Measured workloads, in this order in every session (each request's prompt starts with a single-token nonce marker, a pure "
-         "function of the workload's seed and the request's position, so no two requests of a session share a prompt prefix):");
+  d.Line(
+      "Measured workloads, in this order in every session (each request's prompt starts with a single-token nonce marker, a pure "
+      "function of the workload's seed and the request's position, so no two requests of a session share a prompt prefix):");
   for (const WorkloadRecord* w : plan) {
     if (!w->warmup) d.Line("- {}", store::DescribeWorkload(w->name, w->kind, w->spec));
   }

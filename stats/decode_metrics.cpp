@@ -15,24 +15,22 @@ namespace {
 // Checks one request's fields; `where` names it in messages ("request 3 (case \"code\")").
 void RequireValidTiming(const RequestTiming& r, std::int64_t min_tokens, const std::string& where) {
   if (r.completion_tokens < min_tokens) {
-    throw StatsError(fmt::format("{}: completion_tokens is {}, needs at least {}", where,
-                                 r.completion_tokens, min_tokens));
+    throw StatsError(fmt::format("{}: completion_tokens is {}, needs at least {}", where, r.completion_tokens, min_tokens));
   }
   if (!std::isfinite(r.t_first_output) || !std::isfinite(r.t_finish)) {
     throw StatsError(fmt::format("{}: t_first_output and t_finish must be finite", where));
   }
   if (r.t_finish < r.t_first_output) {
-    throw StatsError(fmt::format("{}: t_finish {} is before t_first_output {}", where, r.t_finish,
-                                 r.t_first_output));
+    throw StatsError(fmt::format("{}: t_finish {} is before t_first_output {}", where, r.t_finish, r.t_first_output));
   }
 }
 
 std::uint64_t Delta(std::uint64_t before, std::uint64_t after, const char* name) {
   if (after < before) {
-    throw StatsError(fmt::format(
-        "draft counters: {} went backwards ({} before, {} after); did the server restart "
-        "between the two reads?",
-        name, before, after));
+    throw StatsError(
+        fmt::format("draft counters: {} went backwards ({} before, {} after); did the server restart "
+                    "between the two reads?",
+                    name, before, after));
   }
   return after - before;
 }
@@ -43,8 +41,7 @@ double DecodeRate(const RequestTiming& request) {
   RequireValidTiming(request, 2, "request");
   const double dt = request.t_finish - request.t_first_output;
   if (!(dt > 0.0)) {
-    throw StatsError(fmt::format("request: t_finish equals t_first_output ({}); no decode time",
-                                 request.t_finish));
+    throw StatsError(fmt::format("request: t_finish equals t_first_output ({}); no decode time", request.t_finish));
   }
   if (!std::isfinite(dt)) throw StatsError("request: decode time overflows a double");
   return static_cast<double>(request.completion_tokens - 1) / dt;
@@ -63,8 +60,7 @@ double WeightedDecode(std::span<const WeightedRequest> repeat) {
     }
     const auto [it, inserted] = weight_of_case.emplace(r.case_name, r.weight);
     if (!inserted && it->second != r.weight) {
-      throw StatsError(fmt::format("{}: weight {} differs from {} given earlier for the same case",
-                                   where, r.weight, it->second));
+      throw StatsError(fmt::format("{}: weight {} differs from {} given earlier for the same case", where, r.weight, it->second));
     }
     RequireValidTiming(r.timing, 1, where);
     tokens += r.weight * static_cast<double>(r.timing.completion_tokens - 1);
@@ -104,8 +100,7 @@ DraftCounters DraftCountersBetween(const DraftCounters& before, const DraftCount
 DraftRates DraftRatesOf(const DraftCounters& interval) {
   const std::uint64_t accepted = interval.accepted_drafts, verified = interval.verified_drafts, rounds = interval.request_rounds;
   if (accepted > verified) {
-    throw StatsError(fmt::format(
-        "draft counters: {} drafts accepted but only {} verified in the interval", accepted, verified));
+    throw StatsError(fmt::format("draft counters: {} drafts accepted but only {} verified in the interval", accepted, verified));
   }
   if (rounds == 0) {
     throw StatsError("draft counters: no request rounds between the two reads");

@@ -50,12 +50,9 @@ void FinishInterval(RatioInterval& r) {
 
 }  // namespace
 
-std::string_view ToString(RatioMethod method) {
-  return method == RatioMethod::kWelch ? "welch" : "paired";
-}
+std::string_view ToString(RatioMethod method) { return method == RatioMethod::kWelch ? "welch" : "paired"; }
 
-RatioInterval WelchLogRatio(std::span<const double> baseline, std::span<const double> candidate,
-                            double level) {
+RatioInterval WelchLogRatio(std::span<const double> baseline, std::span<const double> candidate, double level) {
   RequireLevel(level);
   const std::vector<double> ln_a = Logs(baseline, "baseline");
   const std::vector<double> ln_b = Logs(candidate, "candidate");
@@ -83,13 +80,12 @@ RatioInterval WelchLogRatio(std::span<const double> baseline, std::span<const do
   return r;
 }
 
-std::vector<SessionPair> PairInRunOrder(std::span<const double> baseline,
-                                        std::span<const double> candidate) {
+std::vector<SessionPair> PairInRunOrder(std::span<const double> baseline, std::span<const double> candidate) {
   if (baseline.size() != candidate.size()) {
-    throw StatsError(fmt::format(
-        "paired: baseline has {} sessions and candidate {}; pairing needs the same number "
-        "(use the Welch method for unbalanced arms)",
-        baseline.size(), candidate.size()));
+    throw StatsError(
+        fmt::format("paired: baseline has {} sessions and candidate {}; pairing needs the same number "
+                    "(use the Welch method for unbalanced arms)",
+                    baseline.size(), candidate.size()));
   }
   std::vector<SessionPair> pairs(baseline.size());
   for (std::size_t i = 0; i < pairs.size(); ++i) pairs[i] = {baseline[i], candidate[i]};

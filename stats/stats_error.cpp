@@ -1,6 +1,7 @@
 #include "stats/stats_error.hpp"
 
 #include <cmath>
+
 #include <fmt/format.h>
 
 namespace tandem::stats {
@@ -9,8 +10,7 @@ namespace {
 
 void RequireCount(std::span<const double> values, std::size_t min_count, std::string_view what) {
   if (values.size() < min_count) {
-    throw StatsError(fmt::format("{}: needs at least {} value{}, got {}", what, min_count,
-                                 min_count == 1 ? "" : "s", values.size()));
+    throw StatsError(fmt::format("{}: needs at least {} value{}, got {}", what, min_count, min_count == 1 ? "" : "s", values.size()));
   }
 }
 
@@ -29,8 +29,7 @@ void RequirePositive(std::span<const double> values, std::size_t min_count, std:
   RequireFinite(values, min_count, what);
   for (std::size_t i = 0; i < values.size(); ++i) {
     if (!(values[i] > 0.0)) {
-      throw StatsError(fmt::format("{}: value {} (index {}) is not positive; scores must be > 0",
-                                   what, values[i], i));
+      throw StatsError(fmt::format("{}: value {} (index {}) is not positive; scores must be > 0", what, values[i], i));
     }
   }
 }

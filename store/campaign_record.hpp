@@ -60,12 +60,12 @@ struct CampaignRecord {
   std::int64_t id = 0;
   std::string name, file, yaml_sha256, model_path, model_revision, status, created_at;
   nlohmann::json host, gate;
-  std::vector<ArmRecord> arms;        // by position
-  std::vector<LayoutRecord> layouts;  // by position
+  std::vector<ArmRecord> arms;            // by position
+  std::vector<LayoutRecord> layouts;      // by position
   std::vector<SessionRecord> sessions;    // by order
   std::vector<WorkloadRecord> workloads;  // by id (run order)
   std::vector<SampleRecord> samples;      // by id
-  std::vector<FamilyScores> families;  // session scores, in report order
+  std::vector<FamilyScores> families;     // session scores, in report order
 
   const ArmRecord* Arm(const std::string& label) const;
   const SessionRecord* Session(std::int64_t id) const;

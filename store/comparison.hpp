@@ -4,8 +4,8 @@
 #include <string>
 #include <vector>
 
-#include "store/session_scores.hpp"
 #include "stats/log_ratio.hpp"
+#include "store/session_scores.hpp"
 
 namespace tandem::store {
 

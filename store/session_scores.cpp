@@ -7,10 +7,10 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "store/store.hpp"
 #include "stats/decode_metrics.hpp"
 #include "stats/descriptive.hpp"
 #include "stats/stats_error.hpp"
+#include "store/store.hpp"
 
 namespace tandem::store {
 
@@ -39,9 +39,9 @@ std::vector<Row> LoadRows(const Store& store, std::int64_t campaign) {
   s.Bind(1, campaign);
   std::vector<Row> rows;
   while (s.Step()) {
-    rows.push_back({s.Int(0), static_cast<int>(s.Int(17)), s.Int(18) != 0, s.Text(1), s.Text(2), s.Text(3), s.Text(4), s.Text(5), s.Text(6), static_cast<int>(s.Int(7)),
-                    static_cast<int>(s.Int(8)), static_cast<int>(s.Int(9)), static_cast<int>(s.Int(10)), static_cast<int>(s.Int(11)),
-                    s.Double(12), static_cast<int>(s.Int(13)), s.Double(14), s.Double(15), s.Int(16) != 0});
+    rows.push_back({s.Int(0), static_cast<int>(s.Int(17)), s.Int(18) != 0, s.Text(1), s.Text(2), s.Text(3), s.Text(4), s.Text(5), s.Text(6),
+                    static_cast<int>(s.Int(7)), static_cast<int>(s.Int(8)), static_cast<int>(s.Int(9)), static_cast<int>(s.Int(10)),
+                    static_cast<int>(s.Int(11)), s.Double(12), static_cast<int>(s.Int(13)), s.Double(14), s.Double(15), s.Int(16) != 0});
   }
   return rows;
 }
@@ -62,10 +62,14 @@ std::optional<double> Rate(const Row& r) {
 // concurrency families.
 std::tuple<int, int, int, int> SortKey(const FamilyScores& f, int first_seen, int series_seen) {
   switch (f.metric) {
-    case FamilyMetric::kWeighted: return {f.greedy ? 0 : 1, 0, first_seen, 0};
-    case FamilyMetric::kCase: return {f.greedy ? 0 : 1, 1, first_seen, 0};
-    case FamilyMetric::kAggregate: return {f.level == 1 ? 2 : 3, series_seen, f.level, 0};
-    case FamilyMetric::kRetained: return {4, first_seen, f.context, 0};
+    case FamilyMetric::kWeighted:
+      return {f.greedy ? 0 : 1, 0, first_seen, 0};
+    case FamilyMetric::kCase:
+      return {f.greedy ? 0 : 1, 1, first_seen, 0};
+    case FamilyMetric::kAggregate:
+      return {f.level == 1 ? 2 : 3, series_seen, f.level, 0};
+    case FamilyMetric::kRetained:
+      return {4, first_seen, f.context, 0};
   }
   return {5, first_seen, 0, 0};
 }
@@ -157,7 +161,9 @@ std::vector<FamilyScores> ComputeSessionScores(const Store& store, std::int64_t 
       }
       for (const auto& id : order) {
         put(first,
-            {.family = fmt::format("{}: {} C{}", w, id.first, id.second), .metric = FamilyMetric::kAggregate, .case_id = id.first,
+            {.family = fmt::format("{}: {} C{}", w, id.first, id.second),
+             .metric = FamilyMetric::kAggregate,
+             .case_id = id.first,
              .level = id.second},
             per_family[id]);
       }
@@ -168,8 +174,7 @@ std::vector<FamilyScores> ComputeSessionScores(const Store& store, std::int64_t 
         if (const auto rate = Rate(*r)) per_context[r->context].push_back(*rate);
       }
       for (const auto& [context, rates] : per_context) {
-        put(first, {.family = fmt::format("{}: retained {}", w, context), .metric = FamilyMetric::kRetained, .context = context},
-            rates);
+        put(first, {.family = fmt::format("{}: retained {}", w, context), .metric = FamilyMetric::kRetained, .context = context}, rates);
       }
     }
   }

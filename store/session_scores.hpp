@@ -28,13 +28,13 @@ struct FamilyScores {
   std::string layout;
   std::string family;
   std::string workload;
-  std::string kind;        // the workload's kind: battery | concurrency | mixed | retained_context
-  bool greedy = true;      // the workload decodes greedily
+  std::string kind;    // the workload's kind: battery | concurrency | mixed | retained_context
+  bool greedy = true;  // the workload decodes greedily
   FamilyMetric metric = FamilyMetric::kWeighted;
-  std::string case_id;     // kCase, kAggregate
-  int level = 1;           // kAggregate: concurrency
-  int context = 0;         // kRetained: prefix size
-  std::map<std::string, std::vector<double>> by_arm;               // arm label → scores, in run order
+  std::string case_id;                                               // kCase, kAggregate
+  int level = 1;                                                     // kAggregate: concurrency
+  int context = 0;                                                   // kRetained: prefix size
+  std::map<std::string, std::vector<double>> by_arm;                 // arm label → scores, in run order
   std::map<std::string, std::vector<std::int64_t>> sessions_by_arm;  // the sessions they came from
   // What each score is the median of (repeats' weighted decodes, request rates, batch
   // aggregates), aligned with by_arm: values_by_arm[arm][i] gave by_arm[arm][i].

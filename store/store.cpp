@@ -5,8 +5,9 @@
 #include <type_traits>
 #include <utility>
 
-#include <fmt/format.h>
 #include <sqlite3.h>
+
+#include <fmt/format.h>
 
 #include "common/input_error.hpp"
 
@@ -209,8 +210,9 @@ void Store::Exec(const std::string& sql) {
 
 std::int64_t Store::CreateCampaign(const std::string& name, const std::string& file, const std::string& yaml, const std::string& sha,
                                    const std::string& model_path, const std::string& model_revision, const std::string& host) {
-  Statement s(db_, "INSERT INTO campaign (name, file, yaml, yaml_sha256, model_path, model_revision, host_json, created_at) "
-                   "VALUES (?,?,?,?,?,?,?,?)");
+  Statement s(db_,
+              "INSERT INTO campaign (name, file, yaml, yaml_sha256, model_path, model_revision, host_json, created_at) "
+              "VALUES (?,?,?,?,?,?,?,?)");
   s.Bind(1, name).Bind(2, file).Bind(3, yaml).Bind(4, sha).Bind(5, model_path).Bind(6, model_revision).Bind(7, host).Bind(8, Now()).Run();
   return sqlite3_last_insert_rowid(db_);
 }
@@ -224,8 +226,8 @@ std::optional<std::int64_t> Store::LatestCampaign() const {
 std::string Store::CampaignYaml(std::int64_t campaign) const { return CampaignField(campaign, "yaml"); }
 
 std::string Store::CampaignField(std::int64_t campaign, const std::string& column) const {
-  static const std::vector<std::string> allowed = {"name", "file", "yaml", "yaml_sha256", "model_path", "model_revision", "host_json",
-                                                   "gate_json", "status", "created_at"};
+  static const std::vector<std::string> allowed = {"name",           "file",      "yaml",      "yaml_sha256", "model_path",
+                                                   "model_revision", "host_json", "gate_json", "status",      "created_at"};
   if (std::find(allowed.begin(), allowed.end(), column) == allowed.end()) throw InputError("store: no campaign column " + column);
   Statement s(db_, "SELECT " + column + " FROM campaign WHERE id = ?");
   s.Bind(1, campaign);
@@ -244,8 +246,9 @@ void Store::SetCampaignStatus(std::int64_t campaign, const std::string& status) 
 std::int64_t Store::AddArm(std::int64_t campaign, int position, const std::string& label, const std::string& kind,
                            const std::string& revision, const std::string& coordinator_image, const std::string& worker_image,
                            const std::string& launch_json) {
-  Statement s(db_, "INSERT INTO arm (campaign_id, position, label, source_kind, runtime_revision, coordinator_image, worker_image, "
-                   "launch_json) VALUES (?,?,?,?,?,?,?,?)");
+  Statement s(db_,
+              "INSERT INTO arm (campaign_id, position, label, source_kind, runtime_revision, coordinator_image, worker_image, "
+              "launch_json) VALUES (?,?,?,?,?,?,?,?)");
   s.Bind(1, campaign).Bind(2, static_cast<std::int64_t>(position)).Bind(3, label).Bind(4, kind).Bind(5, revision);
   s.Bind(6, coordinator_image).Bind(7, worker_image).Bind(8, launch_json).Run();
   return sqlite3_last_insert_rowid(db_);
@@ -253,9 +256,10 @@ std::int64_t Store::AddArm(std::int64_t campaign, int position, const std::strin
 
 void Store::SetArmModel(std::int64_t arm, const std::string& model_id, const std::string& model_revision,
                         const std::string& config_sha256) {
-  Statement(db_, "UPDATE arm SET model_id = CASE WHEN model_id = '' THEN ? ELSE model_id END, "
-                 "model_revision = CASE WHEN model_revision = '' THEN ? ELSE model_revision END, "
-                 "config_sha256 = CASE WHEN config_sha256 = '' THEN ? ELSE config_sha256 END WHERE id = ?")
+  Statement(db_,
+            "UPDATE arm SET model_id = CASE WHEN model_id = '' THEN ? ELSE model_id END, "
+            "model_revision = CASE WHEN model_revision = '' THEN ? ELSE model_revision END, "
+            "config_sha256 = CASE WHEN config_sha256 = '' THEN ? ELSE config_sha256 END WHERE id = ?")
       .Bind(1, model_id)
       .Bind(2, model_revision)
       .Bind(3, config_sha256)
@@ -284,31 +288,43 @@ std::int64_t Store::AddSession(std::int64_t campaign, int order_index, std::int6
 }
 
 std::vector<SessionRow> Store::Sessions(std::int64_t campaign) const {
-  Statement s(db_, "SELECT s.id, s.order_index, s.layout_id, s.arm_id, l.name, a.label, s.status, s.reason, s.attempts "
-                   "FROM session s JOIN layout l ON l.id = s.layout_id JOIN arm a ON a.id = s.arm_id "
-                   "WHERE s.campaign_id = ? ORDER BY s.order_index");
+  Statement s(db_,
+              "SELECT s.id, s.order_index, s.layout_id, s.arm_id, l.name, a.label, s.status, s.reason, s.attempts "
+              "FROM session s JOIN layout l ON l.id = s.layout_id JOIN arm a ON a.id = s.arm_id "
+              "WHERE s.campaign_id = ? ORDER BY s.order_index");
   s.Bind(1, campaign);
   std::vector<SessionRow> rows;
   while (s.Step()) {
-    rows.push_back({s.Int(0), static_cast<int>(s.Int(1)), s.Int(2), s.Int(3), s.Text(4), s.Text(5), s.Text(6), s.Text(7),
-                    static_cast<int>(s.Int(8))});
+    rows.push_back(
+        {s.Int(0), static_cast<int>(s.Int(1)), s.Int(2), s.Int(3), s.Text(4), s.Text(5), s.Text(6), s.Text(7), static_cast<int>(s.Int(8))});
   }
   return rows;
 }
 
 std::optional<SessionDetail> Store::Session(std::int64_t session) const {
-  Statement s(db_, "SELECT se.order_index, l.name, a.label, a.runtime_revision, se.status, se.reason, se.started_at, se.finished_at, "
-                   "se.host_json, se.served_json, se.processes_json FROM session se JOIN layout l ON l.id = se.layout_id "
-                   "JOIN arm a ON a.id = se.arm_id WHERE se.id = ?");
+  Statement s(db_,
+              "SELECT se.order_index, l.name, a.label, a.runtime_revision, se.status, se.reason, se.started_at, se.finished_at, "
+              "se.host_json, se.served_json, se.processes_json FROM session se JOIN layout l ON l.id = se.layout_id "
+              "JOIN arm a ON a.id = se.arm_id WHERE se.id = ?");
   s.Bind(1, session);
   if (!s.Step()) return std::nullopt;
-  return SessionDetail{static_cast<int>(s.Int(0)), s.Text(1), s.Text(2), s.Text(3), s.Text(4),  s.Text(5),
-                       s.Text(6),                  s.Text(7), s.Text(8), s.Text(9), s.Text(10)};
+  return SessionDetail{static_cast<int>(s.Int(0)),
+                       s.Text(1),
+                       s.Text(2),
+                       s.Text(3),
+                       s.Text(4),
+                       s.Text(5),
+                       s.Text(6),
+                       s.Text(7),
+                       s.Text(8),
+                       s.Text(9),
+                       s.Text(10)};
 }
 
 std::vector<WorkloadSummary> Store::WorkloadSummaries(std::int64_t session) const {
-  Statement s(db_, "SELECT w.name, w.kind, w.warmup, COUNT(x.id), SUM(x.valid), SUM(x.passed), w.result_json, SUM(x.flags_json <> '{}') "
-                   "FROM workload_run w LEFT JOIN sample x ON x.workload_run_id = w.id WHERE w.session_id = ? GROUP BY w.id ORDER BY w.id");
+  Statement s(db_,
+              "SELECT w.name, w.kind, w.warmup, COUNT(x.id), SUM(x.valid), SUM(x.passed), w.result_json, SUM(x.flags_json <> '{}') "
+              "FROM workload_run w LEFT JOIN sample x ON x.workload_run_id = w.id WHERE w.session_id = ? GROUP BY w.id ORDER BY w.id");
   s.Bind(1, session);
   std::vector<WorkloadSummary> rows;
   while (s.Step()) rows.push_back({s.Text(0), s.Text(1), s.Int(2) != 0, s.Int(3), s.Int(4), s.Int(5), s.Int(7), s.Text(6)});
@@ -316,8 +332,9 @@ std::vector<WorkloadSummary> Store::WorkloadSummaries(std::int64_t session) cons
 }
 
 void Store::StartSession(std::int64_t session, const std::string& host_json) {
-  Statement(db_, "UPDATE session SET status = 'running', attempts = attempts + 1, started_at = ?, finished_at = NULL, "
-                 "reason = '', host_json = ? WHERE id = ?")
+  Statement(db_,
+            "UPDATE session SET status = 'running', attempts = attempts + 1, started_at = ?, finished_at = NULL, "
+            "reason = '', host_json = ? WHERE id = ?")
       .Bind(1, Now())
       .Bind(2, host_json)
       .Bind(3, session)
@@ -372,10 +389,12 @@ void Store::FinishWorkloadRun(std::int64_t run, const std::string& stats_after, 
 }
 
 void Store::AddSample(std::int64_t run, std::int64_t session, const SampleRow& r) {
-  Statement s(db_, "INSERT INTO sample (workload_run_id, session_id, case_id, repeat, level, batch, slot, context, role, nonce, "
-                   "weight, request_json, status, error, t_start, t_first_output, t_first_content, t_finish, prompt_tokens, "
-                   "completion_tokens, cached_tokens, chunks, tokenizer_tokens, content, reasoning, content_sha256, finish_reason, "
-                   "checks_json, flags_json, draft_json, valid, passed) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
+  Statement s(
+      db_,
+      "INSERT INTO sample (workload_run_id, session_id, case_id, repeat, level, batch, slot, context, role, nonce, "
+      "weight, request_json, status, error, t_start, t_first_output, t_first_content, t_finish, prompt_tokens, "
+      "completion_tokens, cached_tokens, chunks, tokenizer_tokens, content, reasoning, content_sha256, finish_reason, "
+      "checks_json, flags_json, draft_json, valid, passed) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
   int i = 0;
   auto add = [&](auto value) {
     if constexpr (std::is_same_v<decltype(value), int> || std::is_same_v<decltype(value), bool>) {
@@ -401,8 +420,9 @@ void Store::SetSampleCheck(std::int64_t sample, const std::string& check, bool p
       .Bind(2, std::string(passed ? "true" : "false"))
       .Bind(3, sample)
       .Run();
-  Statement(db_, "UPDATE sample SET passed = NOT EXISTS (SELECT 1 FROM json_each(sample.checks_json) WHERE json_each.type = 'false') "
-                 "WHERE id = ?")
+  Statement(db_,
+            "UPDATE sample SET passed = NOT EXISTS (SELECT 1 FROM json_each(sample.checks_json) WHERE json_each.type = 'false') "
+            "WHERE id = ?")
       .Bind(1, sample)
       .Run();
 }

@@ -28,11 +28,11 @@ struct SessionRow {
 struct SampleRow {
   std::string case_id;
   int repeat = 0;
-  int level = 1;      // concurrency of the batch it ran in
-  int batch = 0;      // which batch of the workload
-  int slot = 0;       // position in its batch
-  int context = 0;    // retained_context: the prefix size asked for
-  std::string role;   // "" | parent | child
+  int level = 1;     // concurrency of the batch it ran in
+  int batch = 0;     // which batch of the workload
+  int slot = 0;      // position in its batch
+  int context = 0;   // retained_context: the prefix size asked for
+  std::string role;  // "" | parent | child
   std::string nonce;
   double weight = 0;
   std::string request_json;
@@ -45,9 +45,10 @@ struct SampleRow {
   std::string content, reasoning, content_sha256, finish_reason;
   std::string checks_json;  // {"check": true|false, ...}
   std::string flags_json = "{}";
-  std::string draft_json = "{}";  // Δ of /v1/stats draft counters around the sample's batch  // disagreements worth a look that fail nothing, e.g. token counts
-  bool valid = false;       // integrity: usable as a timing
-  bool passed = false;      // every check passed
+  std::string draft_json =
+      "{}";  // Δ of /v1/stats draft counters around the sample's batch  // disagreements worth a look that fail nothing, e.g. token counts
+  bool valid = false;   // integrity: usable as a timing
+  bool passed = false;  // every check passed
 };
 
 // An arm's stored identity (a resumed campaign must run the same images).
@@ -89,9 +90,8 @@ class Store {
   // The campaign's `gate:` defaults (JSON), for `tandem gate`.
   void SetCampaignGate(std::int64_t campaign, const std::string& gate_json);
 
-  std::int64_t AddArm(std::int64_t campaign, int position, const std::string& label, const std::string& kind,
-                      const std::string& revision, const std::string& coordinator_image, const std::string& worker_image,
-                      const std::string& launch_json);
+  std::int64_t AddArm(std::int64_t campaign, int position, const std::string& label, const std::string& kind, const std::string& revision,
+                      const std::string& coordinator_image, const std::string& worker_image, const std::string& launch_json);
   // The model an arm serves, as first seen (fields already set are kept): its id and
   // revision from /v1/models, and the SHA-256 of the checkpoint's config.json.
   void SetArmModel(std::int64_t arm, const std::string& model_id, const std::string& model_revision, const std::string& config_sha256);

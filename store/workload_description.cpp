@@ -27,7 +27,8 @@ std::string DescribeWorkload(const std::string& name, const std::string& kind, c
     parts.push_back(fmt::format("C identical requests at once for C in {}", fmt::join(list(s.value("levels", json::array())), ", ")));
     parts.push_back(fmt::format("{} repeat{}", s.value("repeats", 1), s.value("repeats", 1) == 1 ? "" : "s"));
   } else if (kind == "mixed") {
-    parts.push_back(fmt::format("C requests at once rotating code, fable, topic for C in {}", fmt::join(list(s.value("levels", json::array())), ", ")));
+    parts.push_back(
+        fmt::format("C requests at once rotating code, fable, topic for C in {}", fmt::join(list(s.value("levels", json::array())), ", ")));
     parts.push_back(fmt::format("{} repeat{}", s.value("repeats", 1), s.value("repeats", 1) == 1 ? "" : "s"));
   } else if (kind == "retained_context") {
     parts.push_back(fmt::format("a parent turn filling {} tokens of context, then {} follow-up turns on it",
@@ -36,8 +37,8 @@ std::string DescribeWorkload(const std::string& name, const std::string& kind, c
   if (s.value("greedy", true)) {
     parts.push_back("greedy");
   } else {
-    parts.push_back(fmt::format("sampled (temperature {}, top_p {}, seed {})", s.value("temperature", 0.0), s.value("top_p", 1.0),
-                                s.value("seed", 0)));
+    parts.push_back(
+        fmt::format("sampled (temperature {}, top_p {}, seed {})", s.value("temperature", 0.0), s.value("top_p", 1.0), s.value("seed", 0)));
   }
   const int max_tokens = s.value("max_tokens", 0);
   parts.push_back(max_tokens > 0 ? fmt::format("at most {} tokens", max_tokens) : "each case's own token budget");

@@ -9,10 +9,10 @@
 #include <nlohmann/json.hpp>
 #include <yaml-cpp/yaml.h>
 
-#include "harness/campaign/corpus.hpp"
 #include "common/input_error.hpp"
-#include "harness/campaign/cpu_list.hpp"
 #include "common/sha256.hpp"
+#include "harness/campaign/corpus.hpp"
+#include "harness/campaign/cpu_list.hpp"
 #include "harness/campaign/yaml_reader.hpp"
 
 namespace tandem::harness {
@@ -48,7 +48,8 @@ ArmSpec ParseArm(const At& at, const std::filesystem::path& base) {
     arm.worker = src.Has("worker") ? Resolve(base, src.Get("worker").String()) : arm.coordinator;
     for (const auto& [key, path] : {std::pair{"coordinator", arm.coordinator}, std::pair{"worker", arm.worker}}) {
       if (std::error_code ec; !std::filesystem::is_regular_file(path, ec)) {
-        throw (src.Has(key) ? src.Get(key) : src.Get("coordinator")).Error(fmt::format("{} does not exist (build it first?)", path.string()));
+        throw(src.Has(key) ? src.Get(key) : src.Get("coordinator"))
+            .Error(fmt::format("{} does not exist (build it first?)", path.string()));
       }
     }
   } else if (kind == "git") {
@@ -84,9 +85,8 @@ ArmSpec ParseArm(const At& at, const std::filesystem::path& base) {
 }
 
 LayoutSpec ParseLayout(const At& at) {
-  const Map m(at, {"name", "workers", "expert_parallel", "local_expert_layers", "coordinator_ranks", "wire_dtype",
-                   "partial_dtype", "coordinator_threads", "worker_threads", "emulated_rtt_us", "options", "coordinator_cpus",
-                   "worker_cpus"});
+  const Map m(at, {"name", "workers", "expert_parallel", "local_expert_layers", "coordinator_ranks", "wire_dtype", "partial_dtype",
+                   "coordinator_threads", "worker_threads", "emulated_rtt_us", "options", "coordinator_cpus", "worker_cpus"});
   LayoutSpec l;
   l.name = m.Get("name").String();
   l.workers = m.Number<int>("workers", 0, 0, 64);
@@ -128,15 +128,15 @@ SamplingSpec ParseSampling(const At& at) {
 }
 
 WorkloadSpec ParseWorkload(const At& at, bool warmup, std::size_t index) {
-  const Map m(at, {"name", "kind", "cases", "repeats", "nonce_seed", "sampling", "levels", "contexts", "children", "max_tokens",
-                   "counting"});
+  const Map m(at,
+              {"name", "kind", "cases", "repeats", "nonce_seed", "sampling", "levels", "contexts", "children", "max_tokens", "counting"});
   WorkloadSpec w;
   w.warmup = warmup;
   const std::string kind = OneOf(m.Get("kind"), {"battery", "concurrency", "mixed", "retained_context"});
-  w.kind = kind == "battery" ? WorkloadKind::kBattery
+  w.kind = kind == "battery"       ? WorkloadKind::kBattery
            : kind == "concurrency" ? WorkloadKind::kConcurrency
-           : kind == "mixed" ? WorkloadKind::kMixed
-                             : WorkloadKind::kRetainedContext;
+           : kind == "mixed"       ? WorkloadKind::kMixed
+                                   : WorkloadKind::kRetainedContext;
   w.name = m.String("name", fmt::format("{}{}-{}", warmup ? "warmup-" : "", kind, index));
   w.cases = m.StringList("cases");
   w.repeats = m.Number<int>("repeats", 1, 1, 100000);
@@ -158,7 +158,7 @@ WorkloadSpec ParseWorkload(const At& at, bool warmup, std::size_t index) {
     w.contexts = m.Has("contexts") ? m.Get("contexts").NumberList<int>(16, 1 << 20) : std::vector<int>{1024};
     w.children = m.Number<int>("children", 2, 1, 1000);
   } else if (m.Has("contexts") || m.Has("children")) {
-    throw (m.Has("contexts") ? m.Get("contexts") : m.Get("children")).Error(fmt::format("is not used by a {} workload", kind));
+    throw(m.Has("contexts") ? m.Get("contexts") : m.Get("children")).Error(fmt::format("is not used by a {} workload", kind));
   }
   return w;
 }
@@ -199,8 +199,8 @@ SessionSpec ParseSessions(const At& at, const std::vector<ArmSpec>& arms) {
       for (char c : s.pattern) {
         const int arm = c - 'A';
         if (arm < 0 || arm >= static_cast<int>(arms.size())) {
-          throw order.Error(fmt::format("'{}' names arm {}; the pattern's letters A.. stand for the {} arms in order", s.pattern, c,
-                                        arms.size()));
+          throw order.Error(
+              fmt::format("'{}' names arm {}; the pattern's letters A.. stand for the {} arms in order", s.pattern, c, arms.size()));
         }
       }
       if (s.pattern.empty()) throw order.Error("is empty");
@@ -211,7 +211,8 @@ SessionSpec ParseSessions(const At& at, const std::vector<ArmSpec>& arms) {
     bool present = false;
     switch (s.order) {
       case SessionSpec::Order::kPattern:
-        for (int i = 0; i < s.per_layout; ++i) present = present || s.pattern[static_cast<std::size_t>(i) % s.pattern.size()] - 'A' == static_cast<int>(a);
+        for (int i = 0; i < s.per_layout; ++i)
+          present = present || s.pattern[static_cast<std::size_t>(i) % s.pattern.size()] - 'A' == static_cast<int>(a);
         break;
       case SessionSpec::Order::kExplicit:
         present = std::find(s.sequence.begin(), s.sequence.end(), arms[a].label) != s.sequence.end();
@@ -236,20 +237,28 @@ const ArmSpec& Campaign::Arm(std::string_view label) const {
 
 std::string_view ToString(WorkloadKind kind) {
   switch (kind) {
-    case WorkloadKind::kBattery: return "battery";
-    case WorkloadKind::kConcurrency: return "concurrency";
-    case WorkloadKind::kMixed: return "mixed";
-    case WorkloadKind::kRetainedContext: return "retained_context";
+    case WorkloadKind::kBattery:
+      return "battery";
+    case WorkloadKind::kConcurrency:
+      return "concurrency";
+    case WorkloadKind::kMixed:
+      return "mixed";
+    case WorkloadKind::kRetainedContext:
+      return "retained_context";
   }
   return "?";
 }
 
 std::string_view ToString(ArmSourceKind kind) {
   switch (kind) {
-    case ArmSourceKind::kBinary: return "binary";
-    case ArmSourceKind::kGit: return "git";
-    case ArmSourceKind::kCommand: return "command";
-    case ArmSourceKind::kExternal: return "external";
+    case ArmSourceKind::kBinary:
+      return "binary";
+    case ArmSourceKind::kGit:
+      return "git";
+    case ArmSourceKind::kCommand:
+      return "command";
+    case ArmSourceKind::kExternal:
+      return "external";
   }
   return "?";
 }
@@ -258,8 +267,8 @@ Campaign ParseCampaign(std::string_view text, const std::filesystem::path& file)
   const std::string name = file.string();
   const YAML::Node root = yaml::Load(std::string(text), name);
   const At top(root, name, "");
-  const Map m(top, {"name", "model", "arms", "layouts", "sessions", "warmup", "workloads", "quality", "store", "timeouts",
-                    "gate", "corpus"});
+  const Map m(top,
+              {"name", "model", "arms", "layouts", "sessions", "warmup", "workloads", "quality", "store", "timeouts", "gate", "corpus"});
   const std::filesystem::path base = std::filesystem::absolute(file).parent_path();
   Campaign c;
   c.file = file;
@@ -294,15 +303,16 @@ Campaign ParseCampaign(std::string_view text, const std::filesystem::path& file)
     const At item = layouts.Item(layouts.node()[i], i);
     c.layouts.push_back(ParseLayout(item));
     for (std::size_t k = 0; k + 1 < c.layouts.size(); ++k) {
-      if (c.layouts[k].name == c.layouts.back().name) throw item.Error(fmt::format("layout name '{}' is used twice", c.layouts.back().name));
+      if (c.layouts[k].name == c.layouts.back().name)
+        throw item.Error(fmt::format("layout name '{}' is used twice", c.layouts.back().name));
     }
     // Only Tandem's own workers know the flag: a command or external arm would run
     // without the emulated link and be compared as if it had one.
     for (const ArmSpec& arm : c.arms) {
       if (c.layouts.back().emulated_rtt_us > 0 && arm.kind != ArmSourceKind::kBinary && arm.kind != ArmSourceKind::kGit) {
         throw item.Child(item.node()["emulated_rtt_us"], "emulated_rtt_us")
-            .Error(fmt::format("arm '{}' is a {} arm: only binary and git arms start Tandem's workers, which emulate the link",
-                               arm.label, ToString(arm.kind)));
+            .Error(fmt::format("arm '{}' is a {} arm: only binary and git arms start Tandem's workers, which emulate the link", arm.label,
+                               ToString(arm.kind)));
       }
     }
   }
@@ -324,7 +334,7 @@ Campaign ParseCampaign(std::string_view text, const std::filesystem::path& file)
   c.store = Resolve(base, m.String("store", "results/" + c.name + ".db"));
   c.corpus = Resolve(base, m.String("corpus", "corpus.yaml"));
   if (std::error_code ec; !std::filesystem::exists(c.corpus, ec)) {
-    throw (m.Has("corpus") ? m.Get("corpus") : top).Error(fmt::format("corpus {} does not exist", c.corpus.string()));
+    throw(m.Has("corpus") ? m.Get("corpus") : top).Error(fmt::format("corpus {} does not exist", c.corpus.string()));
   }
   // Every case a workload names must be in the corpus: say where, now, not mid-run.
   const Corpus corpus = LoadCorpus(c.corpus);

@@ -22,13 +22,13 @@ struct ArmSpec {
   std::string repository;             // git: repository path or URL
   std::string ref;                    // git: commit, branch or tag
   std::vector<std::string> cmake_flags;
-  std::string coordinator_command;    // command: template with {port} {model} {experts}
-  std::string worker_command;         // command: template with {port} {model} (optional)
-  std::string base_url;               // external
+  std::string coordinator_command;          // command: template with {port} {model} {experts}
+  std::string worker_command;               // command: template with {port} {model} (optional)
+  std::string base_url;                     // external
   std::vector<std::string> options;         // extra coordinator arguments
   std::vector<std::string> worker_options;  // extra worker arguments
   std::map<std::string, std::string> env;
-  std::string declared_revision;      // command / external arms may name their revision
+  std::string declared_revision;  // command / external arms may name their revision
 };
 
 struct LayoutSpec {
@@ -67,26 +67,26 @@ struct WorkloadSpec {
   int repeats = 1;
   std::uint64_t nonce_seed = 0;
   SamplingSpec sampling;
-  std::vector<int> levels;   // concurrency, mixed
-  std::vector<int> contexts; // retained_context: prefix sizes in tokens
-  int children = 2;          // retained_context: follow-ups per parent
-  int max_tokens = 0;        // 0: each case's own
-  bool counting = true;      // battery: also send the counting diagnostic
+  std::vector<int> levels;    // concurrency, mixed
+  std::vector<int> contexts;  // retained_context: prefix sizes in tokens
+  int children = 2;           // retained_context: follow-ups per parent
+  int max_tokens = 0;         // 0: each case's own
+  bool counting = true;       // battery: also send the counting diagnostic
 };
 
 struct SessionSpec {
   int per_layout = 4;
   enum class Order { kPattern, kRandom, kExplicit } order = Order::kPattern;
-  std::string pattern = "ABBA";        // kPattern: letters = arms in declaration order, repeated
-  std::uint64_t seed = 0;              // kRandom
-  std::vector<std::string> sequence;   // kExplicit: arm labels
-  int retry = 0;                       // attempts after a failed session
-  bool abort_on_failure = false;       // stop the campaign instead of moving on
+  std::string pattern = "ABBA";       // kPattern: letters = arms in declaration order, repeated
+  std::uint64_t seed = 0;             // kRandom
+  std::vector<std::string> sequence;  // kExplicit: arm labels
+  int retry = 0;                      // attempts after a failed session
+  bool abort_on_failure = false;      // stop the campaign instead of moving on
 };
 
 struct QualitySpec {
-  int cache_bound = 4;             // cached prompt tokens a nonced request may report
-  bool fail_session = false;       // a failed integrity check fails the session
+  int cache_bound = 4;        // cached prompt tokens a nonced request may report
+  bool fail_session = false;  // a failed integrity check fails the session
 };
 
 struct TimeoutSpec {

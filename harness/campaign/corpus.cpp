@@ -2,8 +2,8 @@
 
 #include <fstream>
 #include <regex>
-#include <utility>
 #include <sstream>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
@@ -13,9 +13,8 @@ namespace tandem::harness {
 
 std::optional<JsonType> ParseJsonType(std::string_view name) {
   static constexpr std::pair<std::string_view, JsonType> kNames[] = {
-      {"string", JsonType::kString}, {"integer", JsonType::kInteger}, {"number", JsonType::kNumber},
-      {"boolean", JsonType::kBoolean}, {"array", JsonType::kArray},     {"object", JsonType::kObject},
-      {"null", JsonType::kNull}};
+      {"string", JsonType::kString}, {"integer", JsonType::kInteger}, {"number", JsonType::kNumber}, {"boolean", JsonType::kBoolean},
+      {"array", JsonType::kArray},   {"object", JsonType::kObject},   {"null", JsonType::kNull}};
   for (const auto& [n, type] : kNames) {
     if (n == name) return type;
   }
@@ -52,7 +51,9 @@ ContentCheck ParseCheck(const At& at) {
       if (!types.node().IsMap()) throw types.Error("must be a mapping key: type");
       for (const auto& kv : types.node()) {
         const std::optional<JsonType> type = ParseJsonType(kv.second.IsScalar() ? kv.second.Scalar() : "");
-        if (!type) throw types.Error(fmt::format("'{}': the type must be one of string, integer, number, boolean, array, object, null", kv.first.Scalar()));
+        if (!type)
+          throw types.Error(
+              fmt::format("'{}': the type must be one of string, integer, number, boolean, array, object, null", kv.first.Scalar()));
         check.types[kv.first.Scalar()] = *type;
       }
     }

@@ -27,10 +27,10 @@ struct CorpusCase {
   std::string id;
   double weight = 0.0;  // weight in the battery's weighted decode; 0: a diagnostic
   int max_tokens = 128;
-  std::string system;   // optional system message
-  std::string prompt;   // the user message
-  bool nonce = true;    // start the prompt with the run's nonce marker
-  int count = 0;        // counting diagnostic: 1..count
+  std::string system;           // optional system message
+  std::string prompt;           // the user message
+  bool nonce = true;            // start the prompt with the run's nonce marker
+  int count = 0;                // counting diagnostic: 1..count
   std::string response_format;  // JSON text sent as the request's response_format; empty: none
   std::vector<ContentCheck> checks;
 };

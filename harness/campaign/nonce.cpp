@@ -52,8 +52,8 @@ NonceBook::NonceBook(const rt::Tokenizer& tokenizer, int workloads) : workloads_
   }
   range_ = words_.size() / static_cast<std::size_t>(workloads_);
   if (range_ == 0) {
-    throw InputError(fmt::format("the tokenizer has only {} whole-word tokens: too few nonce markers for {} workloads",
-                                 words_.size(), workloads_));
+    throw InputError(
+        fmt::format("the tokenizer has only {} whole-word tokens: too few nonce markers for {} workloads", words_.size(), workloads_));
   }
 }
 

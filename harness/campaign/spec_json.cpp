@@ -5,13 +5,20 @@ namespace tandem::harness {
 using nlohmann::json;
 
 json WorkloadSpecJson(const WorkloadSpec& w) {
-  return {{"name", w.name},         {"kind", std::string(ToString(w.kind))},
-          {"warmup", w.warmup},     {"cases", w.cases},
-          {"repeats", w.repeats},   {"nonce_seed", w.nonce_seed},
-          {"greedy", w.sampling.greedy}, {"temperature", w.sampling.temperature},
-          {"top_p", w.sampling.top_p},   {"seed", w.sampling.seed},
-          {"levels", w.levels},     {"contexts", w.contexts},
-          {"children", w.children}, {"max_tokens", w.max_tokens},
+  return {{"name", w.name},
+          {"kind", std::string(ToString(w.kind))},
+          {"warmup", w.warmup},
+          {"cases", w.cases},
+          {"repeats", w.repeats},
+          {"nonce_seed", w.nonce_seed},
+          {"greedy", w.sampling.greedy},
+          {"temperature", w.sampling.temperature},
+          {"top_p", w.sampling.top_p},
+          {"seed", w.sampling.seed},
+          {"levels", w.levels},
+          {"contexts", w.contexts},
+          {"children", w.children},
+          {"max_tokens", w.max_tokens},
           {"counting", w.counting}};
 }
 

@@ -31,9 +31,7 @@ class At {
   const YAML::Node& node() const { return node_; }
   const std::string& file() const { return *file_; }
   const std::string& path() const { return path_; }
-  At Child(const YAML::Node& child, const std::string& name) const {
-    return At(child, *file_, path_.empty() ? name : path_ + "." + name);
-  }
+  At Child(const YAML::Node& child, const std::string& name) const { return At(child, *file_, path_.empty() ? name : path_ + "." + name); }
   At Item(const YAML::Node& child, std::size_t i) const { return At(child, *file_, fmt::format("{}[{}]", path_, i)); }
 
   std::string String() const {
@@ -121,7 +119,6 @@ inline std::string OneOf(const At& at, std::initializer_list<const char*> allowe
   }
   throw at.Error(fmt::format("'{}' is not one of {}", value, fmt::join(allowed, ", ")));
 }
-
 
 // Parses YAML text, turning a syntax error into "FILE:LINE:COLUMN: not valid YAML: ...".
 inline YAML::Node Load(const std::string& text, const std::string& file) {

@@ -13,27 +13,27 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "harness/launch/arm.hpp"
-#include "harness/launch/arm_instance.hpp"
-#include "harness/campaign/corpus.hpp"
-#include "harness/launch/host_facts.hpp"
 #include "common/input_error.hpp"
-#include "harness/launch/managed_process.hpp"
+#include "common/sha256.hpp"
+#include "harness/campaign/corpus.hpp"
 #include "harness/campaign/nonce.hpp"
 #include "harness/campaign/session_plan.hpp"
 #include "harness/campaign/spec_json.hpp"
-#include "store/comparison.hpp"
-#include "store/session_scores.hpp"
-#include "common/sha256.hpp"
+#include "harness/launch/arm.hpp"
+#include "harness/launch/arm_instance.hpp"
+#include "harness/launch/host_facts.hpp"
+#include "harness/launch/managed_process.hpp"
 #include "harness/traffic/sse_client.hpp"
-#include "store/store.hpp"
-#include "store/workload_description.hpp"
 #include "harness/traffic/workload_runner.hpp"
 #include "runtime/model/cache_dir.hpp"
 #include "runtime/model/model_error.hpp"
 #include "runtime/model/model_revision.hpp"
 #include "runtime/model/tokenizer.hpp"
 #include "stats/log_ratio.hpp"
+#include "store/comparison.hpp"
+#include "store/session_scores.hpp"
+#include "store/store.hpp"
+#include "store/workload_description.hpp"
 
 namespace tandem::harness {
 
@@ -117,7 +117,8 @@ Prepared Prepare(const Campaign& c, bool dry_run, std::ostream& log) {
   int rounds = 1;
   for (const ArmSpec& arm : c.arms) {
     if (arm.kind != ArmSourceKind::kExternal) continue;
-    rounds = std::max(rounds, static_cast<int>(std::count_if(p.plan.begin(), p.plan.end(), [&](const PlannedSession& s) { return s.arm == arm.label; })));
+    rounds = std::max(
+        rounds, static_cast<int>(std::count_if(p.plan.begin(), p.plan.end(), [&](const PlannedSession& s) { return s.arm == arm.label; })));
   }
   if (p.tokenizer) {
     p.nonces.emplace(*p.tokenizer, workloads);
@@ -125,11 +126,11 @@ Prepared Prepare(const Campaign& c, bool dry_run, std::ostream& log) {
       for (const WorkloadSpec& w : *list) {
         const int n = CountRequests(w, p.corpus);
         if (static_cast<std::size_t>(n) * static_cast<std::size_t>(rounds) > p.nonces->per_workload()) {
-          throw InputError(fmt::format("{}: workload '{}' sends {} requests per session{}, but the tokenizer offers {} nonce markers per "
-                                       "workload; use fewer repeats or levels{}",
-                                       c.file.string(), w.name, n,
-                                       rounds > 1 ? fmt::format(" in each of an external arm's {} sessions", rounds) : "",
-                                       p.nonces->per_workload(), rounds > 1 ? ", or fewer sessions" : ""));
+          throw InputError(
+              fmt::format("{}: workload '{}' sends {} requests per session{}, but the tokenizer offers {} nonce markers per "
+                          "workload; use fewer repeats or levels{}",
+                          c.file.string(), w.name, n, rounds > 1 ? fmt::format(" in each of an external arm's {} sessions", rounds) : "",
+                          p.nonces->per_workload(), rounds > 1 ? ", or fewer sessions" : ""));
         }
       }
     }
@@ -161,8 +162,8 @@ void PrintPlan(const Prepared& p, std::ostream& out) {
   std::size_t width = 0;
   for (const LayoutSpec& l : c.layouts) width = std::max(width, l.name.size());
   for (const LayoutSpec& l : c.layouts) {
-    out << fmt::format("  {:<{}}  {} workers {}, local expert layers {}, coordinator ranks {}, wire {}, partials {}{}\n", l.name, width, l.workers,
-                       l.expert_parallel, l.local_expert_layers, l.coordinator_ranks, l.wire_dtype, l.partial_dtype,
+    out << fmt::format("  {:<{}}  {} workers {}, local expert layers {}, coordinator ranks {}, wire {}, partials {}{}\n", l.name, width,
+                       l.workers, l.expert_parallel, l.local_expert_layers, l.coordinator_ranks, l.wire_dtype, l.partial_dtype,
                        l.emulated_rtt_us > 0 ? fmt::format(", emulated link {} us", l.emulated_rtt_us) : "");
   }
   out << fmt::format("sessions ({} per layout)\n", c.sessions.per_layout);
@@ -187,7 +188,8 @@ void PrintPlan(const Prepared& p, std::ostream& out) {
 // The live status line, on a terminal only.
 class Progress {
  public:
-  Progress(bool enabled, int total_requests) : enabled_(enabled && ::isatty(STDERR_FILENO)), total_(total_requests), start_(MonotonicSeconds()) {}
+  Progress(bool enabled, int total_requests)
+      : enabled_(enabled && ::isatty(STDERR_FILENO)), total_(total_requests), start_(MonotonicSeconds()) {}
   void Update(const std::string& where, int requests_done_in_workload, int workload_total) {
     if (!enabled_) return;
     const int done = done_ + requests_done_in_workload;
@@ -224,7 +226,8 @@ std::string RunSession(store::Store& store, const Prepared& p, const store::Sess
                               100 * busy, row.order_index + 1));
   }
   store.StartSession(row.id, host.dump());
-  const std::filesystem::path logs = c.store.parent_path() / (c.store.stem().string() + "-logs") / fmt::format("session-{}", row.order_index);
+  const std::filesystem::path logs =
+      c.store.parent_path() / (c.store.stem().string() + "-logs") / fmt::format("session-{}", row.order_index);
   std::unique_ptr<ArmInstance> instance;
   json served = json::object();
   std::string reason;
@@ -235,18 +238,27 @@ std::string RunSession(store::Store& store, const Prepared& p, const store::Sess
     store.SetArmModel(row.arm_id, served.value("id", ""), served.value("model_revision", ""), "");
     const std::string served_revision = served.value("model_revision", "");
     if (!served_revision.empty() && !p.model_revision.empty() && served_revision != p.model_revision) {
-      throw std::runtime_error(fmt::format("the server serves model revision {}, the campaign's model is {}", served_revision,
-                                           p.model_revision));
+      throw std::runtime_error(
+          fmt::format("the server serves model revision {}, the campaign's model is {}", served_revision, p.model_revision));
     }
     int index = 0;
     for (const auto* list : {&c.warmup, &c.workloads}) {
       for (const WorkloadSpec& w : *list) {
-        const std::string where = fmt::format("[{}] session {}/{} · {} · {}", row.layout, row.order_index + 1, session_count, row.arm, w.name);
+        const std::string where =
+            fmt::format("[{}] session {}/{} · {} · {}", row.layout, row.order_index + 1, session_count, row.arm, w.name);
         const std::string before = HttpGet(instance->base_url(), "/v1/stats", 30);
-        const std::int64_t run = store.StartWorkloadRun(row.id, w.name, std::string(ToString(w.kind)), w.warmup, WorkloadSpecJson(w).dump(), before);
-        WorkloadContext ctx{instance->base_url(), c.timeouts.request_s, &p.corpus, &*p.nonces, index++, nonce_round, &*p.tokenizer,
+        const std::int64_t run =
+            store.StartWorkloadRun(row.id, w.name, std::string(ToString(w.kind)), w.warmup, WorkloadSpecJson(w).dump(), before);
+        WorkloadContext ctx{instance->base_url(),
+                            c.timeouts.request_s,
+                            &p.corpus,
+                            &*p.nonces,
+                            index++,
+                            nonce_round,
+                            &*p.tokenizer,
                             c.quality.cache_bound,
-                            [&](int done, int total) { progress.Update(where, done, total); }, served.value("id", "tandem")};
+                            [&](int done, int total) { progress.Update(where, done, total); },
+                            served.value("id", "tandem")};
         WorkloadOutcome outcome = RunWorkload(w, ctx);
         const std::string after = HttpGet(instance->base_url(), "/v1/stats", 30);
         store.Transaction([&] {
@@ -258,7 +270,8 @@ std::string RunSession(store::Store& store, const Prepared& p, const store::Sess
         if (!crashed.empty()) throw std::runtime_error(crashed);
         if (c.quality.fail_session && !w.warmup) {
           for (const store::SampleRow& s : outcome.samples) {
-            if (!s.valid) throw std::runtime_error(fmt::format("workload {}: an invalid sample ({}, {})", w.name, s.case_id, s.checks_json));
+            if (!s.valid)
+              throw std::runtime_error(fmt::format("workload {}: an invalid sample ({}, {})", w.name, s.case_id, s.checks_json));
           }
         }
       }
@@ -290,8 +303,8 @@ void PrintSummary(const store::Store& store, std::int64_t campaign, const std::v
       std::string cell = "—";
       if (c.interval) {
         const stats::RatioInterval& r = *c.interval;
-        cell = fmt::format("{:.3f} ({:.3f}–{:.3f}){} n={}/{}", r.ratio, r.lo, r.hi, r.excludes_one() ? " *" : "", r.n_baseline,
-                           r.n_candidate);
+        cell =
+            fmt::format("{:.3f} ({:.3f}–{:.3f}){} n={}/{}", r.ratio, r.lo, r.hi, r.excludes_one() ? " *" : "", r.n_baseline, r.n_candidate);
       } else if (c.n_baseline > 0 && c.n_candidate > 0) {
         cell = fmt::format("— ({})", c.missing);
       }
@@ -304,9 +317,10 @@ void PrintSummary(const store::Store& store, std::int64_t campaign, const std::v
   }
   for (const ResolvedArm& arm : arms) {
     if (arm.spec.kind == ArmSourceKind::kExternal) {
-      out << fmt::format("note: arm {} is an external server ({}), not relaunched between sessions: its state carried over, and its "
-                         "sessions after the first used salted nonces\n",
-                         arm.spec.label, arm.spec.base_url);
+      out << fmt::format(
+          "note: arm {} is an external server ({}), not relaunched between sessions: its state carried over, and its "
+          "sessions after the first used salted nonces\n",
+          arm.spec.label, arm.spec.base_url);
     }
   }
 }
@@ -327,11 +341,13 @@ void KillLeftovers(store::Store& store, const store::SessionRow& s, Progress& pr
   int killed = 0;
   try {
     for (const json& p : json::parse(store.SessionProcesses(s.id))) {
-      if (p.contains("pid") && p.contains("start_ticks")) killed += KillLeftoverGroup(p["pid"].get<int>(), p["start_ticks"].get<std::uint64_t>());
+      if (p.contains("pid") && p.contains("start_ticks"))
+        killed += KillLeftoverGroup(p["pid"].get<int>(), p["start_ticks"].get<std::uint64_t>());
     }
   } catch (const json::exception&) {
   }
-  if (killed > 0) progress.Line(fmt::format("session {}: killed {} process(es) left running by the interrupted run", s.order_index + 1, killed));
+  if (killed > 0)
+    progress.Line(fmt::format("session {}: killed {} process(es) left running by the interrupted run", s.order_index + 1, killed));
 }
 
 int Execute(store::Store& store, std::int64_t campaign, const Prepared& p, const RunOptions& options) {
@@ -343,7 +359,7 @@ int Execute(store::Store& store, std::int64_t campaign, const Prepared& p, const
   bool any_failed = false;
   for (store::SessionRow& s : sessions) {
     if (s.status == "complete") continue;
-    if (s.status == "running") KillLeftovers(store, s, progress);  // the harness died during it
+    if (s.status == "running") KillLeftovers(store, s, progress);                 // the harness died during it
     if (s.status == "running" || s.status == "failed") store.ResetSession(s.id);  // killed or retried: from scratch
     std::string reason;
     for (int attempt = 0; attempt <= c.sessions.retry; ++attempt) {
@@ -355,7 +371,8 @@ int Execute(store::Store& store, std::int64_t campaign, const Prepared& p, const
       if (reason.empty()) break;
     }
     if (reason.empty()) {
-      if (!options.quiet) progress.Line(fmt::format("session {}/{} ({}, {}) complete", s.order_index + 1, sessions.size(), s.layout, s.arm));
+      if (!options.quiet)
+        progress.Line(fmt::format("session {}/{} ({}, {}) complete", s.order_index + 1, sessions.size(), s.layout, s.arm));
       continue;
     }
     any_failed = true;
@@ -442,8 +459,8 @@ int ResumeCampaign(const std::filesystem::path& db, const RunOptions& options) {
   for (const store::ArmRow& stored : store.Arms(*id)) {
     for (const ResolvedArm& a : p.arms) {
       if (a.spec.label == stored.label && (a.coordinator_image != stored.coordinator_image || a.worker_image != stored.worker_image)) {
-        throw InputError(fmt::format("arm {}: its executables changed since the campaign started; resume would mix versions",
-                                     a.spec.label));
+        throw InputError(
+            fmt::format("arm {}: its executables changed since the campaign started; resume would mix versions", a.spec.label));
       }
     }
   }

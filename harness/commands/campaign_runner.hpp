@@ -9,8 +9,8 @@
 namespace tandem::harness {
 
 struct RunOptions {
-  bool dry_run = false;  // print the resolved plan, run nothing
-  bool quiet = false;    // no progress line (CI)
+  bool dry_run = false;                     // print the resolved plan, run nothing
+  bool quiet = false;                       // no progress line (CI)
   std::optional<std::filesystem::path> db;  // overrides the campaign's `store`
 };
 

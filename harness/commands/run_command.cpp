@@ -7,9 +7,9 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "common/input_error.hpp"
 #include "harness/campaign/campaign.hpp"
 #include "harness/commands/campaign_runner.hpp"
-#include "common/input_error.hpp"
 #include "store/store.hpp"
 
 namespace tandem::harness {
@@ -45,7 +45,8 @@ void Show(const std::string& db, std::int64_t session) {
   const store::Store store = OpenExisting(db);
   const std::optional<store::SessionDetail> s = store.Session(session);
   if (!s) throw InputError(fmt::format("{}: no session {}", db, session));
-  fmt::print("session {} (order {}): layout {}, arm {} (revision {})\n", session, s->order_index + 1, s->layout, s->arm, s->runtime_revision);
+  fmt::print("session {} (order {}): layout {}, arm {} (revision {})\n", session, s->order_index + 1, s->layout, s->arm,
+             s->runtime_revision);
   fmt::print("status   {}{}\n", s->status, s->reason.empty() ? "" : ": " + s->reason);
   fmt::print("time     {} → {}\n", s->started_at, s->finished_at);
   const auto host = nlohmann::json::parse(s->host_json, nullptr, false);
@@ -64,8 +65,8 @@ void Show(const std::string& db, std::int64_t session) {
   }
   fmt::print("workloads\n");
   for (const store::WorkloadSummary& w : store.WorkloadSummaries(session)) {
-    fmt::print("  {:<32} {:<16} {} samples, {} valid, {} passed every check{}\n", (w.warmup ? "[warmup] " : "") + w.name, w.kind,
-               w.samples, w.valid, w.passed, w.flagged > 0 ? fmt::format(", {} flagged (token counts disagree)", w.flagged) : "");
+    fmt::print("  {:<32} {:<16} {} samples, {} valid, {} passed every check{}\n", (w.warmup ? "[warmup] " : "") + w.name, w.kind, w.samples,
+               w.valid, w.passed, w.flagged > 0 ? fmt::format(", {} flagged (token counts disagree)", w.flagged) : "");
     const auto result = nlohmann::json::parse(w.result_json, nullptr, false);
     if (!result.is_discarded() && result.contains("weighted_decode_median")) {
       fmt::print("    weighted decode, median of repeats: {:.2f} tok/s\n", result["weighted_decode_median"].get<double>());

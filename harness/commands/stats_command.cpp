@@ -10,8 +10,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "harness/traffic/battery_samples.hpp"
 #include "common/input_error.hpp"
+#include "harness/traffic/battery_samples.hpp"
 #include "stats/descriptive.hpp"
 #include "stats/log_ratio.hpp"
 #include "stats/stats_error.hpp"
@@ -34,27 +34,28 @@ struct WeightedOptions {
 };
 
 void RunCompare(const CompareOptions& opt) {
-  const stats::RatioInterval r =
-      opt.method == "paired"
-          ? stats::PairedLogRatio(stats::PairInRunOrder(opt.baseline, opt.candidate), opt.level)
-          : stats::WelchLogRatio(opt.baseline, opt.candidate, opt.level);
+  const stats::RatioInterval r = opt.method == "paired"
+                                     ? stats::PairedLogRatio(stats::PairInRunOrder(opt.baseline, opt.candidate), opt.level)
+                                     : stats::WelchLogRatio(opt.baseline, opt.candidate, opt.level);
   if (opt.json) {
-    const nlohmann::json out = {
-        {"ratio", r.ratio},       {"lo", r.lo},
-        {"hi", r.hi},             {"df", r.df},
-        {"t", r.t},               {"p", r.p},
-        {"n_baseline", r.n_baseline}, {"n_candidate", r.n_candidate},
-        {"method", stats::ToString(r.method)}, {"level", r.level},
-        {"excludes_one", r.excludes_one()}};
+    const nlohmann::json out = {{"ratio", r.ratio},
+                                {"lo", r.lo},
+                                {"hi", r.hi},
+                                {"df", r.df},
+                                {"t", r.t},
+                                {"p", r.p},
+                                {"n_baseline", r.n_baseline},
+                                {"n_candidate", r.n_candidate},
+                                {"method", stats::ToString(r.method)},
+                                {"level", r.level},
+                                {"excludes_one", r.excludes_one()}};
     fmt::print("{}\n", out.dump());
     return;
   }
-  fmt::print("method     {} ({:g}% two-sided, on log session scores)\n", stats::ToString(r.method),
-             r.level * 100.0);
+  fmt::print("method     {} ({:g}% two-sided, on log session scores)\n", stats::ToString(r.method), r.level * 100.0);
   fmt::print("ratio      {:.4f}  (candidate / baseline, ratio of geometric means)\n", r.ratio);
   fmt::print("interval   {:.4f} – {:.4f}  {}\n", r.lo, r.hi,
-             r.excludes_one() ? "excludes 1: the change is significant"
-                              : "includes 1: no significant change");
+             r.excludes_one() ? "excludes 1: the change is significant" : "includes 1: no significant change");
   fmt::print("df         {:.2f}\n", r.df);
   fmt::print("t          {:.3f}\n", r.t);
   fmt::print("p          {:.4g}\n", r.p);
@@ -96,28 +97,23 @@ void AddStatsCommand(CLI::App& app) {
   stats->require_subcommand(1);
 
   auto compare_opt = std::make_shared<CompareOptions>();
-  CLI::App* compare = stats->add_subcommand(
-      "compare", "A/B ratio of geometric means of session scores, with a confidence interval");
+  CLI::App* compare = stats->add_subcommand("compare", "A/B ratio of geometric means of session scores, with a confidence interval");
   compare->add_option("--baseline", compare_opt->baseline, "Baseline session scores, comma-separated, run order")
       ->required()
       ->delimiter(',');
   compare->add_option("--candidate", compare_opt->candidate, "Candidate session scores, comma-separated, run order")
       ->required()
       ->delimiter(',');
-  compare->add_option("--method", compare_opt->method,
-                      "welch: unpaired Welch interval; paired: i-th baseline with i-th candidate session")
+  compare->add_option("--method", compare_opt->method, "welch: unpaired Welch interval; paired: i-th baseline with i-th candidate session")
       ->check(CLI::IsMember({"welch", "paired"}))
       ->capture_default_str();
-  compare->add_option("--level", compare_opt->level, "Two-sided confidence level, in (0, 1)")
-      ->capture_default_str();
+  compare->add_option("--level", compare_opt->level, "Two-sided confidence level, in (0, 1)")->capture_default_str();
   compare->add_flag("--json", compare_opt->json, "Print one JSON object");
   compare->callback([compare_opt] { RunCompare(*compare_opt); });
 
   auto weighted_opt = std::make_shared<WeightedOptions>();
-  CLI::App* weighted = stats->add_subcommand(
-      "weighted", "Weighted decode per battery repeat, and the median over repeats");
-  weighted->add_option("--samples", weighted_opt->samples_file, "JSON array of samples (docs/statistics.md)")
-      ->required();
+  CLI::App* weighted = stats->add_subcommand("weighted", "Weighted decode per battery repeat, and the median over repeats");
+  weighted->add_option("--samples", weighted_opt->samples_file, "JSON array of samples (docs/statistics.md)")->required();
   weighted->add_flag("--json", weighted_opt->json, "Print one JSON object");
   weighted->callback([weighted_opt] { RunWeighted(*weighted_opt); });
 }

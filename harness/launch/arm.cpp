@@ -6,8 +6,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "common/sha256.hpp"
 #include "common/input_error.hpp"
+#include "common/sha256.hpp"
 #include "harness/launch/managed_process.hpp"
 
 namespace tandem::harness {
@@ -127,8 +127,16 @@ ResolvedArm ResolveArm(const ArmSpec& arm, const ResolveOptions& options) {
         step({"git", "-C", source.string(), "checkout", "--detach", commit}, "git checkout");
       }
     }
-    std::vector<std::string> configure = {"cmake", "-S", source.string(), "-B", build.string(), "-G", "Ninja",
-                                          "-DCMAKE_BUILD_TYPE=RelWithDebInfo", "-DTANDEM_TESTS=OFF", "-DTANDEM_BENCH=OFF"};
+    std::vector<std::string> configure = {"cmake",
+                                          "-S",
+                                          source.string(),
+                                          "-B",
+                                          build.string(),
+                                          "-G",
+                                          "Ninja",
+                                          "-DCMAKE_BUILD_TYPE=RelWithDebInfo",
+                                          "-DTANDEM_TESTS=OFF",
+                                          "-DTANDEM_BENCH=OFF"};
     configure.insert(configure.end(), arm.cmake_flags.begin(), arm.cmake_flags.end());
     step(configure, "cmake configure");
     step({"cmake", "--build", build.string(), "--target", "tandem-rt"}, "the build");

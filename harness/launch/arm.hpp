@@ -13,17 +13,17 @@ struct ResolvedArm {
   ArmSpec spec;
   std::filesystem::path coordinator;  // binary / git
   std::filesystem::path worker;
-  std::string revision;               // git commit (+ "-dirty"), or what the binary says, or declared
-  std::string coordinator_image;      // sha256 of the executable; empty when none
+  std::string revision;           // git commit (+ "-dirty"), or what the binary says, or declared
+  std::string coordinator_image;  // sha256 of the executable; empty when none
   std::string worker_image;
-  bool built = true;                  // false: a git arm not built yet (dry run)
+  bool built = true;  // false: a git arm not built yet (dry run)
 
   std::string LaunchJson() const;  // how it is launched, for the store
 };
 
 struct ResolveOptions {
-  bool build = true;                   // false (dry run): resolve revisions, build nothing
-  std::filesystem::path build_cache;   // where git arms are checked out and built
+  bool build = true;                  // false (dry run): resolve revisions, build nothing
+  std::filesystem::path build_cache;  // where git arms are checked out and built
   std::chrono::seconds build_timeout{3600};
 };
 

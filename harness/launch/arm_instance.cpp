@@ -23,9 +23,8 @@ std::string AddressOf(const std::string& listening_line) {
 
 }  // namespace
 
-std::unique_ptr<ArmInstance> ArmInstance::Launch(const ResolvedArm& arm, const LayoutSpec& layout,
-                                                 const std::filesystem::path& model, const std::filesystem::path& log_dir,
-                                                 double timeout_s) {
+std::unique_ptr<ArmInstance> ArmInstance::Launch(const ResolvedArm& arm, const LayoutSpec& layout, const std::filesystem::path& model,
+                                                 const std::filesystem::path& log_dir, double timeout_s) {
   std::unique_ptr<ArmInstance> self(new ArmInstance());
   const auto timeout = std::chrono::milliseconds(static_cast<std::int64_t>(timeout_s * 1000));
   const ArmSpec& s = arm.spec;
@@ -39,8 +38,16 @@ std::unique_ptr<ArmInstance> ArmInstance::Launch(const ResolvedArm& arm, const L
     std::string peer;
     if (s.kind == ArmSourceKind::kBinary || s.kind == ArmSourceKind::kGit) {
       auto start_worker = [&](const std::string& role, int index) {
-        std::vector<std::string> argv = {arm.worker.string(), "expert", "--listen", "127.0.0.1:0", "--model", model.string(),
-                                         "--threads", std::to_string(layout.worker_threads), "--role", role};
+        std::vector<std::string> argv = {arm.worker.string(),
+                                         "expert",
+                                         "--listen",
+                                         "127.0.0.1:0",
+                                         "--model",
+                                         model.string(),
+                                         "--threads",
+                                         std::to_string(layout.worker_threads),
+                                         "--role",
+                                         role};
         if (layout.emulated_rtt_us > 0) argv.insert(argv.end(), {"--emulated-rtt-us", std::to_string(layout.emulated_rtt_us)});
         argv.insert(argv.end(), s.worker_options.begin(), s.worker_options.end());
         auto p = std::make_unique<ManagedProcess>(argv, s.env, log_dir / fmt::format("{}-{}.log", role, index), layout.worker_cpus);
@@ -54,14 +61,14 @@ std::unique_ptr<ArmInstance> ArmInstance::Launch(const ResolvedArm& arm, const L
       for (int i = 0; i < layout.workers; ++i) experts.push_back(start_worker("worker", i));
 
       std::vector<std::string> argv = {arm.coordinator.string(), "serve", "--model", model.string(), "--listen", "127.0.0.1:0",
-                                       "--served-model-name", "tandem"};
+                                       "--served-model-name",    "tandem"};
       if (!experts.empty() || !peer.empty()) {
         std::string list;
         for (const std::string& e : experts) list += (list.empty() ? "" : ",") + e;
         if (!list.empty()) argv.insert(argv.end(), {"--experts", list});
-        argv.insert(argv.end(), {"--expert-parallel", layout.expert_parallel, "--local-expert-layers",
-                                 std::to_string(layout.local_expert_layers), "--wire-dtype", layout.wire_dtype, "--partial-dtype",
-                                 layout.partial_dtype});
+        argv.insert(argv.end(),
+                    {"--expert-parallel", layout.expert_parallel, "--local-expert-layers", std::to_string(layout.local_expert_layers),
+                     "--wire-dtype", layout.wire_dtype, "--partial-dtype", layout.partial_dtype});
         if (!peer.empty()) argv.insert(argv.end(), {"--coordinator-ranks", "2", "--peer", peer});
       }
       if (layout.coordinator_threads > 0) argv.insert(argv.end(), {"--threads", std::to_string(layout.coordinator_threads)});
@@ -86,12 +93,11 @@ std::unique_ptr<ArmInstance> ArmInstance::Launch(const ResolvedArm& arm, const L
       std::string list;
       for (const std::string& e : experts) list += (list.empty() ? "" : ",") + e;
       const int port = FreeLoopbackPort();
-      std::string cmd = Substitute(Substitute(Substitute(s.coordinator_command, "{port}", std::to_string(port)), "{model}",
-                                              model.string()), "{experts}", list);
+      std::string cmd = Substitute(Substitute(Substitute(s.coordinator_command, "{port}", std::to_string(port)), "{model}", model.string()),
+                                   "{experts}", list);
       for (const std::string& o : s.options) cmd += " " + o;
-      self->processes_.emplace_back("coordinator",
-                                    std::make_unique<ManagedProcess>(std::vector<std::string>{"/bin/sh", "-c", cmd}, s.env,
-                                                                     log_dir / "coordinator.log", layout.coordinator_cpus));
+      self->processes_.emplace_back("coordinator", std::make_unique<ManagedProcess>(std::vector<std::string>{"/bin/sh", "-c", cmd}, s.env,
+                                                                                    log_dir / "coordinator.log", layout.coordinator_cpus));
       self->base_url_ = fmt::format("http://127.0.0.1:{}", port);
     }
     self->WaitReady(timeout_s);
@@ -144,7 +150,11 @@ std::string ArmInstance::Crashed() {
 nlohmann::json ArmInstance::Processes() const {
   nlohmann::json out = nlohmann::json::array();
   for (const auto& [role, p] : processes_) {
-    out.push_back({{"role", role}, {"pid", p->pid()}, {"start_ticks", p->start_ticks()}, {"cpu_seconds", p->CpuSeconds()}, {"log", p->log().string()}});
+    out.push_back({{"role", role},
+                   {"pid", p->pid()},
+                   {"start_ticks", p->start_ticks()},
+                   {"cpu_seconds", p->CpuSeconds()},
+                   {"log", p->log().string()}});
   }
   return out;
 }

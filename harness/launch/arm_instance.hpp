@@ -21,9 +21,8 @@ class ArmInstance {
   // Throws std::runtime_error when a process does not start, or the server is not
   // healthy and serving the model within `launch_timeout_s`; everything started is
   // torn down first.
-  static std::unique_ptr<ArmInstance> Launch(const ResolvedArm& arm, const LayoutSpec& layout,
-                                             const std::filesystem::path& model, const std::filesystem::path& log_dir,
-                                             double launch_timeout_s);
+  static std::unique_ptr<ArmInstance> Launch(const ResolvedArm& arm, const LayoutSpec& layout, const std::filesystem::path& model,
+                                             const std::filesystem::path& log_dir, double launch_timeout_s);
   ~ArmInstance();
 
   const std::string& base_url() const { return base_url_; }

@@ -1,8 +1,8 @@
 #include "harness/launch/managed_process.hpp"
 
+#include <condition_variable>
 #include <csignal>
 #include <cstdlib>
-#include <condition_variable>
 #include <deque>
 #include <fstream>
 #include <mutex>
@@ -10,10 +10,10 @@
 #include <thread>
 
 #include <dirent.h>
+#include <netinet/in.h>
 #include <sched.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
-#include <netinet/in.h>
 #include <unistd.h>
 
 #include <boost/process.hpp>
@@ -130,9 +130,7 @@ ManagedProcess::ManagedProcess(const std::vector<std::string>& argv, const std::
   s.reader = std::thread([&s] {
     std::string line;
     while (std::getline(s.out, line)) {
-      {
-        std::ofstream(s.log.string() + ".stdout", std::ios::app) << line << '\n';
-      }
+      { std::ofstream(s.log.string() + ".stdout", std::ios::app) << line << '\n'; }
       std::lock_guard lock(s.mutex);
       s.lines.push_back(line);
       s.ready.notify_all();
@@ -143,9 +141,7 @@ ManagedProcess::ManagedProcess(const std::vector<std::string>& argv, const std::
   });
 }
 
-ManagedProcess::~ManagedProcess() {
-  Terminate(std::chrono::milliseconds(2000));
-}
+ManagedProcess::~ManagedProcess() { Terminate(std::chrono::milliseconds(2000)); }
 
 std::optional<std::string> ManagedProcess::WaitForLine(const std::string& needle, std::chrono::milliseconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
@@ -214,9 +210,10 @@ int RunToCompletion(const std::vector<std::string>& argv, const std::filesystem:
   if (log.has_parent_path()) std::filesystem::create_directories(log.parent_path(), ec);
   FILE* out = std::fopen(log.c_str(), "a");
   if (out == nullptr) throw InputError(fmt::format("{}: cannot write", log.string()));
-  bp::child child(bp::exe = program, bp::args = std::vector<std::string>(argv.begin() + 1, argv.end()),
-                  bp::start_dir = cwd.empty() ? std::filesystem::current_path().string() : cwd.string(), bp::std_in.close(),
-                  (bp::std_out & bp::std_err) > out, bp::extend::on_exec_setup = [](auto&) { ::setpgid(0, 0); });
+  bp::child child(
+      bp::exe = program, bp::args = std::vector<std::string>(argv.begin() + 1, argv.end()),
+      bp::start_dir = cwd.empty() ? std::filesystem::current_path().string() : cwd.string(), bp::std_in.close(),
+      (bp::std_out & bp::std_err) > out, bp::extend::on_exec_setup = [](auto&) { ::setpgid(0, 0); });
   int code = -1;
   if (WaitForExit(child, timeout)) {
     code = child.exit_code();

@@ -20,8 +20,8 @@ namespace tandem::harness {
 // it on a thread that outlives it: the death signal follows the creating thread.
 class ManagedProcess {
  public:
-  ManagedProcess(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env,
-                 const std::filesystem::path& log, const std::string& cpus = "");
+  ManagedProcess(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env, const std::filesystem::path& log,
+                 const std::string& cpus = "");
   ~ManagedProcess();
   ManagedProcess(const ManagedProcess&) = delete;
   ManagedProcess& operator=(const ManagedProcess&) = delete;

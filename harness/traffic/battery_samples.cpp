@@ -18,8 +18,7 @@ namespace {
 
 using nlohmann::json;
 
-const std::set<std::string, std::less<>> kKnownKeys = {
-    "case", "weight", "completion_tokens", "t_first_output", "t_finish", "repeat"};
+const std::set<std::string, std::less<>> kKnownKeys = {"case", "weight", "completion_tokens", "t_first_output", "t_finish", "repeat"};
 
 class SampleReader {
  public:
@@ -93,8 +92,10 @@ std::vector<BatterySample> ParseBatterySamples(std::string_view json_text, std::
     const SampleReader in(object, source, i);
     for (const auto& [key, value] : object.items()) {
       if (!kKnownKeys.contains(key)) {
-        throw InputError(fmt::format("{}: unknown key '{}' (known: case, weight, completion_tokens, "
-                                     "t_first_output, t_finish, repeat)", in.where(), key));
+        throw InputError(
+            fmt::format("{}: unknown key '{}' (known: case, weight, completion_tokens, "
+                        "t_first_output, t_finish, repeat)",
+                        in.where(), key));
       }
     }
 
@@ -109,16 +110,15 @@ std::vector<BatterySample> ParseBatterySamples(std::string_view json_text, std::
       throw InputError(fmt::format("{}: times must be finite", in.where()));
     }
     if (s.request.timing.t_finish < s.request.timing.t_first_output) {
-      throw in.Error("t_finish", fmt::format("({}) is before t_first_output ({})", s.request.timing.t_finish,
-                                             s.request.timing.t_first_output));
+      throw in.Error("t_finish",
+                     fmt::format("({}) is before t_first_output ({})", s.request.timing.t_finish, s.request.timing.t_first_output));
     }
     s.repeat = object.contains("repeat") ? in.Integer("repeat", 0) : 0;
 
     const auto [it, inserted] = weight_of_case.try_emplace(s.request.case_name, s.request.weight, i);
     if (!inserted && it->second.first != s.request.weight) {
-      throw in.Error("weight", fmt::format("is {} but sample {} gave case \"{}\" weight {}; a case has one weight",
-                                           s.request.weight, it->second.second, s.request.case_name,
-                                           it->second.first));
+      throw in.Error("weight", fmt::format("is {} but sample {} gave case \"{}\" weight {}; a case has one weight", s.request.weight,
+                                           it->second.second, s.request.case_name, it->second.first));
     }
     samples.push_back(std::move(s));
   }

@@ -16,13 +16,20 @@ namespace {
 
 bool HasType(const nlohmann::json& v, JsonType type) {
   switch (type) {
-    case JsonType::kString: return v.is_string();
-    case JsonType::kInteger: return v.is_number_integer();
-    case JsonType::kNumber: return v.is_number();
-    case JsonType::kBoolean: return v.is_boolean();
-    case JsonType::kArray: return v.is_array();
-    case JsonType::kObject: return v.is_object();
-    case JsonType::kNull: return v.is_null();
+    case JsonType::kString:
+      return v.is_string();
+    case JsonType::kInteger:
+      return v.is_number_integer();
+    case JsonType::kNumber:
+      return v.is_number();
+    case JsonType::kBoolean:
+      return v.is_boolean();
+    case JsonType::kArray:
+      return v.is_array();
+    case JsonType::kObject:
+      return v.is_object();
+    case JsonType::kNull:
+      return v.is_null();
   }
   return false;
 }
@@ -37,8 +44,10 @@ std::optional<nlohmann::json> FindJsonObject(const std::string& text) {
     for (std::size_t i = start; i < text.size(); ++i) {
       const char c = text[i];
       if (in_string) {
-        if (c == '\\') ++i;
-        else if (c == '"') in_string = false;
+        if (c == '\\')
+          ++i;
+        else if (c == '"')
+          in_string = false;
       } else if (c == '"') {
         in_string = true;
       } else if (c == '{') {
@@ -121,8 +130,8 @@ void ApplyChecks(store::SampleRow& s, const StreamedCompletion& r, const CorpusC
   bool valid = true;
   for (const auto& [name, ok] : checks.items()) valid = valid && ok.get<bool>();
   for (const ContentCheck& check : c.checks) {
-    const char* name = check.kind == ContentCheck::Kind::kNonEmpty ? "non_empty"
-                       : check.kind == ContentCheck::Kind::kRegex  ? "regex"
+    const char* name = check.kind == ContentCheck::Kind::kNonEmpty   ? "non_empty"
+                       : check.kind == ContentCheck::Kind::kRegex    ? "regex"
                        : check.kind == ContentCheck::Kind::kCounting ? "counting"
                                                                      : "json_fields";
     const bool ok = RunContentCheck(check, r.content, c.count);

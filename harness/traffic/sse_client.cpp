@@ -2,8 +2,9 @@
 
 #include <chrono>
 
-#include <fmt/format.h>
 #include <httplib.h>
+
+#include <fmt/format.h>
 
 namespace tandem::harness {
 
@@ -35,9 +36,7 @@ httplib::Client MakeClient(const std::string& base_url, double timeout_s) {
 
 }  // namespace
 
-double MonotonicSeconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
+double MonotonicSeconds() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
 StreamedCompletion StreamChat(const std::string& base_url, nlohmann::ordered_json body, double timeout_s, const std::string& api_key) {
   StreamedCompletion out;

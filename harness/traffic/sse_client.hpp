@@ -16,8 +16,7 @@ double MonotonicSeconds();
 // and reads the server-sent events, timestamping each one. Never throws for what
 // the server does: failures come back in `error`. `timeout_s` bounds the wait for
 // each read.
-StreamedCompletion StreamChat(const std::string& base_url, nlohmann::ordered_json body, double timeout_s,
-                              const std::string& api_key = "");
+StreamedCompletion StreamChat(const std::string& base_url, nlohmann::ordered_json body, double timeout_s, const std::string& api_key = "");
 
 // GETs base_url + path; the body on 200, empty otherwise (with `status` set).
 std::string HttpGet(const std::string& base_url, const std::string& path, double timeout_s, int* status = nullptr);

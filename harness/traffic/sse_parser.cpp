@@ -84,7 +84,8 @@ void SseCompletionParser::Data(const std::string& payload, double now) {
     const json& u = j["usage"];
     const int prompt = Count(u, "prompt_tokens"), completion = Count(u, "completion_tokens");
     int cached = 0;
-    if (u.contains("prompt_tokens_details") && u["prompt_tokens_details"].is_object()) cached = Count(u["prompt_tokens_details"], "cached_tokens");
+    if (u.contains("prompt_tokens_details") && u["prompt_tokens_details"].is_object())
+      cached = Count(u["prompt_tokens_details"], "cached_tokens");
     if (prompt < 0 || completion < 0 || cached < 0) {
       out_.error = fmt::format("usage with an invalid token count: {}", u.dump().substr(0, 200));
       return;

@@ -10,16 +10,16 @@ namespace tandem::harness {
 
 // What one streamed completion looked like from the client's side.
 struct StreamedCompletion {
-  int status = 0;           // HTTP status; 0 when no response arrived
-  std::string error;        // transport, HTTP or in-stream error; empty when none
+  int status = 0;              // HTTP status; 0 when no response arrived
+  std::string error;           // transport, HTTP or in-stream error; empty when none
   double t_start = 0;          // just before the POST
   double t_first_output = 0;   // first delta with non-empty content or reasoning_content
   double t_first_content = 0;  // first non-empty content
   double t_finish = 0;         // the event carrying finish_reason
   std::string content;
   std::string reasoning;
-  int chunks = 0;           // deltas that carried text
-  bool done = false;        // saw data: [DONE]
+  int chunks = 0;     // deltas that carried text
+  bool done = false;  // saw data: [DONE]
   bool has_usage = false;
   int prompt_tokens = 0;
   int completion_tokens = 0;

@@ -6,8 +6,8 @@
 
 #include <fmt/format.h>
 
-#include "harness/traffic/checks.hpp"
 #include "common/input_error.hpp"
+#include "harness/traffic/checks.hpp"
 #include "harness/traffic/sse_client.hpp"
 #include "runtime/model/tokenizer.hpp"
 #include "stats/decode_metrics.hpp"
@@ -247,8 +247,8 @@ void Runner::RetainedContext() {
       const std::string base = parent.body["messages"].back()["content"].get<std::string>();
       int n = 0;
       while (ctx_.tokenizer != nullptr && static_cast<int>(ctx_.tokenizer->Encode(base + document).size()) < size) {
-        document += fmt::format("Note {}: the relay station logged {} departures and {} arrivals before the storm closed the pass. ",
-                                n, 17 + n * 3 % 11, 11 + n * 7 % 13);
+        document += fmt::format("Note {}: the relay station logged {} departures and {} arrivals before the storm closed the pass. ", n,
+                                17 + n * 3 % 11, 11 + n * 7 % 13);
         ++n;
       }
       parent.body["messages"].back()["content"] = base + "\n\n" + document;
@@ -266,7 +266,8 @@ void Runner::RetainedContext() {
       for (int k = 0; k < w_.children; ++k) {
         Planned child = parent;
         child.body["messages"].push_back({{"role", "assistant"}, {"content", parent_response.content}});
-        child.body["messages"].push_back({{"role", "user"}, {"content", fmt::format("Question {}: summarise note {} in one sentence.", k, k)}});
+        child.body["messages"].push_back(
+            {{"role", "user"}, {"content", fmt::format("Question {}: summarise note {} in one sentence.", k, k)}});
         child.body["max_tokens"] = w_.max_tokens > 0 ? w_.max_tokens : topic.max_tokens;
         child.check = {child.body["max_tokens"].get<int>(), -1, ctx_.tokenizer};
         child.sample.role = "child";
@@ -290,10 +291,18 @@ void Runner::RetainedContext() {
 
 WorkloadOutcome Runner::Run() {
   switch (w_.kind) {
-    case WorkloadKind::kBattery: Battery(); break;
-    case WorkloadKind::kConcurrency: Concurrency(w_.cases, false); break;
-    case WorkloadKind::kMixed: Concurrency({}, true); break;
-    case WorkloadKind::kRetainedContext: RetainedContext(); break;
+    case WorkloadKind::kBattery:
+      Battery();
+      break;
+    case WorkloadKind::kConcurrency:
+      Concurrency(w_.cases, false);
+      break;
+    case WorkloadKind::kMixed:
+      Concurrency({}, true);
+      break;
+    case WorkloadKind::kRetainedContext:
+      RetainedContext();
+      break;
   }
   return std::move(out_);
 }
@@ -321,8 +330,6 @@ int CountRequests(const WorkloadSpec& w, const Corpus& corpus) {
   return 0;
 }
 
-WorkloadOutcome RunWorkload(const WorkloadSpec& workload, const WorkloadContext& context) {
-  return Runner(workload, context).Run();
-}
+WorkloadOutcome RunWorkload(const WorkloadSpec& workload, const WorkloadContext& context) { return Runner(workload, context).Run(); }
 
 }  // namespace tandem::harness

@@ -27,7 +27,7 @@ struct WorkloadContext {
   const rt::Tokenizer* tokenizer = nullptr;
   int cache_bound = 4;
   std::function<void(int done, int total)> progress;  // may be empty
-  std::string model = "tandem";  // the model id the server lists first in /v1/models
+  std::string model = "tandem";                       // the model id the server lists first in /v1/models
 };
 
 struct WorkloadOutcome {

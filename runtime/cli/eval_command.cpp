@@ -8,9 +8,9 @@
 
 #include "runtime/cli/commands.hpp"
 #include "runtime/cli/layout_flags.hpp"
+#include "runtime/engine/engine.hpp"
 #include "runtime/hybrid/local_workers.hpp"
 #include "runtime/hybrid/remote_expert_executor.hpp"
-#include "runtime/engine/engine.hpp"
 #include "runtime/kernels/ops.hpp"
 #include "runtime/model/checkpoint.hpp"
 #include "runtime/model/model_revision.hpp"
@@ -67,8 +67,11 @@ void Eval(const Options& opt) {
   }
   LayoutFlags layout = opt.layout;
   const std::unique_ptr<LocalWorkers> spawned = SpawnRequestedWorkers(opt.model, layout);
-  Engine engine(ckpt, EngineOptions{.threads = opt.threads, .record_routes = !opt.routes_out.empty(),
-                              .expert_input = ExpertInput(layout), .keep_hidden = !opt.mtp_logits_out.empty(),
+  Engine engine(ckpt,
+                EngineOptions{.threads = opt.threads,
+                              .record_routes = !opt.routes_out.empty(),
+                              .expert_input = ExpertInput(layout),
+                              .keep_hidden = !opt.mtp_logits_out.empty(),
                               .device = EngineDevice(layout)},
                 MakeExpertExecutor(ckpt, layout));
   std::vector<float> hidden;  // every position's final hidden state, for --mtp-logits-out

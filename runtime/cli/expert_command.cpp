@@ -23,7 +23,8 @@ void AddExpertCommand(CLI::App& app) {
   cmd->add_option("--role", opt->role, "worker (routed experts) or peer (second coordinator rank)")
       ->check(CLI::IsMember({"worker", "peer"}))
       ->capture_default_str();
-  cmd->add_option("--frame-timeout-ms", *frame_timeout_ms, "A frame that has started must finish within this")->check(CLI::Range(1, 3600000));
+  cmd->add_option("--frame-timeout-ms", *frame_timeout_ms, "A frame that has started must finish within this")
+      ->check(CLI::Range(1, 3600000));
   cmd->add_option("--device", *device, "Where the experts are computed: cpu, or cuda (a CUDA build with a GPU)")
       ->check(CLI::IsMember({"cpu", "cuda"}))
       ->capture_default_str();

@@ -7,9 +7,9 @@
 
 #include "runtime/cli/commands.hpp"
 #include "runtime/cli/layout_flags.hpp"
+#include "runtime/engine/engine.hpp"
 #include "runtime/hybrid/local_workers.hpp"
 #include "runtime/hybrid/remote_expert_executor.hpp"
-#include "runtime/engine/engine.hpp"
 #include "runtime/model/chat_template.hpp"
 #include "runtime/model/checkpoint.hpp"
 #include "runtime/model/incremental_detokenizer.hpp"
@@ -49,8 +49,8 @@ void Generate(const Options& opt) {
   }
   const int capacity = static_cast<int>(prompt.size()) + opt.max_tokens;
   if (capacity > c.max_position_embeddings) {
-    throw std::invalid_argument(fmt::format("generate: prompt ({} tokens) + max tokens ({}) exceeds the model's context {}",
-                                            prompt.size(), opt.max_tokens, c.max_position_embeddings));
+    throw std::invalid_argument(fmt::format("generate: prompt ({} tokens) + max tokens ({}) exceeds the model's context {}", prompt.size(),
+                                            opt.max_tokens, c.max_position_embeddings));
   }
 
   LayoutFlags layout = opt.layout;
@@ -72,7 +72,8 @@ void Generate(const Options& opt) {
   int generated = 0;
   while (generated < opt.max_tokens) {
     const std::int64_t at = position;
-    const TokenId next = engine.SampleRows(out, std::span<const SamplingParams>(&opt.sampling, 1), std::span<const std::int64_t>(&at, 1))[0];
+    const TokenId next =
+        engine.SampleRows(out, std::span<const SamplingParams>(&opt.sampling, 1), std::span<const std::int64_t>(&at, 1))[0];
     ++generated;
     std::fputs(detok.Push(next).c_str(), stdout);
     std::fflush(stdout);
@@ -86,8 +87,8 @@ void Generate(const Options& opt) {
   const auto t2 = Clock::now();
   const double prefill_s = Seconds(t1 - t0), decode_s = Seconds(t2 - t1);
   // The first sampled token comes from the prefill's logits; decode is the rest.
-  fmt::print(stderr, "\n[prompt: {} tokens in {:.3f} s, {:.1f} tok/s | decode: {} tokens in {:.3f} s, {:.1f} tok/s]\n",
-             prompt.size(), prefill_s, static_cast<double>(prompt.size()) / prefill_s, generated, decode_s,
+  fmt::print(stderr, "\n[prompt: {} tokens in {:.3f} s, {:.1f} tok/s | decode: {} tokens in {:.3f} s, {:.1f} tok/s]\n", prompt.size(),
+             prefill_s, static_cast<double>(prompt.size()) / prefill_s, generated, decode_s,
              generated > 1 ? (generated - 1) / decode_s : 0.0);
   if (remote && opt.stats) fmt::print(stderr, "{}", FormatRankStats(*remote));
 }

@@ -21,13 +21,12 @@ void AddInitModelCommand(CLI::App& app) {
   cmd->add_option("--preset", opt->preset, "tiny (tests) or small (demo)")->required()->check(CLI::IsMember({"tiny", "small"}));
   cmd->add_option("--seed", opt->seed, "Weight seed")->required();
   cmd->add_option("--out", opt->out, "Output directory")->required();
-  cmd->add_option("--tokenizer-source", opt->tokenizer_source, "Directory with the DeepSeek-V3 tokenizer.json")
-      ->capture_default_str();
+  cmd->add_option("--tokenizer-source", opt->tokenizer_source, "Directory with the DeepSeek-V3 tokenizer.json")->capture_default_str();
   cmd->callback([opt] {
     const SyntheticCheckpointReport r = WriteSyntheticCheckpoint(FindPreset(opt->preset), opt->seed, opt->out, opt->tokenizer_source);
-    fmt::print("wrote {} ({} preset, seed {}): {} layers, hidden {}, {} routed experts, vocab {}, {:.1f} MB of weights\n",
-               opt->out, opt->preset, opt->seed, r.config.num_hidden_layers, r.config.hidden_size, r.config.n_routed_experts,
-               r.config.vocab_size, static_cast<double>(r.weight_bytes) / 1e6);
+    fmt::print("wrote {} ({} preset, seed {}): {} layers, hidden {}, {} routed experts, vocab {}, {:.1f} MB of weights\n", opt->out,
+               opt->preset, opt->seed, r.config.num_hidden_layers, r.config.hidden_size, r.config.n_routed_experts, r.config.vocab_size,
+               static_cast<double>(r.weight_bytes) / 1e6);
     fmt::print("tokenizer: {}\n", r.tokenizer);
   });
 }

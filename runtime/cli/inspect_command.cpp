@@ -48,20 +48,20 @@ void Inspect(const std::string& dir) {
 
   fmt::print("checkpoint    {}\n", dir);
   fmt::print("architecture  {}\n", c.architecture_name());
-  fmt::print("layers        {} ({} dense, {} MoE), MTP layers {}\n", c.num_hidden_layers, c.num_hidden_layers - moe_layers,
-             moe_layers, c.num_nextn_predict_layers);
-  fmt::print("hidden        {}, vocab {}, heads {} (nope {}, rope {}, v {}), q_lora {}, kv_lora {}\n", c.hidden_size,
-             c.vocab_size, c.num_attention_heads, c.qk_nope_head_dim, c.qk_rope_head_dim, c.v_head_dim, c.q_lora_rank,
-             c.kv_lora_rank);
+  fmt::print("layers        {} ({} dense, {} MoE), MTP layers {}\n", c.num_hidden_layers, c.num_hidden_layers - moe_layers, moe_layers,
+             c.num_nextn_predict_layers);
+  fmt::print("hidden        {}, vocab {}, heads {} (nope {}, rope {}, v {}), q_lora {}, kv_lora {}\n", c.hidden_size, c.vocab_size,
+             c.num_attention_heads, c.qk_nope_head_dim, c.qk_rope_head_dim, c.v_head_dim, c.q_lora_rank, c.kv_lora_rank);
   if (c.n_routed_experts > 0) {
     fmt::print("experts       {} routed (top {}, {} groups, top {} groups), {} shared, intermediate {}\n", c.n_routed_experts,
                c.num_experts_per_tok, c.n_group, c.topk_group, c.n_shared_experts, c.moe_intermediate_size);
   }
-  fmt::print("parameters    {:.3f} M total ({:.3f} M in MTP), {:.3f} M active per token\n", Millions(total), Millions(mtp), Millions(active));
+  fmt::print("parameters    {:.3f} M total ({:.3f} M in MTP), {:.3f} M active per token\n", Millions(total), Millions(mtp),
+             Millions(active));
   for (const auto& [dtype, n] : by_dtype) fmt::print("dtype         {}: {:.3f} M parameters\n", dtype, Millions(n));
   if (c.quantization) {
-    fmt::print("quantization  routed experts {}, group {} ({:.1f} MB)\n", ToString(c.quantization->format),
-               c.quantization->group_size, static_cast<double>(quantized_bytes) / 1e6);
+    fmt::print("quantization  routed experts {}, group {} ({:.1f} MB)\n", ToString(c.quantization->format), c.quantization->group_size,
+               static_cast<double>(quantized_bytes) / 1e6);
   }
   fmt::print("weights       {:.1f} MB\n", static_cast<double>(bytes) / 1e6);
   fmt::print("revision      {}\n", ModelRevision(ckpt.dir()));

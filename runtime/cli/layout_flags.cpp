@@ -26,13 +26,18 @@ void AddLayoutFlags(CLI::App* cmd, LayoutFlags& f) {
       ->check(CLI::IsMember({1, 2}))
       ->group(group);
   cmd->add_option("--peer", f.peer, "host:port of the `tandem-rt expert --role peer` (with --coordinator-ranks 2)")->group(group);
-  cmd->add_option("--wire-dtype", f.wire, "Hidden rows on the wire")->check(CLI::IsMember({"bf16", "fp8"}))->capture_default_str()->group(group);
+  cmd->add_option("--wire-dtype", f.wire, "Hidden rows on the wire")
+      ->check(CLI::IsMember({"bf16", "fp8"}))
+      ->capture_default_str()
+      ->group(group);
   cmd->add_option("--partial-dtype", f.partial, "Partial rows coming back: f64 is exact, f32/bf16 halve/quarter the bytes")
       ->check(CLI::IsMember({"f64", "f32", "bf16"}))
       ->capture_default_str()
       ->group(group);
   cmd->add_option("--plan-out", f.plan_out, "Write the placement plan as JSON")->group(group);
-  cmd->add_option("--connect-timeout-ms", f.connect_timeout_ms, "Connect + handshake limit per rank")->check(CLI::Range(1, 3600000))->group(group);
+  cmd->add_option("--connect-timeout-ms", f.connect_timeout_ms, "Connect + handshake limit per rank")
+      ->check(CLI::Range(1, 3600000))
+      ->group(group);
   cmd->add_option("--expert-input-dtype", f.expert_input,
                   "Round expert inputs as a bf16 or fp8 wire would (to compare a single process with a hybrid run)")
       ->check(CLI::IsMember({"f32", "bf16", "fp8"}))
@@ -51,7 +56,9 @@ void AddLayoutFlags(CLI::App* cmd, LayoutFlags& f) {
       ->check(CLI::IsMember({"cpu", "cuda"}))
       ->capture_default_str();
   cmd->get_option("--experts")->excludes(spawn);
-  cmd->add_option("--round-trip-timeout-ms", f.round_trip_timeout_ms, "Limit for one layer's partials")->check(CLI::Range(1, 3600000))->group(group);
+  cmd->add_option("--round-trip-timeout-ms", f.round_trip_timeout_ms, "Limit for one layer's partials")
+      ->check(CLI::Range(1, 3600000))
+      ->group(group);
   cmd->add_flag("--map-weights", f.map_weights,
                 "Read the weights where the checkpoint's files are mapped (also in spawned workers) instead of copying them "
                 "onto 2 MiB pages: less memory when processes share a file, slower decode from 4 KiB pages");
@@ -103,8 +110,7 @@ std::unique_ptr<LocalWorkers> SpawnRequestedWorkers(const std::filesystem::path&
   std::vector<std::string> extra;
   if (f.spawned_device != "cpu") extra = {"--device", f.spawned_device};
   if (f.map_weights) extra.emplace_back("--map-weights");
-  auto spawned = std::make_unique<LocalWorkers>(model, f.spawn_workers, peer, f.spawned_threads, std::filesystem::path{},
-                                                std::move(extra));
+  auto spawned = std::make_unique<LocalWorkers>(model, f.spawn_workers, peer, f.spawned_threads, std::filesystem::path{}, std::move(extra));
   std::string list;
   for (const std::string& a : spawned->worker_addresses()) list += (list.empty() ? "" : ",") + a;
   f.experts = list;
@@ -128,11 +134,11 @@ std::string FormatRankStats(const RemoteExpertExecutor& remote) {
       "reduce {:.1f} ms\n",
       t.layers, t.remote_layers, ms(t.encode_ns), ms(t.local_ns), ms(t.wait_ns), ms(t.reduce_ns));
   for (const RankStats& s : remote.RankStatistics()) {
-    text += fmt::format("rank {} {}: {} requests, {:.1f} KB sent, {:.1f} KB received, round trip p50 ≤ {:.0f} µs p99 ≤ {:.0f} µs, "
-                        "worker compute {:.1f} ms\n",
-                        s.rank, s.address, s.frames_sent, static_cast<double>(s.bytes_sent) / 1e3,
-                        static_cast<double>(s.bytes_received) / 1e3, s.RoundTripQuantileMicros(0.5),
-                        s.RoundTripQuantileMicros(0.99), static_cast<double>(s.compute_ns) / 1e6);
+    text += fmt::format(
+        "rank {} {}: {} requests, {:.1f} KB sent, {:.1f} KB received, round trip p50 ≤ {:.0f} µs p99 ≤ {:.0f} µs, "
+        "worker compute {:.1f} ms\n",
+        s.rank, s.address, s.frames_sent, static_cast<double>(s.bytes_sent) / 1e3, static_cast<double>(s.bytes_received) / 1e3,
+        s.RoundTripQuantileMicros(0.5), s.RoundTripQuantileMicros(0.99), static_cast<double>(s.compute_ns) / 1e6);
   }
   return text;
 }

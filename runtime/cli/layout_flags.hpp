@@ -14,7 +14,7 @@ class App;
 namespace tandem::rt {
 class LocalWorkers;
 class RemoteExpertExecutor;
-}
+}  // namespace tandem::rt
 
 namespace tandem::rt::cli {
 
@@ -39,7 +39,6 @@ struct LayoutFlags {
 };
 
 void AddLayoutFlags(CLI::App* command, LayoutFlags& flags);
-
 
 // Starts the workers `--spawn-workers` asks for (null when it is 0) and fills their
 // addresses into `flags`. Keep it alive as long as the engine.

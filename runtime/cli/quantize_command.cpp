@@ -51,8 +51,8 @@ void AddQuantizeCommand(CLI::App& app) {
   cmd->footer(kFooter);
   cmd->callback([opt] {
     const QuantFormat format = opt->format == "int4" ? QuantFormat::kInt4 : QuantFormat::kInt8;
-    const QuantizeCheckpointReport r =
-        QuantizeCheckpoint(opt->in, opt->out, format, opt->group, opt->experts == "all", [](const std::string& line) { fmt::print("{}\n", line); });
+    const QuantizeCheckpointReport r = QuantizeCheckpoint(opt->in, opt->out, format, opt->group, opt->experts == "all",
+                                                          [](const std::string& line) { fmt::print("{}\n", line); });
     fmt::print("wrote {}: {} expert matrices {} (group {}), {:.1f} MB -> {:.1f} MB; {} other tensors copied; {:.1f} MB of weights\n",
                opt->out, r.quantized_matrices, opt->format, opt->group, static_cast<double>(r.expert_bytes_in) / 1e6,
                static_cast<double>(r.expert_bytes_out) / 1e6, r.copied_tensors, static_cast<double>(r.weight_bytes_out) / 1e6);

@@ -2,17 +2,18 @@
 #include <cstdio>
 #include <memory>
 
+#include <pthread.h>
+
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
-#include <pthread.h>
 
 #include "runtime/cli/commands.hpp"
 #include "runtime/cli/layout_flags.hpp"
-#include "runtime/hybrid/local_workers.hpp"
 #include "runtime/draft/draft_options.hpp"
 #include "runtime/draft/draft_policy.hpp"
 #include "runtime/draft/drafter.hpp"
 #include "runtime/engine/engine.hpp"
+#include "runtime/hybrid/local_workers.hpp"
 #include "runtime/model/chat_template.hpp"
 #include "runtime/model/checkpoint.hpp"
 #include "runtime/model/model_revision.hpp"
@@ -67,21 +68,19 @@ void Serve(Options opt) {
   LayoutFlags layout = opt.layout;
   const std::unique_ptr<LocalWorkers> spawned = SpawnRequestedWorkers(opt.model, layout);
   const bool mtp = ResolveDraftMode(opt.draft, ckpt) == "mtp";
-  Engine engine(ckpt, EngineOptions{.threads = opt.threads, .expert_input = ExpertInput(layout), .keep_hidden = mtp,
-                                    .device = EngineDevice(layout)},
-                MakeExpertExecutor(ckpt, layout, nullptr));
+  Engine engine(
+      ckpt, EngineOptions{.threads = opt.threads, .expert_input = ExpertInput(layout), .keep_hidden = mtp, .device = EngineDevice(layout)},
+      MakeExpertExecutor(ckpt, layout, nullptr));
   ServedModel served{ModelRevision(ckpt.dir()), opt.scheduler.max_context,
-                     opt.max_output_tokens > 0 ? std::min(opt.max_output_tokens, opt.scheduler.max_context)
-                                               : opt.scheduler.max_context,
+                     opt.max_output_tokens > 0 ? std::min(opt.max_output_tokens, opt.scheduler.max_context) : opt.scheduler.max_context,
                      c.vocab_size, static_cast<TokenId>(c.bos_token_id)};
   opt.draft.replica_format = opt.draft_format == "int4" ? QuantFormat::kInt4 : QuantFormat::kInt8;
   std::unique_ptr<Drafter> drafter = MakeDrafter(opt.draft, ckpt, &engine.pool());
   const std::string drafting = drafter ? fmt::format("drafts {} ({})", drafter->name(), opt.draft.policy) : "no drafts";
-  Scheduler scheduler(engine, tokenizer, opt.scheduler, std::move(drafter),
-                      MakeDraftPolicy(opt.draft.policy, opt.draft.max_drafts));
+  Scheduler scheduler(engine, tokenizer, opt.scheduler, std::move(drafter), MakeDraftPolicy(opt.draft.policy, opt.draft.max_drafts));
   api.Attach(&scheduler, &tokenizer, std::move(chat), served);
-  fmt::print("tandem-rt serve: ready ({} as '{}', context {}, concurrency {}, {}{})\n", opt.model, opt.api.served_model,
-             served.max_context, opt.scheduler.concurrency, drafting,
+  fmt::print("tandem-rt serve: ready ({} as '{}', context {}, concurrency {}, {}{})\n", opt.model, opt.api.served_model, served.max_context,
+             opt.scheduler.concurrency, drafting,
              opt.scheduler.debug_slowdown > 0
                  ? fmt::format("; DEBUG SLOWDOWN {:.0f}%: decode deliberately slowed", 100 * opt.scheduler.debug_slowdown)
                  : "");
@@ -105,14 +104,27 @@ void AddServeCommand(CLI::App& app) {
   cmd->add_option("--listen", opt->api.listen, "HOST:PORT; port 0 picks a free one (printed on stdout)")->capture_default_str();
   cmd->add_option("--served-model-name", opt->api.served_model, "The model id clients use (default: the directory's name)");
   cmd->add_option("--api-key", opt->api.api_key, "Require 'Authorization: Bearer KEY' on /v1/*");
-  cmd->add_option("--concurrency", opt->scheduler.concurrency, "Sequences decoding at once")->check(CLI::Range(1, 1024))->capture_default_str();
-  cmd->add_option("--max-context", opt->max_context, "Prompt + output tokens per request (default: the model's)")->check(CLI::Range(1, 1 << 24));
-  cmd->add_option("--max-output-tokens", opt->max_output_tokens, "Output tokens per request (default: the context)")->check(CLI::Range(1, 1 << 24));
-  cmd->add_option("--queue-depth", opt->scheduler.queue_depth, "Requests waiting for a slot; beyond: 429")->check(CLI::Range(0, 1 << 20))->capture_default_str();
-  cmd->add_option("--queue-wait-ms", opt->queue_wait_ms, "Longest wait for a slot; then 429")->check(CLI::Range(0, 1 << 30))->capture_default_str();
-  cmd->add_option("--prefix-cache-entries", opt->scheduler.prefix_cache_entries, "Finished sequences kept for prefix reuse")->capture_default_str();
-  cmd->add_option("--prefill-chunk", opt->scheduler.prefill_chunk, "Prompt tokens per step over all requests")->check(CLI::Range(1, 1 << 20))->capture_default_str();
-  cmd->add_option("--drain-timeout-s", opt->drain_timeout_s, "On SIGTERM, how long in-flight requests may finish")->check(CLI::Range(0, 3600))->capture_default_str();
+  cmd->add_option("--concurrency", opt->scheduler.concurrency, "Sequences decoding at once")
+      ->check(CLI::Range(1, 1024))
+      ->capture_default_str();
+  cmd->add_option("--max-context", opt->max_context, "Prompt + output tokens per request (default: the model's)")
+      ->check(CLI::Range(1, 1 << 24));
+  cmd->add_option("--max-output-tokens", opt->max_output_tokens, "Output tokens per request (default: the context)")
+      ->check(CLI::Range(1, 1 << 24));
+  cmd->add_option("--queue-depth", opt->scheduler.queue_depth, "Requests waiting for a slot; beyond: 429")
+      ->check(CLI::Range(0, 1 << 20))
+      ->capture_default_str();
+  cmd->add_option("--queue-wait-ms", opt->queue_wait_ms, "Longest wait for a slot; then 429")
+      ->check(CLI::Range(0, 1 << 30))
+      ->capture_default_str();
+  cmd->add_option("--prefix-cache-entries", opt->scheduler.prefix_cache_entries, "Finished sequences kept for prefix reuse")
+      ->capture_default_str();
+  cmd->add_option("--prefill-chunk", opt->scheduler.prefill_chunk, "Prompt tokens per step over all requests")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
+  cmd->add_option("--drain-timeout-s", opt->drain_timeout_s, "On SIGTERM, how long in-flight requests may finish")
+      ->check(CLI::Range(0, 3600))
+      ->capture_default_str();
   cmd->add_option("--debug-slowdown", opt->scheduler.debug_slowdown,
                   "Test aid: make decode this fraction slower (0.15: throughput × 0.85) by padding each step")
       ->check(CLI::Range(0.0, 0.9));
@@ -144,8 +156,12 @@ void AddServeCommand(CLI::App& app) {
   cmd->add_option("--draft-group", opt->draft.replica_group, "Values per quantization scale in the replica")
       ->check(CLI::IsMember({32, 64, 128}))
       ->capture_default_str();
-  cmd->add_option("--ngram-min", opt->draft.ngram_min, "Shortest n-gram the ngram drafter matches")->check(CLI::Range(1, 64))->capture_default_str();
-  cmd->add_option("--ngram-max", opt->draft.ngram_max, "Longest n-gram the ngram drafter matches")->check(CLI::Range(1, 64))->capture_default_str();
+  cmd->add_option("--ngram-min", opt->draft.ngram_min, "Shortest n-gram the ngram drafter matches")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
+  cmd->add_option("--ngram-max", opt->draft.ngram_max, "Longest n-gram the ngram drafter matches")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str();
   AddLayoutFlags(cmd, opt->layout);
   cmd->callback([opt] { Serve(*opt); });
 }

@@ -6,9 +6,9 @@
 
 #include "runtime/draft/mtp_drafter.hpp"
 #include "runtime/draft/ngram_drafter.hpp"
-#include "runtime/engine/local_experts.hpp"
 #include "runtime/draft/quantized_experts.hpp"
 #include "runtime/draft/replica_drafter.hpp"
+#include "runtime/engine/local_experts.hpp"
 #include "runtime/model/checkpoint.hpp"
 
 namespace tandem::rt {

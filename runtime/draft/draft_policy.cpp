@@ -63,12 +63,14 @@ class RoundTimeModel {
   double Verify(int rows) const { return Intercept() + Slope() * rows; }
 
   void Describe(nlohmann::json& out) const {
-    out["round_time_model"] = {{"verify_intercept_ms", Intercept() * 1e3},
-                               {"verify_per_row_ms", Slope() * 1e3},
-                               {"draft_first_forward_ms", first_samples_ > 0 ? nlohmann::json(first_ * 1e3) : nlohmann::json(nullptr)},
-                               {"draft_chained_forward_ms", chained_samples_ > 0 ? nlohmann::json(chained_ * 1e3) : nlohmann::json(nullptr)},
-                               {"rounds_observed", rounds_}};
-    out["round_time_prediction_mare"] = error_count_ > 0 ? nlohmann::json(error_sum_ / static_cast<double>(error_count_)) : nlohmann::json(nullptr);
+    out["round_time_model"] = {
+        {"verify_intercept_ms", Intercept() * 1e3},
+        {"verify_per_row_ms", Slope() * 1e3},
+        {"draft_first_forward_ms", first_samples_ > 0 ? nlohmann::json(first_ * 1e3) : nlohmann::json(nullptr)},
+        {"draft_chained_forward_ms", chained_samples_ > 0 ? nlohmann::json(chained_ * 1e3) : nlohmann::json(nullptr)},
+        {"rounds_observed", rounds_}};
+    out["round_time_prediction_mare"] =
+        error_count_ > 0 ? nlohmann::json(error_sum_ / static_cast<double>(error_count_)) : nlohmann::json(nullptr);
   }
 
   static constexpr double kDecay = 0.98;
@@ -201,10 +203,10 @@ class AdaptivePolicy : public DraftPolicy {
 
  private:
   static constexpr int kBins = 10;
-  static constexpr double kPrior = 4;  // drafts of evidence the overall rate counts for in each bin
-  static constexpr int kExploreEvery = 256;    // rounds, doubling up to
+  static constexpr double kPrior = 4;        // drafts of evidence the overall rate counts for in each bin
+  static constexpr int kExploreEvery = 256;  // rounds, doubling up to
   static constexpr int kExploreAtMost = 16384;
-  static constexpr double kMargin = 0.10;    // expected gain needed to draft at all
+  static constexpr double kMargin = 0.10;  // expected gain needed to draft at all
   static constexpr int kMaxLookahead = 8;
 
   struct Bin {
@@ -259,7 +261,8 @@ class AdaptivePolicy : public DraftPolicy {
 
 std::unique_ptr<DraftPolicy> MakeDraftPolicy(std::string_view spec, int adaptive_max) {
   if (spec == "adaptive") {
-    if (adaptive_max < 1 || adaptive_max > 32) throw std::invalid_argument(fmt::format("draft policy: max drafts {} is outside 1..32", adaptive_max));
+    if (adaptive_max < 1 || adaptive_max > 32)
+      throw std::invalid_argument(fmt::format("draft policy: max drafts {} is outside 1..32", adaptive_max));
     return std::make_unique<AdaptivePolicy>(adaptive_max);
   }
   if (spec.starts_with("fixed:")) {

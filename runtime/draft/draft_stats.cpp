@@ -26,9 +26,9 @@ void DraftStats::Describe(nlohmann::json& out) const {
   out["accepted_drafts"] = accepted_drafts;
   out["acceptance_rate"] = verified_drafts > 0 ? nlohmann::json(static_cast<double>(accepted_drafts) / static_cast<double>(verified_drafts))
                                                : nlohmann::json(nullptr);
-  out["tokens_per_request_round"] = request_rounds > 0
-                                        ? nlohmann::json(static_cast<double>(accepted_drafts + request_rounds) / static_cast<double>(request_rounds))
-                                        : nlohmann::json(nullptr);
+  out["tokens_per_request_round"] =
+      request_rounds > 0 ? nlohmann::json(static_cast<double>(accepted_drafts + request_rounds) / static_cast<double>(request_rounds))
+                         : nlohmann::json(nullptr);
   nlohmann::json positions = nlohmann::json::array();
   for (std::size_t i = 0; i < verified_at.size(); ++i) {
     positions.push_back({{"position", i + 1},

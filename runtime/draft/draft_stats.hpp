@@ -15,7 +15,7 @@ struct DraftStats {
   std::uint64_t verified_drafts = 0;
   std::uint64_t accepted_drafts = 0;
   std::vector<std::uint64_t> verified_at, accepted_at;  // by draft position (index 0: the first draft)
-  std::map<std::size_t, std::uint64_t> lengths;          // drafts verified → request rounds
+  std::map<std::size_t, std::uint64_t> lengths;         // drafts verified → request rounds
 
   void Count(std::size_t verified, std::size_t accepted);
   void Describe(nlohmann::json& out) const;  // counters, per-position acceptance, length histogram

@@ -9,7 +9,6 @@
 
 namespace tandem::rt {
 
-
 MtpDrafter::MtpDrafter(const Checkpoint& ckpt, ThreadPool* pool, const Engine::ExpertExecutorFactory& experts)
     : engine_(ckpt, EngineOptions{.pool = pool, .keep_hidden = true, .mtp = true}, experts),
       final_norm_(ckpt.Vector("model.norm.weight", ckpt.config().hidden_size)),

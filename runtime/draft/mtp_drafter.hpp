@@ -34,10 +34,10 @@ class MtpDrafter : public Drafter {
 
  private:
   struct Sequence {
-    int first = -1;              // target position of the first MTP row (its MTP position 0)
-    int committed = 0;           // MTP rows fed from committed target rows
-    int observed = 0;            // target positions observed (the next one expected)
-    std::vector<float> last;     // the target's normed hidden at position observed − 1
+    int first = -1;                       // target position of the first MTP row (its MTP position 0)
+    int committed = 0;                    // MTP rows fed from committed target rows
+    int observed = 0;                     // target positions observed (the next one expected)
+    std::vector<float> last;              // the target's normed hidden at position observed − 1
     std::vector<TokenId> pending_tokens;  // committed rows not yet fed: token q …
     std::vector<float> pending_hidden;    // … and the normed target hidden at q − 1
   };

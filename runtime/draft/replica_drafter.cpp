@@ -6,7 +6,6 @@
 
 namespace tandem::rt {
 
-
 ReplicaDrafter::ReplicaDrafter(const Checkpoint& ckpt, ThreadPool* pool, const Engine::ExpertExecutorFactory& experts, std::string name,
                                std::optional<QuantFormat> quantize, int group)
     : name_(std::move(name)), engine_(ckpt, EngineOptions{.pool = pool, .quantize = quantize, .quantize_group = group}, experts) {}

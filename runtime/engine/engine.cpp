@@ -10,12 +10,12 @@
 
 #include <fmt/format.h>
 
+#include "runtime/engine/cuda/cuda_forward.hpp"
 #include "runtime/engine/local_experts.hpp"
 #include "runtime/engine/mlp.hpp"
 #include "runtime/engine/model_weights.hpp"
 #include "runtime/engine/rope.hpp"
 #include "runtime/engine/router.hpp"
-#include "runtime/engine/cuda/cuda_forward.hpp"
 #include "runtime/kernels/latent_attention.hpp"
 #include "runtime/kernels/matmul.hpp"
 #include "runtime/kernels/ops.hpp"
@@ -72,8 +72,7 @@ struct Engine::State {
   RegionClock clock;
 
   // Workspace, reused between steps.
-  std::vector<float> x, xn, attn, mlp, q, q_a, kv_a, q_abs, latent, o, router_logits,
-      mlp_scratch, logits_in, mtp_in;
+  std::vector<float> x, xn, attn, mlp, q, q_a, kv_a, q_abs, latent, o, router_logits, mlp_scratch, logits_in, mtp_in;
   std::vector<ExpertRoute> routes;
   std::unique_ptr<CudaForward> cuda;  // set when the pass runs on the GPU
   std::uint64_t passes = 0;
@@ -88,21 +87,23 @@ struct Engine::State {
         pool(opts.pool != nullptr ? *opts.pool : *own_pool),
         // Rounded expert inputs mean a comparison with a hybrid run: sum exactly as it does.
         // On the GPU the device holds the experts itself.
-        experts(factory                             ? factory(pool)
-                : opts.device == Device::kCuda ? nullptr
-                                               : std::make_shared<LocalExpertExecutor>(
-                                                     ckpt, &pool, opts.expert_input != ExpertInputPrecision::kF32,
-                                                     MoeLayersOf(config, weights))),
+        experts(factory ? factory(pool)
+                : opts.device == Device::kCuda
+                    ? nullptr
+                    : std::make_shared<LocalExpertExecutor>(ckpt, &pool, opts.expert_input != ExpertInputPrecision::kF32,
+                                                            MoeLayersOf(config, weights))),
         kv(static_cast<int>(weights.layers.size()), config.kv_lora_rank + config.qk_rope_head_dim),
         softmax_scale(static_cast<float>(rope.softmax_scale_factor() / std::sqrt(static_cast<double>(config.q_head_dim())))),
         clock(opts.profile) {
     if (opts.quantize) {
-      if (opts.device == Device::kCuda) throw std::invalid_argument("--device cuda: a quantized reading of the model (a drafter's) runs on the CPU");
+      if (opts.device == Device::kCuda)
+        throw std::invalid_argument("--device cuda: a quantized reading of the model (a drafter's) runs on the CPU");
       weights.Quantize(*opts.quantize, opts.quantize_group);
     }
     if (opts.device == Device::kCuda) {
       if (!factory && opts.expert_input != ExpertInputPrecision::kF32) {
-        throw std::invalid_argument("--device cuda: rounding the experts' inputs (--expert-input-dtype, a CPU comparison aid) is not done on the device");
+        throw std::invalid_argument(
+            "--device cuda: rounding the experts' inputs (--expert-input-dtype, a CPU comparison aid) is not done on the device");
       }
       cuda = CudaForward::Create(ckpt, weights, rope, softmax_scale, experts == nullptr);
     }
@@ -120,8 +121,8 @@ struct Engine::State {
     std::vector<LayerSlice> slices;
     for (const LayerWeights& lw : w.layers) {
       if (lw.moe) {
-        slices.push_back({lw.checkpoint_layer, 0, c.n_routed_experts, 0, c.moe_intermediate_size, 0,
-                          c.moe_intermediate_size * c.n_shared_experts});
+        slices.push_back(
+            {lw.checkpoint_layer, 0, c.n_routed_experts, 0, c.moe_intermediate_size, 0, c.moe_intermediate_size * c.n_shared_experts});
       }
     }
     return slices;
@@ -140,12 +141,12 @@ void Engine::State::Validate(std::span<const Row> rows, std::map<SequenceId, int
     }
     auto [it, inserted] = next_position.try_emplace(r.sequence, kv.Get(r.sequence).length());
     if (r.position != it->second) {
-      throw std::invalid_argument(fmt::format("row {}: sequence {} position {} but the next position is {}", i, r.sequence,
-                                              r.position, it->second));
+      throw std::invalid_argument(
+          fmt::format("row {}: sequence {} position {} but the next position is {}", i, r.sequence, r.position, it->second));
     }
     if (r.position >= kv.Get(r.sequence).capacity()) {
-      throw std::invalid_argument(fmt::format("row {}: sequence {} position {} exceeds its KV capacity {}", i, r.sequence,
-                                              r.position, kv.Get(r.sequence).capacity()));
+      throw std::invalid_argument(fmt::format("row {}: sequence {} position {} exceeds its KV capacity {}", i, r.sequence, r.position,
+                                              kv.Get(r.sequence).capacity()));
     }
     ++it->second;
   }
@@ -171,8 +172,7 @@ void Engine::State::Attention(int layer, std::span<const Row> rows) {
     RmsNorm(q_a.data(), w.q_a_norm.data(), b_rows, config.q_lora_rank, eps, q_a.data());
     MatMul(w.q_b_proj, q_a.data(), b_rows, q.data(), &pool);
   } else {
-    const MatMulTask down[] = {{&w.q_proj, xn.data(), b_rows, q.data(), nullptr},
-                               {&w.kv_a_proj, xn.data(), b_rows, kv_a.data(), nullptr}};
+    const MatMulTask down[] = {{&w.q_proj, xn.data(), b_rows, q.data(), nullptr}, {&w.kv_a_proj, xn.data(), b_rows, kv_a.data(), nullptr}};
     MatMulMany(down, &pool);
   }
   clock.Lap(StepProfile::kAttentionProjections);
@@ -205,12 +205,11 @@ void Engine::State::Attention(int layer, std::span<const Row> rows) {
       }
       const int len = rows[b].position + 1;
       s.resize(static_cast<std::size_t>(n * len));
-      LatentAttentionHeads(q_abs.data() + i * kvl, kvl, q.data() + i * q_head + nope, q_head, n,
-                           kv.Get(rows[b].sequence).At(layer, 0), width, len, kvl, rope_dim, softmax_scale, s.data(),
-                           latent.data() + i * kvl);
+      LatentAttentionHeads(q_abs.data() + i * kvl, kvl, q.data() + i * q_head + nope, q_head, n, kv.Get(rows[b].sequence).At(layer, 0),
+                           width, len, kvl, rope_dim, softmax_scale, s.data(), latent.data() + i * kvl);
       for (std::int64_t h = h0; h < h0 + n; ++h) {
-        MatMul(w.value_up[static_cast<std::size_t>(h)], latent.data() + (b * heads + h) * kvl, 1,
-               o.data() + (b * heads + h) * v_dim, nullptr);
+        MatMul(w.value_up[static_cast<std::size_t>(h)], latent.data() + (b * heads + h) * kvl, 1, o.data() + (b * heads + h) * v_dim,
+               nullptr);
       }
       i += n;
     }
@@ -334,8 +333,8 @@ void Engine::Forward(std::span<const Row> rows, ForwardOutput& out, const float*
 std::vector<TokenId> Engine::SampleRows(const ForwardOutput& out, std::span<const SamplingParams> params,
                                         std::span<const std::int64_t> positions) {
   if (params.size() != out.logit_rows.size() || positions.size() != params.size()) {
-    throw std::invalid_argument(fmt::format("sampling {} logits rows with {} settings and {} positions", out.logit_rows.size(),
-                                            params.size(), positions.size()));
+    throw std::invalid_argument(
+        fmt::format("sampling {} logits rows with {} settings and {} positions", out.logit_rows.size(), params.size(), positions.size()));
   }
   if (params.empty()) return {};
   if (state_->cuda && out.pass == state_->device_logits_pass) return state_->cuda->SampleLogits(params, positions);

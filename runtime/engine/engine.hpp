@@ -25,8 +25,8 @@ class CudaForward;
 class ThreadPool;
 
 struct ForwardOutput {
-  std::vector<float> logits;                 // [rows with logits × vocab], in row order
-  std::vector<std::size_t> logit_rows;       // for each logits row, its index in the input
+  std::vector<float> logits;            // [rows with logits × vocab], in row order
+  std::vector<std::size_t> logit_rows;  // for each logits row, its index in the input
   // When EngineOptions::record_routes: per MoE layer (in layer order), rows × top_k routes.
   std::vector<std::vector<ExpertRoute>> routes;
   // When EngineOptions::keep_hidden: every row's final hidden state before the final

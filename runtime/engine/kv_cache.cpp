@@ -16,7 +16,10 @@ std::uint64_t NextSerial() {
 }  // namespace
 
 KvCache::KvCache(int layers, int width, int capacity)
-    : layers_(layers), width_(width), capacity_(capacity), serial_(NextSerial()),
+    : layers_(layers),
+      width_(width),
+      capacity_(capacity),
+      serial_(NextSerial()),
       data_(static_cast<std::size_t>(layers) * static_cast<std::size_t>(capacity) * static_cast<std::size_t>(width)) {
   if (layers <= 0 || width <= 0 || capacity <= 0) throw std::invalid_argument("kv cache: layers, width and capacity must be positive");
 }
@@ -38,8 +41,8 @@ void KvCache::Truncate(int length) {
 void KvCache::CopyPrefixFrom(const KvCache& other, int length) {
   if (other.layers_ != layers_ || other.width_ != width_) throw std::invalid_argument("kv cache: copying between different models");
   if (length < 0 || length > other.length_ || length > capacity_) {
-    throw std::invalid_argument(fmt::format("kv cache: cannot copy a {}-position prefix (source has {}, capacity {})", length,
-                                            other.length_, capacity_));
+    throw std::invalid_argument(
+        fmt::format("kv cache: cannot copy a {}-position prefix (source has {}, capacity {})", length, other.length_, capacity_));
   }
   for (int l = 0; l < layers_; ++l) {
     std::copy_n(other.At(l, 0), static_cast<std::size_t>(length) * static_cast<std::size_t>(width_), At(l, 0));

@@ -62,8 +62,7 @@ void MlpForwardMany(std::span<const MlpTask> tasks, std::vector<float>& scratch,
   MatMulMany(products, pool);
 }
 
-void MlpForward(const MlpWeights& w, const float* x, std::int64_t batch, float* out, std::vector<float>& scratch,
-                ThreadPool* pool) {
+void MlpForward(const MlpWeights& w, const float* x, std::int64_t batch, float* out, std::vector<float>& scratch, ThreadPool* pool) {
   const MlpTask task{&w, x, batch, out, nullptr};
   MlpForwardMany(std::span<const MlpTask>(&task, 1), scratch, pool);
 }

@@ -47,7 +47,6 @@ struct MlpTask {
 void MlpForwardMany(std::span<const MlpTask> tasks, std::vector<float>& scratch, ThreadPool* pool);
 
 // out[b] = mlp(x[b]) for b < batch; `scratch` is reused between calls.
-void MlpForward(const MlpWeights& w, const float* x, std::int64_t batch, float* out, std::vector<float>& scratch,
-                ThreadPool* pool);
+void MlpForward(const MlpWeights& w, const float* x, std::int64_t batch, float* out, std::vector<float>& scratch, ThreadPool* pool);
 
 }  // namespace tandem::rt

@@ -23,8 +23,7 @@ AttentionWeights LoadAttention(const Checkpoint& ckpt, const std::string& p) {
   }
   a.kv_a_proj = ckpt.Matrix(p + ".kv_a_proj_with_mqa.weight", c.kv_lora_rank + c.qk_rope_head_dim, h);
   a.kv_a_norm = ckpt.Vector(p + ".kv_a_layernorm.weight", c.kv_lora_rank);
-  const WeightMatrix kv_b_proj =
-      ckpt.Matrix(p + ".kv_b_proj.weight", heads * (c.qk_nope_head_dim + c.v_head_dim), c.kv_lora_rank);
+  const WeightMatrix kv_b_proj = ckpt.Matrix(p + ".kv_b_proj.weight", heads * (c.qk_nope_head_dim + c.v_head_dim), c.kv_lora_rank);
   for (std::int64_t head = 0; head < heads; ++head) {
     const std::int64_t first = head * (c.qk_nope_head_dim + c.v_head_dim);
     a.key_up.push_back(kv_b_proj.RowSlice(first, c.qk_nope_head_dim));
@@ -94,13 +93,13 @@ ModelWeights ModelWeights::LoadMtp(const Checkpoint& ckpt) {
   // DeepSeek-V3 checkpoints give the MTP layer copies of the embedding and head;
   // others share the model's.
   const bool head_is_embed = !ckpt.Has(p + ".shared_head.head.weight") && c.tie_word_embeddings;
-  w.embed = ckpt.Matrix(ckpt.Has(p + ".embed_tokens.weight") ? p + ".embed_tokens.weight" : "model.embed_tokens.weight",
-                        c.vocab_size, c.hidden_size, head_is_embed ? ckpt.placement() : WeightPlacement::kMapped);
+  w.embed = ckpt.Matrix(ckpt.Has(p + ".embed_tokens.weight") ? p + ".embed_tokens.weight" : "model.embed_tokens.weight", c.vocab_size,
+                        c.hidden_size, head_is_embed ? ckpt.placement() : WeightPlacement::kMapped);
   w.layers.push_back(LoadLayer(ckpt, l));
   w.final_norm = ckpt.Vector(p + ".shared_head.norm.weight", c.hidden_size);
   w.lm_head = ckpt.Has(p + ".shared_head.head.weight") ? ckpt.Matrix(p + ".shared_head.head.weight", c.vocab_size, c.hidden_size)
-              : c.tie_word_embeddings                 ? w.embed
-                                                      : ckpt.Matrix("lm_head.weight", c.vocab_size, c.hidden_size);
+              : c.tie_word_embeddings                  ? w.embed
+                                                       : ckpt.Matrix("lm_head.weight", c.vocab_size, c.hidden_size);
   w.mtp = MtpInputWeights{ckpt.Vector(p + ".enorm.weight", c.hidden_size), ckpt.Vector(p + ".hnorm.weight", c.hidden_size),
                           ckpt.Matrix(p + ".eh_proj.weight", c.hidden_size, 2 * static_cast<std::int64_t>(c.hidden_size))};
   return w;

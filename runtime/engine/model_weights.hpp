@@ -15,14 +15,14 @@ struct AttentionWeights {
   WeightMatrix q_proj;    // [heads·q_head × hidden] when q_lora_rank = 0
   WeightMatrix q_a_proj;  // [q_lora × hidden]
   std::vector<float> q_a_norm;
-  WeightMatrix q_b_proj;  // [heads·q_head × q_lora]
+  WeightMatrix q_b_proj;   // [heads·q_head × q_lora]
   WeightMatrix kv_a_proj;  // [kv_lora + rope × hidden]
   std::vector<float> kv_a_norm;
   // kv_b_proj [heads·(nope + v) × kv_lora] as per-head row slices, cut once at load
   // (attention uses them per row and head):
   std::vector<WeightMatrix> key_up;    // W_UK[h]: [nope × kv_lora], absorbed into the query
   std::vector<WeightMatrix> value_up;  // W_UV[h]: [v × kv_lora], applied to the attended latent
-  WeightMatrix o_proj;     // [hidden × heads·v]
+  WeightMatrix o_proj;                 // [hidden × heads·v]
 };
 
 struct LayerWeights {
@@ -31,8 +31,8 @@ struct LayerWeights {
   std::vector<float> post_attention_norm;
   AttentionWeights attention;
   bool moe = false;
-  MlpWeights dense;             // dense layers
-  WeightMatrix router;          // [n_routed × hidden], MoE layers
+  MlpWeights dense;                // dense layers
+  WeightMatrix router;             // [n_routed × hidden], MoE layers
   std::vector<float> router_bias;  // e_score_correction_bias (noaux_tc), may be empty
 };
 
@@ -49,7 +49,7 @@ struct ModelWeights {
   WeightMatrix embed;  // [vocab × hidden]
   std::vector<LayerWeights> layers;
   std::vector<float> final_norm;
-  WeightMatrix lm_head;  // [vocab × hidden]
+  WeightMatrix lm_head;                // [vocab × hidden]
   std::optional<MtpInputWeights> mtp;  // set for the MTP layer
 
   static ModelWeights Load(const Checkpoint& ckpt);

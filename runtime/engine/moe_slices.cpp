@@ -25,10 +25,10 @@ WeightMatrix ColumnSlice(const WeightMatrix& m, std::int64_t begin, std::int64_t
   if (m.type == WeightMatrix::Type::kQuantized) {
     const int group = m.quantized->group;
     if (begin % group != 0 || end % group != 0) {
-      throw std::invalid_argument(fmt::format(
-          "expert slices: {}: intermediate columns [{}, {}) are not whole quantization groups of {} ({} checkpoint); split "
-          "the experts at multiples of {} (fewer tp ranks, or --expert-parallel ep) or quantize with a smaller --group",
-          name, begin, end, group, ToString(m.quantized->format), group));
+      throw std::invalid_argument(
+          fmt::format("expert slices: {}: intermediate columns [{}, {}) are not whole quantization groups of {} ({} checkpoint); split "
+                      "the experts at multiples of {} (fewer tp ranks, or --expert-parallel ep) or quantize with a smaller --group",
+                      name, begin, end, group, ToString(m.quantized->format), group));
     }
     out.quantized = std::make_shared<const QuantizedMatrix>(m.quantized->Columns(begin, end));
     return out;
@@ -58,8 +58,8 @@ WeightMatrix RowSlice(const WeightMatrix& m, std::int64_t begin, std::int64_t en
   return out;
 }
 
-MlpWeights LoadSlice(const Checkpoint& ckpt, const std::string& prefix, std::int64_t hidden, std::int64_t intermediate,
-                     std::int64_t begin, std::int64_t end) {
+MlpWeights LoadSlice(const Checkpoint& ckpt, const std::string& prefix, std::int64_t hidden, std::int64_t intermediate, std::int64_t begin,
+                     std::int64_t end) {
   // A part of each expert (tp) is copied by the slicing below: read the whole where
   // it is mapped rather than copying it first.
   const bool whole = begin == 0 && end == intermediate;
@@ -72,8 +72,8 @@ std::uint64_t Bytes(const MlpWeights& m) { return m.gate.bytes() + m.up.bytes() 
 // A quantized expert's gate and up as one matrix (MlpWeights::gate_up).
 void FuseGateUp(MlpWeights& m) {
   if (m.gate.type != WeightMatrix::Type::kQuantized || m.up.type != WeightMatrix::Type::kQuantized) return;
-  m.gate_up = WeightMatrix::FromQuantized(
-      std::make_shared<const QuantizedMatrix>(QuantizedMatrix::StackRows(*m.gate.quantized, *m.up.quantized)));
+  m.gate_up =
+      WeightMatrix::FromQuantized(std::make_shared<const QuantizedMatrix>(QuantizedMatrix::StackRows(*m.gate.quantized, *m.up.quantized)));
   m.gate = WeightMatrix{};
   m.up = WeightMatrix{};
 }
@@ -87,11 +87,12 @@ MoeSlices::MoeSlices(const Checkpoint& ckpt, const std::vector<LayerSlice>& slic
   for (const LayerSlice& s : slices) {
     if (!c.IsMoeLayer(s.layer)) throw std::invalid_argument(fmt::format("expert slices: layer {} is not a MoE layer", s.layer));
     if (s.expert_begin < 0 || s.expert_end > c.n_routed_experts || s.expert_begin > s.expert_end || s.inter_begin < 0 ||
-        s.inter_end > c.moe_intermediate_size || s.inter_begin > s.inter_end || s.shared_begin < 0 ||
-        s.shared_end > shared_inter || s.shared_begin > s.shared_end) {
-      throw std::invalid_argument(fmt::format("expert slices: layer {}: experts [{}, {}) intermediate [{}, {}) shared [{}, {}) "
-                                              "do not fit the model", s.layer, s.expert_begin, s.expert_end, s.inter_begin,
-                                              s.inter_end, s.shared_begin, s.shared_end));
+        s.inter_end > c.moe_intermediate_size || s.inter_begin > s.inter_end || s.shared_begin < 0 || s.shared_end > shared_inter ||
+        s.shared_begin > s.shared_end) {
+      throw std::invalid_argument(
+          fmt::format("expert slices: layer {}: experts [{}, {}) intermediate [{}, {}) shared [{}, {}) "
+                      "do not fit the model",
+                      s.layer, s.expert_begin, s.expert_end, s.inter_begin, s.inter_end, s.shared_begin, s.shared_end));
     }
     if (layers_.contains(s.layer)) throw std::invalid_argument(fmt::format("expert slices: layer {} given twice", s.layer));
     Layer& layer = layers_[s.layer];
@@ -122,8 +123,7 @@ std::vector<LayerSlice> MoeSlices::Everything(const ModelConfig& c) {
   return slices;
 }
 
-void MoeSlices::Compute(int layer, const float* x, std::int64_t rows, std::span<const ExpertRoute> routes, int top_k,
-                        double* out) {
+void MoeSlices::Compute(int layer, const float* x, std::int64_t rows, std::span<const ExpertRoute> routes, int top_k, double* out) {
   const auto it = layers_.find(layer);
   if (it == layers_.end()) throw std::invalid_argument(fmt::format("expert slices: layer {} is not held here", layer));
   Layer& l = it->second;
@@ -199,8 +199,8 @@ void MoeSlices::Compute(int layer, const float* x, std::int64_t rows, std::span<
 // out[r] = Σ_k weight · expert_k(x[r]) in k order, then the shared slice (values
 // widened to double exactly, from whichever precision the experts wrote).
 template <typename T>
-void MoeSlices::Combine(const T* expert_out, std::int64_t rows, std::span<const ExpertRoute> routes, int top_k,
-                        std::int64_t gathered_rows, bool shared, double* out) {
+void MoeSlices::Combine(const T* expert_out, std::int64_t rows, std::span<const ExpertRoute> routes, int top_k, std::int64_t gathered_rows,
+                        bool shared, double* out) {
   results_.assign(static_cast<std::size_t>(rows * top_k), -1);
   for (std::int64_t j = 0; j < gathered_rows; ++j) results_[static_cast<std::size_t>(slots_[j])] = j;
   for (std::int64_t r = 0; r < rows; ++r) {

@@ -42,8 +42,7 @@ class MoeSlices {
   // `fuse_gate_up`: hold a group-quantized expert's gate and up as one matrix
   // (MlpWeights::gate_up, what Compute reads fastest); a device backend that copies
   // the slices (CudaMoeSlices) wants them apart.
-  MoeSlices(const Checkpoint& ckpt, const std::vector<LayerSlice>& slices, ThreadPool* pool, bool exact = true,
-            bool fuse_gate_up = true);
+  MoeSlices(const Checkpoint& ckpt, const std::vector<LayerSlice>& slices, ThreadPool* pool, bool exact = true, bool fuse_gate_up = true);
 
   const std::vector<LayerSlice>& slices() const { return slices_; }
   std::uint64_t weight_bytes() const { return weight_bytes_; }
@@ -68,8 +67,8 @@ class MoeSlices {
 
  private:
   template <typename T>
-  void Combine(const T* expert_out, std::int64_t rows, std::span<const ExpertRoute> routes, int top_k,
-               std::int64_t gathered_rows, bool shared, double* out);
+  void Combine(const T* expert_out, std::int64_t rows, std::span<const ExpertRoute> routes, int top_k, std::int64_t gathered_rows,
+               bool shared, double* out);
 
   std::int64_t hidden_;
   ThreadPool* pool_;
@@ -78,8 +77,8 @@ class MoeSlices {
   std::map<int, Layer> layers_;
   std::uint64_t weight_bytes_ = 0;
   // Buffers reused between calls (the hot path does not allocate once they have grown).
-  std::vector<double> expert_out_;      // the experts' outputs in exact mode
-  std::vector<float> expert_out_f32_;   // and otherwise
+  std::vector<double> expert_out_;     // the experts' outputs in exact mode
+  std::vector<float> expert_out_f32_;  // and otherwise
   std::vector<float> gathered_, scratch_;
   std::vector<std::int64_t> slots_, results_, task_rows_, expert_first_;
   std::vector<std::size_t> task_experts_;

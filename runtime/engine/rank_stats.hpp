@@ -16,7 +16,7 @@ struct RankStats {
   std::uint64_t frames_received = 0;
   std::uint64_t bytes_sent = 0;
   std::uint64_t bytes_received = 0;
-  std::uint64_t compute_ns = 0;  // as the worker reported it
+  std::uint64_t compute_ns = 0;                             // as the worker reported it
   std::map<int, std::vector<std::uint64_t>> rtt_histogram;  // layer → bucket counts
 
   static constexpr int kBucketsPerDoubling = 8;

@@ -6,8 +6,7 @@
 
 namespace tandem::rt {
 
-Router::Router(const ModelConfig& config, std::vector<float> correction_bias)
-    : config_(config), bias_(std::move(correction_bias)) {}
+Router::Router(const ModelConfig& config, std::vector<float> correction_bias) : config_(config), bias_(std::move(correction_bias)) {}
 
 namespace {
 
@@ -87,8 +86,9 @@ void Router::Route(std::span<const float> logits, std::span<ExpertRoute> routes)
     }
     // The topk_group best groups, ties to the lower group.
     std::vector<int>& groups = scratch.groups;
-    BestK(config_.n_group, config_.topk_group,
-          [&](int a, int b) { return group_score[a] != group_score[b] ? group_score[a] > group_score[b] : a < b; }, groups);
+    BestK(
+        config_.n_group, config_.topk_group,
+        [&](int a, int b) { return group_score[a] != group_score[b] ? group_score[a] > group_score[b] : a < b; }, groups);
     std::vector<bool>& keep = scratch.keep;
     keep.assign(static_cast<std::size_t>(config_.n_group), false);
     for (int g : groups) keep[g] = true;
@@ -99,7 +99,8 @@ void Router::Route(std::span<const float> logits, std::span<ExpertRoute> routes)
 
   // The k best experts, ties to the lower index.
   std::vector<int>& order = scratch.order;
-  BestK(n, k, [&](int a, int b) { return choice[a] != choice[b] ? choice[a] > choice[b] : a < b; }, order);
+  BestK(
+      n, k, [&](int a, int b) { return choice[a] != choice[b] ? choice[a] > choice[b] : a < b; }, order);
 
   double sum = 0.0;
   for (int i = 0; i < k; ++i) sum += scores[order[i]];

@@ -1,8 +1,8 @@
 #include "runtime/grammar/json_matcher.hpp"
 
-#include "runtime/model/utf8.hpp"
-
 #include <bit>
+
+#include "runtime/model/utf8.hpp"
 
 namespace tandem::rt {
 
@@ -51,9 +51,12 @@ bool JsonMatcher::Whitespace(Frame& f, unsigned char c) {
 
 const std::vector<std::string>& JsonMatcher::Candidates(const Frame& f) const {
   switch (f.source) {
-    case Source::kEnum: return grammar_->node(f.node).literals;
-    case Source::kKeys: return grammar_->node(f.node).keys;
-    case Source::kWords: return Words();
+    case Source::kEnum:
+      return grammar_->node(f.node).literals;
+    case Source::kKeys:
+      return grammar_->node(f.node).keys;
+    case Source::kWords:
+      return Words();
   }
   return Words();
 }
@@ -144,12 +147,18 @@ void JsonMatcher::ChildDone() {
 
 JsonMatcher::Step JsonMatcher::Feed(Frame& f, unsigned char c) {
   switch (f.kind) {
-    case Kind::kValue: return FeedValue(f, c);
-    case Kind::kLiteral: return FeedLiteral(f, c);
-    case Kind::kString: return FeedString(f, c);
-    case Kind::kNumber: return FeedNumber(f, c);
-    case Kind::kObject: return FeedObject(f, c);
-    case Kind::kArray: return FeedArray(f, c);
+    case Kind::kValue:
+      return FeedValue(f, c);
+    case Kind::kLiteral:
+      return FeedLiteral(f, c);
+    case Kind::kString:
+      return FeedString(f, c);
+    case Kind::kNumber:
+      return FeedNumber(f, c);
+    case Kind::kObject:
+      return FeedObject(f, c);
+    case Kind::kArray:
+      return FeedArray(f, c);
   }
   return Step::kRejected;
 }
@@ -412,7 +421,8 @@ JsonMatcher::Step JsonMatcher::FeedArray(Frame& f, unsigned char c) {
       stack_.push_back(ValueFrame(items));
       // The item's first byte; `f` may have moved with the push, so go through the stack.
       switch (FeedValue(stack_.back(), c)) {
-        case Step::kConsumed: return Step::kConsumed;
+        case Step::kConsumed:
+          return Step::kConsumed;
         case Step::kConsumedAndDone:  // a one-byte item (an enum value like 3)
           stack_.pop_back();
           ChildDone();

@@ -38,13 +38,13 @@ class JsonMatcher {
   struct Frame {
     Kind kind = Kind::kValue;
     std::uint8_t state = 0;
-    std::uint8_t ws = 0;      // the current whitespace run
+    std::uint8_t ws = 0;  // the current whitespace run
     Source source = Source::kEnum;
-    int node = -1;            // schema node (-1: any value / any string)
-    int count = 0;            // string: code points; array: items; object: current property; literal: position
-    int extra = 0;            // string: UTF-8 bytes or \u digits still due; number: digits so far
-    std::uint64_t mask = 0;   // literal: candidates still possible
-    bool integer = false;     // number: no fraction or exponent
+    int node = -1;           // schema node (-1: any value / any string)
+    int count = 0;           // string: code points; array: items; object: current property; literal: position
+    int extra = 0;           // string: UTF-8 bytes or \u digits still due; number: digits so far
+    std::uint64_t mask = 0;  // literal: candidates still possible
+    bool integer = false;    // number: no fraction or exponent
   };
   enum class Step { kConsumed, kRejected, kConsumedAndDone, kEndedRetry };
 

@@ -39,8 +39,8 @@ int JsonGrammar::Add(const json& schema, const std::string& path) {
   }
   if (!schema.is_object()) throw SchemaError(fmt::format("{}: a schema must be an object", path));
   static const std::set<std::string> kAnnotations = {"title", "description", "default", "examples", "$schema", "$id", "$comment"};
-  static const std::set<std::string> kSupported = {"type", "enum", "const", "properties", "required", "additionalProperties", "items",
-                                                   "minItems", "maxItems", "minLength", "maxLength"};
+  static const std::set<std::string> kSupported = {"type",  "enum",     "const",    "properties", "required", "additionalProperties",
+                                                   "items", "minItems", "maxItems", "minLength",  "maxLength"};
   for (const auto& [key, value] : schema.items()) {
     if (!kSupported.contains(key) && !kAnnotations.contains(key)) {
       throw SchemaError(fmt::format("{}: '{}' is not supported by constrained decoding", path, key));

@@ -20,7 +20,13 @@ class SchemaError : public std::invalid_argument {
 
 struct SchemaNode {
   enum Type : std::uint32_t {
-    kObject = 1, kArray = 2, kString = 4, kNumber = 8, kInteger = 16, kBoolean = 32, kNull = 64,
+    kObject = 1,
+    kArray = 2,
+    kString = 4,
+    kNumber = 8,
+    kInteger = 16,
+    kBoolean = 32,
+    kNull = 64,
     kAnyType = 127,
   };
   std::uint32_t types = kAnyType;  // a bit set of the allowed types

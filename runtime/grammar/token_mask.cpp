@@ -1,9 +1,9 @@
 #include "runtime/grammar/token_mask.hpp"
 
-#include "runtime/model/utf8.hpp"
-
 #include <algorithm>
 #include <limits>
+
+#include "runtime/model/utf8.hpp"
 
 namespace tandem::rt {
 
@@ -52,7 +52,10 @@ void TokenTrie::Insert(Trie& trie, std::string_view bytes, TokenId id) {
 }
 
 TokenTrie::TokenTrie(const Tokenizer& tokenizer, int vocab_size)
-    : vocab_(vocab_size), all_(1), special_(1), plain_(static_cast<std::size_t>(vocab_size), 0),
+    : vocab_(vocab_size),
+      all_(1),
+      special_(1),
+      plain_(static_cast<std::size_t>(vocab_size), 0),
       eligible_(static_cast<std::size_t>(vocab_size), 0) {
   for (TokenId id = 0; id < vocab_size; ++id) {
     if (tokenizer.IsSpecial(id) || tokenizer.IsAdded(id)) continue;

@@ -35,9 +35,9 @@ class TokenTrie {
   void Walk(const Trie& trie, const JsonMatcher& matcher, std::vector<std::uint8_t>& allowed) const;
 
   int vocab_ = 0;
-  Trie all_;                          // every token
-  Trie special_;                      // tokens that are not plain string characters
-  std::vector<std::uint8_t> plain_;   // plain_[id]: printable, no quote or backslash, whole UTF-8
+  Trie all_;                            // every token
+  Trie special_;                        // tokens that are not plain string characters
+  std::vector<std::uint8_t> plain_;     // plain_[id]: printable, no quote or backslash, whole UTF-8
   std::vector<std::uint8_t> eligible_;  // eligible_[id]: in `all_`
 };
 

@@ -10,10 +10,10 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <fmt/format.h>
 
+#include "runtime/engine/cuda/cuda_experts.hpp"
+#include "runtime/engine/moe_slices.hpp"
 #include "runtime/hybrid/frame_channel.hpp"
 #include "runtime/hybrid/handshake.hpp"
-#include "runtime/engine/moe_slices.hpp"
-#include "runtime/engine/cuda/cuda_experts.hpp"
 #include "runtime/kernels/thread_pool.hpp"
 #include "runtime/model/checkpoint.hpp"
 #include "runtime/model/model_error.hpp"
@@ -97,8 +97,7 @@ struct ExpertWorker::State {
                                 options.model.string(), revision));
     }
     const ModelConfig& c = checkpoint->config();
-    if (hello.shape.hidden != c.hidden_size || hello.shape.top_k != c.num_experts_per_tok ||
-        hello.shape.n_experts != c.n_routed_experts) {
+    if (hello.shape.hidden != c.hidden_size || hello.shape.top_k != c.num_experts_per_tok || hello.shape.n_experts != c.n_routed_experts) {
       return refuse("request shape does not match the model");
     }
     try {
@@ -110,8 +109,8 @@ struct ExpertWorker::State {
       HelloAck ack{revision, device_slices ? device_slices->weight_bytes() : slices.weight_bytes(),
                    std::chrono::duration<double>(Clock::now() - t0).count()};
       if (!Send(channel, wire::EncodeTextFrame(wire::FrameType::kHelloAck, HelloAckJson(ack)))) return std::nullopt;
-      Log(fmt::format("{}: serving rank {} of {}: {} slices, {:.1f} MB of expert weights on the {}, loaded in {:.3f} s",
-                      channel.peer(), hello.rank, hello.world, hello.slices.size(), static_cast<double>(ack.weight_bytes) / 1e6,
+      Log(fmt::format("{}: serving rank {} of {}: {} slices, {:.1f} MB of expert weights on the {}, loaded in {:.3f} s", channel.peer(),
+                      hello.rank, hello.world, hello.slices.size(), static_cast<double>(ack.weight_bytes) / 1e6,
                       device_slices ? "GPU" : "CPU", ack.load_seconds));
       return slices;
     } catch (const std::exception& e) {
@@ -146,8 +145,7 @@ struct ExpertWorker::State {
         if (options.transport_only) {
           std::fill(partial.begin(), partial.end(), 0.0);
         } else if (device_slices) {
-          device_slices->Compute(layer, request.hidden.data(), request.header.rows, request.routes, hello.shape.top_k,
-                                 partial.data());
+          device_slices->Compute(layer, request.hidden.data(), request.header.rows, request.routes, hello.shape.top_k, partial.data());
         } else {
           slices->Compute(layer, request.hidden.data(), request.header.rows, request.routes, hello.shape.top_k, partial.data());
         }

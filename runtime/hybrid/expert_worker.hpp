@@ -14,7 +14,7 @@ struct ExpertWorkerOptions {
   std::string listen = "127.0.0.1:0";  // port 0: the system picks a free port
   std::filesystem::path model;
   int threads = 0;
-  std::string role = "worker";  // "worker" | "peer"
+  std::string role = "worker";                     // "worker" | "peer"
   std::chrono::milliseconds frame_timeout{30000};  // a frame that has started must finish within this
   // Benchmarking aid: load no weights and answer every request with zero partials,
   // so a round trip measures the transport alone. Never for real use.

@@ -21,7 +21,8 @@ std::pair<std::string, std::uint16_t> SplitHostPort(const std::string& address) 
   const std::string port_text = address.substr(colon + 1);
   int port = 0;
   for (char c : port_text) {
-    if (c < '0' || c > '9' || port > 65535) throw std::invalid_argument(fmt::format("'{}': port '{}' is not a number in [0, 65535]", address, port_text));
+    if (c < '0' || c > '9' || port > 65535)
+      throw std::invalid_argument(fmt::format("'{}': port '{}' is not a number in [0, 65535]", address, port_text));
     port = port * 10 + (c - '0');
   }
   if (port > 65535) throw std::invalid_argument(fmt::format("'{}': port {} is out of range", address, port));
@@ -30,8 +31,7 @@ std::pair<std::string, std::uint16_t> SplitHostPort(const std::string& address) 
   return {host, static_cast<std::uint16_t>(port)};
 }
 
-FrameChannel::FrameChannel(asio::io_context&, tcp::socket socket, std::string peer)
-    : socket_(std::move(socket)), peer_(std::move(peer)) {
+FrameChannel::FrameChannel(asio::io_context&, tcp::socket socket, std::string peer) : socket_(std::move(socket)), peer_(std::move(peer)) {
   boost::system::error_code ec;
   socket_.set_option(tcp::no_delay(true), ec);
   socket_.set_option(asio::socket_base::keep_alive(true), ec);
@@ -41,8 +41,7 @@ FrameChannel::FrameChannel(asio::io_context&, tcp::socket socket, std::string pe
   socket_.set_option(asio::socket_base::receive_buffer_size(4 << 20), ec);
 }
 
-std::unique_ptr<FrameChannel> FrameChannel::Connect(asio::io_context& io, const std::string& address,
-                                                    std::chrono::milliseconds timeout) {
+std::unique_ptr<FrameChannel> FrameChannel::Connect(asio::io_context& io, const std::string& address, std::chrono::milliseconds timeout) {
   const auto [host, port] = SplitHostPort(address);
   tcp::resolver resolver(io);
   boost::system::error_code ec;
@@ -95,7 +94,7 @@ void FrameChannel::StartReceive() {
     bytes_received_ += n;
     if (ec) {
       receiving_ = false;
-      Fail(ec == asio::error::eof ? "closed the connection"
+      Fail(ec == asio::error::eof                 ? "closed the connection"
            : ec == asio::error::operation_aborted ? "connection closed"
                                                   : fmt::format("receive failed: {}", ec.message()));
       return;

@@ -25,8 +25,7 @@ class FrameChannel {
  public:
   FrameChannel(boost::asio::io_context& io, boost::asio::ip::tcp::socket socket, std::string peer);
   // Connects to host:port within `timeout`, with TCP_NODELAY and keep-alive on.
-  static std::unique_ptr<FrameChannel> Connect(boost::asio::io_context& io, const std::string& address,
-                                               std::chrono::milliseconds timeout);
+  static std::unique_ptr<FrameChannel> Connect(boost::asio::io_context& io, const std::string& address, std::chrono::milliseconds timeout);
 
   const std::string& peer() const { return peer_; }
   bool open() const { return socket_.is_open(); }

@@ -1,9 +1,9 @@
 #include "runtime/hybrid/handshake.hpp"
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "runtime/hybrid/frame_channel.hpp"
-#include <nlohmann/json.hpp>
 
 namespace tandem::rt {
 
@@ -43,10 +43,14 @@ std::pair<int, int> Range(const json& j, const char* key) {
 
 const char* DtypeName(wire::Dtype d) {
   switch (d) {
-    case wire::Dtype::kF32: return "f32";
-    case wire::Dtype::kBf16: return "bf16";
-    case wire::Dtype::kFp8Block32: return "fp8";
-    case wire::Dtype::kF64: return "f64";
+    case wire::Dtype::kF32:
+      return "f32";
+    case wire::Dtype::kBf16:
+      return "bf16";
+    case wire::Dtype::kFp8Block32:
+      return "fp8";
+    case wire::Dtype::kF64:
+      return "f64";
   }
   return "?";
 }
@@ -80,11 +84,16 @@ std::string HelloJson(const Hello& h) {
                       {"intermediate", {s.inter_begin, s.inter_end}},
                       {"shared_intermediate", {s.shared_begin, s.shared_end}}});
   }
-  return json{{"protocol", h.protocol},         {"model_revision", h.model_revision},
-              {"rank", h.rank},                 {"world", h.world},
-              {"role", h.role},                 {"hidden", h.shape.hidden},
-              {"top_k", h.shape.top_k},         {"n_experts", h.shape.n_experts},
-              {"wire_dtype", DtypeName(h.wire_dtype)}, {"partial_dtype", DtypeName(h.partial_dtype)},
+  return json{{"protocol", h.protocol},
+              {"model_revision", h.model_revision},
+              {"rank", h.rank},
+              {"world", h.world},
+              {"role", h.role},
+              {"hidden", h.shape.hidden},
+              {"top_k", h.shape.top_k},
+              {"n_experts", h.shape.n_experts},
+              {"wire_dtype", DtypeName(h.wire_dtype)},
+              {"partial_dtype", DtypeName(h.partial_dtype)},
               {"slices", slices}}
       .dump();
 }
@@ -93,7 +102,8 @@ Hello ParseHello(const std::string& text) {
   const json j = Parse(text);
   Hello h;
   h.protocol = Int(j, "protocol", 0, 65535);
-  if (h.protocol != wire::kVersion) throw wire::WireError(fmt::format("handshake: protocol {} is not the supported {}", h.protocol, wire::kVersion));
+  if (h.protocol != wire::kVersion)
+    throw wire::WireError(fmt::format("handshake: protocol {} is not the supported {}", h.protocol, wire::kVersion));
   h.model_revision = String(j, "model_revision");
   h.world = Int(j, "world", 1, 4096);
   h.rank = Int(j, "rank", 1, h.world - 1);

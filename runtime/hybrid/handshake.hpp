@@ -7,8 +7,8 @@
 
 #include <boost/asio/io_context.hpp>
 
-#include "runtime/hybrid/wire_protocol.hpp"
 #include "runtime/engine/moe_slices.hpp"
+#include "runtime/hybrid/wire_protocol.hpp"
 
 namespace tandem::rt {
 

@@ -21,14 +21,13 @@ std::filesystem::path SelfExecutable() { return std::filesystem::read_symlink("/
 
 }  // namespace
 
-LocalWorkers::LocalWorkers(const std::filesystem::path& model, int workers, bool peer, int threads_each,
-                           std::filesystem::path tandem_rt, std::vector<std::string> extra_args,
-                           std::chrono::milliseconds start_timeout) {
+LocalWorkers::LocalWorkers(const std::filesystem::path& model, int workers, bool peer, int threads_each, std::filesystem::path tandem_rt,
+                           std::vector<std::string> extra_args, std::chrono::milliseconds start_timeout) {
   const std::filesystem::path self = tandem_rt.empty() ? SelfExecutable() : tandem_rt;
   auto spawn = [&](const std::string& role) {
     auto child = std::make_unique<Child>();
-    std::vector<std::string> args = {"expert", "--listen", "127.0.0.1:0", "--model", model.string(), "--threads",
-                                     std::to_string(threads_each), "--role", role};
+    std::vector<std::string> args = {
+        "expert", "--listen", "127.0.0.1:0", "--model", model.string(), "--threads", std::to_string(threads_each), "--role", role};
     args.insert(args.end(), extra_args.begin(), extra_args.end());
     child->process = bp::child(bp::exe = self.string(), bp::args = args, bp::std_in.close(), bp::std_out > child->out);
     // The first line says where it listens; a reader thread makes the wait bounded.

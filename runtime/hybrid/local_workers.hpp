@@ -14,9 +14,8 @@ namespace tandem::rt {
 class LocalWorkers {
  public:
   // `tandem_rt`: the executable to run; empty means this process's own (/proc/self/exe).
-  LocalWorkers(const std::filesystem::path& model, int workers, bool peer, int threads_each,
-               std::filesystem::path tandem_rt = {}, std::vector<std::string> extra_args = {},
-               std::chrono::milliseconds start_timeout = std::chrono::seconds(30));
+  LocalWorkers(const std::filesystem::path& model, int workers, bool peer, int threads_each, std::filesystem::path tandem_rt = {},
+               std::vector<std::string> extra_args = {}, std::chrono::milliseconds start_timeout = std::chrono::seconds(30));
   ~LocalWorkers();
   LocalWorkers(const LocalWorkers&) = delete;
   LocalWorkers& operator=(const LocalWorkers&) = delete;

@@ -20,9 +20,7 @@ std::pair<int, int> Part(int total, int n, int i) {
 
 std::string_view ToString(ExpertParallel p) { return p == ExpertParallel::kTensor ? "tp" : "ep"; }
 std::string_view ToString(WireDtype d) { return d == WireDtype::kBf16 ? "bf16" : "fp8"; }
-std::string_view ToString(PartialDtype d) {
-  return d == PartialDtype::kF64 ? "f64" : d == PartialDtype::kF32 ? "f32" : "bf16";
-}
+std::string_view ToString(PartialDtype d) { return d == PartialDtype::kF64 ? "f64" : d == PartialDtype::kF32 ? "f32" : "bf16"; }
 
 PlacementPlan PlacementPlan::Compute(const ModelConfig& c, const Layout& layout) {
   if (layout.coordinator_ranks != 1 && layout.coordinator_ranks != 2) {
@@ -39,12 +37,12 @@ PlacementPlan PlacementPlan::Compute(const ModelConfig& c, const Layout& layout)
   const int inter = c.moe_intermediate_size;
   const int shared = c.moe_intermediate_size * c.n_shared_experts;
   if (workers > 0 && layout.parallel == ExpertParallel::kTensor && workers > inter) {
-    throw std::invalid_argument(fmt::format("tp over {} workers needs moe_intermediate_size >= {}, the model has {}", workers,
-                                            workers, inter));
+    throw std::invalid_argument(
+        fmt::format("tp over {} workers needs moe_intermediate_size >= {}, the model has {}", workers, workers, inter));
   }
   if (workers > 0 && layout.parallel == ExpertParallel::kExpert && workers > c.n_routed_experts) {
-    throw std::invalid_argument(fmt::format("ep over {} workers needs at least {} routed experts, the model has {}", workers,
-                                            workers, c.n_routed_experts));
+    throw std::invalid_argument(
+        fmt::format("ep over {} workers needs at least {} routed experts, the model has {}", workers, workers, c.n_routed_experts));
   }
 
   // A group-quantized checkpoint's down projections can only be cut at whole groups.
@@ -54,10 +52,11 @@ PlacementPlan PlacementPlan::Compute(const ModelConfig& c, const Layout& layout)
       for (int i = 1; i < parts; ++i) {
         const int cut = Part(inter, parts, i).first;
         if (cut % group != 0) {
-          throw std::invalid_argument(fmt::format(
-              "{} splits each routed expert's moe_intermediate_size {} at column {}, which is not a multiple of the "
-              "checkpoint's quantization group {} ({}); use --expert-parallel ep, a tp split into multiples of {}, or a "
-              "checkpoint quantized with a smaller --group", what, inter, cut, group, ToString(c.quantization->format), group));
+          throw std::invalid_argument(
+              fmt::format("{} splits each routed expert's moe_intermediate_size {} at column {}, which is not a multiple of the "
+                          "checkpoint's quantization group {} ({}); use --expert-parallel ep, a tp split into multiples of {}, or a "
+                          "checkpoint quantized with a smaller --group",
+                          what, inter, cut, group, ToString(c.quantization->format), group));
         }
       }
     };
@@ -72,10 +71,10 @@ PlacementPlan PlacementPlan::Compute(const ModelConfig& c, const Layout& layout)
     if (c.quantization->shared_experts && layout.coordinator_ranks == 2) {
       const int cut = Part(shared, 2, 1).first;
       if (cut % group != 0) {
-        throw std::invalid_argument(fmt::format(
-            "--coordinator-ranks 2 splits the shared experts' intermediate size {} at column {}, which is not a multiple of "
-            "the checkpoint's quantization group {}; use one coordinator rank or a checkpoint quantized with a smaller --group",
-            shared, cut, group));
+        throw std::invalid_argument(
+            fmt::format("--coordinator-ranks 2 splits the shared experts' intermediate size {} at column {}, which is not a multiple of "
+                        "the checkpoint's quantization group {}; use one coordinator rank or a checkpoint quantized with a smaller --group",
+                        shared, cut, group));
       }
     }
   }
@@ -155,8 +154,8 @@ std::string PlacementPlan::Summary() const {
     std::string example;
     for (const LayerSlice& s : r.slices) {
       if (!s.HoldsRouted()) continue;
-      example = fmt::format(", e.g. layer {}: experts [{}, {}) intermediate [{}, {})", s.layer, s.expert_begin, s.expert_end,
-                            s.inter_begin, s.inter_end);
+      example = fmt::format(", e.g. layer {}: experts [{}, {}) intermediate [{}, {})", s.layer, s.expert_begin, s.expert_end, s.inter_begin,
+                            s.inter_end);
       break;
     }
     text += fmt::format("rank {} {}{}: routed experts of {} MoE layers{}, shared-expert slices of {}\n", r.rank, r.role,

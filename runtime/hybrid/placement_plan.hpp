@@ -9,8 +9,8 @@
 namespace tandem::rt {
 
 enum class ExpertParallel { kTensor, kExpert };  // "tp" | "ep"
-enum class WireDtype { kBf16, kFp8 };             // hidden rows on the wire
-enum class PartialDtype { kF64, kF32, kBf16 };    // partial rows coming back
+enum class WireDtype { kBf16, kFp8 };            // hidden rows on the wire
+enum class PartialDtype { kF64, kF32, kBf16 };   // partial rows coming back
 
 // How a coordinator lays the experts out over processes (the `--experts`,
 // `--expert-parallel`, `--local-expert-layers`, `--coordinator-ranks`, `--peer`

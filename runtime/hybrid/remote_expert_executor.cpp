@@ -7,10 +7,10 @@
 #include <boost/asio/io_context.hpp>
 #include <fmt/format.h>
 
+#include "runtime/engine/cuda/cuda_experts.hpp"
+#include "runtime/engine/moe_slices.hpp"
 #include "runtime/hybrid/frame_channel.hpp"
 #include "runtime/hybrid/handshake.hpp"
-#include "runtime/engine/moe_slices.hpp"
-#include "runtime/engine/cuda/cuda_experts.hpp"
 #include "runtime/kernels/ops.hpp"
 #include "runtime/kernels/thread_pool.hpp"
 #include "runtime/model/checkpoint.hpp"
@@ -23,7 +23,7 @@ struct RemoteExpertExecutor::State {
   RemoteOptions options;
   wire::RequestShape shape;
   wire::Dtype wire_dtype;
-  std::optional<MoeSlices> local;  // rank 0's own slices
+  std::optional<MoeSlices> local;               // rank 0's own slices
   std::unique_ptr<CudaMoeSlices> local_device;  // the same on the GPU (RemoteOptions::device)
   ThreadPool* pool = nullptr;
   boost::asio::io_context io;
@@ -180,8 +180,7 @@ void RemoteExpertExecutor::Finish(float* out) {
     std::vector<FrameChannel*> waiting;
     for (int rank : s.remote) waiting.push_back(s.channels.at(rank).get());
     RunUntilIdle(s.io, waiting, s.started + s.options.round_trip_timeout,
-                 fmt::format("did not answer layer {} within {} ms", s.layer, s.options.round_trip_timeout.count()),
-                 s.options.spin);
+                 fmt::format("did not answer layer {} within {} ms", s.layer, s.options.round_trip_timeout.count()), s.options.spin);
   }
   s.times.wait_ns += Since(t);
   t = Clock::now();
@@ -195,8 +194,8 @@ void RemoteExpertExecutor::Finish(float* out) {
         s.Fail(fmt::format("{}: {}", s.Name(rank), wire::PayloadText(channel.payload())));
       }
       try {
-        wire::LayerResponse response = wire::ParseLayerResponse(channel.header(), channel.payload(),
-                                                                static_cast<std::uint32_t>(s.rows), s.shape.hidden);
+        wire::LayerResponse response =
+            wire::ParseLayerResponse(channel.header(), channel.payload(), static_cast<std::uint32_t>(s.rows), s.shape.hidden);
         if (channel.header().layer != static_cast<std::uint32_t>(s.layer)) {
           throw wire::WireError(fmt::format("answered layer {} instead of {}", channel.header().layer, s.layer));
         }

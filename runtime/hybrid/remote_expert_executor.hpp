@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "runtime/hybrid/placement_plan.hpp"
 #include "runtime/engine/expert_executor.hpp"
+#include "runtime/hybrid/placement_plan.hpp"
 #include "runtime/kernels/device.hpp"
 
 namespace tandem::rt {
@@ -56,8 +56,7 @@ struct CoordinatorTimes {
 // a rank cannot be reached or refuses the handshake.
 class RemoteExpertExecutor : public ExpertExecutor {
  public:
-  RemoteExpertExecutor(const Checkpoint& ckpt, PlacementPlan plan, const Layout& layout, ThreadPool* pool,
-                       RemoteOptions options = {});
+  RemoteExpertExecutor(const Checkpoint& ckpt, PlacementPlan plan, const Layout& layout, ThreadPool* pool, RemoteOptions options = {});
   ~RemoteExpertExecutor() override;
 
   void Start(int layer, std::span<const Row> rows, const float* x, std::span<const ExpertRoute> routes) override;

@@ -63,9 +63,7 @@ RowKind KindOf(std::span<const Row> rows, std::size_t i) {
 }  // namespace
 
 Dtype ToWire(WireDtype d) { return d == WireDtype::kBf16 ? Dtype::kBf16 : Dtype::kFp8Block32; }
-Dtype ToWire(PartialDtype d) {
-  return d == PartialDtype::kF64 ? Dtype::kF64 : d == PartialDtype::kF32 ? Dtype::kF32 : Dtype::kBf16;
-}
+Dtype ToWire(PartialDtype d) { return d == PartialDtype::kF64 ? Dtype::kF64 : d == PartialDtype::kF32 ? Dtype::kF32 : Dtype::kBf16; }
 
 std::array<std::byte, kHeaderBytes> EncodeHeader(const FrameHeader& h) {
   std::array<std::byte, kHeaderBytes> out{};
@@ -86,7 +84,8 @@ std::array<std::byte, kHeaderBytes> EncodeHeader(const FrameHeader& h) {
 FrameHeader DecodeHeader(std::span<const std::byte> bytes) {
   if (bytes.size() != kHeaderBytes) throw WireError(fmt::format("frame header must be {} bytes, got {}", kHeaderBytes, bytes.size()));
   const std::byte* p = bytes.data();
-  if (Get<std::uint32_t>(p) != kMagic) throw WireError(fmt::format("bad magic 0x{:08x}: not a Tandem expert connection", Get<std::uint32_t>(p)));
+  if (Get<std::uint32_t>(p) != kMagic)
+    throw WireError(fmt::format("bad magic 0x{:08x}: not a Tandem expert connection", Get<std::uint32_t>(p)));
   if (Get<std::uint16_t>(p + 4) != kVersion) {
     throw WireError(fmt::format("protocol version {} is not the supported {}", Get<std::uint16_t>(p + 4), kVersion));
   }
@@ -111,10 +110,14 @@ FrameHeader DecodeHeader(std::span<const std::byte> bytes) {
 std::size_t EncodedRowBytes(Dtype dtype, int hidden) {
   const auto n = static_cast<std::size_t>(hidden);
   switch (dtype) {
-    case Dtype::kF32: return 4 * n;
-    case Dtype::kBf16: return 2 * n;
-    case Dtype::kFp8Block32: return n + (n + kFp8Block - 1) / kFp8Block;  // one exponent byte per block
-    case Dtype::kF64: return 8 * n;
+    case Dtype::kF32:
+      return 4 * n;
+    case Dtype::kBf16:
+      return 2 * n;
+    case Dtype::kFp8Block32:
+      return n + (n + kFp8Block - 1) / kFp8Block;  // one exponent byte per block
+    case Dtype::kF64:
+      return 8 * n;
   }
   return 0;
 }
@@ -168,13 +171,12 @@ void DecodeRow(const std::byte* in, int hidden, Dtype dtype, float* v) {
 }
 
 std::vector<std::byte> EncodeLayerRequest(std::uint64_t request_id, int layer, std::span<const Row> rows,
-                                          std::span<const ExpertRoute> routes, const float* x, const RequestShape& shape,
-                                          Dtype dtype) {
+                                          std::span<const ExpertRoute> routes, const float* x, const RequestShape& shape, Dtype dtype) {
   const std::size_t n = rows.size();
   const std::size_t row_bytes = EncodedRowBytes(dtype, shape.hidden);
   const std::size_t payload = n * (kRowRecordBytes + static_cast<std::size_t>(shape.top_k) * kRouteBytes) + n * row_bytes;
-  FrameHeader h{FrameType::kLayerRequest, request_id, static_cast<std::uint32_t>(layer), static_cast<std::uint32_t>(n), dtype,
-                0, static_cast<std::uint32_t>(payload)};
+  FrameHeader h{FrameType::kLayerRequest,           request_id, static_cast<std::uint32_t>(layer), static_cast<std::uint32_t>(n), dtype, 0,
+                static_cast<std::uint32_t>(payload)};
   std::vector<std::byte> frame(kHeaderBytes + payload);
   const auto head = EncodeHeader(h);
   std::copy(head.begin(), head.end(), frame.begin());
@@ -228,9 +230,11 @@ LayerRequest ParseLayerRequest(const FrameHeader& header, std::span<const std::b
       if (expert >= static_cast<std::uint32_t>(shape.n_experts)) {
         throw WireError(fmt::format("row {}: expert {} does not exist (the model has {})", r, expert, shape.n_experts));
       }
-      if (!std::isfinite(weight) || weight < 0.0f) throw WireError(fmt::format("row {}: route weight {} is not finite and >= 0", r, weight));
+      if (!std::isfinite(weight) || weight < 0.0f)
+        throw WireError(fmt::format("row {}: route weight {} is not finite and >= 0", r, weight));
       for (int j = 0; j < k; ++j) {
-        if (Get<std::uint32_t>(routes + j * kRouteBytes) == expert) throw WireError(fmt::format("row {}: expert {} routed twice", r, expert));
+        if (Get<std::uint32_t>(routes + j * kRouteBytes) == expert)
+          throw WireError(fmt::format("row {}: expert {} routed twice", r, expert));
       }
       req.routes.push_back({static_cast<std::int32_t>(expert), weight});
     }
@@ -238,18 +242,19 @@ LayerRequest ParseLayerRequest(const FrameHeader& header, std::span<const std::b
   const std::size_t row_bytes = EncodedRowBytes(header.dtype, shape.hidden);
   req.hidden.resize(static_cast<std::size_t>(header.rows) * static_cast<std::size_t>(shape.hidden));
   for (std::uint32_t r = 0; r < header.rows; ++r) {
-    DecodeRow(in.Take(row_bytes, "a hidden row"), shape.hidden, header.dtype, req.hidden.data() + static_cast<std::size_t>(r) * static_cast<std::size_t>(shape.hidden));
+    DecodeRow(in.Take(row_bytes, "a hidden row"), shape.hidden, header.dtype,
+              req.hidden.data() + static_cast<std::size_t>(r) * static_cast<std::size_t>(shape.hidden));
   }
   in.ExpectEnd();
   return req;
 }
 
-std::vector<std::byte> EncodeLayerResponse(std::uint64_t request_id, int layer, std::uint32_t rows, const double* partial,
-                                           int hidden, Dtype dtype, std::uint64_t compute_ns) {
+std::vector<std::byte> EncodeLayerResponse(std::uint64_t request_id, int layer, std::uint32_t rows, const double* partial, int hidden,
+                                           Dtype dtype, std::uint64_t compute_ns) {
   if (dtype == Dtype::kFp8Block32) throw WireError("partial rows must be f64, f32 or bf16");
   const std::size_t values = static_cast<std::size_t>(rows) * static_cast<std::size_t>(hidden);
   const std::size_t payload = values * EncodedRowBytes(dtype, 1) + 8;
-  FrameHeader h{FrameType::kLayerResponse, request_id, static_cast<std::uint32_t>(layer), rows, dtype, 0,
+  FrameHeader h{FrameType::kLayerResponse,          request_id, static_cast<std::uint32_t>(layer), rows, dtype, 0,
                 static_cast<std::uint32_t>(payload)};
   std::vector<std::byte> frame(kHeaderBytes + payload);
   const auto head = EncodeHeader(h);
@@ -257,9 +262,15 @@ std::vector<std::byte> EncodeLayerResponse(std::uint64_t request_id, int layer, 
   std::byte* p = frame.data() + kHeaderBytes;
   for (std::size_t i = 0; i < values; ++i) {
     switch (dtype) {
-      case Dtype::kF64: Put<double>(p + 8 * i, partial[i]); break;
-      case Dtype::kF32: Put<float>(p + 4 * i, static_cast<float>(partial[i])); break;
-      default: Put<std::uint16_t>(p + 2 * i, F32ToBf16(static_cast<float>(partial[i]))); break;
+      case Dtype::kF64:
+        Put<double>(p + 8 * i, partial[i]);
+        break;
+      case Dtype::kF32:
+        Put<float>(p + 4 * i, static_cast<float>(partial[i]));
+        break;
+      default:
+        Put<std::uint16_t>(p + 2 * i, F32ToBf16(static_cast<float>(partial[i])));
+        break;
     }
   }
   Put<std::uint64_t>(p + values * EncodedRowBytes(dtype, 1), compute_ns);
@@ -278,9 +289,15 @@ LayerResponse ParseLayerResponse(const FrameHeader& header, std::span<const std:
   out.partial.resize(values);
   for (std::size_t i = 0; i < values; ++i) {
     switch (header.dtype) {
-      case Dtype::kF64: out.partial[i] = Get<double>(p + 8 * i); break;
-      case Dtype::kF32: out.partial[i] = Get<float>(p + 4 * i); break;
-      default: out.partial[i] = Bf16ToF32(Get<std::uint16_t>(p + 2 * i)); break;
+      case Dtype::kF64:
+        out.partial[i] = Get<double>(p + 8 * i);
+        break;
+      case Dtype::kF32:
+        out.partial[i] = Get<float>(p + 4 * i);
+        break;
+      default:
+        out.partial[i] = Bf16ToF32(Get<std::uint16_t>(p + 2 * i));
+        break;
     }
     if (!std::isfinite(out.partial[i])) throw WireError(fmt::format("partial value {} is not finite", i));
   }

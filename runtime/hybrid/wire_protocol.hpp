@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
-#include "runtime/hybrid/placement_plan.hpp"
 #include "runtime/engine/router.hpp"
 #include "runtime/engine/row.hpp"
+#include "runtime/hybrid/placement_plan.hpp"
 
 // The coordinator ↔ expert-worker wire format (docs/wire-protocol.md). Every
 // frame is a 32-byte little-endian header and a payload. Parsers check every
@@ -71,8 +71,7 @@ struct LayerRequest {
 // The kind of a row: prefill when its sequence has more than one row in the
 // batch, else decode (verification rows arrive with the drafting issue).
 std::vector<std::byte> EncodeLayerRequest(std::uint64_t request_id, int layer, std::span<const Row> rows,
-                                          std::span<const ExpertRoute> routes, const float* x, const RequestShape& shape,
-                                          Dtype dtype);
+                                          std::span<const ExpertRoute> routes, const float* x, const RequestShape& shape, Dtype dtype);
 LayerRequest ParseLayerRequest(const FrameHeader& header, std::span<const std::byte> payload, const RequestShape& shape);
 
 struct LayerResponse {
@@ -82,10 +81,9 @@ struct LayerResponse {
 
 // Partial rows travel as f64 (exact: ranks' parts add up to what one process
 // computes), f32 or bf16 (fewer bytes, rounded).
-std::vector<std::byte> EncodeLayerResponse(std::uint64_t request_id, int layer, std::uint32_t rows, const double* partial,
-                                           int hidden, Dtype dtype, std::uint64_t compute_ns);
-LayerResponse ParseLayerResponse(const FrameHeader& header, std::span<const std::byte> payload, std::uint32_t rows,
-                                 int hidden);
+std::vector<std::byte> EncodeLayerResponse(std::uint64_t request_id, int layer, std::uint32_t rows, const double* partial, int hidden,
+                                           Dtype dtype, std::uint64_t compute_ns);
+LayerResponse ParseLayerResponse(const FrameHeader& header, std::span<const std::byte> payload, std::uint32_t rows, int hidden);
 
 // Hello / HelloAck / Error frames carry text (JSON for the first two).
 std::vector<std::byte> EncodeTextFrame(FrameType type, const std::string& text);

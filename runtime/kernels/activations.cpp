@@ -25,7 +25,7 @@ constexpr float kRound = 12582912.0f;  // 1.5 · 2^23: adding it rounds to an in
 constexpr float kLn2Hi = 0.693359375f, kLn2Lo = -2.12194440e-4f;
 
 inline float ExpF(float x) {
-  const bool underflow = x < kLo, overflow = x > kHi;
+  const bool underflow = x<kLo, overflow = x> kHi;
   x = overflow ? kHi : x;  // comparisons are false for NaN, so NaN stays NaN
   x = underflow ? kLo : x;
   float n = (x * kLog2e + kRound) - kRound;  // in [−126, 128]

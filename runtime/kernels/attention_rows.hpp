@@ -14,12 +14,11 @@ namespace tandem::rt::kernels {
 void LatentScoresAvx2(const float* q_latent, const float* q_rope, const float* cache, std::int64_t stride, std::int64_t len,
                       std::int64_t latent, std::int64_t rope, float scale, float* scores);
 // out[c] += p[t] · c_t[c] for t ascending, each product rounded before it is added.
-void AddWeightedSumAvx2(const float* p, const float* cache, std::int64_t stride, std::int64_t len, std::int64_t latent,
-                        float* out);
+void AddWeightedSumAvx2(const float* p, const float* cache, std::int64_t stride, std::int64_t len, std::int64_t latent, float* out);
 // MatMulTransposed's columns [begin, end): y[b, c] = Σ_r w[r, c] · x[b, r] over r
 // ascending, each product rounded before it is added.
-void TransposedBf16Avx2(const std::uint16_t* w, std::int64_t rows, std::int64_t cols, const float* x, std::int64_t batch,
-                        float* y, std::int64_t begin, std::int64_t end);
+void TransposedBf16Avx2(const std::uint16_t* w, std::int64_t rows, std::int64_t cols, const float* x, std::int64_t batch, float* y,
+                        std::int64_t begin, std::int64_t end);
 void TransposedF32Avx2(const float* w, std::int64_t rows, std::int64_t cols, const float* x, std::int64_t batch, float* y,
                        std::int64_t begin, std::int64_t end);
 

@@ -12,10 +12,14 @@ namespace tandem::rt {
 
 std::string_view ToString(Isa isa) {
   switch (isa) {
-    case Isa::kPortable: return "portable";
-    case Isa::kAvxFma: return "avx-fma";
-    case Isa::kAvx2: return "avx2";
-    case Isa::kAvx512: return "avx512";
+    case Isa::kPortable:
+      return "portable";
+    case Isa::kAvxFma:
+      return "avx-fma";
+    case Isa::kAvx2:
+      return "avx2";
+    case Isa::kAvx512:
+      return "avx512";
   }
   return "?";
 }

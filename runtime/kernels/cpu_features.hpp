@@ -16,7 +16,7 @@ enum class Isa {
   kAvx512,    // AVX-512 F/BW/VL (+ VNNI when present, for the quantized kernels)
 };
 
-std::string_view ToString(Isa isa);                      // "portable" | "avx-fma" | "avx2" | "avx512"
+std::string_view ToString(Isa isa);  // "portable" | "avx-fma" | "avx2" | "avx512"
 std::optional<Isa> ParseIsa(std::string_view name);
 
 // What this CPU supports.

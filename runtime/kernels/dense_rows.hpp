@@ -41,12 +41,12 @@ void RowsF32Portable(const float* w, std::int64_t cols, const float* x, std::int
 // e4m3 bytes; x must already carry the block scales (see MatMul).
 void RowsFp8Portable(const std::uint8_t* w, std::int64_t cols, const float* x, std::int64_t batch, float* y, std::int64_t y_stride,
                      std::int64_t begin, std::int64_t end);
-void RowsBf16F64Portable(const std::uint16_t* w, std::int64_t cols, const float* x, std::int64_t batch, double* y,
-                         std::int64_t y_stride, std::int64_t begin, std::int64_t end);
+void RowsBf16F64Portable(const std::uint16_t* w, std::int64_t cols, const float* x, std::int64_t batch, double* y, std::int64_t y_stride,
+                         std::int64_t begin, std::int64_t end);
 void RowsF32F64Portable(const float* w, std::int64_t cols, const float* x, std::int64_t batch, double* y, std::int64_t y_stride,
                         std::int64_t begin, std::int64_t end);
-void RowsFp8F64Portable(const std::uint8_t* w, std::int64_t cols, const float* x, std::int64_t batch, double* y,
-                        std::int64_t y_stride, std::int64_t begin, std::int64_t end);
+void RowsFp8F64Portable(const std::uint8_t* w, std::int64_t cols, const float* x, std::int64_t batch, double* y, std::int64_t y_stride,
+                        std::int64_t begin, std::int64_t end);
 float DotPortable(const float* a, const float* b, std::int64_t n);
 // MatMulTransposed's columns [begin, end), as TransposedF32Avx2 (attention_rows.hpp).
 void TransposedF32Portable(const float* w, std::int64_t rows, std::int64_t cols, const float* x, std::int64_t batch, float* y,
@@ -65,12 +65,12 @@ void RowsF32AvxFma(const float* w, std::int64_t cols, const float* x, std::int64
                    std::int64_t begin, std::int64_t end);
 void RowsFp8AvxFma(const std::uint8_t* w, std::int64_t cols, const float* x, std::int64_t batch, float* y, std::int64_t y_stride,
                    std::int64_t begin, std::int64_t end);
-void RowsBf16F64AvxFma(const std::uint16_t* w, std::int64_t cols, const float* x, std::int64_t batch, double* y,
-                       std::int64_t y_stride, std::int64_t begin, std::int64_t end);
+void RowsBf16F64AvxFma(const std::uint16_t* w, std::int64_t cols, const float* x, std::int64_t batch, double* y, std::int64_t y_stride,
+                       std::int64_t begin, std::int64_t end);
 void RowsF32F64AvxFma(const float* w, std::int64_t cols, const float* x, std::int64_t batch, double* y, std::int64_t y_stride,
                       std::int64_t begin, std::int64_t end);
-void RowsFp8F64AvxFma(const std::uint8_t* w, std::int64_t cols, const float* x, std::int64_t batch, double* y,
-                      std::int64_t y_stride, std::int64_t begin, std::int64_t end);
+void RowsFp8F64AvxFma(const std::uint8_t* w, std::int64_t cols, const float* x, std::int64_t batch, double* y, std::int64_t y_stride,
+                      std::int64_t begin, std::int64_t end);
 // Dot for every CPU with AVX + FMA (the attention kernels' bits).
 float DotAvxFma(const float* a, const float* b, std::int64_t n);
 
@@ -81,21 +81,21 @@ float DotAvxFma(const float* a, const float* b, std::int64_t n);
 void PrepareBf16InputAvx2(const float* x, std::int64_t batch, std::int64_t cols, float* out);
 // Returns whether it prefetched the head of `stream.next` (then the next range
 // can skip its own; not when these rows are shorter than the prefetch distance).
-bool RowsBf16Avx2(const std::uint16_t* w, std::int64_t cols, const float* x, std::int64_t batch, float* y,
-                  std::int64_t y_stride, std::int64_t begin, std::int64_t end, const RowStream& stream);
-void RowsF32Avx2(const float* w, std::int64_t cols, const float* x, std::int64_t batch, float* y, std::int64_t y_stride,
-                 std::int64_t begin, std::int64_t end);
+bool RowsBf16Avx2(const std::uint16_t* w, std::int64_t cols, const float* x, std::int64_t batch, float* y, std::int64_t y_stride,
+                  std::int64_t begin, std::int64_t end, const RowStream& stream);
+void RowsF32Avx2(const float* w, std::int64_t cols, const float* x, std::int64_t batch, float* y, std::int64_t y_stride, std::int64_t begin,
+                 std::int64_t end);
 // e4m3 bytes; x must already carry the block scales times 256 (see MatMul). The
 // NaN codes 0x7F/0xFF read as ±480 here (the portable loops give NaN); weights
 // never hold them.
-void RowsFp8Avx2(const std::uint8_t* w, std::int64_t cols, const float* x, std::int64_t batch, float* y,
-                 std::int64_t y_stride, std::int64_t begin, std::int64_t end);
+void RowsFp8Avx2(const std::uint8_t* w, std::int64_t cols, const float* x, std::int64_t batch, float* y, std::int64_t y_stride,
+                 std::int64_t begin, std::int64_t end);
 
 // AVX-512 F/BW/VL (matmul_avx512.cpp): x in natural order. No bf16 kernel: the
 // AVX2 one is faster on AVX-512 machines too (see matmul_avx512.cpp).
 void RowsF32Avx512(const float* w, std::int64_t cols, const float* x, std::int64_t batch, float* y, std::int64_t y_stride,
                    std::int64_t begin, std::int64_t end);
-void RowsFp8Avx512(const std::uint8_t* w, std::int64_t cols, const float* x, std::int64_t batch, float* y,
-                   std::int64_t y_stride, std::int64_t begin, std::int64_t end);
+void RowsFp8Avx512(const std::uint8_t* w, std::int64_t cols, const float* x, std::int64_t batch, float* y, std::int64_t y_stride,
+                   std::int64_t begin, std::int64_t end);
 
 }  // namespace tandem::rt::kernels

@@ -9,9 +9,9 @@
 #pragma GCC target("avx2,fma")
 #endif
 
-#include <immintrin.h>
-
 #include <cstdint>
+
+#include <immintrin.h>
 
 #include "runtime/kernels/attention_rows.hpp"
 
@@ -77,8 +77,7 @@ void LatentScoresAvx2(const float* q_latent, const float* q_rope, const float* c
   for (; t < len; ++t) Scores<1>(q_latent, q_rope, cache + t * stride, stride, latent, rope, scale, scores + t);
 }
 
-void AddWeightedSumAvx2(const float* p, const float* cache, std::int64_t stride, std::int64_t len, std::int64_t latent,
-                        float* out) {
+void AddWeightedSumAvx2(const float* p, const float* cache, std::int64_t stride, std::int64_t len, std::int64_t latent, float* out) {
   std::int64_t c = 0;
   for (; c + 64 <= latent; c += 64) {
     __m256 acc[8];
@@ -92,7 +91,8 @@ void AddWeightedSumAvx2(const float* p, const float* cache, std::int64_t stride,
   }
   for (; c + 8 <= latent; c += 8) {
     __m256 acc = _mm256_loadu_ps(out + c);
-    for (std::int64_t t = 0; t < len; ++t) acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_set1_ps(p[t]), _mm256_loadu_ps(cache + t * stride + c)));
+    for (std::int64_t t = 0; t < len; ++t)
+      acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_set1_ps(p[t]), _mm256_loadu_ps(cache + t * stride + c)));
     _mm256_storeu_ps(out + c, acc);
   }
   for (; c < latent; ++c) {
@@ -154,8 +154,8 @@ void Transposed(const typename F::T* w, std::int64_t rows, std::int64_t cols, co
 
 }  // namespace
 
-void TransposedBf16Avx2(const std::uint16_t* w, std::int64_t rows, std::int64_t cols, const float* x, std::int64_t batch,
-                        float* y, std::int64_t begin, std::int64_t end) {
+void TransposedBf16Avx2(const std::uint16_t* w, std::int64_t rows, std::int64_t cols, const float* x, std::int64_t batch, float* y,
+                        std::int64_t begin, std::int64_t end) {
   Transposed<Bf16Cols>(w, rows, cols, x, batch, y, begin, end);
 }
 

@@ -23,7 +23,8 @@ void Run(ThreadPool* pool, std::int64_t n, std::int64_t min_chunk, const Fn& fn)
   if (pool == nullptr) {
     fn(0, n);
   } else {
-    pool->ParallelFor(n, [&fn](std::int64_t begin, std::int64_t end) { fn(begin, end); }, min_chunk);
+    pool->ParallelFor(
+        n, [&fn](std::int64_t begin, std::int64_t end) { fn(begin, end); }, min_chunk);
   }
 }
 
@@ -105,23 +106,22 @@ bool RowsOf(const WeightMatrix& w, Isa isa, const float* x, std::int64_t batch, 
     case WeightMatrix::Type::kF8E4M3: {
       const auto* data = static_cast<const std::uint8_t*>(w.data);
       thread_local std::vector<float> scaled;
-      Fp8Rows(w, x, batch, begin, end, isa >= Isa::kAvx2 ? 256.0f : 1.0f, scaled,
-              [&](const float* xs, std::int64_t b, std::int64_t e) {
-                if (isa == Isa::kAvx512) return kernels::RowsFp8Avx512(data, cols, xs, batch, y, rows, b, e);
-                if (isa == Isa::kAvx2) return kernels::RowsFp8Avx2(data, cols, xs, batch, y, rows, b, e);
-                if (isa == Isa::kAvxFma) return kernels::RowsFp8AvxFma(data, cols, xs, batch, y, rows, b, e);
-                kernels::RowsFp8Portable(data, cols, xs, batch, y, rows, b, e);
-              });
+      Fp8Rows(w, x, batch, begin, end, isa >= Isa::kAvx2 ? 256.0f : 1.0f, scaled, [&](const float* xs, std::int64_t b, std::int64_t e) {
+        if (isa == Isa::kAvx512) return kernels::RowsFp8Avx512(data, cols, xs, batch, y, rows, b, e);
+        if (isa == Isa::kAvx2) return kernels::RowsFp8Avx2(data, cols, xs, batch, y, rows, b, e);
+        if (isa == Isa::kAvxFma) return kernels::RowsFp8AvxFma(data, cols, xs, batch, y, rows, b, e);
+        kernels::RowsFp8Portable(data, cols, xs, batch, y, rows, b, e);
+      });
       return false;
     }
-    case WeightMatrix::Type::kQuantized: return false;  // MatMulMany runs these itself
+    case WeightMatrix::Type::kQuantized:
+      return false;  // MatMulMany runs these itself
   }
   return false;
 }
 
 // Rows [begin, end) of one product with double accumulation and output.
-void RowsOfF64(const WeightMatrix& w, Isa isa, const float* x, std::int64_t batch, double* y, std::int64_t begin,
-               std::int64_t end) {
+void RowsOfF64(const WeightMatrix& w, Isa isa, const float* x, std::int64_t batch, double* y, std::int64_t begin, std::int64_t end) {
   // Products of these weights and fp32 inputs are exact in double, so every path gives
   // the same bits; the AVX + FMA kernels serve the wider instruction sets too.
   const bool avx_fma = isa >= Isa::kAvxFma;
@@ -144,7 +144,8 @@ void RowsOfF64(const WeightMatrix& w, Isa isa, const float* x, std::int64_t batc
         kernels::RowsFp8F64Portable(data, w.cols, xs, batch, y, w.rows, b, e);
       });
     }
-    case WeightMatrix::Type::kQuantized: return;
+    case WeightMatrix::Type::kQuantized:
+      return;
   }
 }
 

@@ -7,10 +7,10 @@
 #pragma GCC target("avx2,fma,f16c")
 #endif
 
-#include <immintrin.h>
-
 #include <cstdint>
 #include <cstring>
+
+#include <immintrin.h>
 
 #include "runtime/kernels/dense_rows.hpp"
 #include "runtime/kernels/prefetch.hpp"
@@ -78,15 +78,15 @@ inline float Reduce(__m256 a, __m256 b) {
     // Lane l + 8 of an even/odd pair sits four lanes up in the same vector.
     __m128 e = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));  // lanes 0, 2, 4, 6
     __m128 o = _mm_add_ps(_mm256_castps256_ps128(b), _mm256_extractf128_ps(b, 1));  // lanes 1, 3, 5, 7
-    e = _mm_add_ps(e, _mm_movehl_ps(e, e));  // lanes 0, 2
-    o = _mm_add_ps(o, _mm_movehl_ps(o, o));  // lanes 1, 3
-    e = _mm_add_ss(e, _mm_shuffle_ps(e, e, 1));  // lane 0
-    o = _mm_add_ss(o, _mm_shuffle_ps(o, o, 1));  // lane 1
+    e = _mm_add_ps(e, _mm_movehl_ps(e, e));                                         // lanes 0, 2
+    o = _mm_add_ps(o, _mm_movehl_ps(o, o));                                         // lanes 1, 3
+    e = _mm_add_ss(e, _mm_shuffle_ps(e, e, 1));                                     // lane 0
+    o = _mm_add_ss(o, _mm_shuffle_ps(o, o, 1));                                     // lane 1
     return _mm_cvtss_f32(_mm_add_ss(e, o));
   } else {
-    const __m256 s8 = _mm256_add_ps(a, b);                                               // lanes 0–7
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));    // 0–3
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));                                              // 0–1
+    const __m256 s8 = _mm256_add_ps(a, b);                                            // lanes 0–7
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));  // 0–3
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));                                           // 0–1
     return _mm_cvtss_f32(_mm_add_ss(s, _mm_shuffle_ps(s, s, 1)));
   }
 }
@@ -218,18 +218,18 @@ void PrepareBf16InputAvx2(const float* x, std::int64_t batch, std::int64_t cols,
   }
 }
 
-bool RowsBf16Avx2(const std::uint16_t* w, std::int64_t cols, const float* x, std::int64_t batch, float* y,
-                  std::int64_t y_stride, std::int64_t begin, std::int64_t end, const RowStream& stream) {
+bool RowsBf16Avx2(const std::uint16_t* w, std::int64_t cols, const float* x, std::int64_t batch, float* y, std::int64_t y_stride,
+                  std::int64_t begin, std::int64_t end, const RowStream& stream) {
   return Rows<Bf16>(w, cols, x, batch, y, y_stride, begin, end, stream);
 }
 
-void RowsF32Avx2(const float* w, std::int64_t cols, const float* x, std::int64_t batch, float* y, std::int64_t y_stride,
-                 std::int64_t begin, std::int64_t end) {
+void RowsF32Avx2(const float* w, std::int64_t cols, const float* x, std::int64_t batch, float* y, std::int64_t y_stride, std::int64_t begin,
+                 std::int64_t end) {
   Rows<F32>(w, cols, x, batch, y, y_stride, begin, end, RowStream{});
 }
 
-void RowsFp8Avx2(const std::uint8_t* w, std::int64_t cols, const float* x, std::int64_t batch, float* y,
-                 std::int64_t y_stride, std::int64_t begin, std::int64_t end) {
+void RowsFp8Avx2(const std::uint8_t* w, std::int64_t cols, const float* x, std::int64_t batch, float* y, std::int64_t y_stride,
+                 std::int64_t begin, std::int64_t end) {
   Rows<Fp8>(w, cols, x, batch, y, y_stride, begin, end, RowStream{});
 }
 

@@ -13,10 +13,10 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
 
-#include <immintrin.h>
-
 #include <cstdint>
 #include <cstring>
+
+#include <immintrin.h>
 
 #include "runtime/kernels/dense_rows.hpp"
 #include "runtime/kernels/prefetch.hpp"
@@ -52,9 +52,10 @@ struct Fp8 {
 };
 
 inline float Reduce(__m512 acc) {
-  const __m256 s8 = _mm256_add_ps(_mm512_castps512_ps256(acc), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc), 1)));  // lanes 0–7
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));               // 0–3
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));                                                         // 0–1
+  const __m256 s8 =
+      _mm256_add_ps(_mm512_castps512_ps256(acc), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc), 1)));  // lanes 0–7
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));                                     // 0–3
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));                                                                              // 0–1
   return _mm_cvtss_f32(_mm_add_ss(s, _mm_shuffle_ps(s, s, 1)));
 }
 
@@ -125,8 +126,8 @@ void RowsF32Avx512(const float* w, std::int64_t cols, const float* x, std::int64
   Rows<F32>(w, cols, x, batch, y, y_stride, begin, end);
 }
 
-void RowsFp8Avx512(const std::uint8_t* w, std::int64_t cols, const float* x, std::int64_t batch, float* y,
-                   std::int64_t y_stride, std::int64_t begin, std::int64_t end) {
+void RowsFp8Avx512(const std::uint8_t* w, std::int64_t cols, const float* x, std::int64_t batch, float* y, std::int64_t y_stride,
+                   std::int64_t begin, std::int64_t end) {
   Rows<Fp8>(w, cols, x, batch, y, y_stride, begin, end);
 }
 

@@ -7,9 +7,9 @@
 #pragma GCC target("avx,fma,f16c")
 #endif
 
-#include <immintrin.h>
-
 #include <cstdint>
+
+#include <immintrin.h>
 
 #include "runtime/kernels/dense_rows.hpp"
 #include "runtime/kernels/plain_rows.hpp"
@@ -34,10 +34,10 @@ float DotBf16Avx(const std::uint16_t* w, const float* x, std::int64_t n) {
   for (; i + kPlainLanes <= n; i += kPlainLanes) {
     const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w + i));
     const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w + i + 8));
-    const __m256 wa = _mm256_castsi256_ps(_mm256_insertf128_si256(
-        _mm256_castsi128_si256(_mm_unpacklo_epi16(zero, a)), _mm_unpackhi_epi16(zero, a), 1));
-    const __m256 wb = _mm256_castsi256_ps(_mm256_insertf128_si256(
-        _mm256_castsi128_si256(_mm_unpacklo_epi16(zero, b)), _mm_unpackhi_epi16(zero, b), 1));
+    const __m256 wa =
+        _mm256_castsi256_ps(_mm256_insertf128_si256(_mm256_castsi128_si256(_mm_unpacklo_epi16(zero, a)), _mm_unpackhi_epi16(zero, a), 1));
+    const __m256 wb =
+        _mm256_castsi256_ps(_mm256_insertf128_si256(_mm256_castsi128_si256(_mm_unpacklo_epi16(zero, b)), _mm_unpackhi_epi16(zero, b), 1));
     acc0 = _mm256_fmadd_ps(wa, _mm256_loadu_ps(x + i), acc0);
     acc1 = _mm256_fmadd_ps(wb, _mm256_loadu_ps(x + i + 8), acc1);
   }
@@ -54,8 +54,7 @@ float DotBf16Avx(const std::uint16_t* w, const float* x, std::int64_t n) {
 // DotBf16Avx for four input rows at once: each chunk of weights is widened once and
 // used four times. Every row keeps its own two accumulators and the exact operation
 // sequence of DotBf16Avx, so its result is bit-identical to computing it alone.
-void DotBf16Avx4Rows(const std::uint16_t* w, const float* x, std::int64_t x_stride,
-                                                    std::int64_t n, float* out, std::int64_t out_stride) {
+void DotBf16Avx4Rows(const std::uint16_t* w, const float* x, std::int64_t x_stride, std::int64_t n, float* out, std::int64_t out_stride) {
   const __m128i zero = _mm_setzero_si128();
   __m256 acc0[4], acc1[4];
   for (int r = 0; r < 4; ++r) acc0[r] = acc1[r] = _mm256_setzero_ps();
@@ -63,10 +62,10 @@ void DotBf16Avx4Rows(const std::uint16_t* w, const float* x, std::int64_t x_stri
   for (; i + kPlainLanes <= n; i += kPlainLanes) {
     const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w + i));
     const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(w + i + 8));
-    const __m256 wa = _mm256_castsi256_ps(_mm256_insertf128_si256(
-        _mm256_castsi128_si256(_mm_unpacklo_epi16(zero, a)), _mm_unpackhi_epi16(zero, a), 1));
-    const __m256 wb = _mm256_castsi256_ps(_mm256_insertf128_si256(
-        _mm256_castsi128_si256(_mm_unpacklo_epi16(zero, b)), _mm_unpackhi_epi16(zero, b), 1));
+    const __m256 wa =
+        _mm256_castsi256_ps(_mm256_insertf128_si256(_mm256_castsi128_si256(_mm_unpacklo_epi16(zero, a)), _mm_unpackhi_epi16(zero, a), 1));
+    const __m256 wb =
+        _mm256_castsi256_ps(_mm256_insertf128_si256(_mm256_castsi128_si256(_mm_unpacklo_epi16(zero, b)), _mm_unpackhi_epi16(zero, b), 1));
     for (int r = 0; r < 4; ++r) {
       const float* xr = x + r * x_stride + i;
       acc0[r] = _mm256_fmadd_ps(wa, _mm256_loadu_ps(xr), acc0[r]);
@@ -113,8 +112,8 @@ double DotBf16F64Avx(const std::uint16_t* w, const float* x, std::int64_t n) {
 }
 
 // DotBf16F64Avx for two input rows at once (the same per-row operation sequence).
-void DotBf16F64Avx2Rows(const std::uint16_t* w, const float* x, std::int64_t x_stride,
-                                                       std::int64_t n, double* out, std::int64_t out_stride) {
+void DotBf16F64Avx2Rows(const std::uint16_t* w, const float* x, std::int64_t x_stride, std::int64_t n, double* out,
+                        std::int64_t out_stride) {
   const __m128i zero = _mm_setzero_si128();
   __m256d acc[2][4];
   for (auto& row : acc) {

@@ -21,8 +21,8 @@ void RowsFp8Portable(const std::uint8_t* w, std::int64_t cols, const float* x, s
   PlainRows(w, cols, x, batch, y, y_stride, begin, end);
 }
 
-void RowsBf16F64Portable(const std::uint16_t* w, std::int64_t cols, const float* x, std::int64_t batch, double* y,
-                         std::int64_t y_stride, std::int64_t begin, std::int64_t end) {
+void RowsBf16F64Portable(const std::uint16_t* w, std::int64_t cols, const float* x, std::int64_t batch, double* y, std::int64_t y_stride,
+                         std::int64_t begin, std::int64_t end) {
   PlainRowsF64(w, cols, x, batch, y, y_stride, begin, end);
 }
 
@@ -31,8 +31,8 @@ void RowsF32F64Portable(const float* w, std::int64_t cols, const float* x, std::
   PlainRowsF64(w, cols, x, batch, y, y_stride, begin, end);
 }
 
-void RowsFp8F64Portable(const std::uint8_t* w, std::int64_t cols, const float* x, std::int64_t batch, double* y,
-                        std::int64_t y_stride, std::int64_t begin, std::int64_t end) {
+void RowsFp8F64Portable(const std::uint8_t* w, std::int64_t cols, const float* x, std::int64_t batch, double* y, std::int64_t y_stride,
+                        std::int64_t begin, std::int64_t end) {
   PlainRowsF64(w, cols, x, batch, y, y_stride, begin, end);
 }
 

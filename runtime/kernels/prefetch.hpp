@@ -2,9 +2,9 @@
 
 // Software prefetch for the SIMD row kernels (private to runtime/kernels; included
 // by the per-target files, everything here has internal linkage).
-#include <immintrin.h>
-
 #include <cstdint>
+
+#include <immintrin.h>
 
 namespace tandem::rt::kernels {
 namespace {

@@ -40,8 +40,8 @@ void QuantizeInputAvx2(const float* x, std::int64_t batch, std::int64_t cols, st
       __m256i r[4];
       for (int i = 0; i < 4; ++i) r[i] = _mm256_cvtps_epi32(_mm256_mul_ps(v[i], scale));  // round half to even
       // |x · inv| <= 127 (up to rounding, which still rounds to 127): no clamping needed.
-      const __m256i packed = _mm256_permutevar8x32_epi32(
-          _mm256_packs_epi16(_mm256_packs_epi32(r[0], r[1]), _mm256_packs_epi32(r[2], r[3])), _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+      const __m256i packed = _mm256_permutevar8x32_epi32(_mm256_packs_epi16(_mm256_packs_epi32(r[0], r[1]), _mm256_packs_epi32(r[2], r[3])),
+                                                         _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + b * cols + k * kInputBlock), packed);
     }
   }

@@ -30,8 +30,8 @@ struct PreparedQuantizedInput {
 };
 
 // Rows [begin, end) of W · inputs into y[b · y_stride + (o − begin)].
-void QuantizedRows(const QuantizedMatrix& w, const PreparedQuantizedInput& in, float* y, std::int64_t y_stride,
-                   std::int64_t begin, std::int64_t end, Isa isa);
+void QuantizedRows(const QuantizedMatrix& w, const PreparedQuantizedInput& in, float* y, std::int64_t y_stride, std::int64_t begin,
+                   std::int64_t end, Isa isa);
 
 }  // namespace kernels
 }  // namespace tandem::rt

@@ -13,7 +13,6 @@
 #include "runtime/kernels/quantized_input.hpp"
 #include "runtime/kernels/quantized_rows.hpp"
 
-
 namespace tandem::rt {
 
 std::string_view ToString(QuantFormat format) { return format == QuantFormat::kInt8 ? "int8" : "int4"; }
@@ -51,7 +50,8 @@ QuantizedMatrix QuantizedMatrix::Quantize(const WeightMatrix& w, QuantFormat for
       const float scale = amax > 0 ? amax / static_cast<float>(levels) : 1.0f;
       q.scales[static_cast<std::size_t>(r * groups + g)] = scale;
       for (int i = 0; i < group; ++i) {
-        const auto level = static_cast<int>(std::clamp(std::nearbyint(v[i] / scale), static_cast<float>(-levels), static_cast<float>(levels)));
+        const auto level =
+            static_cast<int>(std::clamp(std::nearbyint(v[i] / scale), static_cast<float>(-levels), static_cast<float>(levels)));
         const std::int64_t index = r * w.cols + g * group + i;
         if (format == QuantFormat::kInt8) {
           q.values[static_cast<std::size_t>(index)] = static_cast<std::uint8_t>(static_cast<std::int8_t>(level));
@@ -94,8 +94,8 @@ QuantizedMatrix QuantizedMatrix::Rows(std::int64_t first, std::int64_t count) co
 
 QuantizedMatrix QuantizedMatrix::StackRows(const QuantizedMatrix& a, const QuantizedMatrix& b) {
   if (a.cols != b.cols || a.format != b.format || a.group != b.group) {
-    throw std::invalid_argument(fmt::format("quantized matrix: cannot stack {} × {} {} (group {}) on {} × {} {} (group {})", b.rows,
-                                            b.cols, ToString(b.format), b.group, a.rows, a.cols, ToString(a.format), a.group));
+    throw std::invalid_argument(fmt::format("quantized matrix: cannot stack {} × {} {} (group {}) on {} × {} {} (group {})", b.rows, b.cols,
+                                            ToString(b.format), b.group, a.rows, a.cols, ToString(a.format), a.group));
   }
   QuantizedMatrix q;
   q.format = a.format;
@@ -113,8 +113,8 @@ QuantizedMatrix QuantizedMatrix::StackRows(const QuantizedMatrix& a, const Quant
 
 QuantizedMatrix QuantizedMatrix::Columns(std::int64_t begin, std::int64_t end) const {
   if (begin < 0 || end > cols || begin > end || begin % group != 0 || end % group != 0) {
-    throw std::invalid_argument(fmt::format("quantized matrix: columns [{}, {}) of {} are not whole groups of {}", begin, end,
-                                            cols, group));
+    throw std::invalid_argument(
+        fmt::format("quantized matrix: columns [{}, {}) of {} are not whole groups of {}", begin, end, cols, group));
   }
   QuantizedMatrix q;
   q.format = format;
@@ -195,8 +195,7 @@ void RowsInt8Portable(const std::int8_t* values, const float* scales, std::int64
   }
 }
 
-void PairInt4Input(const std::int8_t* q, const float* d, std::int64_t blocks, std::int8_t* pair_q, std::int32_t* pair_sums,
-                   float* pair_d) {
+void PairInt4Input(const std::int8_t* q, const float* d, std::int64_t blocks, std::int8_t* pair_q, std::int32_t* pair_sums, float* pair_d) {
   const std::int64_t pairs = (blocks + 1) / 2;
   std::fill_n(pair_q, pairs * 64, std::int8_t{0});  // a missing second block stays zero
   std::fill_n(pair_d, pairs * 8, 0.0f);
@@ -219,9 +218,8 @@ void PairInt4Input(const std::int8_t* q, const float* d, std::int64_t blocks, st
   }
 }
 
-void RowsInt4Portable(const std::uint8_t* values, const float* scales, std::int64_t cols, int group,
-                      const QuantizedInput* inputs, std::int64_t batch, float* y, std::int64_t y_stride, std::int64_t begin,
-                      std::int64_t end) {
+void RowsInt4Portable(const std::uint8_t* values, const float* scales, std::int64_t cols, int group, const QuantizedInput* inputs,
+                      std::int64_t batch, float* y, std::int64_t y_stride, std::int64_t begin, std::int64_t end) {
   const std::int64_t blocks = cols / kInputBlock, pairs = (blocks + 1) / 2, groups = cols / group, per_group = group / kInputBlock;
   const auto level = [](int nibble) { return nibble >= 8 ? nibble - 16 : nibble; };
   for (std::int64_t o = begin; o < end; ++o) {
@@ -273,7 +271,8 @@ void PreparedQuantizedInput::Prepare(const QuantizedMatrix& w, const float* x, s
   }
   rows.resize(static_cast<std::size_t>(batch));
   if (!int4) {
-    for (std::int64_t b = 0; b < batch; ++b) rows[static_cast<std::size_t>(b)] = {q.data() + b * cols, d.data() + b * blocks, nullptr, nullptr};
+    for (std::int64_t b = 0; b < batch; ++b)
+      rows[static_cast<std::size_t>(b)] = {q.data() + b * cols, d.data() + b * blocks, nullptr, nullptr};
     return;
   }
   pair_q.resize(static_cast<std::size_t>(batch * pairs * 64));
@@ -287,8 +286,8 @@ void PreparedQuantizedInput::Prepare(const QuantizedMatrix& w, const float* x, s
   }
 }
 
-void QuantizedRows(const QuantizedMatrix& w, const PreparedQuantizedInput& in, float* y, std::int64_t y_stride,
-                   std::int64_t begin, std::int64_t end, Isa isa) {
+void QuantizedRows(const QuantizedMatrix& w, const PreparedQuantizedInput& in, float* y, std::int64_t y_stride, std::int64_t begin,
+                   std::int64_t end, Isa isa) {
   // The rows [begin, end) as a matrix of their own, so outputs start at y.
   const std::int64_t groups = w.cols / w.group;
   const float* scales = w.scales.data() + begin * groups;

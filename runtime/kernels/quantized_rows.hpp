@@ -49,16 +49,14 @@ struct QuantizedInput {
 
 // One row's quantized input (QuantizeInput's) in the int4 kernels' layout: pair_q,
 // pair_sums and pair_d as QuantizedInput describes them.
-void PairInt4Input(const std::int8_t* q, const float* d, std::int64_t blocks, std::int8_t* pair_q, std::int32_t* pair_sums,
-                   float* pair_d);
+void PairInt4Input(const std::int8_t* q, const float* d, std::int64_t blocks, std::int8_t* pair_q, std::int32_t* pair_sums, float* pair_d);
 
 // Rows [begin, end) of y[b·y_stride + o] for b < batch; `inputs` has batch entries;
 // `values`/`scales` are the QuantizedMatrix's; `group` a multiple of 32.
 void RowsInt8Portable(const std::int8_t* values, const float* scales, std::int64_t cols, int group, const QuantizedInput* inputs,
                       std::int64_t batch, float* y, std::int64_t y_stride, std::int64_t begin, std::int64_t end);
-void RowsInt4Portable(const std::uint8_t* values, const float* scales, std::int64_t cols, int group,
-                      const QuantizedInput* inputs, std::int64_t batch, float* y, std::int64_t y_stride, std::int64_t begin,
-                      std::int64_t end);
+void RowsInt4Portable(const std::uint8_t* values, const float* scales, std::int64_t cols, int group, const QuantizedInput* inputs,
+                      std::int64_t batch, float* y, std::int64_t y_stride, std::int64_t begin, std::int64_t end);
 // AVX2 (quantized_avx2.cpp), and the same with AVX-512 VNNI's dot-product
 // instruction for the lane sums (quantized_vnni.cpp; the same integers).
 void RowsInt8Avx2(const std::int8_t* values, const float* scales, std::int64_t cols, int group, const QuantizedInput* inputs,

@@ -4,10 +4,10 @@
 // quantized_vnni.cpp, each compiling it for its own target (everything here has
 // internal linkage, so the two instantiations never mix). See quantized_rows.hpp
 // for the order computed.
-#include <immintrin.h>
-
 #include <cstdint>
 #include <type_traits>
+
+#include <immintrin.h>
 
 #include "runtime/kernels/prefetch.hpp"
 #include "runtime/kernels/quantized_rows.hpp"
@@ -28,16 +28,16 @@ inline __m256i LaneSums(__m256i u, __m256i s) {
 
 inline float ReduceEight(__m256 acc) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));  // l + 4
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));                                           // l + 2
-  return _mm_cvtss_f32(_mm_add_ss(s, _mm_shuffle_ps(s, s, 1)));                     // l + 1
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));                                             // l + 2
+  return _mm_cvtss_f32(_mm_add_ss(s, _mm_shuffle_ps(s, s, 1)));                       // l + 1
 }
 
 // int8: R weight rows against B inputs (R = 1 or B = 1): each block of weights
 // serves B inputs, each input block R rows, and the R·B independent accumulator
 // chains keep the multiply-adds from waiting on each other.
 template <bool kVnni, int R, int B>
-inline void Tile8(const std::uint8_t* w, std::int64_t row_bytes, const float* ws, std::int64_t groups, int group,
-                  const QuantizedInput* in, float* y, std::int64_t y_stride, const char* stop) {
+inline void Tile8(const std::uint8_t* w, std::int64_t row_bytes, const float* ws, std::int64_t groups, int group, const QuantizedInput* in,
+                  float* y, std::int64_t y_stride, const char* stop) {
   __m256 acc[R][B];
   for (int r = 0; r < R; ++r) {
     for (int b = 0; b < B; ++b) acc[r][b] = _mm256_setzero_ps();
@@ -101,8 +101,8 @@ inline __m128 ReducePairsOfFour(__m256 a, __m256 b, __m256 c, __m256 d) {
 // (n ^ 8 = level + 8), which the inputs' sums take back out. `load(row)` reads a
 // row's 32 bytes of the pair, `scale(r)` row r's two block scales.
 template <bool kVnni, int R, int B, typename Load, typename Scale>
-inline void Int4Pair(const std::uint8_t* w, std::int64_t row_bytes, std::int64_t p, const QuantizedInput* in, Load load,
-                     Scale scale, __m256 (&acc)[R][B]) {
+inline void Int4Pair(const std::uint8_t* w, std::int64_t row_bytes, std::int64_t p, const QuantizedInput* in, Load load, Scale scale,
+                     __m256 (&acc)[R][B]) {
   const __m256i offset8 = _mm256_set1_epi8(static_cast<char>(0x88)), low = _mm256_set1_epi8(0x0F);
   __m256i even[R], odd[R];
   __m256 wscale[R];
@@ -173,13 +173,12 @@ struct Int4FourRowsZmm {
     const __m512 d = _mm512_castsi512_ps(_mm512_broadcast_i64x4(_mm256_castps_si256(_mm256_loadu_ps(in->pair_d + p * 8))));
     for (int h = 0; h < 2; ++h) {
       const std::uint8_t* r0 = w + 2 * h * row_bytes + p * 32;
-      const __m512i v =
-          _mm512_xor_si512(_mm512_inserti64x4(_mm512_castsi256_si512(load(r0)), load(r0 + row_bytes), 1), offset8);
+      const __m512i v = _mm512_xor_si512(_mm512_inserti64x4(_mm512_castsi256_si512(load(r0)), load(r0 + row_bytes), 1), offset8);
       // The high nibbles: a 32-bit shift moves each byte's own high nibble down; the
       // mask drops what came from the byte above.
       const __m512i even = _mm512_and_si512(v, low), odd = _mm512_and_si512(_mm512_srli_epi32(v, 4), low);
-      const __m512 wscale =
-          _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castps_pd(_mm512_castps256_ps512(scale(2 * h))), _mm256_castps_pd(scale(2 * h + 1)), 1));
+      const __m512 wscale = _mm512_castpd_ps(
+          _mm512_insertf64x4(_mm512_castps_pd(_mm512_castps256_ps512(scale(2 * h))), _mm256_castps_pd(scale(2 * h + 1)), 1));
       const __m512i sums = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(start, even, x_even), odd, x_odd);
       acc[h] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sums), _mm512_mul_ps(wscale, d), acc[h]);
     }
@@ -220,8 +219,8 @@ struct Int4Tile {
 // (a group of an odd number of blocks, either); a last unpaired block reads 16 bytes.
 // Four rows against one input take 512-bit registers in the VNNI build.
 template <bool kVnni, int R, int B>
-inline void Tile4(const std::uint8_t* w, std::int64_t row_bytes, const float* ws, std::int64_t groups, std::int64_t blocks,
-                  int group, const QuantizedInput* in, float* y, std::int64_t y_stride, const char* stop) {
+inline void Tile4(const std::uint8_t* w, std::int64_t row_bytes, const float* ws, std::int64_t groups, std::int64_t blocks, int group,
+                  const QuantizedInput* in, float* y, std::int64_t y_stride, const char* stop) {
   constexpr bool kZmm = kVnni && R == 4 && B == 1;
   std::conditional_t<kZmm, Int4FourRowsZmm<kVnni>, Int4Tile<kVnni, R, B>> tile;
   const char* ahead = reinterpret_cast<const char*>(w) + kAheadBytes;
@@ -262,8 +261,8 @@ void RowsInt4(const std::uint8_t* values, const float* scales, std::int64_t cols
   for (; b + 4 <= batch; b += 4) {
     PrefetchHead(values + begin * row_bytes, stop);
     for (std::int64_t o = begin; o < end; ++o) {
-      Tile4<kVnni, 1, 4>(values + o * row_bytes, row_bytes, scales + o * groups, groups, blocks, group, inputs + b,
-                         y + b * y_stride + o, y_stride, stop);
+      Tile4<kVnni, 1, 4>(values + o * row_bytes, row_bytes, scales + o * groups, groups, blocks, group, inputs + b, y + b * y_stride + o,
+                         y_stride, stop);
     }
   }
   for (; b < batch; ++b) {
@@ -272,17 +271,17 @@ void RowsInt4(const std::uint8_t* values, const float* scales, std::int64_t cols
     // With AVX-512's 32 registers (the VNNI build) four rows' accumulators fit.
     if constexpr (kVnni) {
       for (; o + 4 <= end; o += 4) {
-        Tile4<kVnni, 4, 1>(values + o * row_bytes, row_bytes, scales + o * groups, groups, blocks, group, inputs + b,
-                           y + b * y_stride + o, y_stride, stop);
+        Tile4<kVnni, 4, 1>(values + o * row_bytes, row_bytes, scales + o * groups, groups, blocks, group, inputs + b, y + b * y_stride + o,
+                           y_stride, stop);
       }
     }
     for (; o + 2 <= end; o += 2) {
-      Tile4<kVnni, 2, 1>(values + o * row_bytes, row_bytes, scales + o * groups, groups, blocks, group, inputs + b,
-                         y + b * y_stride + o, y_stride, stop);
+      Tile4<kVnni, 2, 1>(values + o * row_bytes, row_bytes, scales + o * groups, groups, blocks, group, inputs + b, y + b * y_stride + o,
+                         y_stride, stop);
     }
     for (; o < end; ++o) {
-      Tile4<kVnni, 1, 1>(values + o * row_bytes, row_bytes, scales + o * groups, groups, blocks, group, inputs + b,
-                         y + b * y_stride + o, y_stride, stop);
+      Tile4<kVnni, 1, 1>(values + o * row_bytes, row_bytes, scales + o * groups, groups, blocks, group, inputs + b, y + b * y_stride + o,
+                         y_stride, stop);
     }
   }
 }

@@ -55,8 +55,7 @@ ThreadPool::~ThreadPool() {
   for (std::thread& t : workers_) t.join();
 }
 
-void ThreadPool::ParallelFor(std::int64_t n, const std::function<void(std::int64_t, std::int64_t)>& fn,
-                             std::int64_t min_chunk) {
+void ThreadPool::ParallelFor(std::int64_t n, const std::function<void(std::int64_t, std::int64_t)>& fn, std::int64_t min_chunk) {
   if (n <= 0) return;
   const int chunks = static_cast<int>(std::clamp<std::int64_t>(n / std::max<std::int64_t>(min_chunk, 1), 1, size()));
   if (chunks == 1) {

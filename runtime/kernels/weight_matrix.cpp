@@ -11,10 +11,14 @@ namespace tandem::rt {
 
 std::size_t WeightMatrix::element_size() const {
   switch (type) {
-    case Type::kF32: return 4;
-    case Type::kBF16: return 2;
-    case Type::kF8E4M3: return 1;
-    case Type::kQuantized: return 0;
+    case Type::kF32:
+      return 4;
+    case Type::kBF16:
+      return 2;
+    case Type::kF8E4M3:
+      return 1;
+    case Type::kQuantized:
+      return 0;
   }
   return 0;
 }
@@ -46,7 +50,8 @@ WeightMatrix WeightMatrix::RowSlice(std::int64_t first, std::int64_t count) cons
 float WeightMatrix::At(std::int64_t row, std::int64_t col) const {
   const std::size_t i = static_cast<std::size_t>(row * cols + col);
   switch (type) {
-    case Type::kF32: return static_cast<const float*>(data)[i];
+    case Type::kF32:
+      return static_cast<const float*>(data)[i];
     case Type::kBF16: {
       std::uint16_t bits;
       std::memcpy(&bits, static_cast<const std::byte*>(data) + 2 * i, 2);
@@ -59,7 +64,8 @@ float WeightMatrix::At(std::int64_t row, std::int64_t col) const {
       const std::int64_t block_row = (row + block_origin_row) / kFp8Block, block_col = (col + block_origin_col) / kFp8Block;
       return F8E4M3ToF32(static_cast<const std::uint8_t*>(data)[i]) * block_scales[block_row * scale_cols + block_col];
     }
-    case Type::kQuantized: return quantized->At(row, col);
+    case Type::kQuantized:
+      return quantized->At(row, col);
   }
   return 0;
 }
@@ -67,8 +73,7 @@ float WeightMatrix::At(std::int64_t row, std::int64_t col) const {
 namespace {
 
 // A matrix of `type` over `data`, kept alive by `owner`.
-WeightMatrix Owned(WeightMatrix::Type type, std::int64_t rows, std::int64_t cols, const void* data,
-                   std::shared_ptr<const void> owner) {
+WeightMatrix Owned(WeightMatrix::Type type, std::int64_t rows, std::int64_t cols, const void* data, std::shared_ptr<const void> owner) {
   WeightMatrix m;
   m.type = type;
   m.rows = rows;

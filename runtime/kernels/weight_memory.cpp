@@ -67,7 +67,7 @@ std::uintptr_t Map(Arena& a, std::size_t size) {
   const std::uintptr_t start = RoundUp(first, kHugePage);
   if (start > first) ::munmap(mapping, start - first);
   if (first + mapped > start + size) ::munmap(reinterpret_cast<void*>(start + size), first + mapped - start - size);
-  ::madvise(reinterpret_cast<void*>(start), size, MADV_HUGEPAGE);  // a hint: without THP, small pages
+  ::madvise(reinterpret_cast<void*>(start), size, MADV_HUGEPAGE);   // a hint: without THP, small pages
   ASAN_POISON_MEMORY_REGION(reinterpret_cast<void*>(start), size);  // unpoisoned block by block
   try {
     a.chunks[start] = Chunk{size, 0, 0, a.next_id++};

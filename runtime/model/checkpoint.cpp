@@ -100,8 +100,8 @@ WeightMatrix Checkpoint::QuantizedMatrixOf(const std::string& base, std::int64_t
   const std::string values_name = base + ".qweight", scales_name = base + ".qscales";
   if (!Has(values_name) || !Has(scales_name)) {
     const std::string& present = Has(values_name) ? values_name : scales_name;
-    throw ModelError(fmt::format("{}: quantized weight without '{}'", Where(Find(present), present),
-                                 Has(values_name) ? scales_name : values_name));
+    throw ModelError(
+        fmt::format("{}: quantized weight without '{}'", Where(Find(present), present), Has(values_name) ? scales_name : values_name));
   }
   const Entry& v = Find(values_name);
   const Entry& s = Find(scales_name);
@@ -114,11 +114,12 @@ WeightMatrix Checkpoint::QuantizedMatrixOf(const std::string& base, std::int64_t
     values_shape = {rows, cols};
   } else if (v.info.dtype == DType::kU8) {
     q->format = QuantFormat::kInt4;
-    if (cols % 2 != 0) throw ModelError(fmt::format("{}: int4 needs an even number of columns, the config implies {}", Where(v, values_name), cols));
+    if (cols % 2 != 0)
+      throw ModelError(fmt::format("{}: int4 needs an even number of columns, the config implies {}", Where(v, values_name), cols));
     values_shape = {rows, cols / 2};
   } else {
-    throw ModelError(fmt::format("{}: dtype {}; a quantized weight is I8 (int8) or U8 (int4, two values per byte)",
-                                 Where(v, values_name), DTypeName(v.info.dtype)));
+    throw ModelError(fmt::format("{}: dtype {}; a quantized weight is I8 (int8) or U8 (int4, two values per byte)", Where(v, values_name),
+                                 DTypeName(v.info.dtype)));
   }
   if (v.info.shape != values_shape) {
     throw ModelError(fmt::format("{}: shape [{}] but the config implies [{}] ({} of a [{}, {}] matrix)", Where(v, values_name),
@@ -128,8 +129,8 @@ WeightMatrix Checkpoint::QuantizedMatrixOf(const std::string& base, std::int64_t
     throw ModelError(fmt::format("{}: dtype {}; quantization scales are F32", Where(s, scales_name), DTypeName(s.info.dtype)));
   }
   if (s.info.shape.size() != 2 || s.info.shape[0] != rows || s.info.shape[1] <= 0 || cols % s.info.shape[1] != 0) {
-    throw ModelError(fmt::format("{}: shape [{}] is not [{}, {} / group] for a whole number of groups per row",
-                                 Where(s, scales_name), fmt::join(s.info.shape, ", "), rows, cols));
+    throw ModelError(fmt::format("{}: shape [{}] is not [{}, {} / group] for a whole number of groups per row", Where(s, scales_name),
+                                 fmt::join(s.info.shape, ", "), rows, cols));
   }
   const std::int64_t group = cols / s.info.shape[1];
   if (group % 32 != 0) {
@@ -138,9 +139,8 @@ WeightMatrix Checkpoint::QuantizedMatrixOf(const std::string& base, std::int64_t
   }
   q->group = static_cast<int>(group);
   if (config_.quantization && (config_.quantization->format != q->format || config_.quantization->group_size != q->group)) {
-    throw ModelError(fmt::format("{}: {} with group {}, but config.json's tandem_quantization says {} with group {}",
-                                 Where(v, values_name), ToString(q->format), q->group, ToString(config_.quantization->format),
-                                 config_.quantization->group_size));
+    throw ModelError(fmt::format("{}: {} with group {}, but config.json's tandem_quantization says {} with group {}", Where(v, values_name),
+                                 ToString(q->format), q->group, ToString(config_.quantization->format), config_.quantization->group_size));
   }
   const std::byte* values = DataOf(v);
   q->values.resize(static_cast<std::size_t>(v.info.end - v.info.begin));
@@ -163,8 +163,8 @@ WeightMatrix Checkpoint::Matrix(std::string_view name, std::int64_t rows, std::i
   }
   const Entry& e = Find(name);
   if (e.info.shape != std::vector<std::int64_t>{rows, cols}) {
-    throw ModelError(fmt::format("{}: shape [{}] but the config implies [{}, {}]", Where(e, name),
-                                 fmt::join(e.info.shape, ", "), rows, cols));
+    throw ModelError(
+        fmt::format("{}: shape [{}] but the config implies [{}, {}]", Where(e, name), fmt::join(e.info.shape, ", "), rows, cols));
   }
   const std::byte* data = DataOf(e);
   const std::int64_t n = rows * cols;
@@ -241,7 +241,9 @@ std::vector<float> Checkpoint::Vector(std::string_view name, std::int64_t n) con
   const std::byte* data = DataOf(e);
   for (std::int64_t i = 0; i < n; ++i) {
     switch (e.info.dtype) {
-      case DType::kF32: std::memcpy(&out[i], data + 4 * i, 4); break;
+      case DType::kF32:
+        std::memcpy(&out[i], data + 4 * i, 4);
+        break;
       case DType::kBF16: {
         std::uint16_t bits;
         std::memcpy(&bits, data + 2 * i, 2);

@@ -1,6 +1,5 @@
 #include "runtime/model/model_config.hpp"
 
-
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -125,12 +124,16 @@ std::optional<CheckpointQuantization> ParseQuantization(const ConfigReader& in) 
   const ConfigReader q(*v, "config.json tandem_quantization");
   CheckpointQuantization out;
   const std::string format = q.String("format");
-  if (format == "int8") out.format = QuantFormat::kInt8;
-  else if (format == "int4") out.format = QuantFormat::kInt4;
-  else throw in.Error("tandem_quantization.format", fmt::format("'{}' is not a known format (int8, int4)", format));
+  if (format == "int8")
+    out.format = QuantFormat::kInt8;
+  else if (format == "int4")
+    out.format = QuantFormat::kInt4;
+  else
+    throw in.Error("tandem_quantization.format", fmt::format("'{}' is not a known format (int8, int4)", format));
   out.group_size = q.Int("group_size", std::nullopt, 1);
   if (out.group_size % 32 != 0) {
-    throw in.Error("tandem_quantization.group_size", fmt::format("must be a multiple of 32 (the kernels' input block), got {}", out.group_size));
+    throw in.Error("tandem_quantization.group_size",
+                   fmt::format("must be a multiple of 32 (the kernels' input block), got {}", out.group_size));
   }
   const std::string tensors = q.String("tensors");
   if (tensors != kRoutedExpertTensors && tensors != kAllExpertTensors) {
@@ -215,15 +218,23 @@ ModelConfig ParseModelConfig(std::string_view json_text, std::string_view source
     // Defaults are those of HF's DeepseekV3Config / DeepseekV2Config.
     const bool v3 = c.architecture == Architecture::kDeepseekV3;
     const std::string method = in.String("topk_method", std::string(v3 ? "noaux_tc" : "greedy"));
-    if (method == "greedy") c.topk_method = TopkMethod::kGreedy;
-    else if (method == "group_limited_greedy") c.topk_method = TopkMethod::kGroupLimitedGreedy;
-    else if (method == "noaux_tc") c.topk_method = TopkMethod::kNoauxTc;
-    else throw in.Error("topk_method", fmt::format("'{}' is not one of greedy, group_limited_greedy, noaux_tc", method));
+    if (method == "greedy")
+      c.topk_method = TopkMethod::kGreedy;
+    else if (method == "group_limited_greedy")
+      c.topk_method = TopkMethod::kGroupLimitedGreedy;
+    else if (method == "noaux_tc")
+      c.topk_method = TopkMethod::kNoauxTc;
+    else
+      throw in.Error("topk_method", fmt::format("'{}' is not one of greedy, group_limited_greedy, noaux_tc", method));
     const std::string scoring = in.String("scoring_func", std::string(v3 ? "sigmoid" : "softmax"));
-    if (scoring == "softmax") c.scoring_func = ScoringFunc::kSoftmax;
-    else if (scoring == "sigmoid") c.scoring_func = ScoringFunc::kSigmoid;
-    else if (scoring == "sqrtsoftplus") c.scoring_func = ScoringFunc::kSqrtSoftplus;
-    else throw in.Error("scoring_func", fmt::format("'{}' is not one of softmax, sigmoid, sqrtsoftplus", scoring));
+    if (scoring == "softmax")
+      c.scoring_func = ScoringFunc::kSoftmax;
+    else if (scoring == "sigmoid")
+      c.scoring_func = ScoringFunc::kSigmoid;
+    else if (scoring == "sqrtsoftplus")
+      c.scoring_func = ScoringFunc::kSqrtSoftplus;
+    else
+      throw in.Error("scoring_func", fmt::format("'{}' is not one of softmax, sigmoid, sqrtsoftplus", scoring));
     c.routed_scaling_factor = in.Number("routed_scaling_factor", v3 ? 2.5 : 1.0);
     c.norm_topk_prob = in.Bool("norm_topk_prob", v3);
   }
@@ -254,7 +265,10 @@ ModelConfig LoadModelConfig(const std::filesystem::path& checkpoint_dir) {
 }
 
 std::string QuantizationJson(const CheckpointQuantization& q) {
-  return json{{"format", ToString(q.format)}, {"group_size", q.group_size}, {"tensors", q.shared_experts ? kAllExpertTensors : kRoutedExpertTensors}}.dump();
+  return json{{"format", ToString(q.format)},
+              {"group_size", q.group_size},
+              {"tensors", q.shared_experts ? kAllExpertTensors : kRoutedExpertTensors}}
+      .dump();
 }
 
 std::string ModelConfigJson(const ModelConfig& c) {
@@ -272,10 +286,12 @@ std::string ModelConfigJson(const ModelConfig& c) {
       {"num_experts_per_tok", c.num_experts_per_tok},
       {"n_group", c.n_group},
       {"topk_group", c.topk_group},
-      {"topk_method", c.topk_method == TopkMethod::kNoauxTc ? "noaux_tc"
-                      : c.topk_method == TopkMethod::kGroupLimitedGreedy ? "group_limited_greedy" : "greedy"},
-      {"scoring_func", c.scoring_func == ScoringFunc::kSigmoid ? "sigmoid"
-                       : c.scoring_func == ScoringFunc::kSqrtSoftplus ? "sqrtsoftplus" : "softmax"},
+      {"topk_method", c.topk_method == TopkMethod::kNoauxTc              ? "noaux_tc"
+                      : c.topk_method == TopkMethod::kGroupLimitedGreedy ? "group_limited_greedy"
+                                                                         : "greedy"},
+      {"scoring_func", c.scoring_func == ScoringFunc::kSigmoid        ? "sigmoid"
+                       : c.scoring_func == ScoringFunc::kSqrtSoftplus ? "sqrtsoftplus"
+                                                                      : "softmax"},
       {"routed_scaling_factor", c.routed_scaling_factor},
       {"norm_topk_prob", c.norm_topk_prob},
       {"num_attention_heads", c.num_attention_heads},

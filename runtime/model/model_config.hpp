@@ -69,9 +69,7 @@ struct ModelConfig {
   bool tie_word_embeddings = false;
   std::optional<CheckpointQuantization> quantization;  // set for a `tandem-rt quantize` output
 
-  bool IsMoeLayer(int layer) const {
-    return n_routed_experts > 0 && layer >= first_k_dense_replace && layer % moe_layer_freq == 0;
-  }
+  bool IsMoeLayer(int layer) const { return n_routed_experts > 0 && layer >= first_k_dense_replace && layer % moe_layer_freq == 0; }
   int q_head_dim() const { return qk_nope_head_dim + qk_rope_head_dim; }
   std::string_view architecture_name() const;
 };

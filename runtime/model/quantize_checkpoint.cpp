@@ -1,7 +1,5 @@
 #include "runtime/model/quantize_checkpoint.hpp"
 
-#include <sys/stat.h>
-
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
@@ -12,6 +10,8 @@
 #include <stdexcept>
 #include <string_view>
 
+#include <sys/stat.h>
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
@@ -21,8 +21,8 @@
 #include "runtime/model/model_config.hpp"
 #include "runtime/model/model_error.hpp"
 #include "runtime/model/safetensors.hpp"
-#include "runtime/model/text_file.hpp"
 #include "runtime/model/shard_index.hpp"
+#include "runtime/model/text_file.hpp"
 
 namespace tandem::rt {
 
@@ -49,9 +49,7 @@ bool TakeNumber(std::string_view& rest) {
   return n > 0;
 }
 
-bool IsProjection(std::string_view rest) {
-  return rest == "gate_proj.weight" || rest == "up_proj.weight" || rest == "down_proj.weight";
-}
+bool IsProjection(std::string_view rest) { return rest == "gate_proj.weight" || rest == "up_proj.weight" || rest == "down_proj.weight"; }
 
 // model.layers.L.mlp.experts.E.{gate,up,down}_proj.weight
 bool IsRoutedExpert(std::string_view name) {
@@ -115,9 +113,8 @@ struct ExpertTensor {
 
 }  // namespace
 
-QuantizeCheckpointReport QuantizeCheckpoint(const std::filesystem::path& in_dir, const std::filesystem::path& out_arg,
-                                            QuantFormat format, int group, bool shared_experts,
-                                            const std::function<void(const std::string&)>& progress) {
+QuantizeCheckpointReport QuantizeCheckpoint(const std::filesystem::path& in_dir, const std::filesystem::path& out_arg, QuantFormat format,
+                                            int group, bool shared_experts, const std::function<void(const std::string&)>& progress) {
   // Options first: nothing is read or written for a bad flag.
   if (group <= 0 || group % 32 != 0) {
     throw std::invalid_argument(fmt::format("--group {} is not a positive multiple of 32, the kernels' input block", group));
@@ -136,35 +133,39 @@ QuantizeCheckpointReport QuantizeCheckpoint(const std::filesystem::path& in_dir,
   const ModelConfig& config = ckpt.config();
   const auto config_path = in_dir / "config.json";
   if (config.quantization) {
-    throw ModelError(fmt::format("{}: the checkpoint is already quantized (tandem_quantization: {}, group {}); quantize the "
-                                 "original checkpoint instead", config_path.string(), ToString(config.quantization->format),
-                                 config.quantization->group_size));
+    throw ModelError(
+        fmt::format("{}: the checkpoint is already quantized (tandem_quantization: {}, group {}); quantize the "
+                    "original checkpoint instead",
+                    config_path.string(), ToString(config.quantization->format), config.quantization->group_size));
   }
 
   // Every expert to quantize, checked before anything is written.
   std::map<std::string, ExpertTensor> experts;  // by X.weight
   for (const std::string& name : ckpt.TensorNames()) {
     if (name.ends_with(".qweight") || name.ends_with(".qscales")) {
-      throw ModelError(fmt::format("{}: tensor '{}' is already group-quantized; quantize the original checkpoint instead",
-                                   in_dir.string(), name));
+      throw ModelError(
+          fmt::format("{}: tensor '{}' is already group-quantized; quantize the original checkpoint instead", in_dir.string(), name));
     }
     if (!IsRoutedExpert(name) && !(shared_experts && IsSharedExpert(name))) continue;
     const TensorInfo& info = ckpt.Info(name);
     if (info.shape.size() != 2) {
-      throw ModelError(fmt::format("{}: tensor '{}' has shape [{}]; an expert projection is a matrix", in_dir.string(),
-                                   name, fmt::join(info.shape, ", ")));
+      throw ModelError(fmt::format("{}: tensor '{}' has shape [{}]; an expert projection is a matrix", in_dir.string(), name,
+                                   fmt::join(info.shape, ", ")));
     }
     const ExpertTensor t{info.shape[0], info.shape[1]};
     if (t.cols % group != 0) {
-      throw std::invalid_argument(fmt::format("--group {} does not divide the {} columns of '{}' (hidden_size {}, "
-                                              "moe_intermediate_size {}); choose a group that divides both", group, t.cols,
-                                              name, config.hidden_size, config.moe_intermediate_size));
+      throw std::invalid_argument(
+          fmt::format("--group {} does not divide the {} columns of '{}' (hidden_size {}, "
+                      "moe_intermediate_size {}); choose a group that divides both",
+                      group, t.cols, name, config.hidden_size, config.moe_intermediate_size));
     }
     experts.emplace(name, t);
   }
   if (experts.empty()) {
-    throw ModelError(fmt::format("{}: has no routed expert tensors (model.layers.L.mlp.experts.E.{{gate,up,down}}_proj.weight) "
-                                 "to quantize", in_dir.string()));
+    throw ModelError(
+        fmt::format("{}: has no routed expert tensors (model.layers.L.mlp.experts.E.{{gate,up,down}}_proj.weight) "
+                    "to quantize",
+                    in_dir.string()));
   }
 
   // The new config.json, validated as a reader will see it.
@@ -239,8 +240,8 @@ QuantizeCheckpointReport QuantizeCheckpoint(const std::filesystem::path& in_dir,
     report.weight_bytes_out += writer.DataBytes();
     report.weight_files.push_back(file);
     if (progress) {
-      progress(fmt::format("{}: {} expert matrices quantized, {} tensors copied, {:.1f} MB", file, quantized_here,
-                           copied_here, static_cast<double>(writer.DataBytes()) / 1e6));
+      progress(fmt::format("{}: {} expert matrices quantized, {} tensors copied, {:.1f} MB", file, quantized_here, copied_here,
+                           static_cast<double>(writer.DataBytes()) / 1e6));
     }
   }
 
@@ -262,8 +263,7 @@ QuantizeCheckpointReport QuantizeCheckpoint(const std::filesystem::path& in_dir,
   for (const auto& entry : std::filesystem::directory_iterator(in_dir)) {
     const std::string name = entry.path().filename().string();
     if (std::filesystem::equivalent(entry.path(), tmp.path(), ec)) continue;  // --out inside --in
-    if (written.contains(name) || name == "config.json" || (has_index && name == kIndexName) ||
-        name.starts_with(".tandem-revision.json")) {
+    if (written.contains(name) || name == "config.json" || (has_index && name == kIndexName) || name.starts_with(".tandem-revision.json")) {
       continue;
     }
     if (entry.is_directory()) {

@@ -24,9 +24,7 @@ std::uint64_t ReadU64(std::span<const std::byte> bytes) {
 }
 
 TensorInfo ParseTensor(const std::string& name, const json& entry, std::uint64_t data_size, std::string_view file) {
-  auto fail = [&](std::string_view what) {
-    return ModelError(fmt::format("{}: tensor '{}': {}", file, name, what));
-  };
+  auto fail = [&](std::string_view what) { return ModelError(fmt::format("{}: tensor '{}': {}", file, name, what)); };
   if (!entry.is_object()) throw fail("header entry is not an object");
   TensorInfo info;
 
@@ -56,13 +54,12 @@ TensorInfo ParseTensor(const std::string& name, const json& entry, std::uint64_t
   info.end = (*offsets)[1].get<std::uint64_t>();
   if (info.begin > info.end) throw fail("data_offsets begin after they end");
   if (info.end > data_size) {
-    throw fail(fmt::format("data ends at byte {} but the file has only {} data bytes (truncated file?)", info.end,
-                           data_size));
+    throw fail(fmt::format("data ends at byte {} but the file has only {} data bytes (truncated file?)", info.end, data_size));
   }
   const std::uint64_t size = DTypeSize(info.dtype);
   if (elements > std::numeric_limits<std::uint64_t>::max() / size || elements * size != info.end - info.begin) {
-    throw fail(fmt::format("shape {} of {} needs {} bytes but data_offsets span {}", shape->dump(),
-                           DTypeName(info.dtype), elements * size, info.end - info.begin));
+    throw fail(fmt::format("shape {} of {} needs {} bytes but data_offsets span {}", shape->dump(), DTypeName(info.dtype), elements * size,
+                           info.end - info.begin));
   }
   return info;
 }
@@ -81,8 +78,8 @@ SafetensorsHeader ParseSafetensorsHeader(std::span<const std::byte> file_bytes, 
   }
   const std::uint64_t header_len = ReadU64(file_bytes.first(8));
   if (header_len > kMaxHeaderBytes || header_len > file_bytes.size() - 8) {
-    throw ModelError(fmt::format("{}: header length {} does not fit in the file ({} bytes); truncated or not safetensors",
-                                 file, header_len, file_bytes.size()));
+    throw ModelError(fmt::format("{}: header length {} does not fit in the file ({} bytes); truncated or not safetensors", file, header_len,
+                                 file_bytes.size()));
   }
   const auto* text = reinterpret_cast<const char*>(file_bytes.data() + 8);
   json header;
@@ -145,8 +142,7 @@ void SafetensorsWriter::Write(const std::filesystem::path& path, const TensorByt
     for (const auto& [name, size] : Layout()) {
       const std::span<const std::byte> bytes = bytes_of(name);
       if (bytes.size() != size) {
-        throw ModelError(fmt::format("{}: tensor '{}' has {} bytes but its header declares {}", path.string(), name,
-                                     bytes.size(), size));
+        throw ModelError(fmt::format("{}: tensor '{}' has {} bytes but its header declares {}", path.string(), name, bytes.size(), size));
       }
       out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
       if (!out) break;

@@ -2,17 +2,17 @@
 
 #include <cmath>
 #include <cstring>
-#include <map>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <vector>
 
 #include <fmt/format.h>
 
-#include "runtime/numeric/dtype.hpp"
 #include "runtime/model/model_error.hpp"
 #include "runtime/model/safetensors.hpp"
 #include "runtime/model/synthetic_tokenizer.hpp"
+#include "runtime/numeric/dtype.hpp"
 
 namespace tandem::rt {
 
@@ -63,10 +63,12 @@ struct TensorSpec {
 
 class SpecList {
  public:
-  explicit SpecList(const ModelConfig& c) : c_(c), residual_scale_(1.0 / std::sqrt(2.0 * (c.num_hidden_layers + c.num_nextn_predict_layers))) {}
+  explicit SpecList(const ModelConfig& c)
+      : c_(c), residual_scale_(1.0 / std::sqrt(2.0 * (c.num_hidden_layers + c.num_nextn_predict_layers))) {}
 
   void Linear(const std::string& name, std::int64_t out, std::int64_t in, bool residual = false) {
-    specs_.push_back({name, DType::kBF16, {out, in}, {Init::Kind::kUniform, (residual ? residual_scale_ : 1.0) / std::sqrt(static_cast<double>(in))}});
+    specs_.push_back(
+        {name, DType::kBF16, {out, in}, {Init::Kind::kUniform, (residual ? residual_scale_ : 1.0) / std::sqrt(static_cast<double>(in))}});
   }
   void Norm(const std::string& name, std::int64_t n) { specs_.push_back({name, DType::kBF16, {n}, {Init::Kind::kNorm, 0.1}}); }
   void Mlp(const std::string& p, std::int64_t inter) {
@@ -133,9 +135,15 @@ void Fill(const TensorSpec& spec, std::uint64_t seed, std::vector<char>& bytes) 
     const double u = static_cast<double>(Mix(state += 0x9E3779B97F4A7C15ull) >> 11) * 0x1.0p-53 * 2.0 - 1.0;
     double value = 0.0;
     switch (spec.init.kind) {
-      case Init::Kind::kUniform: value = a * u; break;
-      case Init::Kind::kNorm: value = 1.0 + spec.init.std * u; break;
-      case Init::Kind::kBias: value = spec.init.std * u; break;
+      case Init::Kind::kUniform:
+        value = a * u;
+        break;
+      case Init::Kind::kNorm:
+        value = 1.0 + spec.init.std * u;
+        break;
+      case Init::Kind::kBias:
+        value = spec.init.std * u;
+        break;
     }
     if (spec.dtype == DType::kF32) {
       const auto f = static_cast<float>(value);
@@ -176,8 +184,8 @@ SyntheticPreset FindPreset(const std::string& name) {
     c.qk_rope_head_dim = 8;
     c.v_head_dim = 16;
     c.max_position_embeddings = 2048;
-    c.rope_scaling = YarnScaling{.factor = 4, .original_max_position_embeddings = 512, .beta_fast = 32, .beta_slow = 1,
-                                 .mscale = 1, .mscale_all_dim = 1};
+    c.rope_scaling = YarnScaling{
+        .factor = 4, .original_max_position_embeddings = 512, .beta_fast = 32, .beta_slow = 1, .mscale = 1, .mscale_all_dim = 1};
     p.tokenizer_merges = 2000;
   } else if (name == "small") {
     c.hidden_size = 512;
@@ -195,8 +203,8 @@ SyntheticPreset FindPreset(const std::string& name) {
     c.qk_rope_head_dim = 32;
     c.v_head_dim = 64;
     c.max_position_embeddings = 8192;
-    c.rope_scaling = YarnScaling{.factor = 4, .original_max_position_embeddings = 2048, .beta_fast = 32, .beta_slow = 1,
-                                 .mscale = 1, .mscale_all_dim = 1};
+    c.rope_scaling = YarnScaling{
+        .factor = 4, .original_max_position_embeddings = 2048, .beta_fast = 32, .beta_slow = 1, .mscale = 1, .mscale_all_dim = 1};
     p.tokenizer_merges = 16000;
   } else {
     throw ModelError(fmt::format("init-model: unknown preset '{}' (tiny, small)", name));
@@ -204,8 +212,7 @@ SyntheticPreset FindPreset(const std::string& name) {
   return p;
 }
 
-SyntheticCheckpointReport WriteSyntheticCheckpoint(const SyntheticPreset& preset, std::uint64_t seed,
-                                                   const std::filesystem::path& out_dir,
+SyntheticCheckpointReport WriteSyntheticCheckpoint(const SyntheticPreset& preset, std::uint64_t seed, const std::filesystem::path& out_dir,
                                                    const std::filesystem::path& tokenizer_source) {
   std::error_code ec;
   std::filesystem::create_directories(out_dir, ec);

@@ -10,7 +10,7 @@ namespace tandem::rt {
 
 struct SyntheticPreset {
   std::string name;
-  ModelConfig config;   // vocab_size is set from the tokenizer
+  ModelConfig config;  // vocab_size is set from the tokenizer
   int tokenizer_merges = 0;
 };
 
@@ -29,8 +29,7 @@ struct SyntheticCheckpointReport {
 // preset, seed and tokenizer source. Each tensor is drawn from its own stream,
 // seeded by (seed, tensor name), uniform with variance 1/fan_in, residual outputs
 // scaled by 1/sqrt(2·layers), so activations stay O(1) through all layers.
-SyntheticCheckpointReport WriteSyntheticCheckpoint(const SyntheticPreset& preset, std::uint64_t seed,
-                                                   const std::filesystem::path& out_dir,
+SyntheticCheckpointReport WriteSyntheticCheckpoint(const SyntheticPreset& preset, std::uint64_t seed, const std::filesystem::path& out_dir,
                                                    const std::filesystem::path& tokenizer_source);
 
 }  // namespace tandem::rt

@@ -29,7 +29,8 @@ json DeepSeekPreTokenizer() {
   return json{{"type", "Sequence"},
               {"pretokenizers",
                {split(R"(\p{N}{1,3})"), split("[\u4e00-\u9fa5\u3040-\u309f\u30a0-\u30ff]+"),
-                split("[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\r\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+| ?[\\p{P}\\p{S}]+[\r\n]*|\\s*[\r\n]+|\\s+(?!\\S)|\\s+"),
+                split("[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\r\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+| "
+                      "?[\\p{P}\\p{S}]+[\r\n]*|\\s*[\r\n]+|\\s+(?!\\S)|\\s+"),
                 json{{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", false}}}}};
 }
 
@@ -49,29 +50,31 @@ json ReadJson(const std::filesystem::path& path) {
 }
 
 json AddedTokenJson(int id, const std::string& content, bool special) {
-  return json{{"id", id},          {"content", content}, {"single_word", false}, {"lstrip", false},
-              {"rstrip", false},   {"normalized", !special}, {"special", special}};
+  return json{{"id", id},        {"content", content},     {"single_word", false}, {"lstrip", false},
+              {"rstrip", false}, {"normalized", !special}, {"special", special}};
 }
 
 json TokenizerConfig(const std::string& bos, const std::string& eos, const json& source_config) {
   auto token = [](const std::string& content) {
-    return json{{"__type", "AddedToken"}, {"content", content}, {"lstrip", false}, {"normalized", true}, {"rstrip", false},
-                {"single_word", false}};
+    return json{{"__type", "AddedToken"}, {"content", content}, {"lstrip", false},
+                {"normalized", true},     {"rstrip", false},    {"single_word", false}};
   };
-  json config = {{"add_bos_token", true},     {"add_eos_token", false},     {"bos_token", token(bos)},
-                 {"eos_token", token(eos)},   {"pad_token", token(eos)},    {"clean_up_tokenization_spaces", false},
-                 {"legacy", true},            {"model_max_length", 131072}, {"tokenizer_class", "LlamaTokenizerFast"},
+  json config = {{"add_bos_token", true},   {"add_eos_token", false},     {"bos_token", token(bos)},
+                 {"eos_token", token(eos)}, {"pad_token", token(eos)},    {"clean_up_tokenization_spaces", false},
+                 {"legacy", true},          {"model_max_length", 131072}, {"tokenizer_class", "LlamaTokenizerFast"},
                  {"unk_token", nullptr}};
   if (source_config.contains("chat_template")) config["chat_template"] = source_config["chat_template"];
   return config;
 }
 
 SyntheticTokenizerFiles ByteLevelFallback(const std::filesystem::path& source_dir) {
-  const std::vector<std::pair<std::string, bool>> added = {
-      {"<\uff5cbegin\u2581of\u2581sentence\uff5c>", true}, {"<\uff5cend\u2581of\u2581sentence\uff5c>", true},
-      {"<\uff5c\u2581pad\u2581\uff5c>", true},             {"<\uff5cUser\uff5c>", false},
-      {"<\uff5cAssistant\uff5c>", false},                  {"<think>", false},
-      {"</think>", false}};
+  const std::vector<std::pair<std::string, bool>> added = {{"<\uff5cbegin\u2581of\u2581sentence\uff5c>", true},
+                                                           {"<\uff5cend\u2581of\u2581sentence\uff5c>", true},
+                                                           {"<\uff5c\u2581pad\u2581\uff5c>", true},
+                                                           {"<\uff5cUser\uff5c>", false},
+                                                           {"<\uff5cAssistant\uff5c>", false},
+                                                           {"<think>", false},
+                                                           {"</think>", false}};
   json vocab = json::object();
   json added_json = json::array();
   int id = 0;
@@ -89,9 +92,16 @@ SyntheticTokenizerFiles ByteLevelFallback(const std::filesystem::path& source_di
                     {"pre_tokenizer", DeepSeekPreTokenizer()},
                     {"post_processor", {{"type", "ByteLevel"}, {"add_prefix_space", true}, {"trim_offsets", false}, {"use_regex", true}}},
                     {"decoder", {{"type", "ByteLevel"}, {"add_prefix_space", true}, {"trim_offsets", true}, {"use_regex", true}}},
-                    {"model", {{"type", "BPE"}, {"dropout", nullptr}, {"unk_token", nullptr}, {"continuing_subword_prefix", nullptr},
-                               {"end_of_word_suffix", nullptr}, {"fuse_unk", false}, {"byte_fallback", false},
-                               {"vocab", vocab}, {"merges", json::array()}}}};
+                    {"model",
+                     {{"type", "BPE"},
+                      {"dropout", nullptr},
+                      {"unk_token", nullptr},
+                      {"continuing_subword_prefix", nullptr},
+                      {"end_of_word_suffix", nullptr},
+                      {"fuse_unk", false},
+                      {"byte_fallback", false},
+                      {"vocab", vocab},
+                      {"merges", json::array()}}}};
   SyntheticTokenizerFiles files;
   files.tokenizer_json = tokenizer.dump() + "\n";
   files.tokenizer_config_json = TokenizerConfig(added[0].first, added[1].first, json::object()).dump(2) + "\n";
@@ -170,9 +180,9 @@ SyntheticTokenizerFiles DeriveSyntheticTokenizer(const std::filesystem::path& so
     tokenizer["model"]["vocab"] = new_vocab;
     tokenizer["model"]["merges"] = kept_merges;
     const std::string bos = source_config.at("bos_token").is_string() ? source_config["bos_token"].get<std::string>()
-                                                                     : source_config["bos_token"].at("content").get<std::string>();
+                                                                      : source_config["bos_token"].at("content").get<std::string>();
     const std::string eos = source_config.at("eos_token").is_string() ? source_config["eos_token"].get<std::string>()
-                                                                     : source_config["eos_token"].at("content").get<std::string>();
+                                                                      : source_config["eos_token"].at("content").get<std::string>();
     SyntheticTokenizerFiles files;
     files.tokenizer_json = tokenizer.dump() + "\n";
     files.tokenizer_config_json = TokenizerConfig(bos, eos, source_config).dump(2) + "\n";

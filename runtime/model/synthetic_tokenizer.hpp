@@ -10,7 +10,7 @@ struct SyntheticTokenizerFiles {
   std::string tokenizer_config_json;
   int vocab_size = 0;
   bool byte_level_fallback = false;  // true when the DeepSeek-V3 tokenizer was not available
-  std::string description;            // one line for logs
+  std::string description;           // one line for logs
 };
 
 // The tokenizer of a synthetic checkpoint, derived from the DeepSeek-V3 tokenizer

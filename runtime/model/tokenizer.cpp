@@ -1,13 +1,13 @@
 #include "runtime/model/tokenizer.hpp"
 
 #define PCRE2_CODE_UNIT_WIDTH 8
-#include <pcre2.h>
-
 #include <algorithm>
 #include <array>
 #include <mutex>
 #include <queue>
 #include <unordered_map>
+
+#include <pcre2.h>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -70,8 +70,7 @@ struct Regex {
     int error = 0;
     PCRE2_SIZE offset = 0;
     const std::uint32_t options = PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF | (literal ? PCRE2_LITERAL : 0u);
-    pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(), options, &error,
-                                     &offset, nullptr);
+    pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(), options, &error, &offset, nullptr);
     if (code == nullptr) {
       std::array<PCRE2_UCHAR, 256> message{};
       pcre2_get_error_message(error, message.data(), message.size());
@@ -87,12 +86,11 @@ struct Regex {
   // [begin, end) of every non-overlapping match in `text`.
   std::vector<std::pair<std::size_t, std::size_t>> FindAll(std::string_view text) const {
     std::vector<std::pair<std::size_t, std::size_t>> matches;
-    std::unique_ptr<pcre2_match_data, decltype(&pcre2_match_data_free)> data(
-        pcre2_match_data_create_from_pattern(code.get(), nullptr), pcre2_match_data_free);
+    std::unique_ptr<pcre2_match_data, decltype(&pcre2_match_data_free)> data(pcre2_match_data_create_from_pattern(code.get(), nullptr),
+                                                                             pcre2_match_data_free);
     std::size_t start = 0;
     while (start <= text.size()) {
-      const int rc = pcre2_match(code.get(), reinterpret_cast<PCRE2_SPTR>(text.data()), text.size(), start, 0,
-                                 data.get(), context.get());
+      const int rc = pcre2_match(code.get(), reinterpret_cast<PCRE2_SPTR>(text.data()), text.size(), start, 0, data.get(), context.get());
       if (rc == PCRE2_ERROR_NOMATCH) break;  // the rest is one gap
       if (rc < 0) {
         std::array<PCRE2_UCHAR, 256> message{};
@@ -128,8 +126,7 @@ struct AddedToken {
   bool special = false;
 };
 
-constexpr const char* kGpt2Pattern =
-    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
+constexpr const char* kGpt2Pattern = R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
 
 // A token id from JSON: an integer in [0, 10M] (no float, which would be UB to convert).
 TokenId ReadTokenId(const json& value, std::string_view where) {
@@ -149,12 +146,12 @@ const std::string& ByteLevelText(std::uint8_t byte) { return Bytes().byte_to_utf
 
 struct Tokenizer::Impl {
   std::string source;
-  std::unordered_map<std::string, TokenId> vocab;          // content (byte-level alphabet) → id
-  std::vector<std::string> id_bytes;                        // id → raw bytes
-  std::vector<std::uint8_t> id_kind;                        // 0 unknown, 1 vocab, 2 added, 3 special
-  std::array<TokenId, 256> byte_token{};                    // raw byte → its single-byte token
+  std::unordered_map<std::string, TokenId> vocab;                     // content (byte-level alphabet) → id
+  std::vector<std::string> id_bytes;                                  // id → raw bytes
+  std::vector<std::uint8_t> id_kind;                                  // 0 unknown, 1 vocab, 2 added, 3 special
+  std::array<TokenId, 256> byte_token{};                              // raw byte → its single-byte token
   std::unordered_map<std::uint64_t, std::pair<int, TokenId>> merges;  // (left, right) → (rank, merged)
-  std::vector<AddedToken> added;                            // sorted by content length, longest first
+  std::vector<AddedToken> added;                                      // sorted by content length, longest first
   std::array<std::vector<std::size_t>, 256> added_by_first_byte;
   std::vector<PreTokenizerStep> steps;
   bool ignore_merges = false;
@@ -254,8 +251,8 @@ std::vector<TokenId> Tokenizer::Impl::Bpe(const std::string& piece) const {
   std::vector<Symbol> symbols;
   symbols.reserve(piece.size());
   for (std::size_t i = 0; i < piece.size(); ++i) {
-    symbols.push_back({byte_token[static_cast<unsigned char>(piece[i])], static_cast<int>(i) - 1,
-                       i + 1 < piece.size() ? static_cast<int>(i) + 1 : -1});
+    symbols.push_back(
+        {byte_token[static_cast<unsigned char>(piece[i])], static_cast<int>(i) - 1, i + 1 < piece.size() ? static_cast<int>(i) + 1 : -1});
   }
   struct Candidate {
     int rank;
@@ -409,11 +406,16 @@ void ParsePreTokenizer(const json& node, Tokenizer::Impl& t, const std::string& 
       throw ModelError(fmt::format("{}.pattern: needs 'Regex' or 'String'", where));
     }
     const std::string behavior = node.value("behavior", std::string("Isolated"));
-    if (behavior == "Isolated") step.behavior = SplitBehavior::kIsolated;
-    else if (behavior == "Removed") step.behavior = SplitBehavior::kRemoved;
-    else if (behavior == "MergedWithPrevious") step.behavior = SplitBehavior::kMergedWithPrevious;
-    else if (behavior == "MergedWithNext") step.behavior = SplitBehavior::kMergedWithNext;
-    else throw ModelError(fmt::format("{}.behavior: '{}' is not supported", where, behavior));
+    if (behavior == "Isolated")
+      step.behavior = SplitBehavior::kIsolated;
+    else if (behavior == "Removed")
+      step.behavior = SplitBehavior::kRemoved;
+    else if (behavior == "MergedWithPrevious")
+      step.behavior = SplitBehavior::kMergedWithPrevious;
+    else if (behavior == "MergedWithNext")
+      step.behavior = SplitBehavior::kMergedWithNext;
+    else
+      throw ModelError(fmt::format("{}.behavior: '{}' is not supported", where, behavior));
     step.invert = node.value("invert", false);
     t.steps.push_back(std::move(step));
   } else if (type == "ByteLevel") {
@@ -527,8 +529,7 @@ Tokenizer Tokenizer::FromJson(std::string_view json_text, std::string_view sourc
     }
 
     for (const json& a : doc.value("added_tokens", json::array())) {
-      AddedToken token{a.at("content").get<std::string>(), ReadTokenId(a.at("id"), src + ": added_tokens[].id"),
-                       a.value("special", false)};
+      AddedToken token{a.at("content").get<std::string>(), ReadTokenId(a.at("id"), src + ": added_tokens[].id"), a.value("special", false)};
       if (token.content.empty()) throw ModelError(fmt::format("{}: added token {} has empty content", src, token.id));
       if (a.value("lstrip", false) || a.value("rstrip", false) || a.value("single_word", false)) {
         throw ModelError(fmt::format("{}: added token '{}' uses lstrip/rstrip/single_word, which is not supported", src, token.content));

@@ -6,8 +6,9 @@
 #include <optional>
 #include <thread>
 
-#include <fmt/format.h>
 #include <httplib.h>
+
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "runtime/serve/api_error.hpp"
@@ -76,8 +77,10 @@ struct ApiServer::State {
   bool Authorized(const httplib::Request& req, httplib::Response& res) {
     if (options.api_key.empty()) return true;
     if (req.get_header_value("Authorization") == "Bearer " + options.api_key) return true;
-    SendError(res, ApiError(401, req.has_header("Authorization") ? "the API key is not valid" : "an API key is required: "
-                                                                                                  "'Authorization: Bearer KEY'",
+    SendError(res, ApiError(401,
+                            req.has_header("Authorization") ? "the API key is not valid"
+                                                            : "an API key is required: "
+                                                              "'Authorization: Bearer KEY'",
                             "authentication_error", "invalid_api_key"));
     return false;
   }
@@ -93,15 +96,15 @@ struct ApiServer::State {
     Scheduler* s = Ready();
     if (s == nullptr) return SendError(res, ApiError(503, "the model is still loading", "server_error", "loading"));
     res.set_content(Dump(json{{"object", "list"},
-                         {"data",
-                          {{{"id", options.served_model},
-                            {"object", "model"},
-                            {"created", 0},
-                            {"owned_by", "tandem"},
-                            {"model_revision", model.model_revision},
-                            {"runtime_revision", std::string(RuntimeRevision())},
-                            {"max_context", model.max_context},
-                            {"max_output_tokens", model.max_output_tokens}}}}}),
+                              {"data",
+                               {{{"id", options.served_model},
+                                 {"object", "model"},
+                                 {"created", 0},
+                                 {"owned_by", "tandem"},
+                                 {"model_revision", model.model_revision},
+                                 {"runtime_revision", std::string(RuntimeRevision())},
+                                 {"max_context", model.max_context},
+                                 {"max_output_tokens", model.max_output_tokens}}}}}),
                     "application/json");
   }
 
@@ -143,13 +146,14 @@ void ApiServer::State::Completion(const httplib::Request& req, httplib::Response
     }
     const auto prompt = static_cast<int>(submission.prompt.size());
     if (request.max_tokens > model.max_output_tokens) {
-      throw ApiError::BadRequest(fmt::format("'max_tokens' is {}, the server allows at most {}", request.max_tokens,
-                                             model.max_output_tokens), "max_tokens");
+      throw ApiError::BadRequest(
+          fmt::format("'max_tokens' is {}, the server allows at most {}", request.max_tokens, model.max_output_tokens), "max_tokens");
     }
     const int max_new = request.max_tokens > 0 ? request.max_tokens : std::min(model.max_output_tokens, model.max_context - prompt);
     if (prompt + max_new > model.max_context || max_new < 1) {
-      throw ApiError(400, fmt::format("the prompt ({} tokens) plus max_tokens ({}) exceeds the context of {} tokens", prompt,
-                                      std::max(max_new, 1), model.max_context),
+      throw ApiError(400,
+                     fmt::format("the prompt ({} tokens) plus max_tokens ({}) exceeds the context of {} tokens", prompt,
+                                 std::max(max_new, 1), model.max_context),
                      "invalid_request_error", "context_length_exceeded", "messages");
     }
     submission.max_new_tokens = max_new;
@@ -188,8 +192,11 @@ void ApiServer::State::Completion(const httplib::Request& req, httplib::Response
       choice["text"] = delta_or_text;
       choice["logprobs"] = nullptr;
     }
-    return json{{"id", id}, {"object", chat_endpoint ? "chat.completion.chunk" : "text_completion"}, {"created", created},
-                {"model", options.served_model}, {"choices", json::array({choice})}};
+    return json{{"id", id},
+                {"object", chat_endpoint ? "chat.completion.chunk" : "text_completion"},
+                {"created", created},
+                {"model", options.served_model},
+                {"choices", json::array({choice})}};
   };
 
   if (!request.stream) {
@@ -210,8 +217,12 @@ void ApiServer::State::Completion(const httplib::Request& req, httplib::Response
           choice["text"] = text;
           choice["logprobs"] = nullptr;
         }
-        res.set_content(Dump(json{{"id", id}, {"object", object}, {"created", created}, {"model", options.served_model},
-                                  {"choices", json::array({choice})}, {"usage", UsageJson(e->usage)}}),
+        res.set_content(Dump(json{{"id", id},
+                                  {"object", object},
+                                  {"created", created},
+                                  {"model", options.served_model},
+                                  {"choices", json::array({choice})},
+                                  {"usage", UsageJson(e->usage)}}),
                         "application/json");
         return;
       }
@@ -246,13 +257,17 @@ void ApiServer::State::Completion(const httplib::Request& req, httplib::Response
           }
           if (e->kind == StreamEvent::Kind::kDelta) {
             // Completions have no reasoning field: their think block is part of the text.
-            return write(Sse(chunk(chat_endpoint ? json{{e->reasoning ? "reasoning_content" : "content", e->text}} : json(e->text), nullptr)));
+            return write(
+                Sse(chunk(chat_endpoint ? json{{e->reasoning ? "reasoning_content" : "content", e->text}} : json(e->text), nullptr)));
           }
           if (e->kind == StreamEvent::Kind::kFinished) {
             if (!write(Sse(chunk(chat_endpoint ? json::object() : json(""), e->finish_reason)))) return false;
             if (include_usage) {
-              const json usage = {{"id", id}, {"object", chat_endpoint ? "chat.completion.chunk" : "text_completion"},
-                                  {"created", created}, {"model", options.served_model}, {"choices", json::array()},
+              const json usage = {{"id", id},
+                                  {"object", chat_endpoint ? "chat.completion.chunk" : "text_completion"},
+                                  {"created", created},
+                                  {"model", options.served_model},
+                                  {"choices", json::array()},
                                   {"usage", UsageJson(e->usage)}};
               if (!write(Sse(usage))) return false;
             }

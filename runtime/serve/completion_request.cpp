@@ -1,10 +1,9 @@
 #include "runtime/serve/completion_request.hpp"
 
 #include <cmath>
-#include <random>
-
 #include <map>
 #include <mutex>
+#include <random>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -129,7 +128,8 @@ std::shared_ptr<const JsonGrammar> ResponseFormat(const json& body) {
   const std::string type = (*v)["type"];
   if (type == "text") return nullptr;
   if (type == "json_object") return JsonGrammar::AnyObject();
-  if (type != "json_schema") bad(fmt::format("'response_format.type' '{}' is not text, json_object or json_schema", type), "response_format.type");
+  if (type != "json_schema")
+    bad(fmt::format("'response_format.type' '{}' is not text, json_object or json_schema", type), "response_format.type");
   const json* spec = v->contains("json_schema") ? &(*v)["json_schema"] : nullptr;
   if (spec == nullptr || !spec->is_object() || !spec->contains("schema")) {
     bad("'response_format.json_schema' must be an object with a 'schema'", "response_format.json_schema");

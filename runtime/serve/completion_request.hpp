@@ -17,10 +17,10 @@ enum class Endpoint { kChatCompletions, kCompletions };
 // A POST /v1/chat/completions or /v1/completions body, validated.
 struct CompletionRequest {
   Endpoint endpoint = Endpoint::kChatCompletions;
-  std::string model;                  // empty when the client sent none
-  std::vector<ChatMessage> messages;  // chat
-  std::string prompt_text;            // completions, text form
-  std::vector<TokenId> prompt_tokens; // completions, token-id form
+  std::string model;                   // empty when the client sent none
+  std::vector<ChatMessage> messages;   // chat
+  std::string prompt_text;             // completions, text form
+  std::vector<TokenId> prompt_tokens;  // completions, token-id form
   bool prompt_is_tokens = false;
   int max_tokens = 0;  // 0: as many as the context allows
   SamplingParams sampling;

@@ -122,8 +122,8 @@ void PrefixCache::Insert(std::span<const TokenId> tokens, SequenceId source) {
 
 void PrefixCache::Evict() {
   while (entries_.size() > max_entries_) {
-    auto oldest = std::min_element(entries_.begin(), entries_.end(),
-                                   [](const auto& a, const auto& b) { return a->last_used < b->last_used; });
+    auto oldest =
+        std::min_element(entries_.begin(), entries_.end(), [](const auto& a, const auto& b) { return a->last_used < b->last_used; });
     Remove(oldest->get());
   }
 }

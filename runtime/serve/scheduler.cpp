@@ -11,16 +11,16 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "runtime/draft/draft_stats.hpp"
 #include "runtime/draft/draft_policy.hpp"
+#include "runtime/draft/draft_stats.hpp"
 #include "runtime/draft/drafter.hpp"
 #include "runtime/draft/verification.hpp"
 #include "runtime/engine/engine.hpp"
 #include "runtime/grammar/json_matcher.hpp"
 #include "runtime/grammar/token_mask.hpp"
 #include "runtime/serve/api_error.hpp"
-#include "runtime/serve/reply_text.hpp"
 #include "runtime/serve/prefix_cache.hpp"
+#include "runtime/serve/reply_text.hpp"
 
 namespace tandem::rt {
 
@@ -53,10 +53,10 @@ struct Scheduler::State {
   Engine& engine;
   const Tokenizer& tokenizer;
   SchedulerOptions options;
-  std::unique_ptr<Drafter> drafter;    // null: target only
+  std::unique_ptr<Drafter> drafter;  // null: target only
   std::unique_ptr<DraftPolicy> policy;
-  TokenTrie trie;                      // the vocabulary by bytes, for structured outputs
-  std::vector<float> masked;           // a constrained row's logits (reused)
+  TokenTrie trie;             // the vocabulary by bytes, for structured outputs
+  std::vector<float> masked;  // a constrained row's logits (reused)
   PrefixCache prefix_cache;
 
   struct Queued {
@@ -70,12 +70,12 @@ struct Scheduler::State {
     SequenceId sequence = 0;
     std::vector<TokenId> tokens;  // every token whose KV is (or is being) computed, prompt first
     int prompt_length = 0;
-    int fed = 0;                  // positions in the KV cache
+    int fed = 0;  // positions in the KV cache
     int cached = 0;
     int generated = 0;
-    TokenId pending = 0;          // sampled, not yet fed
+    TokenId pending = 0;  // sampled, not yet fed
     std::unique_ptr<ReplyText> text;
-    std::optional<JsonMatcher> matcher;  // structured output: the emitted bytes so far
+    std::optional<JsonMatcher> matcher;                   // structured output: the emitted bytes so far
     bool reasoning() const { return text->reasoning(); }  // inside the think block
     // The grammar, once the think block (if any) is over.
     const JsonMatcher* Grammar() const { return matcher && !reasoning() ? &*matcher : nullptr; }
@@ -149,8 +149,8 @@ void Scheduler::State::Admit() {
         it = queue.erase(it);
       } else if (now - it->enqueued > options.queue_wait) {
         ++counters.rejected_queue_timeout;
-        it->stream->Push(Failure(429, fmt::format("no slot became free within {} ms; retry later", options.queue_wait.count()),
-                                 "rate_limit_error", 1));
+        it->stream->Push(
+            Failure(429, fmt::format("no slot became free within {} ms; retry later", options.queue_wait.count()), "rate_limit_error", 1));
         it = queue.erase(it);
       } else {
         ++it;
@@ -301,7 +301,8 @@ void Scheduler::State::Draft(const std::vector<Active*>& decoding, StepShape ste
     requests[i] = {a.sequence, contexts[i], most, capacity, &a.submission.sampling, guides[i].path ? &mask : nullptr};
   }
   const auto start = Clock::now();
-  drafter->Propose(requests, [&](std::size_t i, const rt::Draft& d) { return allowed(i, d) && policy->More(d, step); }, drafts);
+  drafter->Propose(
+      requests, [&](std::size_t i, const rt::Draft& d) { return allowed(i, d) && policy->More(d, step); }, drafts);
   timing.draft_s = std::chrono::duration<double>(Clock::now() - start).count();
   timing.work = drafter->last_work();
   for (std::size_t i = 0; i < drafts.size(); ++i) {
@@ -344,7 +345,7 @@ struct Scheduler::State::Batch {
   std::vector<rt::Draft> drafts;       // per decoding request
   std::vector<Active*> prefill_owner;  // per prompt-chunk row
   std::vector<Row> rows;
-  std::size_t decode_rows = 0;         // rows[0, decode_rows) are the decoding requests'
+  std::size_t decode_rows = 0;  // rows[0, decode_rows) are the decoding requests'
   DraftRoundTiming timing;
 };
 
@@ -511,9 +512,8 @@ bool Scheduler::State::Step() {
   const std::size_t logits_row = CommitDecodeRows(b, out, finished);
   CommitPrefillRows(b, out, logits_row, finished);
   for (auto& [a, reason] : finished) Finish(*a, reason);
-  active.remove_if([&](const Active& a) {
-    return std::any_of(finished.begin(), finished.end(), [&](const auto& f) { return f.first == &a; });
-  });
+  active.remove_if(
+      [&](const Active& a) { return std::any_of(finished.begin(), finished.end(), [&](const auto& f) { return f.first == &a; }); });
   return true;
 }
 
@@ -566,7 +566,8 @@ std::string Scheduler::State::Stats() {
 // sleep would let the core go cold, making the next step slower and the slowdown
 // larger than asked.
 void Scheduler::State::SlowDown(Clock::duration step) {
-  const auto until = Clock::now() + std::chrono::duration_cast<Clock::duration>(step * (decode_share * options.debug_slowdown / (1 - options.debug_slowdown)));
+  const auto until = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                        step * (decode_share * options.debug_slowdown / (1 - options.debug_slowdown)));
   while (Clock::now() < until) {
   }
 }
@@ -613,8 +614,8 @@ Scheduler::Scheduler(Engine& engine, const Tokenizer& tokenizer, SchedulerOption
     : state_(std::make_unique<State>(engine, tokenizer, options, std::move(drafter),
                                      policy ? std::move(policy) : MakeDraftPolicy("adaptive"))) {
   if (state_->drafter && state_->drafter->wants_target_hidden() && !engine.keeps_hidden()) {
-    throw std::invalid_argument(fmt::format("the {} drafter reads the target's hidden states: the engine must keep them (keep_hidden)",
-                                            state_->drafter->name()));
+    throw std::invalid_argument(
+        fmt::format("the {} drafter reads the target's hidden states: the engine must keep them (keep_hidden)", state_->drafter->name()));
   }
   state_->thread = std::thread([this] { state_->Run(); });
 }
@@ -642,8 +643,8 @@ std::shared_ptr<RequestStream> Scheduler::Submit(Submission submission) {
     }
     if (static_cast<int>(state_->queue.size()) >= state_->options.queue_depth) {
       ++state_->counters.rejected_queue_full;
-      throw ApiError(429, fmt::format("the queue is full ({} requests waiting); retry later", state_->queue.size()),
-                     "rate_limit_error", "queue_full");
+      throw ApiError(429, fmt::format("the queue is full ({} requests waiting); retry later", state_->queue.size()), "rate_limit_error",
+                     "queue_full");
     }
     state_->queue.push_back({stream, std::move(submission), Clock::now()});
   }

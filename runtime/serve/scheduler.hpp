@@ -18,9 +18,9 @@ class Drafter;
 class Engine;
 
 struct SchedulerOptions {
-  int concurrency = 16;     // sequences decoding at once
-  int max_context = 4096;   // prompt + output tokens per sequence
-  int queue_depth = 64;     // requests waiting for a slot; beyond: 429 at once
+  int concurrency = 16;                         // sequences decoding at once
+  int max_context = 4096;                       // prompt + output tokens per sequence
+  int queue_depth = 64;                         // requests waiting for a slot; beyond: 429 at once
   std::chrono::milliseconds queue_wait{30000};  // longest wait for a slot; then 429
   std::size_t prefix_cache_entries = 64;
   int prefill_chunk = 256;  // prompt tokens per step, over all prefilling requests

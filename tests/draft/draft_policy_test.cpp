@@ -37,8 +37,11 @@ void Train(DraftPolicy& p, double rate, int rounds) {
     const auto accepted = static_cast<std::size_t>(rate >= 0.99 ? 4 : ((r % 100) < rate * 100 ? 1 : 0));
     p.ObserveAcceptance(d, 4, accepted);
     const int rows = 1 + 4 + (r % 3);
-    p.ObserveRound({.rows = rows, .verify_s = 0.001 + 0.0001 * rows, .draft_s = 4 * 0.0002,
-                    .work = {.catchup_rows = 2, .first_s = 0.0002, .chained = 3, .chained_s = 3 * 0.0002}, .drafted = 4});
+    p.ObserveRound({.rows = rows,
+                    .verify_s = 0.001 + 0.0001 * rows,
+                    .draft_s = 4 * 0.0002,
+                    .work = {.catchup_rows = 2, .first_s = 0.0002, .chained = 3, .chained_s = 3 * 0.0002},
+                    .drafted = 4});
   }
 }
 

@@ -5,7 +5,9 @@
 namespace tandem::rt {
 namespace {
 
-Draft ProposeOne(NgramDrafter& d, const std::vector<TokenId>& context, int max_drafts, const DraftMore& more = [](std::size_t, const Draft&) { return true; }) {
+Draft ProposeOne(
+    NgramDrafter& d, const std::vector<TokenId>& context, int max_drafts,
+    const DraftMore& more = [](std::size_t, const Draft&) { return true; }) {
   const SamplingParams greedy;
   const DraftRequest request{1, context, max_drafts, 100, &greedy};
   std::vector<Draft> drafts;

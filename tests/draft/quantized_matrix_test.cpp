@@ -63,54 +63,54 @@ TEST_P(QuantizedMatrixTest, MatMulIsTheProductOfTheQuantizedOperandsOnEveryPath)
   // Enough rows that the pool splits them between its threads; 256 columns are
   // whole pairs of input blocks, 96 (with group 32) leave an unpaired last block.
   for (const std::int64_t cols : {256, 96}) {
-  if (cols % group != 0) continue;
-  SCOPED_TRACE(cols);
-  const WeightMatrix w = RandomMatrix(300, cols, 2);
-  const QuantizedMatrix q = QuantizedMatrix::Quantize(w, format, group);
-  constexpr int kBatch = 7;
-  std::mt19937 rng(3);
-  std::normal_distribution<float> normal(0, 1);
-  std::vector<float> x(static_cast<std::size_t>(kBatch * w.cols));
-  for (float& v : x) v = normal(rng);
-  for (int i = 0; i < 32; ++i) x[static_cast<std::size_t>(32 + i)] = 0.0f;  // an all-zero block
-  x[5] = 40.0f;                                                               // an outlier in another
-  std::vector<float> y(static_cast<std::size_t>(kBatch * w.rows));
-  ThreadPool pool(3);
-  MatMul(q, x.data(), kBatch, y.data(), &pool);
-  std::vector<float> portable(y.size());
-  const Isa active = SetActiveIsa(Isa::kPortable);
-  MatMul(q, x.data(), kBatch, portable.data(), nullptr);
-  SetActiveIsa(active);
-  for (int b = 0; b < kBatch; ++b) {
-    std::vector<float> alone(static_cast<std::size_t>(w.rows));
-    MatMul(q, x.data() + b * w.cols, 1, alone.data(), nullptr);
-    std::vector<double> step;
-    const std::vector<double> xq = QuantizedInputs(x.data() + b * w.cols, w.cols, step);
-    for (std::int64_t o = 0; o < w.rows; ++o) {
-      double exact = 0, magnitude = 0, unquantized = 0, input_error = 0;
-      for (std::int64_t i = 0; i < w.cols; ++i) {
-        const double wi = q.At(o, i), xi = x[static_cast<std::size_t>(b * w.cols + i)];
-        exact += wi * xq[static_cast<std::size_t>(i)];
-        magnitude += std::abs(wi * xq[static_cast<std::size_t>(i)]);
-        unquantized += wi * xi;
-        input_error += std::abs(wi) * step[static_cast<std::size_t>(i / 32)] / 2;  // each input is off by at most half a step
+    if (cols % group != 0) continue;
+    SCOPED_TRACE(cols);
+    const WeightMatrix w = RandomMatrix(300, cols, 2);
+    const QuantizedMatrix q = QuantizedMatrix::Quantize(w, format, group);
+    constexpr int kBatch = 7;
+    std::mt19937 rng(3);
+    std::normal_distribution<float> normal(0, 1);
+    std::vector<float> x(static_cast<std::size_t>(kBatch * w.cols));
+    for (float& v : x) v = normal(rng);
+    for (int i = 0; i < 32; ++i) x[static_cast<std::size_t>(32 + i)] = 0.0f;  // an all-zero block
+    x[5] = 40.0f;                                                             // an outlier in another
+    std::vector<float> y(static_cast<std::size_t>(kBatch * w.rows));
+    ThreadPool pool(3);
+    MatMul(q, x.data(), kBatch, y.data(), &pool);
+    std::vector<float> portable(y.size());
+    const Isa active = SetActiveIsa(Isa::kPortable);
+    MatMul(q, x.data(), kBatch, portable.data(), nullptr);
+    SetActiveIsa(active);
+    for (int b = 0; b < kBatch; ++b) {
+      std::vector<float> alone(static_cast<std::size_t>(w.rows));
+      MatMul(q, x.data() + b * w.cols, 1, alone.data(), nullptr);
+      std::vector<double> step;
+      const std::vector<double> xq = QuantizedInputs(x.data() + b * w.cols, w.cols, step);
+      for (std::int64_t o = 0; o < w.rows; ++o) {
+        double exact = 0, magnitude = 0, unquantized = 0, input_error = 0;
+        for (std::int64_t i = 0; i < w.cols; ++i) {
+          const double wi = q.At(o, i), xi = x[static_cast<std::size_t>(b * w.cols + i)];
+          exact += wi * xq[static_cast<std::size_t>(i)];
+          magnitude += std::abs(wi * xq[static_cast<std::size_t>(i)]);
+          unquantized += wi * xi;
+          input_error += std::abs(wi) * step[static_cast<std::size_t>(i / 32)] / 2;  // each input is off by at most half a step
+        }
+        const float got = y[static_cast<std::size_t>(b * w.rows + o)];
+        EXPECT_NEAR(got, exact, 1e-6 * magnitude + 1e-6) << "row " << o << " batch " << b;
+        EXPECT_LE(std::abs(got - unquantized), input_error * 1.001 + 1e-5) << "row " << o << " batch " << b;
+        EXPECT_EQ(portable[static_cast<std::size_t>(b * w.rows + o)], got) << "the portable loops compute the same order, row " << o;
+        EXPECT_EQ(got, alone[static_cast<std::size_t>(o)]) << "a row's result does not depend on its batch or the threads";
       }
-      const float got = y[static_cast<std::size_t>(b * w.rows + o)];
-      EXPECT_NEAR(got, exact, 1e-6 * magnitude + 1e-6) << "row " << o << " batch " << b;
-      EXPECT_LE(std::abs(got - unquantized), input_error * 1.001 + 1e-5) << "row " << o << " batch " << b;
-      EXPECT_EQ(portable[static_cast<std::size_t>(b * w.rows + o)], got) << "the portable loops compute the same order, row " << o;
-      EXPECT_EQ(got, alone[static_cast<std::size_t>(o)]) << "a row's result does not depend on its batch or the threads";
     }
-  }
-  // Every SIMD path this CPU has gives the same bits.
-  for (Isa isa : {Isa::kPortable, Isa::kAvxFma, Isa::kAvx2, Isa::kAvx512}) {
-    if (isa > DetectedIsa()) continue;
-    const Isa before = SetActiveIsa(isa);
-    std::vector<float> other(y.size());
-    MatMul(q, x.data(), kBatch, other.data(), &pool);
-    SetActiveIsa(before);
-    EXPECT_EQ(other, y) << ToString(isa);
-  }
+    // Every SIMD path this CPU has gives the same bits.
+    for (Isa isa : {Isa::kPortable, Isa::kAvxFma, Isa::kAvx2, Isa::kAvx512}) {
+      if (isa > DetectedIsa()) continue;
+      const Isa before = SetActiveIsa(isa);
+      std::vector<float> other(y.size());
+      MatMul(q, x.data(), kBatch, other.data(), &pool);
+      SetActiveIsa(before);
+      EXPECT_EQ(other, y) << ToString(isa);
+    }
   }
 }
 

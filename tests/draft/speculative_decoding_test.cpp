@@ -135,8 +135,8 @@ TEST_F(SpeculativeDecoding, AnOracleDrafterIsAlwaysAccepted) {
   const Generated run = Generate(
       [](Engine& target) {
         const Checkpoint& ckpt = *ckpt_;
-        return std::make_unique<ReplicaDrafter>(ckpt, &target.pool(),
-                                                [&ckpt](ThreadPool& p) { return std::make_shared<LocalExpertExecutor>(ckpt, &p); }, "oracle");
+        return std::make_unique<ReplicaDrafter>(
+            ckpt, &target.pool(), [&ckpt](ThreadPool& p) { return std::make_shared<LocalExpertExecutor>(ckpt, &p); }, "oracle");
       },
       "fixed:4");
   ExpectSameOutputs(run);
@@ -159,8 +159,8 @@ TEST_F(SpeculativeDecoding, StructuredOutputsDraftUnderTheirGrammar) {
   const Generated run = Generate(
       [](Engine& target) {
         const Checkpoint& ckpt = *ckpt_;
-        return std::make_unique<ReplicaDrafter>(ckpt, &target.pool(),
-                                                [&ckpt](ThreadPool& p) { return std::make_shared<LocalExpertExecutor>(ckpt, &p); }, "oracle");
+        return std::make_unique<ReplicaDrafter>(
+            ckpt, &target.pool(), [&ckpt](ThreadPool& p) { return std::make_shared<LocalExpertExecutor>(ckpt, &p); }, "oracle");
       },
       "fixed:4", false, &structured);
   ExpectSameOutputs(run, plain);
@@ -207,8 +207,8 @@ TEST_F(SpeculativeDecoding, TheMtpLayerIsLossless) {
         const ModelConfig& c = ckpt.config();
         const std::vector<LayerSlice> layer = {
             {c.num_hidden_layers, 0, c.n_routed_experts, 0, c.moe_intermediate_size, 0, c.moe_intermediate_size * c.n_shared_experts}};
-        return std::make_unique<MtpDrafter>(ckpt, &target.pool(),
-                                            [&ckpt, layer](ThreadPool& p) { return std::make_shared<LocalExpertExecutor>(ckpt, &p, false, layer); });
+        return std::make_unique<MtpDrafter>(
+            ckpt, &target.pool(), [&ckpt, layer](ThreadPool& p) { return std::make_shared<LocalExpertExecutor>(ckpt, &p, false, layer); });
       },
       "fixed:3", true);
   ExpectSameOutputs(run);
@@ -231,8 +231,9 @@ TEST_F(SpeculativeDecoding, StatsDescribeTheDrafting) {
   const Generated run = Generate(
       [](Engine& target) {
         const Checkpoint& ckpt = *ckpt_;
-        return std::make_unique<ReplicaDrafter>(
-            ckpt, &target.pool(), [&ckpt](ThreadPool& p) { return std::make_shared<QuantizedExpertExecutor>(ckpt, QuantFormat::kInt8, 32, &p); });
+        return std::make_unique<ReplicaDrafter>(ckpt, &target.pool(), [&ckpt](ThreadPool& p) {
+          return std::make_shared<QuantizedExpertExecutor>(ckpt, QuantFormat::kInt8, 32, &p);
+        });
       },
       "adaptive");
   const nlohmann::json& d = run.draft;

@@ -6,8 +6,8 @@
 #include <string_view>
 #include <vector>
 
-#include "harness/traffic/battery_samples.hpp"
 #include "common/input_error.hpp"
+#include "harness/traffic/battery_samples.hpp"
 #include "stats/stats_error.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {

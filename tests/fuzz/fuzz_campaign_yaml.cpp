@@ -5,8 +5,8 @@
 #include <string>
 #include <string_view>
 
-#include "harness/campaign/campaign.hpp"
 #include "common/input_error.hpp"
+#include "harness/campaign/campaign.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);

@@ -32,8 +32,7 @@ Bytes Mutate(const Bytes& seed, const std::vector<Bytes>& corpus, std::mt19937_6
         out.resize(pos);
         break;
       case 2:  // insert an interesting byte
-        out.insert(out.begin() + static_cast<std::ptrdiff_t>(pos),
-                   static_cast<std::uint8_t>("\0\xff{}[]\",:-.0e9\\"[rng() % 16]));
+        out.insert(out.begin() + static_cast<std::ptrdiff_t>(pos), static_cast<std::uint8_t>("\0\xff{}[]\",:-.0e9\\"[rng() % 16]));
         break;
       case 3:  // delete a byte
         if (!out.empty()) out.erase(out.begin() + static_cast<std::ptrdiff_t>(pos));

@@ -17,11 +17,21 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (payload.size() != h.payload_bytes) return 0;  // the transport reads exactly payload_bytes
     const wire::RequestShape shape{.hidden = 64, .top_k = 2, .n_experts = 8};
     switch (h.type) {
-      case wire::FrameType::kLayerRequest: (void)wire::ParseLayerRequest(h, payload, shape); break;
-      case wire::FrameType::kLayerResponse: (void)wire::ParseLayerResponse(h, payload, h.rows, shape.hidden); break;
-      case wire::FrameType::kHello: (void)ParseHello(wire::PayloadText(payload)); break;
-      case wire::FrameType::kHelloAck: (void)ParseHelloAck(wire::PayloadText(payload)); break;
-      case wire::FrameType::kError: (void)wire::PayloadText(payload); break;
+      case wire::FrameType::kLayerRequest:
+        (void)wire::ParseLayerRequest(h, payload, shape);
+        break;
+      case wire::FrameType::kLayerResponse:
+        (void)wire::ParseLayerResponse(h, payload, h.rows, shape.hidden);
+        break;
+      case wire::FrameType::kHello:
+        (void)ParseHello(wire::PayloadText(payload));
+        break;
+      case wire::FrameType::kHelloAck:
+        (void)ParseHelloAck(wire::PayloadText(payload));
+        break;
+      case wire::FrameType::kError:
+        (void)wire::PayloadText(payload);
+        break;
     }
   } catch (const wire::WireError&) {
   }

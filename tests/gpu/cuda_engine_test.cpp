@@ -12,14 +12,14 @@
 
 #include <gtest/gtest.h>
 
+#include "runtime/engine/cuda/cuda_experts.hpp"
+#include "runtime/engine/cuda/cuda_forward.hpp"
+#include "runtime/engine/cuda/device_router.hpp"
 #include "runtime/engine/engine.hpp"
 #include "runtime/engine/moe_slices.hpp"
 #include "runtime/engine/router.hpp"
 #include "runtime/kernels/cuda/cuda_device.hpp"
-#include "runtime/engine/cuda/cuda_experts.hpp"
-#include "runtime/engine/cuda/cuda_forward.hpp"
 #include "runtime/kernels/cuda/device_memory.hpp"
-#include "runtime/engine/cuda/device_router.hpp"
 #include "runtime/model/checkpoint.hpp"
 #include "runtime/sampling/sampler.hpp"
 #include "tests/runtime/engine_rows.hpp"
@@ -32,10 +32,10 @@ namespace {
 
 using testing::MaxRelativeError;
 using testing::Prefill;
-using testing::Tokens;
 using testing::RunEval;
 using testing::SmallCheckpoint;
 using testing::TinyCheckpoint;
+using testing::Tokens;
 
 // The acceptance bound for bf16 weights: the two engines read the same weights and
 // differ only in the order of fp32 sums.
@@ -48,8 +48,8 @@ class Gpu : public ::testing::Test {
   }
 };
 
-void ExpectSameRun(const std::filesystem::path& model, const std::vector<std::string>& cpu_flags,
-                   const std::vector<std::string>& gpu_flags, double tolerance) {
+void ExpectSameRun(const std::filesystem::path& model, const std::vector<std::string>& cpu_flags, const std::vector<std::string>& gpu_flags,
+                   double tolerance) {
   const auto cpu = RunEval(model, cpu_flags);
   const auto gpu = RunEval(model, gpu_flags);
   ASSERT_EQ(cpu.run.exit_code, 0) << cpu.run.err;
@@ -71,8 +71,8 @@ TEST_F(Gpu, TinyPresetLogitsAndGreedyTokensMatchTheCpuEngine) {
 }
 
 TEST_F(Gpu, HybridLayoutWithGpuCoordinatorAndGpuWorkersMatchesTheCpuLayout) {
-  ExpectSameRun(SmallCheckpoint(), {"--spawn-workers", "4"},
-                {"--device", "cuda", "--spawn-workers", "4", "--spawned-device", "cuda"}, kLogitTolerance);
+  ExpectSameRun(SmallCheckpoint(), {"--spawn-workers", "4"}, {"--device", "cuda", "--spawn-workers", "4", "--spawned-device", "cuda"},
+                kLogitTolerance);
 }
 
 TEST_F(Gpu, RowLogitsAreBitIdenticalAloneAndInABatch) {
@@ -104,10 +104,10 @@ TEST_F(Gpu, RollbackForkReopenAndReplacedPrefixesKeepTheDeviceCacheInStepWithThe
     e->kv().Get(1).Truncate(4);  // speculative rollback: positions 4.. are recomputed
     e->kv().Fork(1, 2, 4, 32);   // a fork written on the host only (another capacity)
     e->kv().Open(4, 64);
-    Prefill(*e, 4, c);           // the device mirror of 4 now holds c's 9 positions ...
+    Prefill(*e, 4, c);                                 // the device mirror of 4 now holds c's 9 positions ...
     e->kv().Get(4).CopyPrefixFrom(e->kv().Get(2), 4);  // ... which the host replaces (prefix reuse)
     e->kv().Close(1);
-    e->kv().Open(1, 64);         // same id, same capacity, a new cache
+    e->kv().Open(1, 64);  // same id, same capacity, a new cache
   }
   for (const SequenceId seq : {1, 2, 4}) {
     const auto want = Prefill(cpu, seq, b), got = Prefill(gpu, seq, b);
@@ -130,7 +130,8 @@ TEST_F(Gpu, GraphReplayGivesTheSameLogitsAsLaunchingEachKernel) {
   }
   ASSERT_EQ(a, b);
   for (int step = 0; step < 40; ++step) {
-    const TokenId next = ArgMax(std::span<const float>(a.data() + a.size() - static_cast<std::size_t>(vocab), static_cast<std::size_t>(vocab)));
+    const TokenId next =
+        ArgMax(std::span<const float>(a.data() + a.size() - static_cast<std::size_t>(vocab), static_cast<std::size_t>(vocab)));
     a = Prefill(direct, 1, {next});
     b = Prefill(graphs, 1, {next});
     ASSERT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * 4)) << "step " << step;
@@ -146,8 +147,7 @@ TEST_F(Gpu, DeviceExpertSlicesMatchTheCpuSlices) {
   const int layer = c.first_k_dense_replace;
   const int shared = c.moe_intermediate_size * c.n_shared_experts;
   // A tensor-parallel half of some experts and of the shared experts, as a worker holds.
-  const std::vector<LayerSlice> slices = {
-      {layer, 2, c.n_routed_experts - 1, 0, c.moe_intermediate_size / 2, shared / 2, shared}};
+  const std::vector<LayerSlice> slices = {{layer, 2, c.n_routed_experts - 1, 0, c.moe_intermediate_size / 2, shared / 2, shared}};
   MoeSlices host(ckpt, slices, nullptr, true, /*fuse_gate_up=*/false);
   const auto device = CudaMoeSlices::Upload(host);
   const int rows = 5, k = c.num_experts_per_tok;

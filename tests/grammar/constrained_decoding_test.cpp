@@ -26,7 +26,8 @@ namespace {
 using namespace std::chrono_literals;
 using json = nlohmann::ordered_json;
 
-std::vector<testing::StreamOutput> Generate(const Checkpoint& ckpt, const Tokenizer& tokenizer, const std::vector<Submission>& submissions, bool drafts) {
+std::vector<testing::StreamOutput> Generate(const Checkpoint& ckpt, const Tokenizer& tokenizer, const std::vector<Submission>& submissions,
+                                            bool drafts) {
   Engine engine(ckpt, EngineOptions{.threads = 2});
   SchedulerOptions options;
   options.max_context = 1024;
@@ -34,8 +35,9 @@ std::vector<testing::StreamOutput> Generate(const Checkpoint& ckpt, const Tokeni
   std::unique_ptr<Drafter> drafter;
   if (drafts) {
     drafter = std::make_unique<ReplicaDrafter>(
-        ckpt, &engine.pool(), [&ckpt](ThreadPool& p) { return std::make_shared<QuantizedExpertExecutor>(ckpt, QuantFormat::kInt8, 32, &p); },
-        "replica-int8", QuantFormat::kInt8, 32);
+        ckpt, &engine.pool(),
+        [&ckpt](ThreadPool& p) { return std::make_shared<QuantizedExpertExecutor>(ckpt, QuantFormat::kInt8, 32, &p); }, "replica-int8",
+        QuantFormat::kInt8, 32);
   }
   Scheduler scheduler(engine, tokenizer, options, std::move(drafter), MakeDraftPolicy("fixed:3"));
   std::vector<std::shared_ptr<RequestStream>> streams;
@@ -87,7 +89,6 @@ TEST(ConstrainedDecoding, RandomSchemasGiveValidOutputsWithAndWithoutDrafts) {
     std::ofstream(std::string(dir) + "/model-outputs.json") << cases.dump(1) << "\n";
   }
 }
-
 
 // Thinking: the reply starts inside the think block, which the grammar does not
 // constrain; once the think block's closing token is sampled, what follows is

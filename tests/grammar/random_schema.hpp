@@ -38,10 +38,14 @@ inline nlohmann::ordered_json RandomSchema(std::mt19937& rng, int depth) {
       if (pick(3) == 0) s["minLength"] = 1;
       return s;
     }
-    case 3: return {{"type", pick(2) == 0 ? "integer" : "number"}};
-    case 4: return {{"type", "boolean"}};
-    case 5: return {{"enum", json::array({"red", "green", 7, nullptr, "gré\"en"})}};
-    default: return {{"type", json::array({"string", "null"})}};
+    case 3:
+      return {{"type", pick(2) == 0 ? "integer" : "number"}};
+    case 4:
+      return {{"type", "boolean"}};
+    case 5:
+      return {{"enum", json::array({"red", "green", 7, nullptr, "gré\"en"})}};
+    default:
+      return {{"type", json::array({"string", "null"})}};
   }
 }
 

@@ -42,8 +42,7 @@ TEST(BatterySamples, ErrorsNameTheSourceSampleAndKey) {
   EXPECT_EQ(ErrorOf("[{" + ok + "},{" + ok + R"(,"t_finsh":3})" + "]"),
             "s.json: sample 1: unknown key 't_finsh' (known: case, weight, completion_tokens, "
             "t_first_output, t_finish, repeat)");
-  EXPECT_EQ(ErrorOf(R"([{"weight":1,"completion_tokens":5,"t_first_output":0,"t_finish":1}])"),
-            "s.json: sample 0: 'case' is missing");
+  EXPECT_EQ(ErrorOf(R"([{"weight":1,"completion_tokens":5,"t_first_output":0,"t_finish":1}])"), "s.json: sample 0: 'case' is missing");
   EXPECT_EQ(ErrorOf(R"([{"case":"","weight":1,"completion_tokens":5,"t_first_output":0,"t_finish":1}])"),
             "s.json: sample 0: 'case' must be a non-empty string");
   EXPECT_EQ(ErrorOf(R"([{"case":"a","weight":"2","completion_tokens":5,"t_first_output":0,"t_finish":1}])"),
@@ -58,8 +57,7 @@ TEST(BatterySamples, ErrorsNameTheSourceSampleAndKey) {
             "s.json: sample 0: 'completion_tokens' is too large: 18446744073709551615");
   EXPECT_EQ(ErrorOf(R"([{"case":"a","weight":1,"completion_tokens":5,"t_first_output":2,"t_finish":1}])"),
             "s.json: sample 0: 't_finish' (1) is before t_first_output (2)");
-  EXPECT_EQ(ErrorOf("[{" + ok + R"(,"repeat":-1})" + "]"),
-            "s.json: sample 0: 'repeat' must be at least 0, got -1");
+  EXPECT_EQ(ErrorOf("[{" + ok + R"(,"repeat":-1})" + "]"), "s.json: sample 0: 'repeat' must be at least 0, got -1");
   EXPECT_EQ(ErrorOf("[{" + ok + R"(},{"case":"a","weight":2,"completion_tokens":5,"t_first_output":0,"t_finish":1}])"),
             "s.json: sample 1: 'weight' is 2 but sample 0 gave case \"a\" weight 1; a case has one weight");
 }

@@ -61,7 +61,8 @@ class Campaigns : public ::testing::Test {
     root_ = new fs::path(fs::temp_directory_path() / fmt::format("tandem-campaigns-{}", ::getpid()));
     fs::remove_all(*root_);
     fs::create_directories(*root_);
-    const auto r = testing::RunCommand(TANDEM_RT_BIN, {"init-model", "--preset", "tiny", "--seed", "3", "--out", (*root_ / "model").string()});
+    const auto r =
+        testing::RunCommand(TANDEM_RT_BIN, {"init-model", "--preset", "tiny", "--seed", "3", "--out", (*root_ / "model").string()});
     ASSERT_EQ(r.exit_code, 0) << r.err;
   }
   static void TearDownTestSuite() {
@@ -81,7 +82,8 @@ class Campaigns : public ::testing::Test {
   fs::path WriteCampaign(const std::string& second_arm, const std::string& order = "ABBA") const {
     const std::string bin = TANDEM_RT_BIN;
     const fs::path file = Dir() / "campaign.yaml";
-    std::ofstream(file) << fmt::format(R"(name: test
+    std::ofstream(file) << fmt::format(
+        R"(name: test
 model: {{path: {model}}}
 arms:
   - label: one
@@ -103,9 +105,8 @@ corpus: {corpus}
 store: {store}
 timeouts: {{launch_s: 60, request_s: 60, teardown_grace_s: 5}}
 )",
-                                       fmt::arg("model", Model().string()), fmt::arg("bin", bin), fmt::arg("second", second_arm),
-                                       fmt::arg("order", order), fmt::arg("corpus", std::string(TANDEM_SOURCE_DIR) + "/campaigns/corpus.yaml"),
-                                       fmt::arg("store", (Dir() / "store.db").string()));
+        fmt::arg("model", Model().string()), fmt::arg("bin", bin), fmt::arg("second", second_arm), fmt::arg("order", order),
+        fmt::arg("corpus", std::string(TANDEM_SOURCE_DIR) + "/campaigns/corpus.yaml"), fmt::arg("store", (Dir() / "store.db").string()));
     return file;
   }
   static std::string BinaryArm() {
@@ -127,8 +128,8 @@ struct SampleKey {
 
 std::vector<SampleKey> SamplesOf(const store::Store& store, int order_index) {
   store::Statement s(store.handle(),
-              "SELECT x.id, x.content_sha256, x.t_start FROM sample x JOIN session se ON se.id = x.session_id "
-              "WHERE se.order_index = ? ORDER BY x.id");
+                     "SELECT x.id, x.content_sha256, x.t_start FROM sample x JOIN session se ON se.id = x.session_id "
+                     "WHERE se.order_index = ? ORDER BY x.id");
   s.Bind(1, static_cast<std::int64_t>(order_index));
   std::vector<SampleKey> out;
   while (s.Step()) out.push_back({s.Int(0), s.Text(1), s.Double(2)});
@@ -157,8 +158,9 @@ TEST_F(Campaigns, RunCompletesWithEverySampleStoredAndNothingLeftRunning) {
   EXPECT_EQ(Count(store, "SELECT COUNT(*) FROM workload_run WHERE stats_after IS NULL OR stats_before = ''"), 0);
   // Arms: revisions and image ids; the campaign text and its sha256.
   EXPECT_EQ(Count(store, "SELECT COUNT(*) FROM arm WHERE length(coordinator_image) = 64 AND runtime_revision <> ''"), 2);
-  EXPECT_EQ(Count(store, "SELECT COUNT(*) FROM arm a JOIN campaign c ON c.id = a.campaign_id WHERE a.model_id = 'tandem' "
-                         "AND a.model_revision = c.model_revision AND length(a.config_sha256) = 64"),
+  EXPECT_EQ(Count(store,
+                  "SELECT COUNT(*) FROM arm a JOIN campaign c ON c.id = a.campaign_id WHERE a.model_id = 'tandem' "
+                  "AND a.model_revision = c.model_revision AND length(a.config_sha256) = 64"),
             2);
   EXPECT_EQ(Count(store, "SELECT COUNT(*) FROM campaign WHERE length(yaml_sha256) = 64 AND yaml LIKE '%name: test%'"), 1);
   // Every session: host facts, the processes with their CPU time, and served model.
@@ -177,10 +179,12 @@ TEST_F(Campaigns, RunCompletesWithEverySampleStoredAndNothingLeftRunning) {
   }
   EXPECT_EQ(sessions, 4);
   // Nonces: no marker is used by two batches of a session (a C-level batch shares one).
-  EXPECT_EQ(Count(store, "SELECT COUNT(*) FROM (SELECT DISTINCT se.order_index, x.nonce, x.batch, w.name FROM sample x "
-                         "JOIN session se ON se.id = x.session_id JOIN workload_run w ON w.id = x.workload_run_id WHERE x.nonce <> '')"),
-            Count(store, "SELECT COUNT(*) FROM (SELECT DISTINCT se.order_index, x.nonce FROM sample x "
-                         "JOIN session se ON se.id = x.session_id WHERE x.nonce <> '')"));
+  EXPECT_EQ(Count(store,
+                  "SELECT COUNT(*) FROM (SELECT DISTINCT se.order_index, x.nonce, x.batch, w.name FROM sample x "
+                  "JOIN session se ON se.id = x.session_id JOIN workload_run w ON w.id = x.workload_run_id WHERE x.nonce <> '')"),
+            Count(store,
+                  "SELECT COUNT(*) FROM (SELECT DISTINCT se.order_index, x.nonce FROM sample x "
+                  "JOIN session se ON se.id = x.session_id WHERE x.nonce <> '')"));
   // Greedy content agrees across the four sessions and both arms.
   EXPECT_EQ(Count(store, "SELECT COUNT(*) FROM sample WHERE json_extract(checks_json, '$.greedy_match') = 0"), 0);
   EXPECT_GT(Count(store, "SELECT COUNT(*) FROM sample WHERE json_extract(checks_json, '$.greedy_match') = 1"), 0);
@@ -209,8 +213,9 @@ TEST_F(Campaigns, KillDuringASessionThenResumeLosesAndDuplicatesNothing) {
       std::this_thread::sleep_for(50ms);
       if (!fs::exists(db)) continue;
       const store::Store store = store::Store::Open(db);
-      midway = Count(store, "SELECT COUNT(*) FROM workload_run w JOIN session se ON se.id = w.session_id "
-                            "WHERE se.order_index = 1 AND se.status = 'running' AND w.name = 'battery'") > 0;
+      midway = Count(store,
+                     "SELECT COUNT(*) FROM workload_run w JOIN session se ON se.id = w.session_id "
+                     "WHERE se.order_index = 1 AND se.status = 'running' AND w.name = 'battery'") > 0;
     }
     ASSERT_TRUE(midway) << "the campaign never reached its second session";
     run.Kill();
@@ -237,8 +242,9 @@ TEST_F(Campaigns, KillDuringASessionThenResumeLosesAndDuplicatesNothing) {
   EXPECT_EQ(Count(store, "SELECT attempts FROM session WHERE order_index = 1"), 2);
   EXPECT_EQ(Count(store, "SELECT COUNT(*) FROM sample"), 4 * 8);
   EXPECT_EQ(Count(store, "SELECT COUNT(*) FROM workload_run"), 4 * 3);
-  EXPECT_EQ(Count(store, "SELECT COUNT(*) FROM (SELECT 1 FROM sample x JOIN workload_run w ON w.id = x.workload_run_id "
-                         "GROUP BY x.session_id, w.name, x.case_id, x.repeat, x.batch, x.slot HAVING COUNT(*) > 1)"),
+  EXPECT_EQ(Count(store,
+                  "SELECT COUNT(*) FROM (SELECT 1 FROM sample x JOIN workload_run w ON w.id = x.workload_run_id "
+                  "GROUP BY x.session_id, w.name, x.case_id, x.repeat, x.batch, x.slot HAVING COUNT(*) > 1)"),
             0);
   EXPECT_EQ(Count(store, "SELECT COUNT(*) FROM sample x LEFT JOIN workload_run w ON w.id = x.workload_run_id WHERE w.id IS NULL"), 0);
   // The redone session repeated exactly the same requests (nonces are pure functions).
@@ -286,25 +292,29 @@ TEST_F(Campaigns, ExternalArmIsMeasuredButNeverRelaunched) {
     if (line && line->find("listening on ") != std::string::npos) url = line->substr(line->find("http://"));
   }
   ASSERT_FALSE(url.empty());
-  const fs::path file = WriteCampaign(fmt::format("  - label: ext\n    source: {{kind: external, base_url: {}}}\n    revision: v-ext", url));
+  const fs::path file =
+      WriteCampaign(fmt::format("  - label: ext\n    source: {{kind: external, base_url: {}}}\n    revision: v-ext", url));
   const auto r = testing::RunCommand(TANDEM_BIN, {"run", file.string(), "--quiet"}, 300s);
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("note: arm ext is an external server (" + url + "), not relaunched"), std::string::npos) << r.out;
   EXPECT_TRUE(server.running());  // the harness never stops what it did not start
 
   const store::Store store = store::Store::Open(Dir() / "store.db");
-  EXPECT_EQ(Count(store, "SELECT COUNT(*) FROM arm WHERE label = 'ext' AND source_kind = 'external' AND runtime_revision = 'v-ext' "
-                         "AND model_id = 'ext-model' AND config_sha256 = ''"),
+  EXPECT_EQ(Count(store,
+                  "SELECT COUNT(*) FROM arm WHERE label = 'ext' AND source_kind = 'external' AND runtime_revision = 'v-ext' "
+                  "AND model_id = 'ext-model' AND config_sha256 = ''"),
             1);
   EXPECT_EQ(Count(store, "SELECT COUNT(*) FROM session WHERE status = 'complete'"), 4);
-  EXPECT_EQ(Count(store, "SELECT COUNT(*) FROM session se JOIN arm a ON a.id = se.arm_id WHERE a.label = 'ext' AND se.processes_json = '[]' "
-                         "AND json_extract(se.served_json, '$.id') = 'ext-model'"),
+  EXPECT_EQ(Count(store,
+                  "SELECT COUNT(*) FROM session se JOIN arm a ON a.id = se.arm_id WHERE a.label = 'ext' AND se.processes_json = '[]' "
+                  "AND json_extract(se.served_json, '$.id') = 'ext-model'"),
             2);
   // Its second session used other nonce markers, so its prompts missed the prefix
   // cache the server kept: every sample passed cache_bound, no marker repeated.
   EXPECT_EQ(Count(store, "SELECT COUNT(*) FROM sample WHERE valid = 0"), 0);
-  EXPECT_EQ(Count(store, "SELECT COUNT(*) FROM sample x JOIN session a ON a.id = x.session_id JOIN sample y ON y.nonce = x.nonce "
-                         "JOIN session b ON b.id = y.session_id WHERE a.order_index = 1 AND b.order_index = 2 AND x.nonce <> ''"),
+  EXPECT_EQ(Count(store,
+                  "SELECT COUNT(*) FROM sample x JOIN session a ON a.id = x.session_id JOIN sample y ON y.nonce = x.nonce "
+                  "JOIN session b ON b.id = y.session_id WHERE a.order_index = 1 AND b.order_index = 2 AND x.nonce <> ''"),
             0);
 }
 

@@ -8,11 +8,11 @@
 
 #include <gtest/gtest.h>
 
-#include "harness/launch/arm.hpp"
-#include "harness/campaign/campaign.hpp"
 #include "common/input_error.hpp"
+#include "harness/campaign/campaign.hpp"
 #include "harness/campaign/session_plan.hpp"
 #include "harness/campaign/spec_json.hpp"
+#include "harness/launch/arm.hpp"
 #include "store/workload_description.hpp"
 #include "tests/support/run_command.hpp"
 
@@ -24,22 +24,26 @@ const std::string kFile = std::string(TANDEM_SOURCE_DIR) + "/campaigns/test.yaml
 // A valid campaign; tests replace one line to break it.
 std::string Valid() {
   const std::string bin = TANDEM_RT_BIN;
-  return "name: t\n"                                                               // 1
-         "model: {preset: tiny, seed: 3}\n"                                        // 2
-         "arms:\n"                                                                 // 3
-         "  - label: a\n"                                                          // 4
-         "    source: {kind: binary, coordinator: " + bin + ", worker: " + bin + "}\n"  // 5
-         "  - label: b\n"                                                          // 6
-         "    source: {kind: binary, coordinator: " + bin + ", worker: " + bin + "}\n"  // 7
-         "    options: [--threads, '2']\n"                                         // 8
-         "layouts:\n"                                                              // 9
-         "  - name: l\n"                                                           // 10
-         "    workers: 2\n"                                                        // 11
-         "sessions: {per_layout: 4, order: ABBA}\n"                                // 12
-         "workloads:\n"                                                            // 13
-         "  - name: w\n"                                                           // 14
-         "    kind: battery\n"                                                     // 15
-         "    cases: [hello, code]\n";                                             // 16
+  return "name: t\n"                         // 1
+         "model: {preset: tiny, seed: 3}\n"  // 2
+         "arms:\n"                           // 3
+         "  - label: a\n"                    // 4
+         "    source: {kind: binary, coordinator: " +
+         bin + ", worker: " + bin +
+         "}\n"             // 5
+         "  - label: b\n"  // 6
+         "    source: {kind: binary, coordinator: " +
+         bin + ", worker: " + bin +
+         "}\n"                                       // 7
+         "    options: [--threads, '2']\n"           // 8
+         "layouts:\n"                                // 9
+         "  - name: l\n"                             // 10
+         "    workers: 2\n"                          // 11
+         "sessions: {per_layout: 4, order: ABBA}\n"  // 12
+         "workloads:\n"                              // 13
+         "  - name: w\n"                             // 14
+         "    kind: battery\n"                       // 15
+         "    cases: [hello, code]\n";               // 16
 }
 
 std::string ReplaceLine(std::string text, int line, const std::string& with) {
@@ -94,16 +98,17 @@ TEST(CampaignYaml, ErrorsNameFileLineColumnAndKey) {
       {"wrong type", {ReplaceLine(Valid(), 11, "    workers: two"), ":11:14: layouts[0].workers: 'two' is not a valid number here"}},
       {"out of range", {ReplaceLine(Valid(), 11, "    workers: -1"), ":11:14: layouts[0].workers: -1 is outside"}},
       {"missing executable",
-       {ReplaceLine(Valid(), 7, "    source: {kind: binary, coordinator: /no/such/tandem-rt, worker: /no/such/tandem-rt}"),
-        ":7:"}},
+       {ReplaceLine(Valid(), 7, "    source: {kind: binary, coordinator: /no/such/tandem-rt, worker: /no/such/tandem-rt}"), ":7:"}},
       {"unknown source kind", {ReplaceLine(Valid(), 7, "    source: {kind: svn}"), ":7:20: arms[1].source.kind: 'svn' is not one of"}},
       {"pattern letter without an arm", {ReplaceLine(Valid(), 12, "sessions: {per_layout: 4, order: ABCA}"), ":12:34: sessions.order:"}},
-      {"unknown case", {ReplaceLine(Valid(), 16, "    cases: [hello, poetry]"), ":16:20: workloads[0].cases[1]: 'poetry' is not a case of"}},
+      {"unknown case",
+       {ReplaceLine(Valid(), 16, "    cases: [hello, poetry]"), ":16:20: workloads[0].cases[1]: 'poetry' is not a case of"}},
       {"bad sampling", {ReplaceLine(Valid(), 16, "    sampling: hot"), ":16:15: workloads[0].sampling: must be 'greedy' or"}},
       {"duplicate key", {ReplaceLine(Valid(), 16, "    kind: battery"), ":16:5: workloads[0]: key 'kind' appears twice"}},
       {"duplicate label", {ReplaceLine(Valid(), 6, "  - label: a"), ": arms[1]: label 'a' is used twice"}},
       {"missing name", {ReplaceLine(Valid(), 1, "# no name"), ": (top level): 'name' is missing"}},
-      {"bad CPU list", {ReplaceLine(Valid(), 11, "    workers: 2\n    worker_cpus: 3-1"), ":12:18: layouts[0].worker_cpus: '3-1' is not a CPU list"}},
+      {"bad CPU list",
+       {ReplaceLine(Valid(), 11, "    workers: 2\n    worker_cpus: 3-1"), ":12:18: layouts[0].worker_cpus: '3-1' is not a CPU list"}},
       {"key of another kind", {ReplaceLine(Valid(), 15, "    kind: mixed"), ":16:12: workloads[0].cases: is not used by a mixed workload"}},
       {"emulated link without workers",
        {ReplaceLine(Valid(), 11, "    workers: 0\n    emulated_rtt_us: 500"), ":12:22: layouts[0].emulated_rtt_us: needs expert workers"}},
@@ -112,10 +117,12 @@ TEST(CampaignYaml, ErrorsNameFileLineColumnAndKey) {
                     "    source: {kind: command, command: 'server --port {port}'}"),
         ":12:22: layouts[0].emulated_rtt_us: arm 'b' is a command arm"}},
       {"not YAML", {ReplaceLine(Valid(), 10, "  - name: [l"), ": not valid YAML:"}},
-      {"one arm", {ReplaceLine(ReplaceLine(Valid(), 7, "    source: {kind: binary, coordinator: " + std::string(TANDEM_RT_BIN) + ", worker: " +
-                                                           std::string(TANDEM_RT_BIN) + "}"),
-                               6, "  # b removed"),
-                   "arms: must list at least two arms"}},
+      {"one arm",
+       {ReplaceLine(ReplaceLine(Valid(), 7,
+                                "    source: {kind: binary, coordinator: " + std::string(TANDEM_RT_BIN) +
+                                    ", worker: " + std::string(TANDEM_RT_BIN) + "}"),
+                    6, "  # b removed"),
+        "arms: must list at least two arms"}},
   };
   for (const auto& [what, c] : cases) {
     const std::string error = ErrorOf(c.first);
@@ -166,8 +173,8 @@ TEST(SessionPlan, RandomIsBalancedSeededAndReproducible) {
   // Different seeds give different orders (at least one of several).
   bool differs = false;
   for (int seed = 8; seed < 16; ++seed) {
-    differs = differs || Arms(PlanSessions(WithSessions("sessions: {per_layout: 8, order: random, seed: " + std::to_string(seed) + "}"))) !=
-                             Arms(one);
+    differs = differs ||
+              Arms(PlanSessions(WithSessions("sessions: {per_layout: 8, order: random, seed: " + std::to_string(seed) + "}"))) != Arms(one);
   }
   EXPECT_TRUE(differs);
 }
@@ -176,7 +183,8 @@ TEST(SessionPlan, ExplicitListIsUsedAsWritten) {
   EXPECT_EQ(Arms(PlanSessions(WithSessions("sessions: {per_layout: 4, order: [b, a, a, b]}"))), "baab");
   EXPECT_NE(ErrorOf(ReplaceLine(Valid(), 12, "sessions: {per_layout: 4, order: [b, a, c, b]}")).find("'c' is not an arm label"),
             std::string::npos);
-  EXPECT_NE(ErrorOf(ReplaceLine(Valid(), 12, "sessions: {per_layout: 4, order: [b, a]}")).find("sessions.order: lists 2 sessions, but per_layout is 4"),
+  EXPECT_NE(ErrorOf(ReplaceLine(Valid(), 12, "sessions: {per_layout: 4, order: [b, a]}"))
+                .find("sessions.order: lists 2 sessions, but per_layout is 4"),
             std::string::npos);
   EXPECT_NE(ErrorOf(ReplaceLine(Valid(), 12, "sessions: {order: [b, b]}")).find("arm 'a' gets no session"), std::string::npos);
   EXPECT_NE(ErrorOf(ReplaceLine(Valid(), 12, "sessions: {per_layout: 2, order: AAB}")).find(":12:11: sessions: arm 'b' gets no session"),
@@ -192,8 +200,9 @@ class GitArm : public ::testing::Test {
     std::filesystem::create_directories(root_ / "repo");
     std::ofstream(root_ / "repo" / "CMakeLists.txt") << "cmake_minimum_required(VERSION 3.16)\nproject(broken CXX)\n"
                                                         "message(FATAL_ERROR \"this revision does not configure\")\n";
-    const auto r = testing::RunCommand("/bin/sh", {"-c", "cd '" + (root_ / "repo").string() +
-                                                             "' && git init -q && git add . && git -c user.name=t -c user.email=t@t commit -qm broken"});
+    const auto r = testing::RunCommand(
+        "/bin/sh", {"-c", "cd '" + (root_ / "repo").string() +
+                              "' && git init -q && git add . && git -c user.name=t -c user.email=t@t commit -qm broken"});
     ASSERT_EQ(r.exit_code, 0) << r.err;
   }
   void TearDown() override { std::filesystem::remove_all(root_); }

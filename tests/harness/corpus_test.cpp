@@ -6,8 +6,8 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "harness/traffic/checks.hpp"
 #include "common/input_error.hpp"
+#include "harness/traffic/checks.hpp"
 
 namespace tandem::harness {
 namespace {

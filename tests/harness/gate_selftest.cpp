@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+
 #include <sched.h>
 
 #include <fmt/format.h>
@@ -30,7 +31,8 @@ class GateSelfTest : public ::testing::Test {
     root_ = new fs::path(fs::temp_directory_path() / fmt::format("tandem-gate-selftest-{}", ::getpid()));
     fs::remove_all(*root_);
     fs::create_directories(*root_);
-    const auto r = testing::RunCommand(TANDEM_RT_BIN, {"init-model", "--preset", "tiny", "--seed", "11", "--out", (*root_ / "model").string()});
+    const auto r =
+        testing::RunCommand(TANDEM_RT_BIN, {"init-model", "--preset", "tiny", "--seed", "11", "--out", (*root_ / "model").string()});
     ASSERT_EQ(r.exit_code, 0) << r.err;
   }
   static void TearDownTestSuite() {
@@ -39,8 +41,8 @@ class GateSelfTest : public ::testing::Test {
   }
 
   // Runs an A/A campaign whose second arm adds `candidate_options` (", --flag, value");
-// returns the store. Drafting is off in both arms: its exploratory rounds are noise
-// this test does not need.
+  // returns the store. Drafting is off in both arms: its exploratory rounds are noise
+  // this test does not need.
   static constexpr int kSessions = 40;  // per campaign; twice that for a rerun
   static fs::path Run(const std::string& name, const std::string& candidate_options, int sessions = kSessions) {
     const fs::path file = *root_ / (name + ".yaml");
@@ -65,8 +67,9 @@ store: {store}
 gate: {{baseline: base, candidate: cand, families: ["battery: weighted decode"], max_regression: 0.03, rule: proven}}
 timeouts: {{launch_s: 60, request_s: 60, teardown_grace_s: 5}}
 )",
-                                       fmt::arg("name", name), fmt::arg("model", (*root_ / "model").string()), fmt::arg("bin", TANDEM_RT_BIN),
-                                       fmt::arg("options", candidate_options), fmt::arg("pin", Pinning()), fmt::arg("sessions", sessions),
+                                       fmt::arg("name", name), fmt::arg("model", (*root_ / "model").string()),
+                                       fmt::arg("bin", TANDEM_RT_BIN), fmt::arg("options", candidate_options), fmt::arg("pin", Pinning()),
+                                       fmt::arg("sessions", sessions),
                                        fmt::arg("corpus", std::string(TANDEM_SOURCE_DIR) + "/campaigns/corpus.yaml"),
                                        fmt::arg("store", (*root_ / (name + ".db")).string()));
     const auto r = testing::RunCommand(TANDEM_BIN, {"run", file.string(), "--quiet"}, 600s);

@@ -1,12 +1,13 @@
 // Nonce markers: unique first tokens among a session's requests, a pure function of
 // (workload, seed, position), and really the first token of the encoded prompt.
+#include "harness/campaign/nonce.hpp"
+
 #include <filesystem>
 #include <set>
 
 #include <gtest/gtest.h>
 
 #include "common/input_error.hpp"
-#include "harness/campaign/nonce.hpp"
 #include "runtime/model/tokenizer.hpp"
 #include "tests/support/run_command.hpp"
 

@@ -1,10 +1,10 @@
 // The chat-completion SSE reader: any split of the bytes, CRLF framing, comments,
 // multi-line data, in-stream errors, and hostile usage fields.
+#include "harness/traffic/sse_parser.hpp"
+
 #include <string>
 
 #include <gtest/gtest.h>
-
-#include "harness/traffic/sse_parser.hpp"
 
 namespace tandem::harness {
 namespace {
@@ -53,7 +53,10 @@ TEST(SseParser, SameResultForEverySplitOfTheBytes) {
 TEST(SseParser, CrlfFramingAndDataWithoutSpace) {
   std::string crlf;
   for (char ch : kStream) {
-    if (ch == '\n') crlf += "\r\n"; else crlf += ch;
+    if (ch == '\n')
+      crlf += "\r\n";
+    else
+      crlf += ch;
   }
   std::string nospace = kStream;
   for (std::size_t at; (at = nospace.find("data: ")) != std::string::npos;) nospace.replace(at, 6, "data:");
@@ -74,10 +77,8 @@ TEST(SseParser, HostileEventsBecomeErrorsNotCrashes) {
   struct Case {
     std::string bytes, error;
   };
-  for (const Case& k : {Case{"data: {not json\n\n", "malformed event"},
-                        Case{"data: [1,2]\n\n", "malformed event"},
-                        Case{"data: {\"error\":{\"message\":\"overloaded\"}}\n\n", "overloaded"},
-                        Case{"data: {\"error\":42}\n\n", "42"},
+  for (const Case& k : {Case{"data: {not json\n\n", "malformed event"}, Case{"data: [1,2]\n\n", "malformed event"},
+                        Case{"data: {\"error\":{\"message\":\"overloaded\"}}\n\n", "overloaded"}, Case{"data: {\"error\":42}\n\n", "42"},
                         Case{"data: {\"usage\":{\"prompt_tokens\":\"12\"}}\n\n", "invalid token count"},
                         Case{"data: {\"usage\":{\"completion_tokens\":-1}}\n\n", "invalid token count"},
                         Case{"data: {\"usage\":{\"completion_tokens\":1e30}}\n\n", "invalid token count"}}) {
@@ -86,7 +87,8 @@ TEST(SseParser, HostileEventsBecomeErrorsNotCrashes) {
     EXPECT_FALSE(c.complete());
   }
   // Wrong types where text belongs are ignored, not thrown.
-  const StreamedCompletion c = ParseAll("data: {\"choices\":[{\"delta\":{\"content\":5},\"finish_reason\":7}]}\n\ndata: {\"choices\":[3]}\n\n", 4);
+  const StreamedCompletion c =
+      ParseAll("data: {\"choices\":[{\"delta\":{\"content\":5},\"finish_reason\":7}]}\n\ndata: {\"choices\":[3]}\n\n", 4);
   EXPECT_TRUE(c.error.empty()) << c.error;
   EXPECT_EQ(c.chunks, 0);
   EXPECT_EQ(c.t_finish, 0);

@@ -17,12 +17,10 @@ CommandResult Tandem(const std::vector<std::string>& args) {
 }
 
 TEST(StatsCli, CompareJsonHasEveryKey) {
-  const CommandResult r = Tandem({"stats", "compare", "--baseline", "100,102,98,101", "--candidate",
-                                  "105,107,104,106", "--json"});
+  const CommandResult r = Tandem({"stats", "compare", "--baseline", "100,102,98,101", "--candidate", "105,107,104,106", "--json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
-  for (const char* key : {"ratio", "lo", "hi", "df", "t", "p", "n_baseline", "n_candidate", "method",
-                          "level", "excludes_one"}) {
+  for (const char* key : {"ratio", "lo", "hi", "df", "t", "p", "n_baseline", "n_candidate", "method", "level", "excludes_one"}) {
     EXPECT_TRUE(j.contains(key)) << key;
   }
   EXPECT_EQ(j["method"], "welch");
@@ -33,8 +31,8 @@ TEST(StatsCli, CompareJsonHasEveryKey) {
 }
 
 TEST(StatsCli, ComparePairedAtAnotherLevel) {
-  const CommandResult r = Tandem({"stats", "compare", "--baseline", "100,102,98,101", "--candidate",
-                                  "105,107,104,106", "--method", "paired", "--level", "0.99", "--json"});
+  const CommandResult r = Tandem({"stats", "compare", "--baseline", "100,102,98,101", "--candidate", "105,107,104,106", "--method",
+                                  "paired", "--level", "0.99", "--json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["method"], "paired");
@@ -72,8 +70,7 @@ TEST(StatsCli, BadInputExitsTwoWithAMessage) {
 }
 
 TEST(StatsCli, WeightedReproducesTheHandCheckedBattery) {
-  const CommandResult r =
-      Tandem({"stats", "weighted", "--samples", TANDEM_SOURCE_DIR "/docs/examples/battery-samples.json", "--json"});
+  const CommandResult r = Tandem({"stats", "weighted", "--samples", TANDEM_SOURCE_DIR "/docs/examples/battery-samples.json", "--json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
   ASSERT_EQ(j["repeats"].size(), 3u);
@@ -85,8 +82,7 @@ TEST(StatsCli, WeightedReproducesTheHandCheckedBattery) {
   }
   EXPECT_NEAR(j["median"].get<double>(), 104.69, 1e-9);
 
-  const CommandResult text =
-      Tandem({"stats", "weighted", "--samples", TANDEM_SOURCE_DIR "/docs/examples/battery-samples.json"});
+  const CommandResult text = Tandem({"stats", "weighted", "--samples", TANDEM_SOURCE_DIR "/docs/examples/battery-samples.json"});
   ASSERT_EQ(text.exit_code, 0) << text.err;
   EXPECT_NE(text.out.find("median of 3 repeats: 104.69 tok/s"), std::string::npos) << text.out;
 }

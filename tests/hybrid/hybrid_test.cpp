@@ -25,8 +25,8 @@ using tandem::testing::ChildProcess;
 using tandem::testing::CommandResult;
 using tandem::testing::EvalRun;
 using tandem::testing::MaxRelativeError;
-using tandem::testing::RunEval;
 using tandem::testing::RunCommand;
+using tandem::testing::RunEval;
 using tandem::testing::TempDir;
 using namespace std::chrono_literals;
 
@@ -49,7 +49,8 @@ Worker StartWorker(const std::filesystem::path& model, const std::string& role =
   argv.insert(argv.end(), extra.begin(), extra.end());
   w.process = std::make_unique<ChildProcess>(TANDEM_RT_BIN, argv, w.log.string());
   const auto line = w.process->ReadLine(20s);
-  if (!line || line->find("listening on ") == std::string::npos) throw std::runtime_error("worker did not start: " + line.value_or("(nothing)"));
+  if (!line || line->find("listening on ") == std::string::npos)
+    throw std::runtime_error("worker did not start: " + line.value_or("(nothing)"));
   w.address = line->substr(line->rfind(' ') + 1);
   return w;
 }
@@ -172,8 +173,8 @@ TEST(Hybrid, KillingAWorkerMidGenerationFailsClearlyAndNothingHangs) {
   for (int i = 0; i < 4; ++i) workers.push_back(StartWorker(model));
   const auto log = TempDir("generate") / "stderr.log";
   ChildProcess coordinator(TANDEM_RT_BIN,
-                           {"generate", "--model", model.string(), "--prompt", "Hello", "--max-tokens", "2000", "--ignore-eos",
-                            "--threads", "1", "--experts", Join(workers), "--round-trip-timeout-ms", "5000"},
+                           {"generate", "--model", model.string(), "--prompt", "Hello", "--max-tokens", "2000", "--ignore-eos", "--threads",
+                            "1", "--experts", Join(workers), "--round-trip-timeout-ms", "5000"},
                            log.string());
   std::this_thread::sleep_for(300ms);
   workers[1].process->Kill();
@@ -219,8 +220,8 @@ TEST(Hybrid, GarbageOnTheWireClosesThatConnectionOnly) {
     asio::io_context io;
     asio::ip::tcp::socket socket(io);
     const auto colon = w.address.rfind(':');
-    socket.connect({asio::ip::make_address(w.address.substr(0, colon)),
-                    static_cast<unsigned short>(std::stoi(w.address.substr(colon + 1)))});
+    socket.connect(
+        {asio::ip::make_address(w.address.substr(0, colon)), static_cast<unsigned short>(std::stoi(w.address.substr(colon + 1)))});
     const std::string junk = "GET / HTTP/1.1\r\nHost: x\r\n\r\n" + std::string(64, 'x');
     asio::write(socket, asio::buffer(junk));
     char byte;

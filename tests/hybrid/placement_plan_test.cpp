@@ -33,8 +33,8 @@ TEST(PlacementPlan, ExpertParallelPartitionsExperts) {
 }
 
 TEST(PlacementPlan, LocalLayersAndTwoCoordinatorRanks) {
-  const PlacementPlan p = PlacementPlan::Compute(
-      Tiny(), {.workers = {"a:1", "b:2"}, .local_expert_layers = 2, .coordinator_ranks = 2, .peer = "p:9"});
+  const PlacementPlan p =
+      PlacementPlan::Compute(Tiny(), {.workers = {"a:1", "b:2"}, .local_expert_layers = 2, .coordinator_ranks = 2, .peer = "p:9"});
   ASSERT_EQ(p.ranks.size(), 4u);
   EXPECT_EQ(p.ranks[1].role, "peer");
   EXPECT_EQ(p.OwnersOf(1), (std::vector<int>{0, 1}));

@@ -48,9 +48,9 @@ void Poke(std::vector<std::byte>& frame, std::size_t offset, T value) {
   std::memcpy(frame.data() + offset, &value, sizeof(T));
 }
 
-constexpr std::size_t kRow0 = kHeaderBytes;                // first row record
-constexpr std::size_t kRoutes0 = kHeaderBytes + 20;        // its routes
-constexpr std::size_t kRow1 = kRoutes0 + 2 * 8;            // second row record
+constexpr std::size_t kRow0 = kHeaderBytes;          // first row record
+constexpr std::size_t kRoutes0 = kHeaderBytes + 20;  // its routes
+constexpr std::size_t kRow1 = kRoutes0 + 2 * 8;      // second row record
 
 TEST(WireProtocol, LayerRequestRoundTrips) {
   const Request r;

@@ -1,5 +1,7 @@
 // `tandem gate` on recorded campaigns: pass, fail, inconclusive, quality failure and
 // bad input, through the real executable (exit codes, text, JSON) and the library.
+#include "reports/gate.hpp"
+
 #include <cmath>
 #include <filesystem>
 
@@ -7,9 +9,8 @@
 #include <nlohmann/json.hpp>
 
 #include "common/input_error.hpp"
-#include "store/store.hpp"
 #include "store/campaign_record.hpp"
-#include "reports/gate.hpp"
+#include "store/store.hpp"
 #include "tests/support/fixture_store.hpp"
 #include "tests/support/run_command.hpp"
 
@@ -21,10 +22,14 @@ using nlohmann::json;
 
 // One sample per session whose decode rate is exactly `rate`.
 json Sample(double rate, int repeat = 0) {
-  return {{"case_id", "code"},      {"weight", 1.0},
-          {"repeat", repeat},       {"completion_tokens", 101},
-          {"t_first_output", 10.0}, {"t_finish", 10.0 + 100.0 / rate},
-          {"content_sha256", "same"}, {"nonce", "Word: "},
+  return {{"case_id", "code"},
+          {"weight", 1.0},
+          {"repeat", repeat},
+          {"completion_tokens", 101},
+          {"t_first_output", 10.0},
+          {"t_finish", 10.0 + 100.0 / rate},
+          {"content_sha256", "same"},
+          {"nonce", "Word: "},
           {"checks", {{"stream_complete", true}, {"usage_consistent", true}, {"cache_bound", true}}}};
 }
 

@@ -48,7 +48,7 @@ store::CampaignRecord TwoArms() {
   // Every sample of a batch carries the batch's delta: batch 0 of run 1 counts once.
   r.samples = {Sample(1, 1, 1, "b", "hello", 0, Draft(3, 5, 4)), Sample(2, 1, 1, "b", "hello", 0, Draft(3, 5, 4)),
                Sample(3, 1, 1, "b", "hello", 1, Draft(1, 2, 3)), Sample(4, 2, 1, "warm", "hello", 0, Draft(100, 100, 100)),
-               Sample(5, 3, 2, "m", "code", 0, Draft(2, 4, 2)),    Sample(6, 3, 2, "m", "fable", 0, Draft(2, 4, 2)),
+               Sample(5, 3, 2, "m", "code", 0, Draft(2, 4, 2)),  Sample(6, 3, 2, "m", "fable", 0, Draft(2, 4, 2)),
                Sample(7, 3, 2, "m", "topic", 1, json::object())};
   // As LoadCampaignRecord leaves them: JSON columns are objects (processes an array).
   r.host = r.gate = json::object();

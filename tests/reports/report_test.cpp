@@ -11,11 +11,11 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "store/store.hpp"
-#include "store/campaign_record.hpp"
 #include "reports/export.hpp"
 #include "reports/markdown_report.hpp"
 #include "reports/plots.hpp"
+#include "store/campaign_record.hpp"
+#include "store/store.hpp"
 #include "tests/support/fixture_store.hpp"
 
 namespace tandem::reports {
@@ -85,10 +85,10 @@ TEST_F(Report, FiguresMatchTheIndependentComputation) {
 
 TEST_F(Report, EverySectionTheCampaignMeasured) {
   const std::string text = Rendered();
-  for (const char* section : {"## Arms", "## Host", "## Protocol", "## A/B: v14 vs v13", "## Greedy output agreement", "## Headline decode",
-                              "## Content-type decode", "## Draft acceptance", "## Concurrency scaling", "## Mixed traffic",
-                              "## Retained-context decode", "## Quality", "## Noise and power", "## Plots",
-                              "## Appendix: samples referenced above"}) {
+  for (const char* section :
+       {"## Arms", "## Host", "## Protocol", "## A/B: v14 vs v13", "## Greedy output agreement", "## Headline decode",
+        "## Content-type decode", "## Draft acceptance", "## Concurrency scaling", "## Mixed traffic", "## Retained-context decode",
+        "## Quality", "## Noise and power", "## Plots", "## Appendix: samples referenced above"}) {
     EXPECT_NE(text.find(std::string("\n") + section + "\n"), std::string::npos) << section;
   }
   // What must be disclosed, with links that resolve to the appendix.

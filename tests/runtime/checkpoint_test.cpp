@@ -6,11 +6,11 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "runtime/numeric/dtype.hpp"
 #include "runtime/model/model_error.hpp"
 #include "runtime/model/model_revision.hpp"
 #include "runtime/model/safetensors.hpp"
 #include "runtime/model/synthetic_checkpoint.hpp"
+#include "runtime/numeric/dtype.hpp"
 #include "tests/runtime/eval_run.hpp"
 #include "tests/runtime/tiny_model.hpp"
 
@@ -78,8 +78,7 @@ TEST(Safetensors, BadFilesAreErrorsNamingFileAndTensor) {
   EXPECT_EQ(error("abc"), "m.safetensors: 3 bytes is too short for a safetensors file");
   EXPECT_NE(error(header("{\"t\":", 0)).find("m.safetensors: header is not valid JSON"), std::string::npos);
   EXPECT_NE(error(std::string("\xff\xff\xff\xff\0\0\0\0", 8) + "{}").find("does not fit in the file"), std::string::npos);
-  EXPECT_EQ(error(header(R"({"w":{"dtype":"Q4","shape":[2],"data_offsets":[0,2]}})", 2)),
-            "m.safetensors: tensor 'w': unknown dtype 'Q4'");
+  EXPECT_EQ(error(header(R"({"w":{"dtype":"Q4","shape":[2],"data_offsets":[0,2]}})", 2)), "m.safetensors: tensor 'w': unknown dtype 'Q4'");
   EXPECT_EQ(error(header(R"({"w":{"dtype":"BF16","shape":[2,2],"data_offsets":[0,6]}})", 8)),
             "m.safetensors: tensor 'w': shape [2,2] of BF16 needs 8 bytes but data_offsets span 6");
   EXPECT_EQ(error(header(R"({"w":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})", 10)),
@@ -93,7 +92,8 @@ TEST(Safetensors, BadFilesAreErrorsNamingFileAndTensor) {
 // A copy of the tiny checkpoint that a test may damage.
 std::filesystem::path CopyOfTiny() {
   const auto dir = TempDir("ckpt");
-  std::filesystem::copy(TinyCheckpoint(), dir, std::filesystem::copy_options::recursive | std::filesystem::copy_options::overwrite_existing);
+  std::filesystem::copy(TinyCheckpoint(), dir,
+                        std::filesystem::copy_options::recursive | std::filesystem::copy_options::overwrite_existing);
   std::filesystem::remove(dir / ".tandem-revision.json");
   return dir;
 }

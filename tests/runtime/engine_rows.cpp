@@ -7,8 +7,7 @@ namespace tandem::testing {
 std::vector<rt::TokenId> Tokens(int n, std::uint64_t seed, int vocab) {
   std::vector<rt::TokenId> t;
   for (int i = 0; i < n; ++i) {
-    t.push_back(static_cast<rt::TokenId>(rt::SplitMix64(seed * 1000 + static_cast<std::uint64_t>(i)) %
-                                         static_cast<std::uint64_t>(vocab)));
+    t.push_back(static_cast<rt::TokenId>(rt::SplitMix64(seed * 1000 + static_cast<std::uint64_t>(i)) % static_cast<std::uint64_t>(vocab)));
   }
   return t;
 }

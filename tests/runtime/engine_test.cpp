@@ -167,8 +167,8 @@ TEST_F(EngineTest, AStepProfilePartitionsEachPassThatFinishes) {
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_EQ(a, b);
   EXPECT_EQ(profile.passes, 1u);
-  for (const auto region : {StepProfile::kAttentionProjections, StepProfile::kAttentionCache, StepProfile::kRouter,
-                            StepProfile::kExperts, StepProfile::kDenseMlp, StepProfile::kLmHead, StepProfile::kOther}) {
+  for (const auto region : {StepProfile::kAttentionProjections, StepProfile::kAttentionCache, StepProfile::kRouter, StepProfile::kExperts,
+                            StepProfile::kDenseMlp, StepProfile::kLmHead, StepProfile::kOther}) {
     EXPECT_GT(profile.seconds[region], 0.0) << StepProfile::Name(region);
   }
   EXPECT_LT(profile.TotalSeconds(), wall) << "within the profiled pass";

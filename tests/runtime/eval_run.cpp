@@ -14,8 +14,17 @@ namespace tandem::testing {
 EvalRun RunEval(const std::filesystem::path& model, const std::vector<std::string>& extra, int decode) {
   EvalRun r;
   const auto logits = TempDir("eval") / "logits.bin";
-  std::vector<std::string> args = {"eval", "--model", model.string(), "--tokens", "0,72,101,108,108,111,44,32,119,111,114,108,100,33,10,84",
-                                   "--decode", std::to_string(decode), "--logits-out", logits.string(), "--threads", "1"};
+  std::vector<std::string> args = {"eval",
+                                   "--model",
+                                   model.string(),
+                                   "--tokens",
+                                   "0,72,101,108,108,111,44,32,119,111,114,108,100,33,10,84",
+                                   "--decode",
+                                   std::to_string(decode),
+                                   "--logits-out",
+                                   logits.string(),
+                                   "--threads",
+                                   "1"};
   args.insert(args.end(), extra.begin(), extra.end());
   r.run = RunCommand(TANDEM_RT_BIN, args, std::chrono::seconds(240));
   if (r.run.exit_code != 0) return r;

@@ -122,8 +122,9 @@ TEST_P(DensePaths, RowSlicesReadTheFullMatrixsScales) {
   for (std::int64_t o = 0; o < 150; ++o) EXPECT_EQ(part[static_cast<std::size_t>(o)], full[static_cast<std::size_t>(100 + o)]);
 }
 
-INSTANTIATE_TEST_SUITE_P(Formats, DensePaths, ::testing::Values(Format::kF32, Format::kBf16, Format::kFp8),
-                         [](const auto& p) { return std::string(p.param == Format::kF32 ? "f32" : p.param == Format::kBf16 ? "bf16" : "fp8"); });
+INSTANTIATE_TEST_SUITE_P(Formats, DensePaths, ::testing::Values(Format::kF32, Format::kBf16, Format::kFp8), [](const auto& p) {
+  return std::string(p.param == Format::kF32 ? "f32" : p.param == Format::kBf16 ? "bf16" : "fp8");
+});
 
 TEST(MatMulMany, GivesWhatEachProductGivesAlone) {
   ThreadPool pool(2);
@@ -160,9 +161,9 @@ TEST(MatMulMany, SharesARearrangedInputOnlyWhereInputBatchAndWidthMatch) {
   const std::vector<float> x = RandomInputs(3 * 512, 25), x2 = RandomInputs(3 * 512, 26);
   std::vector<float> y_gate(3 * 128), y_up(3 * 64), y_batch2(2 * 48), y_narrow(3 * 32), y_x2(3 * 64);
   const MatMulTask tasks[] = {{&gate, x.data(), 3, y_gate.data(), nullptr},
-                              {&up, x.data(), 3, y_up.data(), nullptr},         // shares gate's copy
-                              {&other, x.data(), 2, y_batch2.data(), nullptr},  // same pointer, other batch
-                              {&narrow, x.data(), 3, y_narrow.data(), nullptr}, // same pointer, other width (not whole blocks of 16)
+                              {&up, x.data(), 3, y_up.data(), nullptr},          // shares gate's copy
+                              {&other, x.data(), 2, y_batch2.data(), nullptr},   // same pointer, other batch
+                              {&narrow, x.data(), 3, y_narrow.data(), nullptr},  // same pointer, other width (not whole blocks of 16)
                               {&up, x2.data(), 3, y_x2.data(), nullptr}};
   const std::vector<float> x5 = RandomInputs(5 * 512, 27);
   std::vector<float> y_gate5(5 * 128), y_up5(5 * 64);
@@ -253,14 +254,16 @@ TEST(LatentAttention, IsSoftmaxWeightedLatents) {
   double max = -1e300, sum = 0;
   for (std::int64_t t = 0; t < kLen; ++t) {
     double s = 0;
-    for (std::int64_t i = 0; i < kStride; ++i) s += static_cast<double>(q[static_cast<std::size_t>(i)]) * cache[static_cast<std::size_t>(t * kStride + i)];
+    for (std::int64_t i = 0; i < kStride; ++i)
+      s += static_cast<double>(q[static_cast<std::size_t>(i)]) * cache[static_cast<std::size_t>(t * kStride + i)];
     p[static_cast<std::size_t>(t)] = s * 0.1;
     max = std::max(max, p[static_cast<std::size_t>(t)]);
   }
   for (double& v : p) sum += (v = std::exp(v - max));
   for (std::int64_t c = 0; c < kLatent; ++c) {
     double expected = 0;
-    for (std::int64_t t = 0; t < kLen; ++t) expected += p[static_cast<std::size_t>(t)] / sum * cache[static_cast<std::size_t>(t * kStride + c)];
+    for (std::int64_t t = 0; t < kLen; ++t)
+      expected += p[static_cast<std::size_t>(t)] / sum * cache[static_cast<std::size_t>(t * kStride + c)];
     EXPECT_NEAR(out[static_cast<std::size_t>(c)], expected, 1e-5);
   }
 }
@@ -311,8 +314,8 @@ TEST(LatentAttention, HeadsTogetherGiveEachHeadItsOwnBits) {
           const std::int64_t stride = latent + rope + 3, q_stride = latent + rope + 5;
           const std::vector<float> cache = RandomInputs(len * stride, 14), q = RandomInputs(heads * q_stride, 15);
           std::vector<float> scores(static_cast<std::size_t>(heads * len)), out(static_cast<std::size_t>(heads * latent));
-          LatentAttentionHeads(q.data(), q_stride, q.data() + latent, q_stride, heads, cache.data(), stride, len, latent, rope,
-                               0.125f, scores.data(), out.data());
+          LatentAttentionHeads(q.data(), q_stride, q.data() + latent, q_stride, heads, cache.data(), stride, len, latent, rope, 0.125f,
+                               scores.data(), out.data());
           for (std::int64_t h = 0; h < heads; ++h) {
             std::vector<float> alone(static_cast<std::size_t>(latent)), loops(alone.size()), s(static_cast<std::size_t>(len));
             const float* qh = q.data() + h * q_stride;

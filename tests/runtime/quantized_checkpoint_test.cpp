@@ -10,9 +10,9 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "runtime/hybrid/placement_plan.hpp"
 #include "runtime/engine/engine.hpp"
 #include "runtime/engine/moe_slices.hpp"
+#include "runtime/hybrid/placement_plan.hpp"
 #include "runtime/kernels/quantized_matrix.hpp"
 #include "runtime/model/checkpoint.hpp"
 #include "runtime/model/mapped_file.hpp"
@@ -31,11 +31,11 @@ using tandem::testing::CommandResult;
 using tandem::testing::EvalRun;
 using tandem::testing::MaxRelativeError;
 using tandem::testing::ReadFile;
-using tandem::testing::RunEval;
-using tandem::testing::WriteFile;
 using tandem::testing::RunCommand;
+using tandem::testing::RunEval;
 using tandem::testing::TempDir;
 using tandem::testing::TinyCheckpoint;
+using tandem::testing::WriteFile;
 using namespace std::chrono_literals;
 
 CommandResult Rt(const std::vector<std::string>& args, std::chrono::seconds timeout = 120s) {
@@ -44,9 +44,7 @@ CommandResult Rt(const std::vector<std::string>& args, std::chrono::seconds time
   return r;
 }
 
-bool IsRoutedExpert(const std::string& name) {
-  return name.find(".mlp.experts.") != std::string::npos && name.ends_with("_proj.weight");
-}
+bool IsRoutedExpert(const std::string& name) { return name.find(".mlp.experts.") != std::string::npos && name.ends_with("_proj.weight"); }
 
 // The tiny preset quantized by the real `tandem-rt quantize` (group 32), once per process.
 const std::filesystem::path& QuantizedTiny(const std::string& format) {
@@ -153,8 +151,7 @@ TEST_P(QuantizeTiny, ExpertsAreQuantizedAndEverythingElseIsCopied) {
   // config.json: the source's keys, plus tandem_quantization.
   auto src_json = nlohmann::json::parse(ReadFile(TinyCheckpoint() / "config.json"));
   auto dst_json = nlohmann::json::parse(ReadFile(dir / "config.json"));
-  EXPECT_EQ(dst_json["tandem_quantization"],
-            (nlohmann::json{{"format", format_name}, {"group_size", 32}, {"tensors", "routed_experts"}}));
+  EXPECT_EQ(dst_json["tandem_quantization"], (nlohmann::json{{"format", format_name}, {"group_size", 32}, {"tensors", "routed_experts"}}));
   dst_json.erase("tandem_quantization");
   EXPECT_EQ(dst_json, src_json);
   EXPECT_FALSE(dst_json.contains("quantization_config"));
@@ -272,7 +269,8 @@ TEST(QuantizedCheckpoint, EngineLogitsStayCloseToTheSource) {
 
 TEST(QuantizedCheckpoint, AllExpertsQuantizesTheSharedExpertsToo) {
   const auto out = TempDir("quantized-all") / "tiny-int8-all";
-  const CommandResult r = Rt({"quantize", "--in", TinyCheckpoint().string(), "--out", out.string(), "--format", "int8", "--experts", "all"});
+  const CommandResult r =
+      Rt({"quantize", "--in", TinyCheckpoint().string(), "--out", out.string(), "--format", "int8", "--experts", "all"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const Checkpoint src = Checkpoint::Open(TinyCheckpoint());
   const Checkpoint q = Checkpoint::Open(out);
@@ -348,7 +346,8 @@ TEST(QuantizedCheckpoint, AFailureHalfwayLeavesNothingBehind) {
   const CommandResult r = Rt({"quantize", "--in", in.string(), "--out", (parent / "q").string(), "--format", "int8"});
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_NE(r.err.find("tensor 'model.layers.1.mlp.experts.0.up_proj.weight': dtype I32 is not a floating-point weight type"),
-            std::string::npos) << r.err;
+            std::string::npos)
+      << r.err;
   EXPECT_TRUE(std::filesystem::is_empty(parent)) << "neither --out nor the temporary directory may remain";
 }
 
@@ -414,7 +413,8 @@ TEST(QuantizedCheckpoint, Fp8InputKeepsItsFp8TensorsAndQuantizesItsFp8Experts) {
     writer.Add(name + "_scale_inv", DType::kF32, {1, 1});
   }
   std::vector<std::uint8_t> fp8(128 * 64);
-  for (std::size_t i = 0; i < fp8.size(); ++i) fp8[i] = static_cast<std::uint8_t>((i * 37 + 11) % 0x7f);  // finite e4m3 codes, both signs below
+  for (std::size_t i = 0; i < fp8.size(); ++i)
+    fp8[i] = static_cast<std::uint8_t>((i * 37 + 11) % 0x7f);  // finite e4m3 codes, both signs below
   for (std::size_t i = 0; i < fp8.size(); i += 3) fp8[i] |= 0x80;
   const float scale = 0.0125f;
   writer.Write(in / "model.safetensors", [&](const std::string& name) {
@@ -428,9 +428,9 @@ TEST(QuantizedCheckpoint, Fp8InputKeepsItsFp8TensorsAndQuantizesItsFp8Experts) {
   EXPECT_EQ(report.copied_tensors, 2);
   EXPECT_EQ(report.expert_bytes_in, 128u * 64u + 4u);
   const Checkpoint src = Checkpoint::Open(in), dst = Checkpoint::Open(out);
-  EXPECT_EQ(dst.TensorNames(), (std::vector<std::string>{"model.layers.1.mlp.experts.3.down_proj.qscales",
-                                                          "model.layers.1.mlp.experts.3.down_proj.qweight", attention,
-                                                          attention + "_scale_inv"}))
+  EXPECT_EQ(dst.TensorNames(),
+            (std::vector<std::string>{"model.layers.1.mlp.experts.3.down_proj.qscales", "model.layers.1.mlp.experts.3.down_proj.qweight",
+                                      attention, attention + "_scale_inv"}))
       << "the expert's block scales go with its fp8 values; the attention weight stays fp8 with its scales";
   const RawTensors src_raw(in / "model.safetensors"), dst_raw(out / "model.safetensors");
   EXPECT_EQ(dst.Info(attention).dtype, DType::kF8E4M3);
@@ -482,7 +482,8 @@ TEST(QuantizedCheckpoint, LoaderChecksShapesDtypesAndGroups) {
   const std::string int4_32 = R"({"format": "int4", "group_size": 32, "tensors": "routed_experts"})";
   // Good ones first: int8 group 64, int4 group 32.
   {
-    const Checkpoint ckpt = Checkpoint::Open(HandMadeCheckpoint(T{{"x.qweight", DType::kI8, {64, 128}}, {"x.qscales", DType::kF32, {64, 2}}}));
+    const Checkpoint ckpt =
+        Checkpoint::Open(HandMadeCheckpoint(T{{"x.qweight", DType::kI8, {64, 128}}, {"x.qscales", DType::kF32, {64, 2}}}));
     const WeightMatrix m = ckpt.Matrix("x.weight", 64, 128);
     EXPECT_EQ(m.type, WeightMatrix::Type::kQuantized);
     EXPECT_EQ(m.quantized->format, QuantFormat::kInt8);
@@ -490,7 +491,8 @@ TEST(QuantizedCheckpoint, LoaderChecksShapesDtypesAndGroups) {
     EXPECT_EQ(m.bytes(), 64u * 128u + 64u * 2u * 4u);
   }
   {
-    const Checkpoint ckpt = Checkpoint::Open(HandMadeCheckpoint(T{{"x.qweight", DType::kU8, {64, 64}}, {"x.qscales", DType::kF32, {64, 4}}}, int4_32));
+    const Checkpoint ckpt =
+        Checkpoint::Open(HandMadeCheckpoint(T{{"x.qweight", DType::kU8, {64, 64}}, {"x.qscales", DType::kF32, {64, 4}}}, int4_32));
     const WeightMatrix m = ckpt.Matrix("x.weight", 64, 128);
     EXPECT_EQ(m.quantized->format, QuantFormat::kInt4);
     EXPECT_EQ(m.quantized->group, 32);
@@ -505,19 +507,23 @@ TEST(QuantizedCheckpoint, LoaderChecksShapesDtypesAndGroups) {
        "tensor 'x.qweight': shape [64, 64] but the config implies [64, 128] (int8 of a [64, 128] matrix)"},
       {{{"x.qweight", DType::kU8, {64, 128}}, {"x.qscales", DType::kF32, {64, 4}}},
        "tensor 'x.qweight': shape [64, 128] but the config implies [64, 64] (int4 of a [64, 128] matrix)"},
-      {{{"x.qweight", DType::kI8, {64, 128}}, {"x.qscales", DType::kBF16, {64, 4}}}, "tensor 'x.qscales': dtype BF16; quantization scales are F32"},
+      {{{"x.qweight", DType::kI8, {64, 128}}, {"x.qscales", DType::kBF16, {64, 4}}},
+       "tensor 'x.qscales': dtype BF16; quantization scales are F32"},
       {{{"x.qweight", DType::kI8, {64, 128}}, {"x.qscales", DType::kF32, {64, 3}}},
        "tensor 'x.qscales': shape [64, 3] is not [64, 128 / group]"},
-      {{{"x.qweight", DType::kU8, {64, 64}}, {"x.qscales", DType::kF32, {64, 128}}}, "group size 1 (from [64, 128] scales of 128 columns) is not a multiple of 32"},
+      {{{"x.qweight", DType::kU8, {64, 64}}, {"x.qscales", DType::kF32, {64, 128}}},
+       "group size 1 (from [64, 128] scales of 128 columns) is not a multiple of 32"},
   };
   for (const auto& [tensors, message] : cases) {
     const std::string error = LoadError(HandMadeCheckpoint(tensors));
     EXPECT_NE(error.find(message), std::string::npos) << "expected '" << message << "' in: " << error;
     EXPECT_NE(error.find("model.safetensors: tensor"), std::string::npos) << "names the file: " << error;
   }
-  const std::string mismatch = LoadError(HandMadeCheckpoint(T{{"x.qweight", DType::kI8, {64, 128}}, {"x.qscales", DType::kF32, {64, 4}}}, int4_32));
+  const std::string mismatch =
+      LoadError(HandMadeCheckpoint(T{{"x.qweight", DType::kI8, {64, 128}}, {"x.qscales", DType::kF32, {64, 4}}}, int4_32));
   EXPECT_NE(mismatch.find("tensor 'x.qweight': int8 with group 32, but config.json's tandem_quantization says int4 with group 32"),
-            std::string::npos) << mismatch;
+            std::string::npos)
+      << mismatch;
 }
 
 TEST(QuantizedCheckpoint, ConfigRejectsUnknownFormatsAndGroupsThatDoNotFit) {
@@ -542,8 +548,9 @@ TEST(QuantizedCheckpoint, ConfigRejectsUnknownFormatsAndGroupsThatDoNotFit) {
   EXPECT_NE(error_with({{"format", "int4"}, {"group_size", 3}, {"tensors", "routed_experts"}}).find("must be a multiple of 32"),
             std::string::npos);
   EXPECT_EQ(error_with({{"format", "int8"}, {"group_size", 32}, {"tensors", "experts"}}), "(no error)");
-  EXPECT_NE(error_with({{"format", "int8"}, {"group_size", 32}, {"tensors", "all"}}).find("'all' is not one of 'routed_experts', 'experts'"),
-            std::string::npos);
+  EXPECT_NE(
+      error_with({{"format", "int8"}, {"group_size", 32}, {"tensors", "all"}}).find("'all' is not one of 'routed_experts', 'experts'"),
+      std::string::npos);
   EXPECT_NE(error_with("int8").find("'tandem_quantization' must be an object"), std::string::npos);
 }
 
@@ -623,10 +630,10 @@ TEST(QuantizedCheckpoint, HybridLayoutsMatchTheSingleProcess) {
   const auto& model = QuantizedTiny("int4");
   const EvalRun single = RunEval(model, {"--expert-input-dtype", "bf16"}, 32);
   ASSERT_EQ(single.run.exit_code, 0) << single.run.err;
-  for (const std::vector<std::string>& layout : std::vector<std::vector<std::string>>{
-           {"--spawn-workers", "4", "--expert-parallel", "ep"},
-           {"--spawn-workers", "2", "--expert-parallel", "tp"},
-           {"--spawn-workers", "2", "--expert-parallel", "tp", "--local-expert-layers", "1"}}) {
+  for (const std::vector<std::string>& layout :
+       std::vector<std::vector<std::string>>{{"--spawn-workers", "4", "--expert-parallel", "ep"},
+                                             {"--spawn-workers", "2", "--expert-parallel", "tp"},
+                                             {"--spawn-workers", "2", "--expert-parallel", "tp", "--local-expert-layers", "1"}}) {
     const EvalRun hybrid = RunEval(model, layout, 32);
     ASSERT_EQ(hybrid.run.exit_code, 0) << fmt::format("{}", fmt::join(layout, " ")) << ": " << hybrid.run.err;
     EXPECT_LE(MaxRelativeError(hybrid, single), 1e-4) << fmt::format("{}", fmt::join(layout, " "));

@@ -2,6 +2,8 @@
 // rank groups by sorting their members, mask the dropped groups, sort all experts
 // and take the first k. Logits drawn from a few values so that ties (which the
 // router breaks towards the lower index) are common.
+#include "runtime/engine/router.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -11,7 +13,6 @@
 
 #include <gtest/gtest.h>
 
-#include "runtime/engine/router.hpp"
 #include "runtime/model/synthetic_checkpoint.hpp"
 
 namespace tandem::rt {

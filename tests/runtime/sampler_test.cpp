@@ -68,8 +68,8 @@ TEST(Sampler, NearbyDistributionsMostlyPickTheSameToken) {
     target[i] = logit(rng);
     draft[i] = target[i] + nudge(rng);
   }
-  for (const SamplingParams& p : {SamplingParams{.temperature = 1.0f, .seed = 8},
-                                  SamplingParams{.temperature = 0.7f, .top_p = 0.95f, .seed = 9}}) {
+  for (const SamplingParams& p :
+       {SamplingParams{.temperature = 1.0f, .seed = 8}, SamplingParams{.temperature = 0.7f, .top_p = 0.95f, .seed = 9}}) {
     int same = 0;
     constexpr int kDraws = 2000;
     for (int pos = 0; pos < kDraws; ++pos) same += Sample(target, p, pos) == Sample(draft, p, pos);

@@ -5,7 +5,6 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/kernels/cuda/cuda_device.hpp"
-
 #include "tests/runtime/tiny_model.hpp"
 #include "tests/support/run_command.hpp"
 

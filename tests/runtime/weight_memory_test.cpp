@@ -2,14 +2,14 @@
 // quantized matrices live in. Whether the kernel grants huge pages is the host's
 // business; what must hold anywhere is that blocks are aligned, distinct and
 // intact, and that memory goes back when the matrices in it are freed.
-#include <gtest/gtest.h>
+#include "runtime/kernels/weight_memory.hpp"
 
 #include <cstddef>
 #include <cstdint>
 #include <thread>
 #include <vector>
 
-#include "runtime/kernels/weight_memory.hpp"
+#include <gtest/gtest.h>
 
 namespace tandem::rt {
 namespace {
@@ -32,7 +32,7 @@ TEST(WeightMemory, ChunksAreUnmappedWhenTheirLastBlockIsFreed) {
   {
     std::vector<WeightVector<float>> blocks;
     for (int i = 0; i < 40; ++i) blocks.emplace_back(std::size_t{128} << 10, 1.0f);  // 512 KiB each: 10+ chunks
-    blocks.emplace_back(std::size_t{1} << 20, 2.0f);                                   // 4 MiB of its own
+    blocks.emplace_back(std::size_t{1} << 20, 2.0f);                                 // 4 MiB of its own
     // 20 MiB of small blocks (up to four may fit in a chunk mapped before: then the
     // bound is met exactly) and 4 MiB alone.
     EXPECT_GE(WeightMemoryMapped(), before + (std::size_t{22} << 20));
@@ -65,7 +65,8 @@ TEST(WeightMemory, ThreadsAllocatingAndFreeingAtOnceGetTheirOwnBytes) {
     threads.emplace_back([t, &failures] {
       for (int round = 0; round < 200; ++round) {
         std::vector<WeightVector<std::uint32_t>> mine;
-        for (int i = 0; i < 8; ++i) mine.emplace_back(static_cast<std::size_t>(1000 + 1000 * i), static_cast<std::uint32_t>(t * 1000 + round));
+        for (int i = 0; i < 8; ++i)
+          mine.emplace_back(static_cast<std::size_t>(1000 + 1000 * i), static_cast<std::uint32_t>(t * 1000 + round));
         for (const auto& v : mine) {
           for (std::uint32_t x : v) failures[static_cast<std::size_t>(t)] += x != static_cast<std::uint32_t>(t * 1000 + round);
         }

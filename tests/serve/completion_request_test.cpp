@@ -48,13 +48,16 @@ TEST(CompletionRequest, BadInputIsA400NamingTheField) {
   EXPECT_EQ(ErrorOf("{not json").first, 400);
   EXPECT_EQ(ErrorOf("[1,2]").second, "the body must be a JSON object");
   EXPECT_EQ(ErrorOf(R"({"messages":[]})").second, "'messages' must be a non-empty list");
-  EXPECT_EQ(ErrorOf(R"({"messages":[{"role":"robot","content":"x"}]})").second, "'messages[0].role' 'robot' is not system, user or assistant");
+  EXPECT_EQ(ErrorOf(R"({"messages":[{"role":"robot","content":"x"}]})").second,
+            "'messages[0].role' 'robot' is not system, user or assistant");
   EXPECT_EQ(ErrorOf(R"({"messages":[{"role":"user"}]})").second, "'messages[0].content' is missing");
   EXPECT_EQ(ErrorOf(R"({"messages":[{"role":"user","content":"x"}],"temperature":"hot"})").second, "'temperature' must be a number");
   EXPECT_EQ(ErrorOf(R"({"messages":[{"role":"user","content":"x"}],"temperature":7})").second, "'temperature' must be in [0, 2], got 7");
-  EXPECT_EQ(ErrorOf(R"({"messages":[{"role":"user","content":"x"}],"max_tokens":1e30})").second, "'max_tokens' must be an integer, got 1e+30");
+  EXPECT_EQ(ErrorOf(R"({"messages":[{"role":"user","content":"x"}],"max_tokens":1e30})").second,
+            "'max_tokens' must be an integer, got 1e+30");
   EXPECT_EQ(ErrorOf(R"({"messages":[{"role":"user","content":"x"}],"max_tokens":18446744073709551615})").first, 400);
-  EXPECT_EQ(ErrorOf(R"({"messages":[{"role":"user","content":"x"}],"max_tokens":0})").second, "'max_tokens' must be in [1, 1073741824], got 0");
+  EXPECT_EQ(ErrorOf(R"({"messages":[{"role":"user","content":"x"}],"max_tokens":0})").second,
+            "'max_tokens' must be in [1, 1073741824], got 0");
   EXPECT_EQ(ErrorOf(R"({"messages":[{"role":"user","content":"x"}],"n":2})").second, "'n' must be 1: one choice per request");
   EXPECT_EQ(ErrorOf(R"({"messages":[{"role":"user","content":"x"}],"stop":["a","b","c","d","e"]})").second,
             "'stop' must be a string or a list of up to 4 strings");

@@ -5,9 +5,10 @@
 #include <random>
 #include <thread>
 
+#include <httplib.h>
+
 #include <fmt/format.h>
 #include <gtest/gtest.h>
-#include <httplib.h>
 #include <nlohmann/json.hpp>
 
 #include "tests/runtime/tiny_model.hpp"
@@ -19,14 +20,17 @@ namespace {
 
 using nlohmann::json;
 using tandem::testing::ChildProcess;
-using tandem::testing::TempDir;
 using tandem::testing::Post;
 using tandem::testing::Server;
+using tandem::testing::TempDir;
 using tandem::testing::Text;
 using namespace std::chrono_literals;
 
 json Chat(const std::string& text, int max_tokens, bool stream = false) {
-  json body = {{"model", "tiny"}, {"messages", {{{"role", "user"}, {"content", text}}}}, {"max_tokens", max_tokens}, {"temperature", 0},
+  json body = {{"model", "tiny"},
+               {"messages", {{{"role", "user"}, {"content", text}}}},
+               {"max_tokens", max_tokens},
+               {"temperature", 0},
                {"ignore_eos", true}};
   if (stream) {
     body["stream"] = true;
@@ -45,7 +49,8 @@ struct Streamed {
 };
 
 // POSTs and reads the SSE stream; `keep_reading(chunks so far)` may stop early (disconnect).
-Streamed Stream(Server& server, const json& body, const std::function<bool(int)>& keep_reading = [](int) { return true; }) {
+Streamed Stream(
+    Server& server, const json& body, const std::function<bool(int)>& keep_reading = [](int) { return true; }) {
   Streamed out;
   auto client = server.Client();
   std::string buffer;
@@ -253,9 +258,28 @@ TEST_F(ServeTest, ThinkingStreamsReasoningContentAndCountsItsTokens) {
 
 TEST_F(ServeTest, MalformedBodiesNeverHurtTheServer) {
   std::mt19937 rng(11);
-  const std::vector<std::string> pieces = {"{", "}", "[", "]", "\"messages\"", ":", ",", "\"role\"", "\"user\"", "\"content\"",
-                                           "1e400", "-1", "18446744073709551616", "null", "true", "\"\xff\xfe\"", "\"max_tokens\"",
-                                           "\"temperature\"", "\"stream\"", "0.5", "\"prompt\"", "[1,2]"};
+  const std::vector<std::string> pieces = {"{",
+                                           "}",
+                                           "[",
+                                           "]",
+                                           "\"messages\"",
+                                           ":",
+                                           ",",
+                                           "\"role\"",
+                                           "\"user\"",
+                                           "\"content\"",
+                                           "1e400",
+                                           "-1",
+                                           "18446744073709551616",
+                                           "null",
+                                           "true",
+                                           "\"\xff\xfe\"",
+                                           "\"max_tokens\"",
+                                           "\"temperature\"",
+                                           "\"stream\"",
+                                           "0.5",
+                                           "\"prompt\"",
+                                           "[1,2]"};
   int responses = 0;
   for (int i = 0; i < 300; ++i) {
     std::string body;
@@ -304,9 +328,7 @@ TEST(Serve, AFullQueueOrAnExpiredWaitIs429WithRetryAfter) {
 TEST(Serve, KillingAWorkerFailsStreamsCleanlyAndTurnsHealthTo503) {
   Server server(4, {"--round-trip-timeout-ms", "3000"});
   Streamed s;
-  std::thread reader([&] {
-    s = Stream(server, Chat("a long answer please", 1800, true));
-  });
+  std::thread reader([&] { s = Stream(server, Chat("a long answer please", 1800, true)); });
   std::this_thread::sleep_for(400ms);
   server.workers()[2].process->Kill();
   reader.join();

@@ -108,8 +108,9 @@ TEST_P(LosslessDrafts, EveryDrafterGivesTheOutputsOfDraftOff) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Layouts, LosslessDrafts, ::testing::Values(0, 4),
-                         [](const auto& p) { return p.param == 0 ? std::string("single_process") : std::string("coordinator_and_4_workers"); });
+INSTANTIATE_TEST_SUITE_P(Layouts, LosslessDrafts, ::testing::Values(0, 4), [](const auto& p) {
+  return p.param == 0 ? std::string("single_process") : std::string("coordinator_and_4_workers");
+});
 
 TEST(DraftFlags, BadSettingsAreRefusedAtStartup) {
   EXPECT_THROW(Server(0, {"--draft-policy", "fixed:0"}), std::runtime_error);

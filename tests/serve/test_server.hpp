@@ -9,6 +9,7 @@
 #include <vector>
 
 #include <httplib.h>
+
 #include <nlohmann/json.hpp>
 
 #include "tests/support/child_process.hpp"

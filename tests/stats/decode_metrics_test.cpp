@@ -19,16 +19,14 @@ TEST(DecodeRate, RejectsRequestsWithoutDecode) {
   EXPECT_THROW(DecodeRate({.completion_tokens = 1, .t_first_output = 0.5, .t_finish = 0.5}), StatsError);
   EXPECT_THROW(DecodeRate({.completion_tokens = 10, .t_first_output = 0.5, .t_finish = 0.5}), StatsError);
   EXPECT_THROW(DecodeRate({.completion_tokens = 10, .t_first_output = 0.5, .t_finish = 0.4}), StatsError);
-  EXPECT_THROW(DecodeRate({.completion_tokens = 10, .t_first_output = 0.5,
-                           .t_finish = std::numeric_limits<double>::infinity()}),
+  EXPECT_THROW(DecodeRate({.completion_tokens = 10, .t_first_output = 0.5, .t_finish = std::numeric_limits<double>::infinity()}),
                StatsError);
 }
 
 // Hand-checked battery (docs/examples/battery-samples.json): weights 2, 2, 1, 3 over
 // cases whose decode takes 11.5, 8.75, 4 and 18.5 s, so Σ w·dt = 100 s in every repeat,
 // and Σ w·(ct − 1) = 10452, 10469 and 10781 tokens.
-std::vector<WeightedRequest> Repeat(double t0, std::int64_t code, std::int64_t topic, std::int64_t json,
-                                    std::int64_t reasoning) {
+std::vector<WeightedRequest> Repeat(double t0, std::int64_t code, std::int64_t topic, std::int64_t json, std::int64_t reasoning) {
   return {{"code", 2, {code, t0 + 0.412, t0 + 11.912}},
           {"topic", 2, {topic, t0 + 0.388, t0 + 9.138}},
           {"json_schema", 1, {json, t0 + 0.297, t0 + 4.297}},

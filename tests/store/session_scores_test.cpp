@@ -1,6 +1,8 @@
 // Session scores from recorded samples, against values numpy computed from the same
 // samples (tests/harness/golden/make_session_scores_golden.py), and the cross-session
 // greedy_match marking.
+#include "store/session_scores.hpp"
+
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -9,7 +11,6 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "store/session_scores.hpp"
 #include "store/store.hpp"
 #include "tests/support/fixture_store.hpp"
 

@@ -1,10 +1,10 @@
 #include "tests/support/child_process.hpp"
 
-#include "common/child_wait.hpp"
-
 #include <csignal>
 
 #include <boost/process.hpp>
+
+#include "common/child_wait.hpp"
 
 namespace tandem::testing {
 

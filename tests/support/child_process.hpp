@@ -28,10 +28,10 @@ class ChildProcess {
   bool running();
   // The exit code once the child has ended within `timeout`; nullopt if it still runs.
   std::optional<int> WaitExit(std::chrono::milliseconds timeout);
-  void Kill();      // SIGKILL and reap
+  void Kill();  // SIGKILL and reap
   void Signal(int signal);
-  void Pause();     // SIGSTOP
-  void Resume();    // SIGCONT
+  void Pause();   // SIGSTOP
+  void Resume();  // SIGCONT
 
  private:
   struct Impl;

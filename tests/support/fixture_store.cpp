@@ -80,24 +80,27 @@ std::int64_t WriteFixtureStore(const json& fixture, const std::filesystem::path&
     std::map<std::string, std::int64_t> arm_ids, layout_ids;
     for (std::size_t i = 0; i < arms.size(); ++i) {
       const json& a = arms[i];
-      const std::int64_t id = store.AddArm(campaign, static_cast<int>(i), a["label"], a.value("kind", "binary"), a.value("revision", "r"),
-                                           a.value("coordinator_image", ""), a.value("worker_image", ""), a.value("launch", json::object()).dump());
+      const std::int64_t id =
+          store.AddArm(campaign, static_cast<int>(i), a["label"], a.value("kind", "binary"), a.value("revision", "r"),
+                       a.value("coordinator_image", ""), a.value("worker_image", ""), a.value("launch", json::object()).dump());
       store.SetArmModel(id, a.value("model_id", ""), a.value("model_revision", ""), a.value("config_sha256", ""));
       arm_ids[a["label"]] = id;
     }
     for (std::size_t i = 0; i < layouts.size(); ++i) {
-      layout_ids[layouts[i]["name"]] = store.AddLayout(campaign, static_cast<int>(i), layouts[i]["name"], layouts[i].value("spec", json::object()).dump());
+      layout_ids[layouts[i]["name"]] =
+          store.AddLayout(campaign, static_cast<int>(i), layouts[i]["name"], layouts[i].value("spec", json::object()).dump());
     }
     for (const json& s : fixture["sessions"]) {
-      const std::int64_t session = store.AddSession(campaign, s["order_index"], layout_ids.at(s.value("layout", "tp4")), arm_ids.at(s["arm"]));
+      const std::int64_t session =
+          store.AddSession(campaign, s["order_index"], layout_ids.at(s.value("layout", "tp4")), arm_ids.at(s["arm"]));
       const std::string status = s.value("status", "complete");
       if (status == "planned") continue;
       store.StartSession(session, s.value("host", json::object()).dump());
       for (const json& w : s.value("workloads", json::array())) {
         json spec = w.value("spec", json::object());
         if (!spec.contains("greedy")) spec["greedy"] = true;
-        const std::int64_t run = store.StartWorkloadRun(session, w["name"], w.value("kind", "battery"), w.value("warmup", false), spec.dump(),
-                                                        w.value("stats_before", json::object()).dump());
+        const std::int64_t run = store.StartWorkloadRun(session, w["name"], w.value("kind", "battery"), w.value("warmup", false),
+                                                        spec.dump(), w.value("stats_before", json::object()).dump());
         for (const json& x : w.value("samples", json::array())) store.AddSample(run, session, Sample(x));
         store.FinishWorkloadRun(run, w.value("stats_after", json::object()).dump(), "{}");
       }
@@ -111,7 +114,8 @@ std::int64_t WriteFixtureStore(const json& fixture, const std::filesystem::path&
           .Bind(3, s.value("finished_at", std::string("2026-01-01T00:01:00Z")))
           .Bind(4, session)
           .Run();
-      if (status == "running") store::Statement(store.handle(), "UPDATE session SET finished_at = NULL WHERE id = ?").Bind(1, session).Run();
+      if (status == "running")
+        store::Statement(store.handle(), "UPDATE session SET finished_at = NULL WHERE id = ?").Bind(1, session).Run();
     }
     store.SetCampaignStatus(campaign, c.value("status", "complete"));
   });

@@ -7,14 +7,12 @@
 
 namespace tandem::testing {
 
-CommandResult RunCommand(const std::string& program, const std::vector<std::string>& args,
-                         std::chrono::seconds timeout) {
+CommandResult RunCommand(const std::string& program, const std::vector<std::string>& args, std::chrono::seconds timeout) {
   namespace bp = boost::process;
   boost::asio::io_context io;
   std::future<std::string> out;
   std::future<std::string> err;
-  bp::child child(bp::exe = program, bp::args = args, bp::std_in.close(), bp::std_out > out,
-                  bp::std_err > err, io);
+  bp::child child(bp::exe = program, bp::args = args, bp::std_in.close(), bp::std_out > out, bp::std_err > err, io);
   CommandResult result;
   // Pumps both pipes until they close (the child exited) or time runs out.
   io.run_for(timeout);

@@ -17,8 +17,7 @@ std::unique_ptr<CudaForward> CudaForward::Create(const Checkpoint&, const ModelW
   return nullptr;
 }
 
-std::vector<TokenId> CudaSample(std::span<const float>, std::int64_t, std::span<const SamplingParams>,
-                                std::span<const std::int64_t>) {
+std::vector<TokenId> CudaSample(std::span<const float>, std::int64_t, std::span<const SamplingParams>, std::span<const std::int64_t>) {
   RequireCudaDevice();
   return {};
 }

@@ -23,8 +23,7 @@ class CudaMoeSlices {
 
   virtual ~CudaMoeSlices() = default;
   virtual std::uint64_t weight_bytes() const = 0;
-  virtual void Compute(int layer, const float* x, std::int64_t rows, std::span<const ExpertRoute> routes, int top_k,
-                       double* out) = 0;
+  virtual void Compute(int layer, const float* x, std::int64_t rows, std::span<const ExpertRoute> routes, int top_k, double* out) = 0;
 };
 
 }  // namespace tandem::rt

@@ -10,15 +10,15 @@
 
 #include <fmt/format.h>
 
+#include "runtime/engine/cuda/device_experts.hpp"
+#include "runtime/engine/cuda/device_router.hpp"
+#include "runtime/engine/cuda/device_sampler.hpp"
+#include "runtime/engine/cuda/device_weights.hpp"
 #include "runtime/engine/engine.hpp"
 #include "runtime/engine/model_weights.hpp"
 #include "runtime/engine/moe_slices.hpp"
 #include "runtime/engine/rope.hpp"
 #include "runtime/kernels/cuda/cuda_device.hpp"
-#include "runtime/engine/cuda/device_experts.hpp"
-#include "runtime/engine/cuda/device_router.hpp"
-#include "runtime/engine/cuda/device_sampler.hpp"
-#include "runtime/engine/cuda/device_weights.hpp"
 #include "runtime/model/checkpoint.hpp"
 
 namespace tandem::rt {
@@ -65,8 +65,8 @@ class DeviceForward final : public CudaForward {
       lm_head_view_ = lm_head_.view;
     }
     if (c_.kv_lora_rank > kMaxAttentionLatent) {
-      throw std::invalid_argument(fmt::format("--device cuda: kv_lora_rank {}; the device attention takes at most {}",
-                                              c_.kv_lora_rank, kMaxAttentionLatent));
+      throw std::invalid_argument(
+          fmt::format("--device cuda: kv_lora_rank {}; the device attention takes at most {}", c_.kv_lora_rank, kMaxAttentionLatent));
     }
     final_norm_ = UploadFloats(w.final_norm);
     inv_freq_ = UploadDoubles(rope.inv_freq());
@@ -115,15 +115,15 @@ class DeviceForward final : public CudaForward {
     }
   }
 
-  void Forward(std::span<const Row> rows, KvCachePool& kv, ExpertExecutor* experts, ExpertInputPrecision expert_input,
-               bool record_routes, bool keep_hidden, ForwardOutput& out) override;
+  void Forward(std::span<const Row> rows, KvCachePool& kv, ExpertExecutor* experts, ExpertInputPrecision expert_input, bool record_routes,
+               bool keep_hidden, ForwardOutput& out) override;
 
   std::uint64_t graph_launches() const override { return graph_launches_; }
 
   std::vector<TokenId> SampleLogits(std::span<const SamplingParams> params, std::span<const std::int64_t> positions) override {
     if (params.size() != logit_rows_) {
-      throw std::invalid_argument(fmt::format("device sampler: {} sampling settings for the last pass's {} logits rows",
-                                              params.size(), logit_rows_));
+      throw std::invalid_argument(
+          fmt::format("device sampler: {} sampling settings for the last pass's {} logits rows", params.size(), logit_rows_));
     }
     return sampler_.Sample(logits_.get(), c_.vocab_size, params, positions, stream_.get());
   }
@@ -150,8 +150,8 @@ class DeviceForward final : public CudaForward {
     return {workspace_.generation(), experts_ ? experts_->workspace_generation() : 0};
   }
   void Attention(const DeviceLayer& l, int layer, std::int64_t b_rows);
-  void Moe(const DeviceLayer& l, std::span<const Row> rows, ExpertExecutor* experts, ExpertInputPrecision expert_input,
-           bool record_routes, ForwardOutput& out);
+  void Moe(const DeviceLayer& l, std::span<const Row> rows, ExpertExecutor* experts, ExpertInputPrecision expert_input, bool record_routes,
+           ForwardOutput& out);
 
   const ModelConfig& c_;
   RouterParams router_;
@@ -187,8 +187,8 @@ class DeviceForward final : public CudaForward {
   float* const* caches_ = nullptr;
   const std::int32_t *tokens_ = nullptr, *positions_ = nullptr, *capacities_ = nullptr;
   // Activations, reused between passes.
-  DeviceBuffer<float> x_, xn_, q_, q_a_, kv_a_, q_abs_, latent_, o_, gate_, up_, mlp_, router_logits_, route_weights_,
-      logits_in_, logits_, staging_;
+  DeviceBuffer<float> x_, xn_, q_, q_a_, kv_a_, q_abs_, latent_, o_, gate_, up_, mlp_, router_logits_, route_weights_, logits_in_, logits_,
+      staging_;
   DeviceBuffer<std::int32_t> route_experts_;
   // Host copies for a remote executor and for the cache of record.
   PinnedBuffer<float> host_x_, host_mlp_, host_staging_, host_route_weights_;
@@ -218,8 +218,8 @@ void DeviceForward::SyncCaches(std::span<const Row> rows, KvCachePool& kv) {
       for (std::int64_t l = 0; l < layers; ++l) {
         const std::int64_t first = (l * m.capacity + m.synced) * width;
         Check(cudaMemcpyAsync(m.data.get() + first, host.At(static_cast<int>(l), m.synced),
-                              static_cast<std::size_t>((host.length() - m.synced) * width) * sizeof(float),
-                              cudaMemcpyHostToDevice, stream_.get()),
+                              static_cast<std::size_t>((host.length() - m.synced) * width) * sizeof(float), cudaMemcpyHostToDevice,
+                              stream_.get()),
               "cudaMemcpyAsync (kv cache)");
       }
       m.synced = host.length();
@@ -238,8 +238,7 @@ void DeviceForward::SyncCaches(std::span<const Row> rows, KvCachePool& kv) {
     ints[n + b] = rows[b].position;
     ints[2 * n + b] = m.capacity;
   }
-  Check(cudaMemcpyAsync(device, row_args_pinned_.get(), bytes, cudaMemcpyHostToDevice, stream_.get()),
-        "cudaMemcpyAsync (rows' arguments)");
+  Check(cudaMemcpyAsync(device, row_args_pinned_.get(), bytes, cudaMemcpyHostToDevice, stream_.get()), "cudaMemcpyAsync (rows' arguments)");
   caches_ = reinterpret_cast<float* const*>(device);
   tokens_ = reinterpret_cast<const std::int32_t*>(device + n * sizeof(float*));
   positions_ = tokens_ + n;
@@ -278,15 +277,14 @@ void DeviceForward::Attention(const DeviceLayer& l, int layer, std::int64_t b_ro
   workspace_.Grow(latent_, static_cast<std::size_t>(b_rows * heads * kvl));
   workspace_.Grow(o_, static_cast<std::size_t>(b_rows * heads * v_dim));
   AbsorbKeys(w.key_up.view, heads, nope, kvl, q_.get(), q_head, b_rows, q_abs_.get(), s);
-  LatentAttention(q_abs_.get(), q_.get(), q_head, nope, cache, layer, b_rows, heads, kvl, rope, softmax_scale_, latent_.get(),
-                  s);
+  LatentAttention(q_abs_.get(), q_.get(), q_head, nope, cache, layer, b_rows, heads, kvl, rope, softmax_scale_, latent_.get(), s);
   ApplyValues(w.value_up.view, heads, v_dim, kvl, latent_.get(), b_rows, o_.get(), s);
   // x += o_proj · o: the residual added by the product itself.
   Gemv(w.o_proj.view, o_.get(), heads * v_dim, b_rows, x_.get(), hidden, true, s);
 }
 
-void DeviceForward::Moe(const DeviceLayer& l, std::span<const Row> rows, ExpertExecutor* experts,
-                        ExpertInputPrecision expert_input, bool record_routes, ForwardOutput& out) {
+void DeviceForward::Moe(const DeviceLayer& l, std::span<const Row> rows, ExpertExecutor* experts, ExpertInputPrecision expert_input,
+                        bool record_routes, ForwardOutput& out) {
   const cudaStream_t s = stream_.get();
   const auto b_rows = static_cast<std::int64_t>(rows.size());
   const std::int64_t hidden = c_.hidden_size;
@@ -297,8 +295,7 @@ void DeviceForward::Moe(const DeviceLayer& l, std::span<const Row> rows, ExpertE
   workspace_.Grow(route_experts_, routes);
   workspace_.Grow(route_weights_, routes);
   Gemv(l.router.view, xn_.get(), hidden, b_rows, router_logits_.get(), c_.n_routed_experts, false, s);
-  Route(router_logits_.get(), b_rows, router_, l.has_bias ? l.router_bias.get() : nullptr, route_experts_.get(),
-        route_weights_.get(), s);
+  Route(router_logits_.get(), b_rows, router_, l.has_bias ? l.router_bias.get() : nullptr, route_experts_.get(), route_weights_.get(), s);
 
   const bool host_routes = record_routes || experts != nullptr;
   if (host_routes) {
@@ -327,14 +324,13 @@ void DeviceForward::Moe(const DeviceLayer& l, std::span<const Row> rows, ExpertE
     experts->Finish(host_mlp_.get());
     Check(cudaMemcpyAsync(mlp_.get(), host_mlp_.get(), n * sizeof(float), cudaMemcpyHostToDevice, s), "cudaMemcpyAsync");
   } else {
-    experts_->ComputeOnDevice(l.checkpoint_layer, xn_.get(), b_rows, route_experts_.get(), route_weights_.get(), k, mlp_.get(),
-                              nullptr, s);
+    experts_->ComputeOnDevice(l.checkpoint_layer, xn_.get(), b_rows, route_experts_.get(), route_weights_.get(), k, mlp_.get(), nullptr, s);
   }
   Add(x_.get(), mlp_.get(), static_cast<std::int64_t>(n), s);
 }
 
-void DeviceForward::Enqueue(std::span<const Row> rows, ExpertExecutor* experts, ExpertInputPrecision expert_input,
-                            bool record_routes, ForwardOutput& out) {
+void DeviceForward::Enqueue(std::span<const Row> rows, ExpertExecutor* experts, ExpertInputPrecision expert_input, bool record_routes,
+                            ForwardOutput& out) {
   const cudaStream_t s = stream_.get();
   const auto b_rows = static_cast<std::int64_t>(rows.size());
   const std::int64_t hidden = c_.hidden_size;
@@ -355,8 +351,8 @@ void DeviceForward::Enqueue(std::span<const Row> rows, ExpertExecutor* experts, 
   const auto selected = static_cast<std::int64_t>(out.logit_rows.size());
   if (selected > 0) {
     for (std::int64_t i = 0; i < selected; ++i) {
-      RmsNorm(x_.get() + static_cast<std::int64_t>(out.logit_rows[static_cast<std::size_t>(i)]) * hidden, hidden,
-              final_norm_.get(), 1, hidden, eps, logits_in_.get() + i * hidden, hidden, s);
+      RmsNorm(x_.get() + static_cast<std::int64_t>(out.logit_rows[static_cast<std::size_t>(i)]) * hidden, hidden, final_norm_.get(), 1,
+              hidden, eps, logits_in_.get() + i * hidden, hidden, s);
     }
     Gemv(lm_head_view_, logits_in_.get(), hidden, selected, logits_.get(), c_.vocab_size, false, s);
   }
@@ -381,8 +377,8 @@ DeviceForward::GraphExec DeviceForward::Capture(std::span<const Row> rows, Forwa
   return GraphExec(exec);
 }
 
-void DeviceForward::Forward(std::span<const Row> rows, KvCachePool& kv, ExpertExecutor* experts,
-                            ExpertInputPrecision expert_input, bool record_routes, bool keep_hidden, ForwardOutput& out) {
+void DeviceForward::Forward(std::span<const Row> rows, KvCachePool& kv, ExpertExecutor* experts, ExpertInputPrecision expert_input,
+                            bool record_routes, bool keep_hidden, ForwardOutput& out) {
   if (experts == nullptr && !experts_) throw std::logic_error("device forward: no executor for the experts");
   const cudaStream_t s = stream_.get();
   const auto b_rows = static_cast<std::int64_t>(rows.size());

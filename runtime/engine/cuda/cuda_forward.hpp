@@ -43,8 +43,7 @@ class CudaForward {
 
   // Samples the i-th logits row of the last Forward with params[i] at positions[i]
   // on the device: the same choices as Sample (runtime/sampling) on those logits.
-  virtual std::vector<TokenId> SampleLogits(std::span<const SamplingParams> params,
-                                            std::span<const std::int64_t> positions) = 0;
+  virtual std::vector<TokenId> SampleLogits(std::span<const SamplingParams> params, std::span<const std::int64_t> positions) = 0;
 
   // Passes run as a captured CUDA graph so far (steady decode; see cuda_forward.cpp).
   virtual std::uint64_t graph_launches() const = 0;

@@ -29,8 +29,10 @@ DeviceExperts::DeviceExperts(const MoeSlices& host) : hidden_(host.hidden()) {
     layer.slice = held.slice;
     if (!held.experts.empty()) {
       if (held.experts.size() > static_cast<std::size_t>(kMaxRoutedExperts)) {
-        throw std::invalid_argument(fmt::format("device experts: layer {} holds {} routed experts; the device router and "
-                                                "grouping take at most {}", index, held.experts.size(), kMaxRoutedExperts));
+        throw std::invalid_argument(
+            fmt::format("device experts: layer {} holds {} routed experts; the device router and "
+                        "grouping take at most {}",
+                        index, held.experts.size(), kMaxRoutedExperts));
       }
       std::vector<const WeightMatrix*> gate, up, down;
       for (const MlpWeights& e : held.experts) {
@@ -53,8 +55,8 @@ DeviceExperts::DeviceExperts(const MoeSlices& host) : hidden_(host.hidden()) {
 
 DeviceExperts::~DeviceExperts() = default;
 
-void DeviceExperts::ComputeOnDevice(int layer, const float* x, std::int64_t rows, const std::int32_t* experts,
-                                    const float* weights, int top_k, float* out32, double* out64, cudaStream_t stream) {
+void DeviceExperts::ComputeOnDevice(int layer, const float* x, std::int64_t rows, const std::int32_t* experts, const float* weights,
+                                    int top_k, float* out32, double* out64, cudaStream_t stream) {
   const auto it = layers_.find(layer);
   if (it == layers_.end()) throw std::invalid_argument(fmt::format("device experts: layer {} is not held here", layer));
   const Layer& l = it->second;
@@ -69,14 +71,12 @@ void DeviceExperts::ComputeOnDevice(int layer, const float* x, std::int64_t rows
   if (routed) {
     workspace_.Grow(h_, static_cast<std::size_t>(routes * inter));
     workspace_.Grow(y_, static_cast<std::size_t>(routes * hidden_));
-    GroupRoutes(experts, routes, l.slice.expert_begin, l.slice.expert_end, slot_route_.get(), offsets_.get(), route_slot_.get(),
-                stream);
+    GroupRoutes(experts, routes, l.slice.expert_begin, l.slice.expert_end, slot_route_.get(), offsets_.get(), route_slot_.get(), stream);
     ExpertGateUp(l.gate.view, l.up.view, local, inter, hidden_, x, slot_route_.get(), offsets_.get(), top_k, h_.get(), stream);
     ExpertDown(l.down.view, local, hidden_, inter, h_.get(), offsets_.get(), y_.get(), stream);
   } else {
     // No routed experts here: every route is skipped.
-    Check(cudaMemsetAsync(route_slot_.get(), 0xFF, static_cast<std::size_t>(routes) * sizeof(std::int32_t), stream),
-          "cudaMemsetAsync");
+    Check(cudaMemsetAsync(route_slot_.get(), 0xFF, static_cast<std::size_t>(routes) * sizeof(std::int32_t), stream), "cudaMemsetAsync");
   }
   const float* shared = nullptr;
   if (l.shared) {
@@ -88,8 +88,7 @@ void DeviceExperts::ComputeOnDevice(int layer, const float* x, std::int64_t rows
   CombineRoutes(y_.get(), route_slot_.get(), weights, rows, top_k, hidden_, shared, out32, out64, stream);
 }
 
-void DeviceExperts::Compute(int layer, const float* x, std::int64_t rows, std::span<const ExpertRoute> routes, int top_k,
-                            double* out) {
+void DeviceExperts::Compute(int layer, const float* x, std::int64_t rows, std::span<const ExpertRoute> routes, int top_k, double* out) {
   if (!stream_) stream_.emplace();
   const auto n = static_cast<std::size_t>(rows * hidden_);
   const auto r = static_cast<std::size_t>(rows * top_k);
@@ -114,12 +113,9 @@ void DeviceExperts::Compute(int layer, const float* x, std::int64_t rows, std::s
   Check(cudaMemcpyAsync(x_device_.get(), x_pinned_.get(), n * sizeof(float), cudaMemcpyHostToDevice, s), "cudaMemcpyAsync");
   Check(cudaMemcpyAsync(experts_device_.get(), experts_pinned_.get(), r * sizeof(std::int32_t), cudaMemcpyHostToDevice, s),
         "cudaMemcpyAsync");
-  Check(cudaMemcpyAsync(weights_device_.get(), weights_pinned_.get(), r * sizeof(float), cudaMemcpyHostToDevice, s),
-        "cudaMemcpyAsync");
-  ComputeOnDevice(layer, x_device_.get(), rows, experts_device_.get(), weights_device_.get(), top_k, nullptr, out_device_.get(),
-                  s);
-  Check(cudaMemcpyAsync(out_pinned_.get(), out_device_.get(), n * sizeof(double), cudaMemcpyDeviceToHost, s),
-        "cudaMemcpyAsync");
+  Check(cudaMemcpyAsync(weights_device_.get(), weights_pinned_.get(), r * sizeof(float), cudaMemcpyHostToDevice, s), "cudaMemcpyAsync");
+  ComputeOnDevice(layer, x_device_.get(), rows, experts_device_.get(), weights_device_.get(), top_k, nullptr, out_device_.get(), s);
+  Check(cudaMemcpyAsync(out_pinned_.get(), out_device_.get(), n * sizeof(double), cudaMemcpyDeviceToHost, s), "cudaMemcpyAsync");
   stream_->Synchronize();
   std::memcpy(out, out_pinned_.get(), n * sizeof(double));
 }

@@ -7,9 +7,9 @@
 #include <optional>
 #include <vector>
 
-#include "runtime/engine/moe_slices.hpp"
 #include "runtime/engine/cuda/cuda_experts.hpp"
 #include "runtime/engine/cuda/device_weights.hpp"
+#include "runtime/engine/moe_slices.hpp"
 
 namespace tandem::rt::cuda {
 
@@ -22,13 +22,12 @@ class DeviceExperts final : public CudaMoeSlices {
   // Bumped whenever ComputeOnDevice's workspace moves (see Workspace).
   std::uint64_t workspace_generation() const { return workspace_.generation(); }
 
-  void Compute(int layer, const float* x, std::int64_t rows, std::span<const ExpertRoute> routes, int top_k,
-               double* out) override;
+  void Compute(int layer, const float* x, std::int64_t rows, std::span<const ExpertRoute> routes, int top_k, double* out) override;
 
   // The same on device memory: x [rows × hidden], experts / weights [rows × top_k];
   // writes out32 or out64 [rows × hidden]. Enqueued on `stream`.
-  void ComputeOnDevice(int layer, const float* x, std::int64_t rows, const std::int32_t* experts, const float* weights,
-                       int top_k, float* out32, double* out64, cudaStream_t stream);
+  void ComputeOnDevice(int layer, const float* x, std::int64_t rows, const std::int32_t* experts, const float* weights, int top_k,
+                       float* out32, double* out64, cudaStream_t stream);
 
  private:
   struct Layer {

@@ -8,8 +8,8 @@ namespace tandem::rt::cuda {
 
 RouterParams RouterParamsOf(const ModelConfig& c) {
   if (c.n_routed_experts > kMaxRoutedExperts) {
-    throw std::invalid_argument(fmt::format("--device cuda: {} routed experts; the device router takes at most {}",
-                                            c.n_routed_experts, kMaxRoutedExperts));
+    throw std::invalid_argument(
+        fmt::format("--device cuda: {} routed experts; the device router takes at most {}", c.n_routed_experts, kMaxRoutedExperts));
   }
   RouterParams p;
   p.experts = c.n_routed_experts;

@@ -5,8 +5,8 @@
 
 #include <fmt/format.h>
 
-#include "runtime/kernels/cuda/cuda_device.hpp"
 #include "runtime/engine/cuda/cuda_forward.hpp"
+#include "runtime/kernels/cuda/cuda_device.hpp"
 
 namespace tandem::rt {
 namespace cuda {
@@ -14,8 +14,7 @@ namespace cuda {
 std::vector<TokenId> DeviceSampler::Sample(const float* logits, std::int64_t vocab, std::span<const SamplingParams> params,
                                            std::span<const std::int64_t> positions, cudaStream_t stream) {
   if (params.size() != positions.size()) {
-    throw std::invalid_argument(fmt::format("device sampler: {} sampling settings for {} positions", params.size(),
-                                            positions.size()));
+    throw std::invalid_argument(fmt::format("device sampler: {} sampling settings for {} positions", params.size(), positions.size()));
   }
   const auto rows = static_cast<std::int64_t>(params.size());
   if (rows == 0) return {};
@@ -40,12 +39,10 @@ std::vector<TokenId> DeviceSampler::Sample(const float* logits, std::int64_t voc
   tokens_.Reserve(n);
   bool sampled = false;
   for (std::size_t i = 0; i < n; ++i) {
-    params_pinned_.get()[i] = {params[i].temperature, params[i].top_k, params[i].top_p, params[i].min_p, params[i].seed,
-                               positions[i]};
+    params_pinned_.get()[i] = {params[i].temperature, params[i].top_k, params[i].top_p, params[i].min_p, params[i].seed, positions[i]};
     sampled = sampled || params[i].temperature > 0.0f;
   }
-  Check(cudaMemcpyAsync(params_.get(), params_pinned_.get(), n * sizeof(SampleParams), cudaMemcpyHostToDevice, stream),
-        "cudaMemcpyAsync");
+  Check(cudaMemcpyAsync(params_.get(), params_pinned_.get(), n * sizeof(SampleParams), cudaMemcpyHostToDevice, stream), "cudaMemcpyAsync");
   ArgMax(logits, rows, vocab, params_.get(), tokens_.get(), stream);
   if (sampled) {
     const auto total = static_cast<std::size_t>(rows * vocab);
@@ -57,17 +54,15 @@ std::vector<TokenId> DeviceSampler::Sample(const float* logits, std::int64_t voc
     offsets_pinned_.Reserve(n + 1);
     offsets_.Reserve(n + 1);
     for (std::size_t i = 0; i <= n; ++i) offsets_pinned_.get()[i] = static_cast<std::int32_t>(static_cast<std::int64_t>(i) * vocab);
-    Check(cudaMemcpyAsync(offsets_.get(), offsets_pinned_.get(), (n + 1) * sizeof(std::int32_t), cudaMemcpyHostToDevice,
-                          stream),
+    Check(cudaMemcpyAsync(offsets_.get(), offsets_pinned_.get(), (n + 1) * sizeof(std::int32_t), cudaMemcpyHostToDevice, stream),
           "cudaMemcpyAsync");
     const std::size_t temp_bytes = SortTemporaryBytes(rows, vocab);
     temp_.Reserve(temp_bytes);
-    SortByLogit(logits, rows, vocab, keys_in_.get(), sorted_logits_.get(), ids_in_.get(), sorted_ids_.get(), offsets_.get(),
-                temp_.get(), temp_bytes, stream);
+    SortByLogit(logits, rows, vocab, keys_in_.get(), sorted_logits_.get(), ids_in_.get(), sorted_ids_.get(), offsets_.get(), temp_.get(),
+                temp_bytes, stream);
     SampleSorted(sorted_logits_.get(), sorted_ids_.get(), rows, vocab, params_.get(), prob_.get(), tokens_.get(), stream);
   }
-  Check(cudaMemcpyAsync(tokens_pinned_.get(), tokens_.get(), n * sizeof(std::int32_t), cudaMemcpyDeviceToHost, stream),
-        "cudaMemcpyAsync");
+  Check(cudaMemcpyAsync(tokens_pinned_.get(), tokens_.get(), n * sizeof(std::int32_t), cudaMemcpyDeviceToHost, stream), "cudaMemcpyAsync");
   Check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
   return {tokens_pinned_.get(), tokens_pinned_.get() + n};
 }
@@ -78,8 +73,7 @@ std::vector<TokenId> CudaSample(std::span<const float> logits, std::int64_t voca
                                 std::span<const std::int64_t> positions) {
   RequireCudaDevice();
   if (logits.size() != params.size() * static_cast<std::size_t>(vocab)) {
-    throw std::invalid_argument(fmt::format("device sampler: {} logits are not {} rows of {}", logits.size(), params.size(),
-                                            vocab));
+    throw std::invalid_argument(fmt::format("device sampler: {} logits are not {} rows of {}", logits.size(), params.size(), vocab));
   }
   cuda::Stream stream;
   cuda::DeviceBuffer<float> device(std::max<std::size_t>(logits.size(), 1));

@@ -33,8 +33,7 @@ std::vector<std::byte> Widened(const WeightMatrix& m, DType type) {
 }
 
 bool SameType(const WeightMatrix& m, DType type) {
-  return (type == DType::kF32 && m.type == WeightMatrix::Type::kF32) ||
-         (type == DType::kBF16 && m.type == WeightMatrix::Type::kBF16);
+  return (type == DType::kF32 && m.type == WeightMatrix::Type::kF32) || (type == DType::kBF16 && m.type == WeightMatrix::Type::kBF16);
 }
 
 }  // namespace
@@ -51,8 +50,8 @@ DeviceMatrix UploadStacked(std::span<const WeightMatrix* const> parts) {
   bool all_bf16 = true;
   for (const WeightMatrix* m : parts) {
     if (m->rows != rows || m->cols != cols) {
-      throw std::invalid_argument(fmt::format("device upload: stacked matrices differ in shape ([{} × {}] and [{} × {}])", rows,
-                                              cols, m->rows, m->cols));
+      throw std::invalid_argument(
+          fmt::format("device upload: stacked matrices differ in shape ([{} × {}] and [{} × {}])", rows, cols, m->rows, m->cols));
     }
     all_bf16 = all_bf16 && m->type == WeightMatrix::Type::kBF16;
   }

@@ -9,9 +9,9 @@
 #include <span>
 #include <vector>
 
+#include "runtime/engine/mlp.hpp"
 #include "runtime/kernels/cuda/device_memory.hpp"
 #include "runtime/kernels/cuda/kernels.hpp"
-#include "runtime/engine/mlp.hpp"
 #include "runtime/kernels/weight_matrix.hpp"
 
 namespace tandem::rt::cuda {

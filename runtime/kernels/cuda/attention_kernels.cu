@@ -56,8 +56,8 @@ __device__ float BlockReduce(float v, float* shared, Op op) {
 // the new maximum. No scratch the size of the context, and a fixed order of
 // operations for every (row, head): batch invariant.
 __global__ void LatentAttentionKernel(const float* q_abs, const float* q, std::int64_t q_stride, std::int64_t q_rope_offset,
-                                      CacheRows cache, int layer, std::int64_t heads, std::int64_t latent, std::int64_t rope,
-                                      float scale, float* out) {
+                                      CacheRows cache, int layer, std::int64_t heads, std::int64_t latent, std::int64_t rope, float scale,
+                                      float* out) {
   __shared__ float s[kChunk];
   __shared__ float reduce[kThreads];
   const std::int64_t bh = blockIdx.x, b = bh / heads;
@@ -114,8 +114,8 @@ __global__ void LatentAttentionKernel(const float* q_abs, const float* q, std::i
 }
 
 template <bool Vec, typename T>
-__global__ void ApplyValuesKernel(const T* value_up, std::int64_t heads, std::int64_t v_dim, std::int64_t latent,
-                                  const float* latents, std::int64_t rows, float* o) {
+__global__ void ApplyValuesKernel(const T* value_up, std::int64_t heads, std::int64_t v_dim, std::int64_t latent, const float* latents,
+                                  std::int64_t rows, float* o) {
   const int lane = static_cast<int>(threadIdx.x) % kWarp;
   const std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarp;
   if (i >= rows * heads * v_dim) return;
@@ -129,32 +129,31 @@ __global__ void ApplyValuesKernel(const T* value_up, std::int64_t heads, std::in
 
 }  // namespace
 
-void AbsorbKeys(const MatrixView& key_up, std::int64_t heads, std::int64_t nope, std::int64_t latent, const float* q,
-                std::int64_t q_stride, std::int64_t rows, float* q_abs, cudaStream_t stream) {
+void AbsorbKeys(const MatrixView& key_up, std::int64_t heads, std::int64_t nope, std::int64_t latent, const float* q, std::int64_t q_stride,
+                std::int64_t rows, float* q_abs, cudaStream_t stream) {
   const std::int64_t n = rows * heads * latent;
   if (n == 0) return;
   if (key_up.type == DType::kBF16) {
-    AbsorbKeysKernel<<<Blocks(n, kAbsorbThreads), kAbsorbThreads, 0, stream>>>(
-        static_cast<const std::uint16_t*>(key_up.data), heads, nope, latent, q, q_stride, rows, q_abs);
+    AbsorbKeysKernel<<<Blocks(n, kAbsorbThreads), kAbsorbThreads, 0, stream>>>(static_cast<const std::uint16_t*>(key_up.data), heads, nope,
+                                                                               latent, q, q_stride, rows, q_abs);
   } else {
-    AbsorbKeysKernel<<<Blocks(n, kAbsorbThreads), kAbsorbThreads, 0, stream>>>(
-        static_cast<const float*>(key_up.data), heads, nope, latent, q, q_stride, rows, q_abs);
+    AbsorbKeysKernel<<<Blocks(n, kAbsorbThreads), kAbsorbThreads, 0, stream>>>(static_cast<const float*>(key_up.data), heads, nope, latent,
+                                                                               q, q_stride, rows, q_abs);
   }
   CheckLaunch("AbsorbKeys");
 }
 
-void LatentAttention(const float* q_abs, const float* q, std::int64_t q_stride, std::int64_t q_rope_offset,
-                     const CacheRows& cache, int layer, std::int64_t rows, std::int64_t heads, std::int64_t latent,
-                     std::int64_t rope, float scale, float* out, cudaStream_t stream) {
+void LatentAttention(const float* q_abs, const float* q, std::int64_t q_stride, std::int64_t q_rope_offset, const CacheRows& cache,
+                     int layer, std::int64_t rows, std::int64_t heads, std::int64_t latent, std::int64_t rope, float scale, float* out,
+                     cudaStream_t stream) {
   if (rows * heads == 0) return;
-  LatentAttentionKernel<<<static_cast<unsigned>(rows * heads), kThreads, 0, stream>>>(q_abs, q, q_stride, q_rope_offset,
-                                                                                    cache, layer, heads, latent, rope,
-                                                                                    scale, out);
+  LatentAttentionKernel<<<static_cast<unsigned>(rows * heads), kThreads, 0, stream>>>(q_abs, q, q_stride, q_rope_offset, cache, layer,
+                                                                                      heads, latent, rope, scale, out);
   CheckLaunch("LatentAttention");
 }
 
-void ApplyValues(const MatrixView& value_up, std::int64_t heads, std::int64_t v_dim, std::int64_t latent,
-                 const float* latents, std::int64_t rows, float* o, cudaStream_t stream) {
+void ApplyValues(const MatrixView& value_up, std::int64_t heads, std::int64_t v_dim, std::int64_t latent, const float* latents,
+                 std::int64_t rows, float* o, cudaStream_t stream) {
   const std::int64_t n = rows * heads * v_dim;
   if (n == 0) return;
   const bool vec = latent % 8 == 0;  // rows of value_up and of latents then start 32-byte aligned

@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include <cuda_runtime.h>
+
 #include <fmt/format.h>
 
 namespace tandem::rt {
@@ -41,9 +42,10 @@ void RequireCudaDevice() {
   // The build carries sm_90 code and compute_90 PTX: older cards cannot run it.
   cudaDeviceProp prop{};
   if (cudaGetDeviceProperties(&prop, 0) == cudaSuccess && prop.major < 9) {
-    throw std::invalid_argument(fmt::format("--device cuda: {} has compute capability {}.{}; this build needs 9.0 or newer "
-                                            "(set CMAKE_CUDA_ARCHITECTURES for another card)",
-                                            prop.name, prop.major, prop.minor));
+    throw std::invalid_argument(
+        fmt::format("--device cuda: {} has compute capability {}.{}; this build needs 9.0 or newer "
+                    "(set CMAKE_CUDA_ARCHITECTURES for another card)",
+                    prop.name, prop.major, prop.minor));
   }
 }
 

@@ -24,8 +24,8 @@ unsigned Blocks(std::int64_t n, std::int64_t per_block) { return static_cast<uns
 bool Aligned16(const void* p) { return (reinterpret_cast<std::uintptr_t>(p) & 15u) == 0; }
 
 template <int kRowTile, bool Vec, typename T>
-__global__ void GemvKernel(const T* w, std::int64_t rows, std::int64_t cols, const float* x, std::int64_t x_stride,
-                           std::int64_t batch, float* y, std::int64_t y_stride, bool accumulate) {
+__global__ void GemvKernel(const T* w, std::int64_t rows, std::int64_t cols, const float* x, std::int64_t x_stride, std::int64_t batch,
+                           float* y, std::int64_t y_stride, bool accumulate) {
   const int lane = static_cast<int>(threadIdx.x) % kWarp;
   const std::int64_t r0 = (static_cast<std::int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / kWarp) * kRowTile;
   if (r0 >= rows) return;
@@ -54,8 +54,8 @@ __global__ void GemvKernel(const T* w, std::int64_t rows, std::int64_t cols, con
 }
 
 template <typename T>
-void LaunchGemv(const MatrixView& w, const float* x, std::int64_t x_stride, std::int64_t batch, float* y,
-                std::int64_t y_stride, bool accumulate, cudaStream_t stream) {
+void LaunchGemv(const MatrixView& w, const float* x, std::int64_t x_stride, std::int64_t batch, float* y, std::int64_t y_stride,
+                bool accumulate, cudaStream_t stream) {
   const auto* data = static_cast<const T*>(w.data);
   const bool vec = w.cols % 8 == 0 && x_stride % 4 == 0 && Aligned16(x) && Aligned16(data);
   const int tile = batch > 1 ? kRowTileMany : kRowTileOne;
@@ -83,8 +83,8 @@ __global__ void EmbedKernel(const T* table, std::int64_t cols, const std::int32_
   out[i] = Load1(table + static_cast<std::int64_t>(tokens[b]) * cols + c);
 }
 
-__global__ void RmsNormKernel(const float* x, std::int64_t x_stride, const float* weight, std::int64_t n, float eps,
-                              float* out, std::int64_t out_stride) {
+__global__ void RmsNormKernel(const float* x, std::int64_t x_stride, const float* weight, std::int64_t n, float eps, float* out,
+                              std::int64_t out_stride) {
   __shared__ double partial[kThreads];
   const float* in = x + static_cast<std::int64_t>(blockIdx.x) * x_stride;
   float* o = out + static_cast<std::int64_t>(blockIdx.x) * out_stride;
@@ -115,8 +115,8 @@ __global__ void SwiGluKernel(float* gate, const float* up, std::int64_t n) {
 }
 
 __global__ void RopeKernel(float* v, std::int64_t rows, std::int64_t row_stride, std::int64_t offset, std::int64_t count,
-                           std::int64_t vector_stride, std::int64_t dim, const std::int32_t* positions,
-                           const double* inv_freq, double mscale) {
+                           std::int64_t vector_stride, std::int64_t dim, const std::int32_t* positions, const double* inv_freq,
+                           double mscale) {
   const std::int64_t half = dim / 2;
   const std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= rows * count * half) return;
@@ -142,8 +142,8 @@ __global__ void StoreLatentsKernel(const float* kv_a, std::int64_t rows, CacheRo
 
 }  // namespace
 
-void Gemv(const MatrixView& w, const float* x, std::int64_t x_stride, std::int64_t batch, float* y, std::int64_t y_stride,
-          bool accumulate, cudaStream_t stream) {
+void Gemv(const MatrixView& w, const float* x, std::int64_t x_stride, std::int64_t batch, float* y, std::int64_t y_stride, bool accumulate,
+          cudaStream_t stream) {
   if (batch <= 0 || w.rows == 0) return;
   if (w.type == DType::kBF16) {
     LaunchGemv<std::uint16_t>(w, x, x_stride, batch, y, y_stride, accumulate, stream);
@@ -156,17 +156,15 @@ void Embed(const MatrixView& table, const std::int32_t* tokens, std::int64_t row
   const std::int64_t n = rows * table.cols;
   if (n == 0) return;
   if (table.type == DType::kBF16) {
-    EmbedKernel<<<Blocks(n, kThreads), kThreads, 0, stream>>>(static_cast<const std::uint16_t*>(table.data), table.cols,
-                                                              tokens, rows, out);
+    EmbedKernel<<<Blocks(n, kThreads), kThreads, 0, stream>>>(static_cast<const std::uint16_t*>(table.data), table.cols, tokens, rows, out);
   } else {
-    EmbedKernel<<<Blocks(n, kThreads), kThreads, 0, stream>>>(static_cast<const float*>(table.data), table.cols, tokens,
-                                                              rows, out);
+    EmbedKernel<<<Blocks(n, kThreads), kThreads, 0, stream>>>(static_cast<const float*>(table.data), table.cols, tokens, rows, out);
   }
   CheckLaunch("Embed");
 }
 
-void RmsNorm(const float* x, std::int64_t x_stride, const float* weight, std::int64_t rows, std::int64_t n, float eps,
-             float* out, std::int64_t out_stride, cudaStream_t stream) {
+void RmsNorm(const float* x, std::int64_t x_stride, const float* weight, std::int64_t rows, std::int64_t n, float eps, float* out,
+             std::int64_t out_stride, cudaStream_t stream) {
   if (rows == 0) return;
   RmsNormKernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(x, x_stride, weight, n, eps, out, out_stride);
   CheckLaunch("RmsNorm");
@@ -184,18 +182,16 @@ void SwiGlu(float* gate, const float* up, std::int64_t n, cudaStream_t stream) {
   CheckLaunch("SwiGlu");
 }
 
-void Rope(float* v, std::int64_t rows, std::int64_t row_stride, std::int64_t offset, std::int64_t count,
-          std::int64_t vector_stride, std::int64_t dim, const std::int32_t* positions, const double* inv_freq, double mscale,
-          cudaStream_t stream) {
+void Rope(float* v, std::int64_t rows, std::int64_t row_stride, std::int64_t offset, std::int64_t count, std::int64_t vector_stride,
+          std::int64_t dim, const std::int32_t* positions, const double* inv_freq, double mscale, cudaStream_t stream) {
   const std::int64_t n = rows * count * (dim / 2);
   if (n == 0) return;
-  RopeKernel<<<Blocks(n, kThreads), kThreads, 0, stream>>>(v, rows, row_stride, offset, count, vector_stride, dim, positions,
-                                                           inv_freq, mscale);
+  RopeKernel<<<Blocks(n, kThreads), kThreads, 0, stream>>>(v, rows, row_stride, offset, count, vector_stride, dim, positions, inv_freq,
+                                                           mscale);
   CheckLaunch("Rope");
 }
 
-void StoreLatents(const float* kv_a, std::int64_t rows, const CacheRows& cache, int layer, float* staging,
-                  cudaStream_t stream) {
+void StoreLatents(const float* kv_a, std::int64_t rows, const CacheRows& cache, int layer, float* staging, cudaStream_t stream) {
   const std::int64_t n = rows * cache.width;
   if (n == 0) return;
   StoreLatentsKernel<<<Blocks(n, kThreads), kThreads, 0, stream>>>(kv_a, rows, cache, layer, staging);

@@ -13,5 +13,4 @@ void Check(cudaError_t status, const char* what) {
 
 void CheckLaunch(const char* kernel) { Check(cudaGetLastError(), kernel); }
 
-
 }  // namespace tandem::rt::cuda

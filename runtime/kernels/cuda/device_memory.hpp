@@ -3,11 +3,11 @@
 // Device and pinned host memory owned by RAII handles, and the one way CUDA
 // errors become exceptions. Internal to the CUDA backend (needs cuda_runtime.h).
 
-#include <cuda_runtime.h>
-
 #include <cstddef>
 #include <cstdint>
 #include <utility>
+
+#include <cuda_runtime.h>
 
 namespace tandem::rt::cuda {
 
@@ -16,7 +16,6 @@ void Check(cudaError_t status, const char* what);
 
 // Throws if the last kernel launch failed (bad configuration, no image for this GPU).
 void CheckLaunch(const char* kernel);
-
 
 // Where a Buffer's memory comes from.
 struct DeviceMemory {

@@ -117,8 +117,7 @@ __global__ void RouteKernel(const float* logits, RouterParams p, const float* bi
     for (int half = kRouteThreads / 2; half > 0; half /= 2) {
       if (t < half) {
         const int other = best_id[t + half], mine = best_id[t];
-        if (other >= 0 && (mine < 0 || best_value[t + half] > best_value[t] ||
-                           (best_value[t + half] == best_value[t] && other < mine))) {
+        if (other >= 0 && (mine < 0 || best_value[t + half] > best_value[t] || (best_value[t + half] == best_value[t] && other < mine))) {
           best_value[t] = best_value[t + half];
           best_id[t] = other;
         }
@@ -211,8 +210,8 @@ __global__ void ExpertGateUpKernel(const T* gate, const T* up, std::int64_t inte
 }
 
 template <bool Vec, typename T>
-__global__ void ExpertDownKernel(const T* down, std::int64_t hidden, std::int64_t inter, const float* h,
-                                 const std::int32_t* offsets, float* y) {
+__global__ void ExpertDownKernel(const T* down, std::int64_t hidden, std::int64_t inter, const float* h, const std::int32_t* offsets,
+                                 float* y) {
   const std::int64_t e = blockIdx.x;
   const int begin = offsets[e], end = offsets[e + 1];
   if (begin == end) return;
@@ -241,8 +240,8 @@ __global__ void ExpertDownKernel(const T* down, std::int64_t hidden, std::int64_
   }
 }
 
-__global__ void CombineRoutesKernel(const float* y, const std::int32_t* route_slot, const float* weights, std::int64_t rows,
-                                    int top_k, std::int64_t hidden, const float* shared, float* out32, double* out64) {
+__global__ void CombineRoutesKernel(const float* y, const std::int32_t* route_slot, const float* weights, std::int64_t rows, int top_k,
+                                    std::int64_t hidden, const float* shared, float* out32, double* out64) {
   const std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= rows * hidden) return;
   const std::int64_t b = i / hidden, o = i % hidden;
@@ -262,8 +261,7 @@ __global__ void CombineRoutesKernel(const float* y, const std::int32_t* route_sl
 
 template <typename T>
 void LaunchGateUp(const MatrixView& gate, const MatrixView& up, std::int64_t experts, std::int64_t inter, std::int64_t hidden,
-                  const float* x, const std::int32_t* slot_route, const std::int32_t* offsets, int top_k, float* h,
-                  cudaStream_t stream) {
+                  const float* x, const std::int32_t* slot_route, const std::int32_t* offsets, int top_k, float* h, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(experts), Blocks(inter, kWarpsPerBlock * kInterTile));
   const auto* g = static_cast<const T*>(gate.data);
   const auto* u = static_cast<const T*>(up.data);
@@ -288,8 +286,8 @@ void LaunchDown(const MatrixView& down, std::int64_t experts, std::int64_t hidde
 
 }  // namespace
 
-void Route(const float* logits, std::int64_t rows, const RouterParams& params, const float* bias, std::int32_t* experts,
-           float* weights, cudaStream_t stream) {
+void Route(const float* logits, std::int64_t rows, const RouterParams& params, const float* bias, std::int32_t* experts, float* weights,
+           cudaStream_t stream) {
   if (rows == 0) return;
   RouteKernel<<<static_cast<unsigned>(rows), kRouteThreads, 0, stream>>>(logits, params, bias, experts, weights);
   CheckLaunch("Route");
@@ -302,8 +300,7 @@ void GroupRoutes(const std::int32_t* experts, std::int64_t routes, int expert_be
 }
 
 void ExpertGateUp(const MatrixView& gate, const MatrixView& up, std::int64_t experts, std::int64_t inter, std::int64_t hidden,
-                  const float* x, const std::int32_t* slot_route, const std::int32_t* offsets, int top_k, float* h,
-                  cudaStream_t stream) {
+                  const float* x, const std::int32_t* slot_route, const std::int32_t* offsets, int top_k, float* h, cudaStream_t stream) {
   if (experts == 0 || inter == 0) return;
   if (gate.type == DType::kBF16) {
     LaunchGateUp<std::uint16_t>(gate, up, experts, inter, hidden, x, slot_route, offsets, top_k, h, stream);
@@ -324,12 +321,11 @@ void ExpertDown(const MatrixView& down, std::int64_t experts, std::int64_t hidde
   CheckLaunch("ExpertDown");
 }
 
-void CombineRoutes(const float* y, const std::int32_t* route_slot, const float* weights, std::int64_t rows, int top_k,
-                   std::int64_t hidden, const float* shared, float* out32, double* out64, cudaStream_t stream) {
+void CombineRoutes(const float* y, const std::int32_t* route_slot, const float* weights, std::int64_t rows, int top_k, std::int64_t hidden,
+                   const float* shared, float* out32, double* out64, cudaStream_t stream) {
   const std::int64_t n = rows * hidden;
   if (n == 0) return;
-  CombineRoutesKernel<<<Blocks(n, kThreads), kThreads, 0, stream>>>(y, route_slot, weights, rows, top_k, hidden, shared, out32,
-                                                                    out64);
+  CombineRoutesKernel<<<Blocks(n, kThreads), kThreads, 0, stream>>>(y, route_slot, weights, rows, top_k, hidden, shared, out32, out64);
   CheckLaunch("CombineRoutes");
 }
 

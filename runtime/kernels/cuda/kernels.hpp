@@ -5,9 +5,9 @@
 // C++. Every reduction runs in a fixed order that depends on the shapes alone,
 // so a row's result never depends on the batch around it. Internal to the backend.
 
-#include <cuda_runtime.h>
-
 #include <cstdint>
+
+#include <cuda_runtime.h>
 
 namespace tandem::rt::cuda {
 
@@ -27,16 +27,16 @@ struct MatrixView {
 // y[b·y_stride + r] (+)= Σ_c W[r, c] · x[b·x_stride + c] for b < batch, r < W.rows.
 // fp32 accumulation; a warp per 4 output rows (8 when batch > 1), lanes over 8-value
 // chunks of the rows (WarpDots).
-void Gemv(const MatrixView& w, const float* x, std::int64_t x_stride, std::int64_t batch, float* y, std::int64_t y_stride,
-          bool accumulate, cudaStream_t stream);
+void Gemv(const MatrixView& w, const float* x, std::int64_t x_stride, std::int64_t batch, float* y, std::int64_t y_stride, bool accumulate,
+          cudaStream_t stream);
 
 // out[b] = row tokens[b] of `table` as fp32.
 void Embed(const MatrixView& table, const std::int32_t* tokens, std::int64_t rows, float* out, cudaStream_t stream);
 
 // out[b] = x[b] / sqrt(mean(x[b]²) + eps) · weight (the mean in double), for
 // rows of width n at the given strides; out may alias x.
-void RmsNorm(const float* x, std::int64_t x_stride, const float* weight, std::int64_t rows, std::int64_t n, float eps,
-             float* out, std::int64_t out_stride, cudaStream_t stream);
+void RmsNorm(const float* x, std::int64_t x_stride, const float* weight, std::int64_t rows, std::int64_t n, float eps, float* out,
+             std::int64_t out_stride, cudaStream_t stream);
 
 // x[i] += y[i] for i < n.
 void Add(float* x, const float* y, std::int64_t n, cudaStream_t stream);
@@ -47,9 +47,8 @@ void SwiGlu(float* gate, const float* up, std::int64_t n, cudaStream_t stream);
 // Rotary embedding as RopeTable::Apply (interleaved pairs, angle = position ·
 // inv_freq[i] in double, cos/sin × mscale): `count` vectors per row, each `dim`
 // wide, the first at v + b·row_stride + offset, then every `vector_stride`.
-void Rope(float* v, std::int64_t rows, std::int64_t row_stride, std::int64_t offset, std::int64_t count,
-          std::int64_t vector_stride, std::int64_t dim, const std::int32_t* positions, const double* inv_freq, double mscale,
-          cudaStream_t stream);
+void Rope(float* v, std::int64_t rows, std::int64_t row_stride, std::int64_t offset, std::int64_t count, std::int64_t vector_stride,
+          std::int64_t dim, const std::int32_t* positions, const double* inv_freq, double mscale, cudaStream_t stream);
 
 // The compressed caches of a batch's rows: caches[b] is the row's sequence's cache
 // (layer-major: entry (layer, t) at ((layer · capacities[b]) + t) · width floats).
@@ -62,13 +61,12 @@ struct CacheRows {
 
 // Copies each row's compressed KV entry (`width` floats of kv_a[b]) into its
 // sequence's cache at (layer, its position), and to staging[b] (the host's copy).
-void StoreLatents(const float* kv_a, std::int64_t rows, const CacheRows& cache, int layer, float* staging,
-                  cudaStream_t stream);
+void StoreLatents(const float* kv_a, std::int64_t rows, const CacheRows& cache, int layer, float* staging, cudaStream_t stream);
 
 // q_abs[i, c] = Σ_n key_up[h, n, c] · q[i·q_stride + n] for i = b·heads + h (n ascending).
 // key_up: [heads × nope × latent] fp32 or bf16.
-void AbsorbKeys(const MatrixView& key_up, std::int64_t heads, std::int64_t nope, std::int64_t latent, const float* q,
-                std::int64_t q_stride, std::int64_t rows, float* q_abs, cudaStream_t stream);
+void AbsorbKeys(const MatrixView& key_up, std::int64_t heads, std::int64_t nope, std::int64_t latent, const float* q, std::int64_t q_stride,
+                std::int64_t rows, float* q_abs, cudaStream_t stream);
 
 // Per (row b, head h): s_t = (q_abs · c_t + q_rope · k_t) · scale for t ≤ the row's
 // position, softmax over t, out = Σ_t p_t · c_t (t ascending), as an online softmax
@@ -76,13 +74,13 @@ void AbsorbKeys(const MatrixView& key_up, std::int64_t heads, std::int64_t nope,
 // floats k_t; q_rope of (b, h) is at q + (b·heads + h)·q_stride + q_rope_offset.
 // latent ≤ kMaxAttentionLatent.
 constexpr std::int64_t kMaxAttentionLatent = 1024;
-void LatentAttention(const float* q_abs, const float* q, std::int64_t q_stride, std::int64_t q_rope_offset,
-                     const CacheRows& cache, int layer, std::int64_t rows, std::int64_t heads, std::int64_t latent,
-                     std::int64_t rope, float scale, float* out, cudaStream_t stream);
+void LatentAttention(const float* q_abs, const float* q, std::int64_t q_stride, std::int64_t q_rope_offset, const CacheRows& cache,
+                     int layer, std::int64_t rows, std::int64_t heads, std::int64_t latent, std::int64_t rope, float scale, float* out,
+                     cudaStream_t stream);
 
 // o[i·v_dim + v] = Σ_c value_up[h, v, c] · latent[i·kvl + c], i = b·heads + h.
-void ApplyValues(const MatrixView& value_up, std::int64_t heads, std::int64_t v_dim, std::int64_t latent,
-                 const float* latents, std::int64_t rows, float* o, cudaStream_t stream);
+void ApplyValues(const MatrixView& value_up, std::int64_t heads, std::int64_t v_dim, std::int64_t latent, const float* latents,
+                 std::int64_t rows, float* o, cudaStream_t stream);
 
 // The router's settings (see Router in runtime/engine/router.hpp).
 struct RouterParams {
@@ -93,15 +91,15 @@ struct RouterParams {
   int scoring = 0;      // ScoringFunc as int
   int topk_method = 0;  // TopkMethod as int
   bool norm_topk_prob = false;
-  bool scale = false;   // multiply by routed_scaling_factor
+  bool scale = false;  // multiply by routed_scaling_factor
   double routed_scaling_factor = 1.0;
 };
 constexpr int kMaxRoutedExperts = 512;
 
 // Routes every row (one thread each, the CPU router's arithmetic in double):
 // experts/weights [rows × top_k]. `bias` may be null.
-void Route(const float* logits, std::int64_t rows, const RouterParams& params, const float* bias, std::int32_t* experts,
-           float* weights, cudaStream_t stream);
+void Route(const float* logits, std::int64_t rows, const RouterParams& params, const float* bias, std::int32_t* experts, float* weights,
+           cudaStream_t stream);
 
 // Groups the routes to experts [expert_begin, expert_end) by expert: slot_route
 // lists route indices (b·top_k + k) expert by expert, each expert's in ascending
@@ -113,8 +111,7 @@ void GroupRoutes(const std::int32_t* experts, std::int64_t routes, int expert_be
 // h[s, i] = silu(gate_e[i] · x[row(s)]) · (up_e[i] · x[row(s)]) for every slot s of
 // every expert e, row(s) = slot_route[s] / top_k. gate/up: [experts × inter × hidden].
 void ExpertGateUp(const MatrixView& gate, const MatrixView& up, std::int64_t experts, std::int64_t inter, std::int64_t hidden,
-                  const float* x, const std::int32_t* slot_route, const std::int32_t* offsets, int top_k, float* h,
-                  cudaStream_t stream);
+                  const float* x, const std::int32_t* slot_route, const std::int32_t* offsets, int top_k, float* h, cudaStream_t stream);
 
 // y[s, o] = down_e[o] · h[s] for every slot s of expert e. down: [experts × hidden × inter].
 void ExpertDown(const MatrixView& down, std::int64_t experts, std::int64_t hidden, std::int64_t inter, const float* h,
@@ -123,17 +120,16 @@ void ExpertDown(const MatrixView& down, std::int64_t experts, std::int64_t hidde
 // out[b, o] = Σ_k weights[b, k] · y[route_slot[b·top_k + k], o] (k ascending, in
 // double, slots of −1 skipped) + shared[b, o] (when not null). Written to out32 or
 // out64 (one of them).
-void CombineRoutes(const float* y, const std::int32_t* route_slot, const float* weights, std::int64_t rows, int top_k,
-                   std::int64_t hidden, const float* shared, float* out32, double* out64, cudaStream_t stream);
+void CombineRoutes(const float* y, const std::int32_t* route_slot, const float* weights, std::int64_t rows, int top_k, std::int64_t hidden,
+                   const float* shared, float* out32, double* out64, cudaStream_t stream);
 
 // Bytes of temporary storage SortByLogit needs for `rows` rows of `vocab`.
 std::size_t SortTemporaryBytes(std::int64_t rows, std::int64_t vocab);
 
 // Per row: ids sorted by logit, descending, ties by ascending id (a stable radix
 // sort; −0 counts as +0), with the sorted logits.
-void SortByLogit(const float* logits, std::int64_t rows, std::int64_t vocab, float* keys_in, float* sorted_logits,
-                 std::int32_t* ids_in, std::int32_t* sorted_ids, const std::int32_t* offsets, void* temp,
-                 std::size_t temp_bytes, cudaStream_t stream);
+void SortByLogit(const float* logits, std::int64_t rows, std::int64_t vocab, float* keys_in, float* sorted_logits, std::int32_t* ids_in,
+                 std::int32_t* sorted_ids, const std::int32_t* offsets, void* temp, std::size_t temp_bytes, cudaStream_t stream);
 
 // One sampling request per row (see Sample in runtime/sampling/sampler.hpp).
 struct SampleParams {

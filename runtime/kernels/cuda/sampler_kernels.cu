@@ -60,8 +60,8 @@ __global__ void ArgMaxKernel(const float* logits, std::int64_t vocab, const Samp
     if (static_cast<int>(threadIdx.x) < half) {
       const int other = static_cast<int>(threadIdx.x) + half;
       const std::int32_t a = best_id[threadIdx.x], c = best_id[other];
-      const bool take = c >= 0 && (a < 0 || best_value[other] > best_value[threadIdx.x] ||
-                                   (best_value[other] == best_value[threadIdx.x] && c < a));
+      const bool take =
+          c >= 0 && (a < 0 || best_value[other] > best_value[threadIdx.x] || (best_value[other] == best_value[threadIdx.x] && c < a));
       if (take) {
         best_value[threadIdx.x] = best_value[other];
         best_id[threadIdx.x] = c;
@@ -133,8 +133,7 @@ __global__ void SampleSortedKernel(const float* sorted_logits, const std::int32_
     if (static_cast<int>(threadIdx.x) < half) {
       const int other = static_cast<int>(threadIdx.x) + half;
       const std::int64_t a = best_at[threadIdx.x], c = best_at[other];
-      const bool take = c >= 0 && (a < 0 || best_key[other] < best_key[threadIdx.x] ||
-                                   (best_key[other] == best_key[threadIdx.x] && c < a));
+      const bool take = c >= 0 && (a < 0 || best_key[other] < best_key[threadIdx.x] || (best_key[other] == best_key[threadIdx.x] && c < a));
       if (take) {
         best_key[threadIdx.x] = best_key[other];
         best_at[threadIdx.x] = c;
@@ -149,26 +148,23 @@ __global__ void SampleSortedKernel(const float* sorted_logits, const std::int32_
 
 std::size_t SortTemporaryBytes(std::int64_t rows, std::int64_t vocab) {
   std::size_t bytes = 0;
-  Check(cub::DeviceSegmentedRadixSort::SortPairsDescending(nullptr, bytes, static_cast<const float*>(nullptr),
-                                                           static_cast<float*>(nullptr), static_cast<const std::int32_t*>(nullptr),
-                                                           static_cast<std::int32_t*>(nullptr), rows * vocab,
-                                                           static_cast<std::int64_t>(rows), static_cast<const std::int32_t*>(nullptr),
-                                                           static_cast<const std::int32_t*>(nullptr)),
+  Check(cub::DeviceSegmentedRadixSort::SortPairsDescending(
+            nullptr, bytes, static_cast<const float*>(nullptr), static_cast<float*>(nullptr), static_cast<const std::int32_t*>(nullptr),
+            static_cast<std::int32_t*>(nullptr), rows * vocab, static_cast<std::int64_t>(rows), static_cast<const std::int32_t*>(nullptr),
+            static_cast<const std::int32_t*>(nullptr)),
         "cub::DeviceSegmentedRadixSort (sizing)");
   return bytes;
 }
 
-void SortByLogit(const float* logits, std::int64_t rows, std::int64_t vocab, float* keys_in, float* sorted_logits,
-                 std::int32_t* ids_in, std::int32_t* sorted_ids, const std::int32_t* offsets, void* temp,
-                 std::size_t temp_bytes, cudaStream_t stream) {
+void SortByLogit(const float* logits, std::int64_t rows, std::int64_t vocab, float* keys_in, float* sorted_logits, std::int32_t* ids_in,
+                 std::int32_t* sorted_ids, const std::int32_t* offsets, void* temp, std::size_t temp_bytes, cudaStream_t stream) {
   const std::int64_t n = rows * vocab;
   if (n == 0) return;
-  SortInputsKernel<<<static_cast<unsigned>((n + kThreads - 1) / kThreads), kThreads, 0, stream>>>(logits, n, vocab, keys_in,
-                                                                                                  ids_in);
+  SortInputsKernel<<<static_cast<unsigned>((n + kThreads - 1) / kThreads), kThreads, 0, stream>>>(logits, n, vocab, keys_in, ids_in);
   CheckLaunch("SortInputs");
   // A radix sort is stable: equal logits keep ascending ids, the CPU's tie rule.
-  Check(cub::DeviceSegmentedRadixSort::SortPairsDescending(temp, temp_bytes, keys_in, sorted_logits, ids_in, sorted_ids, n,
-                                                           rows, offsets, offsets + 1, 0, 32, stream),
+  Check(cub::DeviceSegmentedRadixSort::SortPairsDescending(temp, temp_bytes, keys_in, sorted_logits, ids_in, sorted_ids, n, rows, offsets,
+                                                           offsets + 1, 0, 32, stream),
         "cub::DeviceSegmentedRadixSort");
 }
 
@@ -182,8 +178,7 @@ void ArgMax(const float* logits, std::int64_t rows, std::int64_t vocab, const Sa
 void SampleSorted(const float* sorted_logits, const std::int32_t* sorted_ids, std::int64_t rows, std::int64_t vocab,
                   const SampleParams* params, double* prob, std::int32_t* tokens, cudaStream_t stream) {
   if (rows == 0) return;
-  SampleSortedKernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(sorted_logits, sorted_ids, vocab, params, prob,
-                                                                           tokens);
+  SampleSortedKernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(sorted_logits, sorted_ids, vocab, params, prob, tokens);
   CheckLaunch("SampleSorted");
 }
 
