@@ -71,6 +71,11 @@ CampaignRecord LoadCampaignRecord(const Store& store, std::optional<std::int64_t
                         s.Text(10), Parse(s.Text(7), json::object())});
     }
   }
+  for (ArmRecord& a : r.arms) {
+    Statement s(store.handle(), "SELECT role, host, image_id, location FROM arm_image WHERE arm_id = ? ORDER BY role, host");
+    s.Bind(1, a.id);
+    while (s.Step()) a.images.push_back({s.Text(0), s.Text(1), s.Text(2), s.Text(3)});
+  }
   {
     Statement s(store.handle(), "SELECT id, position, name, spec_json FROM layout WHERE campaign_id = ? ORDER BY position");
     s.Bind(1, r.id);

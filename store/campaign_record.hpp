@@ -15,11 +15,16 @@ namespace tandem::store {
 
 class Store;
 
+struct ArmImageRecord {
+  std::string role, host, id, location;
+};
+
 struct ArmRecord {
   std::int64_t id = 0;
   int position = 0;  // 0: the baseline
   std::string label, kind, revision, coordinator_image, worker_image, model_id, model_revision, config_sha256;
-  nlohmann::json launch;  // source, options, environment
+  nlohmann::json launch;               // source, options, environment
+  std::vector<ArmImageRecord> images;  // per role and host (by role, then host)
 };
 
 struct LayoutRecord {

@@ -43,6 +43,14 @@ CREATE TABLE IF NOT EXISTS arm (
   model_revision TEXT NOT NULL DEFAULT '',
   config_sha256 TEXT NOT NULL DEFAULT ''
 );
+CREATE TABLE IF NOT EXISTS arm_image (
+  arm_id INTEGER NOT NULL REFERENCES arm(id),
+  role TEXT NOT NULL,
+  host TEXT NOT NULL,
+  image_id TEXT NOT NULL,
+  location TEXT NOT NULL,
+  PRIMARY KEY (arm_id, role, host)
+);
 CREATE TABLE IF NOT EXISTS layout (
   id INTEGER PRIMARY KEY,
   campaign_id INTEGER NOT NULL REFERENCES campaign(id),
@@ -264,6 +272,17 @@ void Store::SetArmModel(std::int64_t arm, const std::string& model_id, const std
       .Bind(2, model_revision)
       .Bind(3, config_sha256)
       .Bind(4, arm)
+      .Run();
+}
+
+void Store::AddArmImage(std::int64_t arm, const std::string& role, const std::string& host, const std::string& image_id,
+                        const std::string& location) {
+  Statement(db_, "INSERT OR REPLACE INTO arm_image (arm_id, role, host, image_id, location) VALUES (?,?,?,?,?)")
+      .Bind(1, arm)
+      .Bind(2, role)
+      .Bind(3, host)
+      .Bind(4, image_id)
+      .Bind(5, location)
       .Run();
 }
 

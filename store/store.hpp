@@ -96,6 +96,10 @@ class Store {
   // revision from /v1/models, and the SHA-256 of the checkpoint's config.json.
   void SetArmModel(std::int64_t arm, const std::string& model_id, const std::string& model_revision, const std::string& config_sha256);
   std::vector<ArmRow> Arms(std::int64_t campaign) const;  // by position
+  // Where a role (coordinator | worker) of an arm runs on a host, and its identity read
+  // there: the executable's sha256 computed on the host, or the container image's ID.
+  void AddArmImage(std::int64_t arm, const std::string& role, const std::string& host, const std::string& image_id,
+                   const std::string& location);
   std::int64_t AddLayout(std::int64_t campaign, int position, const std::string& name, const std::string& spec_json);
   std::int64_t AddSession(std::int64_t campaign, int order_index, std::int64_t layout, std::int64_t arm);
 

@@ -1,6 +1,8 @@
 #include "harness/campaign/campaign.hpp"
 
 #include <algorithm>
+#include <cctype>
+#include <cstdlib>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -28,50 +30,86 @@ std::filesystem::path Resolve(const std::filesystem::path& base, const std::stri
   return p.is_absolute() ? p : (base / p).lexically_normal();
 }
 
+// A word: letters, digits, '-', '_', '.' (names appear in file names and commands).
+bool IsWord(const std::string& s) {
+  return !s.empty() && std::all_of(s.begin(), s.end(),
+                                   [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.'; });
+}
+
 ArmSpec ParseArm(const At& at, const std::filesystem::path& base) {
-  const Map m(at, {"label", "source", "options", "worker_options", "env", "revision"});
+  const Map m(at, {"label", "source", "options", "worker_options", "env", "revision", "coordinator_from", "worker_from"});
   ArmSpec arm;
   arm.label = m.Get("label").String();
   if (arm.label.empty() || arm.label.find_first_of(" \t,") != std::string::npos) throw m.Get("label").Error("must be a word");
-  const Map src(m.Get("source"),
-                {"kind", "coordinator", "worker", "repository", "ref", "cmake_flags", "command", "worker_command", "base_url"});
-  const std::string kind = OneOf(src.Get("kind"), {"binary", "git", "command", "external"});
-  auto refuse = [&](std::initializer_list<const char*> keys) {
-    for (const char* k : keys) {
-      if (src.Has(k)) throw src.Get(k).Error(fmt::format("is not used by a '{}' source", kind));
-    }
-  };
-  if (kind == "binary") {
-    arm.kind = ArmSourceKind::kBinary;
-    refuse({"repository", "ref", "cmake_flags", "command", "worker_command", "base_url"});
-    arm.coordinator = Resolve(base, src.Get("coordinator").String());
-    arm.worker = src.Has("worker") ? Resolve(base, src.Get("worker").String()) : arm.coordinator;
-    for (const auto& [key, path] : {std::pair{"coordinator", arm.coordinator}, std::pair{"worker", arm.worker}}) {
-      if (std::error_code ec; !std::filesystem::is_regular_file(path, ec)) {
-        throw(src.Has(key) ? src.Get(key) : src.Get("coordinator"))
-            .Error(fmt::format("{} does not exist (build it first?)", path.string()));
+  if (m.Has("coordinator_from") || m.Has("worker_from")) {
+    // A mixed pair: the sides are checked once every arm is known.
+    if (m.Has("source"))
+      throw m.Get("source").Error("a mixed arm (coordinator_from / worker_from) takes its images from those arms, not a source");
+    arm.kind = ArmSourceKind::kMixed;
+    arm.coordinator_from = m.Get("coordinator_from").String();
+    arm.worker_from = m.Get("worker_from").String();
+  }
+  if (arm.kind != ArmSourceKind::kMixed) {
+    const Map src(m.Get("source"), {"kind", "coordinator", "worker", "repository", "ref", "cmake_flags", "command", "worker_command",
+                                    "base_url", "engine", "coordinator_image", "worker_image", "run_args", "pull"});
+    const std::string kind = OneOf(src.Get("kind"), {"binary", "git", "command", "external", "container"});
+    auto refuse = [&](std::initializer_list<const char*> keys) {
+      for (const char* k : keys) {
+        if (src.Has(k)) throw src.Get(k).Error(fmt::format("is not used by a '{}' source", kind));
       }
+      if (kind != "container") {
+        for (const char* k : {"engine", "coordinator_image", "worker_image", "run_args", "pull"}) {
+          if (src.Has(k)) throw src.Get(k).Error(fmt::format("is not used by a '{}' source", kind));
+        }
+      }
+    };
+    if (kind == "binary") {
+      arm.kind = ArmSourceKind::kBinary;
+      refuse({"repository", "ref", "cmake_flags", "command", "worker_command", "base_url"});
+      arm.coordinator = Resolve(base, src.Get("coordinator").String());
+      arm.worker = src.Has("worker") ? Resolve(base, src.Get("worker").String()) : arm.coordinator;
+      for (const auto& [key, path] : {std::pair{"coordinator", arm.coordinator}, std::pair{"worker", arm.worker}}) {
+        if (std::error_code ec; !std::filesystem::is_regular_file(path, ec)) {
+          throw(src.Has(key) ? src.Get(key) : src.Get("coordinator"))
+              .Error(fmt::format("{} does not exist (build it first?)", path.string()));
+        }
+      }
+    } else if (kind == "git") {
+      arm.kind = ArmSourceKind::kGit;
+      refuse({"coordinator", "worker", "command", "worker_command", "base_url"});
+      arm.repository = src.Get("repository").String();
+      if (arm.repository.find("://") == std::string::npos) arm.repository = Resolve(base, arm.repository).string();
+      arm.ref = src.Get("ref").String();
+      arm.cmake_flags = src.StringList("cmake_flags");
+    } else if (kind == "command") {
+      arm.kind = ArmSourceKind::kCommand;
+      refuse({"coordinator", "worker", "repository", "ref", "cmake_flags", "base_url"});
+      arm.coordinator_command = src.Get("command").String();
+      if (arm.coordinator_command.find("{port}") == std::string::npos) {
+        throw src.Get("command").Error("must contain {port}: the harness picks the port");
+      }
+      arm.worker_command = src.String("worker_command", "");
+    } else if (kind == "container") {
+      arm.kind = ArmSourceKind::kContainer;
+      refuse({"coordinator", "worker", "repository", "ref", "cmake_flags", "command", "worker_command", "base_url"});
+      arm.engine = OneOf(src.Get("engine"), {"docker", "podman"});
+      arm.coordinator_image = src.Get("coordinator_image").String();
+      arm.worker_image = src.String("worker_image", arm.coordinator_image);
+      for (const char* key : {"coordinator_image", "worker_image"}) {
+        if (!src.Has(key)) continue;
+        const std::string image = src.Get(key).String();
+        if (image.empty() || image.front() == '-' || image.find_first_of(" \t\n'\"") != std::string::npos) {
+          throw src.Get(key).Error(fmt::format("'{}' is not an image name", image));
+        }
+      }
+      arm.run_args = src.StringList("run_args");
+      if (src.Has("pull")) arm.pull = OneOf(src.Get("pull"), {"never", "missing", "always"});
+    } else {
+      arm.kind = ArmSourceKind::kExternal;
+      refuse({"coordinator", "worker", "repository", "ref", "cmake_flags", "command", "worker_command"});
+      arm.base_url = src.Get("base_url").String();
+      if (arm.base_url.rfind("http://", 0) != 0) throw src.Get("base_url").Error("must start with http://");
     }
-  } else if (kind == "git") {
-    arm.kind = ArmSourceKind::kGit;
-    refuse({"coordinator", "worker", "command", "worker_command", "base_url"});
-    arm.repository = src.Get("repository").String();
-    if (arm.repository.find("://") == std::string::npos) arm.repository = Resolve(base, arm.repository).string();
-    arm.ref = src.Get("ref").String();
-    arm.cmake_flags = src.StringList("cmake_flags");
-  } else if (kind == "command") {
-    arm.kind = ArmSourceKind::kCommand;
-    refuse({"coordinator", "worker", "repository", "ref", "cmake_flags", "base_url"});
-    arm.coordinator_command = src.Get("command").String();
-    if (arm.coordinator_command.find("{port}") == std::string::npos) {
-      throw src.Get("command").Error("must contain {port}: the harness picks the port");
-    }
-    arm.worker_command = src.String("worker_command", "");
-  } else {
-    arm.kind = ArmSourceKind::kExternal;
-    refuse({"coordinator", "worker", "repository", "ref", "cmake_flags", "command", "worker_command"});
-    arm.base_url = src.Get("base_url").String();
-    if (arm.base_url.rfind("http://", 0) != 0) throw src.Get("base_url").Error("must start with http://");
   }
   arm.options = m.StringList("options");
   arm.worker_options = m.StringList("worker_options");
@@ -84,15 +122,67 @@ ArmSpec ParseArm(const At& at, const std::filesystem::path& base) {
   return arm;
 }
 
-LayoutSpec ParseLayout(const At& at) {
+HostSpec ParseHost(const At& at) {
+  const Map m(at, {"name", "ssh", "port", "identity_file", "ssh_options", "address"});
+  HostSpec h;
+  h.name = m.Get("name").String();
+  if (!IsWord(h.name)) throw m.Get("name").Error("must be a word (letters, digits, -, _, .)");
+  if (h.name == "local") throw m.Get("name").Error("'local' is the harness's own machine; name this host otherwise");
+  h.ssh = m.Get("ssh").String();
+  if (h.ssh.empty() || h.ssh.front() == '-' || h.ssh.find_first_of(" \t\n'\"") != std::string::npos) {
+    throw m.Get("ssh").Error(fmt::format("'{}' is not user@host, host, or local", h.ssh));
+  }
+  h.port = m.Number<int>("port", 0, 1, 65535);
+  if (m.Has("identity_file")) {
+    h.identity_file = m.Get("identity_file").String();
+    if (h.identity_file.rfind("~/", 0) == 0) {
+      const char* home = std::getenv("HOME");
+      h.identity_file = std::string(home != nullptr ? home : "") + h.identity_file.substr(1);
+    }
+  }
+  h.ssh_options = m.StringList("ssh_options");
+  const std::string ssh_host = h.ssh.substr(h.ssh.find('@') + 1);
+  h.address = m.String("address", h.local() ? "127.0.0.1" : ssh_host);
+  if (h.address.empty() || h.address.find_first_of(" \t\n/'\"") != std::string::npos) {
+    throw m.Get("address").Error(fmt::format("'{}' is not a host name or IP address", h.address));
+  }
+  return h;
+}
+
+LayoutSpec ParseLayout(const At& at, const std::vector<HostSpec>& hosts) {
   const Map m(at, {"name", "workers", "expert_parallel", "local_expert_layers", "coordinator_ranks", "wire_dtype", "partial_dtype",
-                   "coordinator_threads", "worker_threads", "emulated_rtt_us", "options", "coordinator_cpus", "worker_cpus"});
+                   "coordinator_threads", "worker_threads", "emulated_rtt_us", "options", "coordinator_cpus", "worker_cpus",
+                   "coordinator_host", "worker_hosts", "peer_host"});
   LayoutSpec l;
   l.name = m.Get("name").String();
   l.workers = m.Number<int>("workers", 0, 0, 64);
+  auto host = [&](const At& name) {
+    const std::string h = name.String();
+    if (std::none_of(hosts.begin(), hosts.end(), [&](const HostSpec& k) { return k.name == h; })) {
+      std::vector<std::string> names;
+      for (const HostSpec& k : hosts) names.push_back(k.name);
+      throw name.Error(fmt::format("'{}' is not a host of the campaign ({})", h, fmt::join(names, ", ")));
+    }
+    return h;
+  };
+  if (m.Has("coordinator_host")) l.coordinator_host = host(m.Get("coordinator_host"));
+  if (m.Has("worker_hosts")) {
+    const At list = m.Get("worker_hosts");
+    if (!list.node().IsSequence() || list.node().size() == 0) throw list.Error("must be a non-empty list of host names, one per worker");
+    for (std::size_t i = 0; i < list.node().size(); ++i) l.worker_hosts.push_back(host(list.Item(list.node()[i], i)));
+    if (m.Has("workers") && l.workers != static_cast<int>(l.worker_hosts.size())) {
+      throw m.Get("workers").Error(fmt::format("is {}, but worker_hosts names {} workers", l.workers, l.worker_hosts.size()));
+    }
+    if (l.worker_hosts.size() > 64) throw list.Error("names more than 64 workers");
+    l.workers = static_cast<int>(l.worker_hosts.size());
+  }
   if (m.Has("expert_parallel")) l.expert_parallel = OneOf(m.Get("expert_parallel"), {"tp", "ep"});
   l.local_expert_layers = m.Number<int>("local_expert_layers", 0, 0, 1 << 20);
   l.coordinator_ranks = m.Number<int>("coordinator_ranks", 1, 1, 2);
+  if (m.Has("peer_host")) {
+    if (l.coordinator_ranks != 2) throw m.Get("peer_host").Error("is only used with coordinator_ranks: 2");
+    l.peer_host = host(m.Get("peer_host"));
+  }
   if (m.Has("wire_dtype")) l.wire_dtype = OneOf(m.Get("wire_dtype"), {"bf16", "fp8"});
   if (m.Has("partial_dtype")) l.partial_dtype = OneOf(m.Get("partial_dtype"), {"f64", "f32", "bf16"});
   l.coordinator_threads = m.Number<int>("coordinator_threads", 0, 0, 1024);
@@ -228,6 +318,31 @@ SessionSpec ParseSessions(const At& at, const std::vector<ArmSpec>& arms) {
 
 }  // namespace
 
+const HostSpec& Campaign::Host(std::string_view host_name) const {
+  for (const HostSpec& h : hosts) {
+    if (h.name == host_name) return h;
+  }
+  throw InputError(fmt::format("{}: no host named '{}'", file.string(), host_name));
+}
+
+bool Campaign::uses_remote_hosts() const {
+  for (const LayoutSpec& l : layouts) {
+    if (!Host(l.coordinator_host).local()) return true;
+    for (int i = 0; i < l.workers; ++i) {
+      if (!Host(WorkerHost(l, i)).local()) return true;
+    }
+    if (l.coordinator_ranks == 2 && !Host(PeerHost(l)).local()) return true;
+  }
+  return false;
+}
+
+const std::string& WorkerHost(const LayoutSpec& layout, int index) {
+  static const std::string local = "local";
+  return layout.worker_hosts.empty() ? local : layout.worker_hosts.at(static_cast<std::size_t>(index));
+}
+
+const std::string& PeerHost(const LayoutSpec& layout) { return layout.peer_host.empty() ? layout.coordinator_host : layout.peer_host; }
+
 const ArmSpec& Campaign::Arm(std::string_view label) const {
   for (const ArmSpec& a : arms) {
     if (a.label == label) return a;
@@ -259,6 +374,10 @@ std::string_view ToString(ArmSourceKind kind) {
       return "command";
     case ArmSourceKind::kExternal:
       return "external";
+    case ArmSourceKind::kContainer:
+      return "container";
+    case ArmSourceKind::kMixed:
+      return "mixed";
   }
   return "?";
 }
@@ -267,8 +386,8 @@ Campaign ParseCampaign(std::string_view text, const std::filesystem::path& file)
   const std::string name = file.string();
   const YAML::Node root = yaml::Load(std::string(text), name);
   const At top(root, name, "");
-  const Map m(top,
-              {"name", "model", "arms", "layouts", "sessions", "warmup", "workloads", "quality", "store", "timeouts", "gate", "corpus"});
+  const Map m(top, {"name", "model", "arms", "layouts", "sessions", "warmup", "workloads", "quality", "store", "timeouts", "gate", "corpus",
+                    "hosts"});
   const std::filesystem::path base = std::filesystem::absolute(file).parent_path();
   Campaign c;
   c.file = file;
@@ -297,22 +416,59 @@ Campaign ParseCampaign(std::string_view text, const std::filesystem::path& file)
     }
     c.arms.push_back(std::move(arm));
   }
+  // A mixed arm's sides must be arms whose images Tandem launches.
+  for (std::size_t i = 0; i < c.arms.size(); ++i) {
+    const ArmSpec& arm = c.arms[i];
+    if (arm.kind != ArmSourceKind::kMixed) continue;
+    const At item = arms.Item(arms.node()[i], i);
+    for (const auto& [key, label] : {std::pair{"coordinator_from", arm.coordinator_from}, std::pair{"worker_from", arm.worker_from}}) {
+      const auto side = std::find_if(c.arms.begin(), c.arms.end(), [&](const ArmSpec& a) { return a.label == label; });
+      const At at = item.Child(item.node()[key], key);
+      if (side == c.arms.end()) throw at.Error(fmt::format("'{}' is not an arm label", label));
+      if (side->kind != ArmSourceKind::kBinary && side->kind != ArmSourceKind::kGit && side->kind != ArmSourceKind::kContainer) {
+        throw at.Error(fmt::format("arm '{}' is a {} arm: a mixed pair takes binary, git or container arms", label, ToString(side->kind)));
+      }
+    }
+  }
+  c.hosts.push_back(HostSpec{.name = "local", .ssh = "local", .address = "127.0.0.1"});
+  if (m.Has("hosts")) {
+    const At hosts = m.Get("hosts");
+    if (!hosts.node().IsSequence()) throw hosts.Error("must be a list of hosts");
+    for (std::size_t i = 0; i < hosts.node().size(); ++i) {
+      const At item = hosts.Item(hosts.node()[i], i);
+      HostSpec h = ParseHost(item);
+      for (const HostSpec& other : c.hosts) {
+        if (other.name == h.name) throw item.Error(fmt::format("host name '{}' is used twice", h.name));
+      }
+      c.hosts.push_back(std::move(h));
+    }
+  }
   const At layouts = m.Get("layouts");
   if (!layouts.node().IsSequence() || layouts.node().size() == 0) throw layouts.Error("must list at least one layout");
   for (std::size_t i = 0; i < layouts.node().size(); ++i) {
     const At item = layouts.Item(layouts.node()[i], i);
-    c.layouts.push_back(ParseLayout(item));
+    c.layouts.push_back(ParseLayout(item, c.hosts));
     for (std::size_t k = 0; k + 1 < c.layouts.size(); ++k) {
       if (c.layouts[k].name == c.layouts.back().name)
         throw item.Error(fmt::format("layout name '{}' is used twice", c.layouts.back().name));
     }
     // Only Tandem's own workers know the flag: a command or external arm would run
     // without the emulated link and be compared as if it had one.
+    const LayoutSpec& l = c.layouts.back();
     for (const ArmSpec& arm : c.arms) {
-      if (c.layouts.back().emulated_rtt_us > 0 && arm.kind != ArmSourceKind::kBinary && arm.kind != ArmSourceKind::kGit) {
+      if (l.emulated_rtt_us > 0 && (arm.kind == ArmSourceKind::kCommand || arm.kind == ArmSourceKind::kExternal)) {
         throw item.Child(item.node()["emulated_rtt_us"], "emulated_rtt_us")
-            .Error(fmt::format("arm '{}' is a {} arm: only binary and git arms start Tandem's workers, which emulate the link", arm.label,
-                               ToString(arm.kind)));
+            .Error(
+                fmt::format("arm '{}' is a {} arm: only arms that start Tandem's workers emulate the link", arm.label, ToString(arm.kind)));
+      }
+      // A command template runs through the local shell: it has no way onto another host.
+      bool remote = !c.Host(l.coordinator_host).local() || (l.coordinator_ranks == 2 && !c.Host(PeerHost(l)).local());
+      for (int w = 0; w < l.workers; ++w) remote = remote || !c.Host(WorkerHost(l, w)).local();
+      if (remote && arm.kind == ArmSourceKind::kCommand) {
+        throw item.Error(
+            fmt::format("arm '{}' is a command arm, which runs on the harness's machine only; this layout places "
+                        "processes on other hosts",
+                        arm.label));
       }
     }
   }

@@ -12,7 +12,21 @@
 // file is valid.
 namespace tandem::harness {
 
-enum class ArmSourceKind { kBinary, kGit, kCommand, kExternal };
+enum class ArmSourceKind { kBinary, kGit, kCommand, kExternal, kContainer, kMixed };
+
+// A machine of the campaign (`hosts:`), reached with OpenSSH; "local" is the harness's
+// own machine (no ssh), always present under that name.
+struct HostSpec {
+  std::string name;
+  std::string ssh = "local";  // [user@]host, or "local"
+  int port = 0;               // 0: ssh's default (or its config's)
+  std::string identity_file;  // ~ expanded; empty: ssh's default
+  std::vector<std::string> ssh_options;
+  // Where other hosts (and the harness) reach processes on it; default: the host part of
+  // `ssh` (127.0.0.1 for local).
+  std::string address;
+  bool local() const { return ssh == "local"; }
+};
 
 struct ArmSpec {
   std::string label;
@@ -22,9 +36,20 @@ struct ArmSpec {
   std::string repository;             // git: repository path or URL
   std::string ref;                    // git: commit, branch or tag
   std::vector<std::string> cmake_flags;
-  std::string coordinator_command;          // command: template with {port} {model} {experts}
-  std::string worker_command;               // command: template with {port} {model} (optional)
-  std::string base_url;                     // external
+  std::string coordinator_command;  // command: template with {port} {model} {experts}
+  std::string worker_command;       // command: template with {port} {model} (optional)
+  std::string base_url;             // external
+  // container: an image pair run with `engine run` on every host (the image's entrypoint
+  // is the runtime executable).
+  std::string engine;                 // docker | podman
+  std::string coordinator_image;      // as named, e.g. ds/coord:v13
+  std::string worker_image;           // default: coordinator_image
+  std::vector<std::string> run_args;  // extra `engine run` arguments, e.g. [--gpus, all]
+  std::string pull = "never";         // never | missing | always
+  // mixed: the coordinator of one arm with the workers of another (labels of binary, git
+  // or container arms).
+  std::string coordinator_from;
+  std::string worker_from;
   std::vector<std::string> options;         // extra coordinator arguments
   std::vector<std::string> worker_options;  // extra worker arguments
   std::map<std::string, std::string> env;
@@ -34,6 +59,9 @@ struct ArmSpec {
 struct LayoutSpec {
   std::string name;
   int workers = 0;
+  std::string coordinator_host = "local";
+  std::vector<std::string> worker_hosts;  // one per worker (a host may repeat); all local when empty
+  std::string peer_host;                  // coordinator_ranks: 2; default: the coordinator's host
   std::string expert_parallel = "tp";
   int local_expert_layers = 0;
   int coordinator_ranks = 1;
@@ -118,8 +146,17 @@ struct Campaign {
   TimeoutSpec timeouts;
   std::string gate_json;  // the `gate` section as JSON, for `tandem gate`
 
+  std::vector<HostSpec> hosts;  // "local" first, then the `hosts:` entries
+
   const ArmSpec& Arm(std::string_view label) const;
+  const HostSpec& Host(std::string_view name) const;
+  // Whether any layout places a process on a host other than the harness's machine.
+  bool uses_remote_hosts() const;
 };
+
+// The host of a layout's worker `index` (0-based), and of its peer rank.
+const std::string& WorkerHost(const LayoutSpec& layout, int index);
+const std::string& PeerHost(const LayoutSpec& layout);
 
 // Reads and validates a campaign. Relative paths are resolved against the file's
 // directory. Throws InputError "FILE:LINE:COLUMN: ..." on the first problem.

@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <future>
 #include <iostream>
 
 #include <fcntl.h>
@@ -21,6 +22,7 @@
 #include "harness/campaign/spec_json.hpp"
 #include "harness/launch/arm.hpp"
 #include "harness/launch/arm_instance.hpp"
+#include "harness/launch/cluster.hpp"
 #include "harness/launch/host_facts.hpp"
 #include "harness/launch/managed_process.hpp"
 #include "harness/traffic/sse_client.hpp"
@@ -52,6 +54,7 @@ struct Prepared {
   std::optional<NonceBook> nonces;
   std::vector<PlannedSession> plan;
   int requests_per_session = 0;
+  std::unique_ptr<Cluster> cluster;  // null in a dry run that does not check hosts
 };
 
 std::filesystem::path BuildCache() { return rt::TandemCacheDir() / "builds"; }
@@ -62,28 +65,36 @@ std::filesystem::path PrepareModel(const Campaign& c, const std::vector<Resolved
   if (!c.model.path.empty()) return c.model.path;
   const auto dir = rt::TandemCacheDir() / "models" / fmt::format("{}-seed{}", c.model.preset, c.model.seed);
   if (std::filesystem::exists(dir / "model.safetensors") || dry_run) return dir;
-  const ResolvedArm* writer = nullptr;
+  // A binary or git arm's tandem-rt, else a container arm's image run by the local engine.
+  const RoleImage* writer = nullptr;
   for (const ResolvedArm& a : arms) {
-    if (!a.coordinator.empty() && a.built) {
-      writer = &a;
-      break;
+    if (!a.built) continue;
+    for (const RoleImage* role : {&a.coordinator, &a.worker}) {
+      if (!role->executable.empty() && (writer == nullptr || writer->container())) writer = role;
+      if (role->container() && writer == nullptr) writer = role;
     }
   }
-  if (writer == nullptr) throw InputError("model.preset needs a binary or git arm whose tandem-rt can write it (init-model)");
+  if (writer == nullptr) throw InputError("model.preset needs a binary, git or container arm whose tandem-rt can write it (init-model)");
   const auto log = rt::TandemCacheDir() / "models" / "init-model.log";
   const auto partial = dir.string() + ".partial";
   std::error_code ec;
   std::filesystem::remove_all(partial, ec);
-  if (RunToCompletion({writer->coordinator.string(), "init-model", "--preset", c.model.preset, "--seed", std::to_string(c.model.seed),
-                       "--out", partial},
-                      log, std::chrono::seconds(600)) != 0) {
+  std::filesystem::create_directories(dir.parent_path(), ec);
+  std::vector<std::string> argv = {"init-model", "--preset", c.model.preset, "--seed", std::to_string(c.model.seed), "--out", partial};
+  if (writer->container()) {
+    const std::string parent = dir.parent_path().string();
+    argv.insert(argv.begin(), {writer->engine, "run", "--rm", "-v", parent + ":" + parent, writer->image});
+  } else {
+    argv.insert(argv.begin(), writer->executable.string());
+  }
+  if (RunToCompletion(argv, log, std::chrono::seconds(600)) != 0) {
     throw InputError(fmt::format("init-model for preset {} failed; see {}", c.model.preset, log.string()));
   }
   std::filesystem::rename(partial, dir);
   return dir;
 }
 
-Prepared Prepare(const Campaign& c, bool dry_run, std::ostream& log) {
+Prepared Prepare(const Campaign& c, bool dry_run, bool check_hosts, std::ostream& log) {
   Prepared p;
   p.campaign = &c;
   p.corpus = LoadCorpus(c.corpus);
@@ -100,6 +111,14 @@ Prepared Prepare(const Campaign& c, bool dry_run, std::ostream& log) {
       resolved = ResolveArm(arm, {.build = true, .build_cache = BuildCache()});
     }
     p.arms.push_back(std::move(resolved));
+  }
+  // A mixed arm takes its images from its two sides, resolved above.
+  for (ResolvedArm& a : p.arms) {
+    if (a.spec.kind != ArmSourceKind::kMixed) continue;
+    const auto side = [&](const std::string& label) -> const ResolvedArm& {
+      return *std::find_if(p.arms.begin(), p.arms.end(), [&](const ResolvedArm& r) { return r.spec.label == label; });
+    };
+    a = ComposeMixedArm(a.spec, side(a.spec.coordinator_from), side(a.spec.worker_from));
   }
   p.model = PrepareModel(c, p.arms, dry_run);
   const bool have_model = std::filesystem::exists(p.model / "config.json");
@@ -138,6 +157,8 @@ Prepared Prepare(const Campaign& c, bool dry_run, std::ostream& log) {
   for (const auto* list : {&c.warmup, &c.workloads}) {
     for (const WorkloadSpec& w : *list) p.requests_per_session += CountRequests(w, p.corpus);
   }
+  // Every host reachable, with the model and every image in place, before anything starts.
+  if (!dry_run || check_hosts) p.cluster = Cluster::Prepare(c, p.arms, p.model, p.model_revision, dry_run, log);
   return p;
 }
 
@@ -148,11 +169,17 @@ void PrintPlan(const Prepared& p, std::ostream& out) {
   out << "arms\n";
   for (const ResolvedArm& a : p.arms) {
     out << fmt::format("  {:<8} {:<8} revision {}\n", a.spec.label, ToString(a.spec.kind), a.revision);
-    if (!a.coordinator.empty()) {
-      out << fmt::format("           coordinator {} image {}\n", a.coordinator.string(),
-                         a.built ? a.coordinator_image.substr(0, 16) : std::string("(built on the first run)"));
-      out << fmt::format("           worker      {} image {}\n", a.worker.string(),
-                         a.built ? a.worker_image.substr(0, 16) : std::string("(built on the first run)"));
+    if (a.spec.kind == ArmSourceKind::kMixed) {
+      out << fmt::format("           the coordinator of {}, the workers of {}\n", a.spec.coordinator_from, a.spec.worker_from);
+    }
+    for (const auto& [role, image] : {std::pair{"coordinator", &a.coordinator}, std::pair{"worker     ", &a.worker}}) {
+      if (image->container()) {
+        out << fmt::format("           {} {} {} image {}\n", role, image->engine, image->image,
+                           image->id.empty() ? std::string("(read on each host)") : image->id.substr(0, 19));
+      } else if (!image->executable.empty()) {
+        out << fmt::format("           {} {} image {}\n", role, image->executable.string(),
+                           a.built ? image->id.substr(0, 16) : std::string("(built on the first run)"));
+      }
     }
     if (!a.spec.base_url.empty()) out << fmt::format("           external server {} (not relaunched)\n", a.spec.base_url);
     if (!a.spec.coordinator_command.empty()) out << fmt::format("           command {}\n", a.spec.coordinator_command);
@@ -165,6 +192,21 @@ void PrintPlan(const Prepared& p, std::ostream& out) {
     out << fmt::format("  {:<{}}  {} workers {}, local expert layers {}, coordinator ranks {}, wire {}, partials {}{}\n", l.name, width,
                        l.workers, l.expert_parallel, l.local_expert_layers, l.coordinator_ranks, l.wire_dtype, l.partial_dtype,
                        l.emulated_rtt_us > 0 ? fmt::format(", emulated link {} us", l.emulated_rtt_us) : "");
+    if (c.hosts.size() > 1) {
+      std::vector<std::string> workers;
+      for (int w = 0; w < l.workers; ++w) workers.push_back(WorkerHost(l, w));
+      out << fmt::format("  {:<{}}  coordinator on {}{}{}\n", "", width, l.coordinator_host,
+                         workers.empty() ? "" : fmt::format(", workers on {}", fmt::join(workers, " ")),
+                         l.coordinator_ranks == 2 ? fmt::format(", peer on {}", PeerHost(l)) : "");
+    }
+  }
+  if (c.hosts.size() > 1) {
+    out << "hosts\n";
+    for (const HostSpec& h : c.hosts) {
+      if (h.local()) continue;
+      out << fmt::format("  {:<12} ssh {}{}, reached at {}\n", h.name, h.ssh, h.port > 0 ? fmt::format(" port {}", h.port) : "", h.address);
+    }
+    if (p.cluster) out << "  every host answered, with the model and each image in place (--check-hosts)\n";
   }
   out << fmt::format("sessions ({} per layout)\n", c.sessions.per_layout);
   std::string current;
@@ -213,8 +255,8 @@ class Progress {
 };
 
 // Runs one session; returns "" when it completed, else the reason it failed.
-std::string RunSession(store::Store& store, const Prepared& p, const store::SessionRow& row, Progress& progress, int session_count,
-                       int nonce_round) {
+std::string RunSession(store::Store& store, std::int64_t campaign, const Prepared& p, const store::SessionRow& row, Progress& progress,
+                       int session_count, int nonce_round) {
   const Campaign& c = *p.campaign;
   const ResolvedArm& arm = *std::find_if(p.arms.begin(), p.arms.end(), [&](const ResolvedArm& a) { return a.spec.label == row.arm; });
   const LayoutSpec& layout = *std::find_if(c.layouts.begin(), c.layouts.end(), [&](const LayoutSpec& l) { return l.name == row.layout; });
@@ -225,14 +267,40 @@ std::string RunSession(store::Store& store, const Prepared& p, const store::Sess
     progress.Line(fmt::format("warning: {:.0f}% of the CPUs were busy before session {}: other work on this machine may skew its timings",
                               100 * busy, row.order_index + 1));
   }
+  // Every other host the session runs on, read there.
+  std::string reason;
+  if (c.hosts.size() > 1) {
+    host["hosts"] = json::object();
+    // Read on every host at once: each takes a one-second busy sample.
+    std::vector<std::pair<const Host*, std::future<json>>> reads;
+    for (const Host* h : p.cluster->hosts()) {
+      if (!h->local()) reads.emplace_back(h, std::async(std::launch::async, [h] { return HostFacts(*h); }));
+    }
+    for (auto& [h, read] : reads) {
+      try {
+        json facts = read.get();
+        if (facts.value("busy_fraction", 0.0) > kOtherLoadBusyFraction) {
+          facts["load_warning"] = true;
+          progress.Line(fmt::format("warning: {:.0f}% of the CPUs of host {} were busy before session {}",
+                                    100 * facts.value("busy_fraction", 0.0), h->name(), row.order_index + 1));
+        }
+        host["hosts"][h->name()] = facts;
+      } catch (const std::exception& e) {
+        if (reason.empty()) reason = e.what();
+      }
+    }
+  }
   store.StartSession(row.id, host.dump());
   const std::filesystem::path logs =
       c.store.parent_path() / (c.store.stem().string() + "-logs") / fmt::format("session-{}", row.order_index);
   std::unique_ptr<ArmInstance> instance;
   json served = json::object();
-  std::string reason;
+  // Names this session's containers apart from any other campaign's on a shared host.
+  const std::string tag =
+      fmt::format("{}-c{}-s{}", Sha256Hex(std::filesystem::absolute(c.store).string()).substr(0, 8), campaign, row.order_index);
   try {
-    instance = ArmInstance::Launch(arm, layout, p.model, logs, c.timeouts.launch_s);
+    if (!reason.empty()) throw std::runtime_error(reason);
+    instance = ArmInstance::Launch(arm, layout, *p.cluster, tag, logs, c.timeouts.launch_s);
     store.SetSessionProcesses(row.id, instance->Processes().dump());
     served = instance->served();
     store.SetArmModel(row.arm_id, served.value("id", ""), served.value("model_revision", ""), "");
@@ -280,7 +348,10 @@ std::string RunSession(store::Store& store, const Prepared& p, const store::Sess
     reason = e.what();
   }
   const json processes = instance ? instance->Processes() : json::array();
-  if (instance) instance->Teardown(c.timeouts.teardown_grace_s);
+  if (instance) {
+    const std::string left = instance->Teardown(c.timeouts.teardown_grace_s);
+    if (!left.empty() && reason.empty()) reason = "left running after teardown: " + left;
+  }
   store.FinishSession(row.id, reason.empty() ? "complete" : "failed", reason, served.dump(), processes.dump());
   return reason;
 }
@@ -335,16 +406,24 @@ int NonceRound(const Prepared& p, const std::vector<store::SessionRow>& sessions
   return earlier;
 }
 
-// A session left "running" belongs to a harness that died: its processes got SIGKILL
-// from the kernel (PR_SET_PDEATHSIG), but anything they started may remain.
-void KillLeftovers(store::Store& store, const store::SessionRow& s, Progress& progress) {
+// A session left "running" belongs to a harness that died: its local processes got
+// SIGKILL from the kernel (PR_SET_PDEATHSIG), but anything they started may remain, and on
+// other hosts (processes, containers) everything may.
+void KillLeftovers(store::Store& store, const Cluster& cluster, const store::SessionRow& s, Progress& progress) {
   int killed = 0;
-  try {
-    for (const json& p : json::parse(store.SessionProcesses(s.id))) {
-      if (p.contains("pid") && p.contains("start_ticks"))
-        killed += KillLeftoverGroup(p["pid"].get<int>(), p["start_ticks"].get<std::uint64_t>());
+  json processes = json::parse(store.SessionProcesses(s.id), nullptr, false);
+  if (!processes.is_array()) processes = json::array();
+  for (const json& p : processes) {
+    if (!p.is_object()) continue;
+    const std::string name = p.value("host", "local");
+    try {
+      killed += KillLeftovers(p, cluster.host(name));
+    } catch (const std::out_of_range&) {
+      progress.Line(fmt::format("session {}: process {} ran on host {}, which this campaign no longer uses: check it by hand",
+                                s.order_index + 1, p.value("role", "?"), name));
+    } catch (const std::exception& e) {
+      progress.Line(fmt::format("session {}: could not clean up on host {}: {}", s.order_index + 1, name, e.what()));
     }
-  } catch (const json::exception&) {
   }
   if (killed > 0)
     progress.Line(fmt::format("session {}: killed {} process(es) left running by the interrupted run", s.order_index + 1, killed));
@@ -359,7 +438,7 @@ int Execute(store::Store& store, std::int64_t campaign, const Prepared& p, const
   bool any_failed = false;
   for (store::SessionRow& s : sessions) {
     if (s.status == "complete") continue;
-    if (s.status == "running") KillLeftovers(store, s, progress);                 // the harness died during it
+    if (s.status == "running") KillLeftovers(store, *p.cluster, s, progress);     // the harness died during it
     if (s.status == "running" || s.status == "failed") store.ResetSession(s.id);  // killed or retried: from scratch
     std::string reason;
     for (int attempt = 0; attempt <= c.sessions.retry; ++attempt) {
@@ -367,7 +446,7 @@ int Execute(store::Store& store, std::int64_t campaign, const Prepared& p, const
         progress.Line(fmt::format("session {} ({}, {}) failed: {}; retrying", s.order_index + 1, s.layout, s.arm, reason));
         store.ResetSession(s.id);
       }
-      reason = RunSession(store, p, s, progress, static_cast<int>(sessions.size()), NonceRound(p, sessions, s));
+      reason = RunSession(store, campaign, p, s, progress, static_cast<int>(sessions.size()), NonceRound(p, sessions, s));
       if (reason.empty()) break;
     }
     if (reason.empty()) {
@@ -414,7 +493,7 @@ class StoreLock {
 int RunCampaign(const Campaign& campaign, const RunOptions& options) {
   Campaign c = campaign;
   if (options.db) c.store = *options.db;
-  const Prepared p = Prepare(c, options.dry_run, std::cerr);
+  const Prepared p = Prepare(c, options.dry_run, options.check_hosts, std::cerr);
   if (options.dry_run) {
     PrintPlan(p, std::cout);
     return 0;
@@ -432,7 +511,7 @@ int RunCampaign(const Campaign& campaign, const RunOptions& options) {
     for (std::size_t i = 0; i < p.arms.size(); ++i) {
       const ResolvedArm& a = p.arms[i];
       arms[a.spec.label] = store.AddArm(id, static_cast<int>(i), a.spec.label, std::string(ToString(a.spec.kind)), a.revision,
-                                        a.coordinator_image, a.worker_image, a.LaunchJson());
+                                        a.coordinator.id, a.worker.id, a.LaunchJson());
       // An external server's checkpoint is not ours to read; the others serve the campaign's.
       if (a.spec.kind != ArmSourceKind::kExternal) store.SetArmModel(arms[a.spec.label], "", "", config_sha256);
     }
@@ -440,6 +519,11 @@ int RunCampaign(const Campaign& campaign, const RunOptions& options) {
       layouts[c.layouts[i].name] = store.AddLayout(id, static_cast<int>(i), c.layouts[i].name, LayoutSpecJson(c.layouts[i]).dump());
     }
     for (const PlannedSession& s : p.plan) store.AddSession(id, s.order_index, layouts[s.layout], arms[s.arm]);
+    // Where each role of each arm runs, and its identity read on that host.
+    for (const PlacedImage& image : p.cluster->images()) {
+      store.AddArmImage(arms[image.arm], std::string(ToString(image.role)), image.host, image.id,
+                        image.executable.empty() ? image.image : image.executable);
+    }
   });
   return Execute(store, id, p, options);
 }
@@ -454,13 +538,15 @@ int ResumeCampaign(const std::filesystem::path& db, const RunOptions& options) {
   // where its file was.
   Campaign c = ParseCampaign(store.CampaignYaml(*id), store.CampaignField(*id, "file"));
   c.store = db;
-  const Prepared p = Prepare(c, false, std::cerr);
+  const Prepared p = Prepare(c, false, false, std::cerr);
   // Images must be the ones the campaign started with.
   for (const store::ArmRow& stored : store.Arms(*id)) {
     for (const ResolvedArm& a : p.arms) {
-      if (a.spec.label == stored.label && (a.coordinator_image != stored.coordinator_image || a.worker_image != stored.worker_image)) {
+      if (a.spec.label == stored.label && (a.coordinator.id != stored.coordinator_image || a.worker.id != stored.worker_image)) {
         throw InputError(
-            fmt::format("arm {}: its executables changed since the campaign started; resume would mix versions", a.spec.label));
+            fmt::format("arm {}: its images changed since the campaign started ({} / {} then, {} / {} now); resume "
+                        "would mix versions",
+                        a.spec.label, stored.coordinator_image, stored.worker_image, a.coordinator.id, a.worker.id));
       }
     }
   }

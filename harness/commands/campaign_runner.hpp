@@ -10,6 +10,7 @@ namespace tandem::harness {
 
 struct RunOptions {
   bool dry_run = false;                     // print the resolved plan, run nothing
+  bool check_hosts = false;                 // with dry_run: also connect to every host and check its model and images
   bool quiet = false;                       // no progress line (CI)
   std::optional<std::filesystem::path> db;  // overrides the campaign's `store`
 };

@@ -21,6 +21,7 @@ struct RunFlags {
   std::string resume;
   std::string db;
   bool dry_run = false;
+  bool check_hosts = false;
   bool quiet = false;
 };
 
@@ -84,9 +85,13 @@ void AddRunCommands(CLI::App& app) {
   file->excludes(resume);
   run->add_option("--db", flags->db, "Store to write (default: the campaign's `store`)");
   run->add_flag("--dry-run", flags->dry_run, "Print the resolved plan (arms, revisions, images, sessions, workloads) and stop");
+  run->add_flag("--check-hosts", flags->check_hosts,
+                "With --dry-run: connect to every host and check that the model and each arm's images are there (or can be put there)");
   run->add_flag("--quiet", flags->quiet, "No progress line (for CI logs)");
   run->callback([flags] {
-    RunOptions options{.dry_run = flags->dry_run, .quiet = flags->quiet};
+    if (flags->check_hosts && !flags->dry_run)
+      throw InputError("tandem run: --check-hosts goes with --dry-run (a run always checks the hosts)");
+    RunOptions options{.dry_run = flags->dry_run, .check_hosts = flags->check_hosts, .quiet = flags->quiet};
     if (!flags->db.empty()) options.db = flags->db;
     int code = 0;
     if (!flags->resume.empty()) {

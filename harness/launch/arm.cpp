@@ -53,40 +53,68 @@ std::string BinaryRevision(const std::filesystem::path& exe, const std::filesyst
 }  // namespace
 
 std::string ResolvedArm::LaunchJson() const {
-  return nlohmann::json{{"kind", std::string(ToString(spec.kind))},
-                        {"coordinator", coordinator.string()},
-                        {"worker", worker.string()},
-                        {"repository", spec.repository},
-                        {"ref", spec.ref},
-                        {"cmake_flags", spec.cmake_flags},
-                        {"command", spec.coordinator_command},
-                        {"worker_command", spec.worker_command},
-                        {"base_url", spec.base_url},
-                        {"options", spec.options},
-                        {"worker_options", spec.worker_options},
-                        {"env", spec.env}}
-      .dump();
+  nlohmann::json j = {{"kind", std::string(ToString(spec.kind))},
+                      {"coordinator", coordinator.executable.string()},
+                      {"worker", worker.executable.string()},
+                      {"repository", spec.repository},
+                      {"ref", spec.ref},
+                      {"cmake_flags", spec.cmake_flags},
+                      {"command", spec.coordinator_command},
+                      {"worker_command", spec.worker_command},
+                      {"base_url", spec.base_url},
+                      {"options", coordinator.options},
+                      {"worker_options", worker.options},
+                      {"env", coordinator.env}};
+  if (coordinator.container() || worker.container()) {
+    j["engine"] = coordinator.container() ? coordinator.engine : worker.engine;
+    j["coordinator_image"] = coordinator.image;
+    j["worker_image"] = worker.image;
+    j["run_args"] = coordinator.container() ? coordinator.run_args : worker.run_args;
+    j["pull"] = coordinator.container() ? coordinator.pull : worker.pull;
+  }
+  if (spec.kind == ArmSourceKind::kMixed) {
+    j["coordinator_from"] = spec.coordinator_from;
+    j["worker_from"] = spec.worker_from;
+    if (worker.env != coordinator.env) j["worker_env"] = worker.env;
+  }
+  return j.dump();
 }
 
 ResolvedArm ResolveArm(const ArmSpec& arm, const ResolveOptions& options) {
   ResolvedArm r;
   r.spec = arm;
+  r.coordinator.options = arm.options;
+  r.worker.options = arm.worker_options;
+  r.coordinator.env = r.worker.env = arm.env;
   std::error_code ec;
   std::filesystem::create_directories(options.build_cache, ec);
   const std::filesystem::path scratch = options.build_cache;
   switch (arm.kind) {
     case ArmSourceKind::kBinary:
-      r.coordinator = arm.coordinator;
-      r.worker = arm.worker;
-      r.coordinator_image = FileSha256(r.coordinator);
-      r.worker_image = FileSha256(r.worker);
-      r.revision = !arm.declared_revision.empty() ? arm.declared_revision : BinaryRevision(r.coordinator, scratch);
+      r.coordinator.executable = arm.coordinator;
+      r.worker.executable = arm.worker;
+      r.coordinator.id = FileSha256(r.coordinator.executable);
+      r.worker.id = FileSha256(r.worker.executable);
+      r.revision = !arm.declared_revision.empty() ? arm.declared_revision : BinaryRevision(r.coordinator.executable, scratch);
       if (r.revision.empty()) r.revision = "unknown";
+      return r;
+    case ArmSourceKind::kContainer:
+      for (RoleImage* role : {&r.coordinator, &r.worker}) {
+        role->engine = arm.engine;
+        role->run_args = arm.run_args;
+        role->pull = arm.pull;
+      }
+      r.coordinator.image = arm.coordinator_image;
+      r.worker.image = arm.worker_image;
+      // The image ids are read on every host that runs them (launch/host_images).
+      r.revision = arm.declared_revision.empty() ? "unknown" : arm.declared_revision;
       return r;
     case ArmSourceKind::kCommand:
     case ArmSourceKind::kExternal:
       r.revision = arm.declared_revision.empty() ? "unknown" : arm.declared_revision;
       return r;
+    case ArmSourceKind::kMixed:
+      throw InputError(fmt::format("arm '{}' is mixed: compose it from its sides", arm.label));
     case ArmSourceKind::kGit:
       break;
   }
@@ -103,8 +131,8 @@ ResolvedArm ResolveArm(const ArmSpec& arm, const ResolveOptions& options) {
   const std::string tag = fmt::format("{}-{}", commit.substr(0, 12), Sha256Hex(flags_key).substr(0, 16));
   const std::filesystem::path source = options.build_cache / ("src-" + commit.substr(0, 12));
   const std::filesystem::path build = options.build_cache / ("build-" + tag);
-  r.coordinator = r.worker = build / "bin" / "tandem-rt";
-  if (!std::filesystem::exists(r.coordinator)) {
+  r.coordinator.executable = r.worker.executable = build / "bin" / "tandem-rt";
+  if (!std::filesystem::exists(r.coordinator.executable)) {
     if (!options.build) {
       r.built = false;
       return r;
@@ -140,11 +168,27 @@ ResolvedArm ResolveArm(const ArmSpec& arm, const ResolveOptions& options) {
     configure.insert(configure.end(), arm.cmake_flags.begin(), arm.cmake_flags.end());
     step(configure, "cmake configure");
     step({"cmake", "--build", build.string(), "--target", "tandem-rt"}, "the build");
-    if (!std::filesystem::exists(r.coordinator)) {
-      throw InputError(fmt::format("arm '{}': the build of {} produced no {}", arm.label, commit.substr(0, 12), r.coordinator.string()));
+    if (!std::filesystem::exists(r.coordinator.executable)) {
+      throw InputError(
+          fmt::format("arm '{}': the build of {} produced no {}", arm.label, commit.substr(0, 12), r.coordinator.executable.string()));
     }
   }
-  r.coordinator_image = r.worker_image = FileSha256(r.coordinator);
+  r.coordinator.id = r.worker.id = FileSha256(r.coordinator.executable);
+  return r;
+}
+
+ResolvedArm ComposeMixedArm(const ArmSpec& mixed, const ResolvedArm& coordinator_side, const ResolvedArm& worker_side) {
+  ResolvedArm r;
+  r.spec = mixed;
+  r.coordinator = coordinator_side.coordinator;
+  r.worker = worker_side.worker;
+  if (!mixed.options.empty()) r.coordinator.options = mixed.options;
+  if (!mixed.worker_options.empty()) r.worker.options = mixed.worker_options;
+  if (!mixed.env.empty()) r.coordinator.env = r.worker.env = mixed.env;
+  r.built = coordinator_side.built && worker_side.built;
+  r.revision = !mixed.declared_revision.empty()
+                   ? mixed.declared_revision
+                   : fmt::format("coordinator {} + workers {}", coordinator_side.revision, worker_side.revision);
   return r;
 }
 

@@ -1,22 +1,41 @@
 #pragma once
 
+#include <chrono>
 #include <filesystem>
+#include <map>
 #include <string>
+#include <vector>
 
 #include "harness/campaign/campaign.hpp"
 
 namespace tandem::harness {
 
-// An arm made concrete: the executables it runs (built first for a git source), its
-// runtime revision and the identity of its images.
+// What one role of an arm (its coordinator, or its workers) runs: an executable, or a
+// container image, with the role's own arguments and environment.
+struct RoleImage {
+  std::filesystem::path executable;   // binary and git arms: on the harness's machine
+  std::string engine;                 // container: docker | podman
+  std::string image;                  // container: the image as named (ds/coord:v13)
+  std::vector<std::string> run_args;  // container: extra `engine run` arguments
+  std::string pull = "never";         // container: never | missing | always
+  // sha256 of the executable, or the container image's ID as every host reads it
+  // (sha256:…; filled once the hosts agree); empty for command and external arms.
+  std::string id;
+  std::vector<std::string> options;  // extra arguments of this role's command
+  std::map<std::string, std::string> env;
+
+  bool container() const { return !engine.empty(); }
+  bool launched() const { return container() || !executable.empty(); }  // by Tandem, on some host
+};
+
+// An arm made concrete: what each role runs (built first for a git source), its runtime
+// revision and the identity of its images.
 struct ResolvedArm {
   ArmSpec spec;
-  std::filesystem::path coordinator;  // binary / git
-  std::filesystem::path worker;
-  std::string revision;           // git commit (+ "-dirty"), or what the binary says, or declared
-  std::string coordinator_image;  // sha256 of the executable; empty when none
-  std::string worker_image;
-  bool built = true;  // false: a git arm not built yet (dry run)
+  RoleImage coordinator;
+  RoleImage worker;
+  std::string revision;  // git commit (+ "-dirty"), or what the binary says, or declared
+  bool built = true;     // false: a git arm not built yet (dry run)
 
   std::string LaunchJson() const;  // how it is launched, for the store
 };
@@ -28,7 +47,11 @@ struct ResolveOptions {
 };
 
 // Throws InputError naming the arm: a missing executable, an unknown git ref, a
-// failing build (with the end of its log).
+// failing build (with the end of its log). Not for mixed arms (ComposeMixedArm).
 ResolvedArm ResolveArm(const ArmSpec& arm, const ResolveOptions& options);
+
+// A mixed arm from its two resolved sides: the coordinator of one, the workers of the
+// other (options and environment from the mixed arm when it gives them, else each side's).
+ResolvedArm ComposeMixedArm(const ArmSpec& mixed, const ResolvedArm& coordinator_side, const ResolvedArm& worker_side);
 
 }  // namespace tandem::harness

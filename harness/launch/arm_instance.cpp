@@ -23,11 +23,12 @@ std::string AddressOf(const std::string& listening_line) {
 
 }  // namespace
 
-std::unique_ptr<ArmInstance> ArmInstance::Launch(const ResolvedArm& arm, const LayoutSpec& layout, const std::filesystem::path& model,
-                                                 const std::filesystem::path& log_dir, double timeout_s) {
+std::unique_ptr<ArmInstance> ArmInstance::Launch(const ResolvedArm& arm, const LayoutSpec& layout, const Cluster& cluster,
+                                                 const std::string& tag, const std::filesystem::path& log_dir, double timeout_s) {
   std::unique_ptr<ArmInstance> self(new ArmInstance());
   const auto timeout = std::chrono::milliseconds(static_cast<std::int64_t>(timeout_s * 1000));
   const ArmSpec& s = arm.spec;
+  const Host& local = cluster.host("local");
   try {
     if (s.kind == ArmSourceKind::kExternal) {
       self->base_url_ = s.base_url;
@@ -36,68 +37,102 @@ std::unique_ptr<ArmInstance> ArmInstance::Launch(const ResolvedArm& arm, const L
     }
     std::vector<std::string> experts;
     std::string peer;
-    if (s.kind == ArmSourceKind::kBinary || s.kind == ArmSourceKind::kGit) {
-      auto start_worker = [&](const std::string& role, int index) {
-        std::vector<std::string> argv = {arm.worker.string(),
-                                         "expert",
-                                         "--listen",
-                                         "127.0.0.1:0",
-                                         "--model",
-                                         model.string(),
-                                         "--threads",
-                                         std::to_string(layout.worker_threads),
-                                         "--role",
-                                         role};
-        if (layout.emulated_rtt_us > 0) argv.insert(argv.end(), {"--emulated-rtt-us", std::to_string(layout.emulated_rtt_us)});
-        argv.insert(argv.end(), s.worker_options.begin(), s.worker_options.end());
-        auto p = std::make_unique<ManagedProcess>(argv, s.env, log_dir / fmt::format("{}-{}.log", role, index), layout.worker_cpus);
-        const auto line = p->WaitForLine("listening on ", timeout);
-        if (!line) throw std::runtime_error(fmt::format("the {} did not start (see {})", role, p->log().string()));
-        const std::string address = AddressOf(*line);
-        self->processes_.emplace_back(fmt::format("{}-{}", role, index), std::move(p));
-        return address;
+    if (arm.coordinator.launched() && arm.worker.launched()) {
+      // One process of a role on a host: the role's executable there, or its image.
+      auto plan = [&](Role role, const std::string& name, const std::string& host_name, const std::string& log_name) {
+        const RoleImage& image = role == Role::kCoordinator ? arm.coordinator : arm.worker;
+        const PlacedImage& placed = cluster.image(s.label, role, host_name);
+        ProcessPlan p;
+        p.role = name;
+        p.host = &cluster.host(host_name);
+        p.env = image.env;
+        p.log = log_dir / (p.host->local() ? log_name : fmt::format("{}-{}", host_name, log_name));
+        if (image.container()) {
+          p.engine = image.engine;
+          p.image = image.image;
+          p.run_args = image.run_args;
+          p.read_only = {cluster.model_dir(host_name)};
+          p.container_name = fmt::format("tandem-{}-{}", tag, name);
+        } else {
+          p.argv = {placed.executable};
+        }
+        return p;
       };
-      if (layout.coordinator_ranks == 2) peer = start_worker("peer", 0);
-      for (int i = 0; i < layout.workers; ++i) experts.push_back(start_worker("worker", i));
+      auto start_worker = [&](const std::string& role, int index, const std::string& host_name) {
+        const std::string name = fmt::format("{}-{}", role, index);
+        ProcessPlan p = plan(Role::kWorker, name, host_name, name + ".log");
+        const std::vector<std::string> args = {"expert",
+                                               "--listen",
+                                               p.host->address() + ":0",
+                                               "--model",
+                                               cluster.model_dir(host_name),
+                                               "--threads",
+                                               std::to_string(layout.worker_threads),
+                                               "--role",
+                                               role};
+        p.argv.insert(p.argv.end(), args.begin(), args.end());
+        if (layout.emulated_rtt_us > 0) p.argv.insert(p.argv.end(), {"--emulated-rtt-us", std::to_string(layout.emulated_rtt_us)});
+        p.argv.insert(p.argv.end(), arm.worker.options.begin(), arm.worker.options.end());
+        p.cpus = layout.worker_cpus;
+        self->processes_.push_back(SessionProcess::Start(p, timeout));
+        SessionProcess& started = *self->processes_.back();
+        const auto line = started.WaitForLine("listening on ", timeout);
+        if (!line) throw std::runtime_error(fmt::format("the {} did not start: {}", name, started.DescribeExit()));
+        return AddressOf(*line);
+      };
+      if (layout.coordinator_ranks == 2) peer = start_worker("peer", 0, PeerHost(layout));
+      for (int i = 0; i < layout.workers; ++i) experts.push_back(start_worker("worker", i, WorkerHost(layout, i)));
 
-      std::vector<std::string> argv = {arm.coordinator.string(), "serve", "--model", model.string(), "--listen", "127.0.0.1:0",
-                                       "--served-model-name",    "tandem"};
+      ProcessPlan p = plan(Role::kCoordinator, "coordinator", layout.coordinator_host, "coordinator.log");
+      const std::vector<std::string> args = {
+          "serve", "--model", cluster.model_dir(layout.coordinator_host), "--listen", p.host->address() + ":0", "--served-model-name",
+          "tandem"};
+      p.argv.insert(p.argv.end(), args.begin(), args.end());
       if (!experts.empty() || !peer.empty()) {
         std::string list;
         for (const std::string& e : experts) list += (list.empty() ? "" : ",") + e;
-        if (!list.empty()) argv.insert(argv.end(), {"--experts", list});
-        argv.insert(argv.end(),
-                    {"--expert-parallel", layout.expert_parallel, "--local-expert-layers", std::to_string(layout.local_expert_layers),
-                     "--wire-dtype", layout.wire_dtype, "--partial-dtype", layout.partial_dtype});
-        if (!peer.empty()) argv.insert(argv.end(), {"--coordinator-ranks", "2", "--peer", peer});
+        if (!list.empty()) p.argv.insert(p.argv.end(), {"--experts", list});
+        p.argv.insert(p.argv.end(),
+                      {"--expert-parallel", layout.expert_parallel, "--local-expert-layers", std::to_string(layout.local_expert_layers),
+                       "--wire-dtype", layout.wire_dtype, "--partial-dtype", layout.partial_dtype});
+        if (!peer.empty()) p.argv.insert(p.argv.end(), {"--coordinator-ranks", "2", "--peer", peer});
       }
-      if (layout.coordinator_threads > 0) argv.insert(argv.end(), {"--threads", std::to_string(layout.coordinator_threads)});
-      argv.insert(argv.end(), layout.options.begin(), layout.options.end());
-      argv.insert(argv.end(), s.options.begin(), s.options.end());
-      auto p = std::make_unique<ManagedProcess>(argv, s.env, log_dir / "coordinator.log", layout.coordinator_cpus);
-      const auto line = p->WaitForLine("listening on ", timeout);
-      if (!line) throw std::runtime_error(fmt::format("the coordinator did not start (see {})", p->log().string()));
+      if (layout.coordinator_threads > 0) p.argv.insert(p.argv.end(), {"--threads", std::to_string(layout.coordinator_threads)});
+      p.argv.insert(p.argv.end(), layout.options.begin(), layout.options.end());
+      p.argv.insert(p.argv.end(), arm.coordinator.options.begin(), arm.coordinator.options.end());
+      p.cpus = layout.coordinator_cpus;
+      self->processes_.push_back(SessionProcess::Start(p, timeout));
+      SessionProcess& coordinator = *self->processes_.back();
+      const auto line = coordinator.WaitForLine("listening on ", timeout);
+      if (!line) throw std::runtime_error(fmt::format("the coordinator did not start: {}", coordinator.DescribeExit()));
       self->base_url_ = "http://" + AddressOf(*line);
-      self->processes_.emplace_back("coordinator", std::move(p));
     } else {  // command: the templates name the port; workers first if there is a worker command
+      const std::string model = cluster.model_dir("local");
+      auto shell = [&](const std::string& role, const std::string& cmd, const std::string& cpus) {
+        ProcessPlan p;
+        p.role = role;
+        p.host = &local;
+        p.argv = {"/bin/sh", "-c", cmd};
+        p.env = s.env;
+        p.cpus = cpus;
+        p.log = log_dir / (role + ".log");
+        self->processes_.push_back(SessionProcess::Start(p, timeout));
+      };
       if (!s.worker_command.empty()) {
         for (int i = 0; i < layout.workers; ++i) {
           const int port = FreeLoopbackPort();
-          const std::string cmd = Substitute(Substitute(s.worker_command, "{port}", std::to_string(port)), "{model}", model.string());
-          self->processes_.emplace_back(fmt::format("worker-{}", i),
-                                        std::make_unique<ManagedProcess>(std::vector<std::string>{"/bin/sh", "-c", cmd}, s.env,
-                                                                         log_dir / fmt::format("worker-{}.log", i), layout.worker_cpus));
+          shell(fmt::format("worker-{}", i), Substitute(Substitute(s.worker_command, "{port}", std::to_string(port)), "{model}", model),
+                layout.worker_cpus);
           experts.push_back(fmt::format("127.0.0.1:{}", port));
         }
       }
       std::string list;
       for (const std::string& e : experts) list += (list.empty() ? "" : ",") + e;
       const int port = FreeLoopbackPort();
-      std::string cmd = Substitute(Substitute(Substitute(s.coordinator_command, "{port}", std::to_string(port)), "{model}", model.string()),
-                                   "{experts}", list);
+      std::string cmd =
+          Substitute(Substitute(Substitute(s.coordinator_command, "{port}", std::to_string(port)), "{model}", model), "{experts}", list);
       for (const std::string& o : s.options) cmd += " " + o;
-      self->processes_.emplace_back("coordinator", std::make_unique<ManagedProcess>(std::vector<std::string>{"/bin/sh", "-c", cmd}, s.env,
-                                                                                    log_dir / "coordinator.log", layout.coordinator_cpus));
+      shell("coordinator", cmd, layout.coordinator_cpus);
       self->base_url_ = fmt::format("http://127.0.0.1:{}", port);
     }
     self->WaitReady(timeout_s);
@@ -138,33 +173,38 @@ void ArmInstance::WaitReady(double timeout_s) {
 }
 
 std::string ArmInstance::Crashed() {
-  for (auto& [role, p] : processes_) {
-    if (!p->running()) {
-      const auto code = p->ExitCode();
-      return fmt::format("the {} exited with code {} (see {})", role, code.value_or(-1), p->log().string());
-    }
+  for (auto& p : processes_) {
+    if (!p->running()) return p->DescribeExit();
   }
   return "";
 }
 
 nlohmann::json ArmInstance::Processes() const {
   nlohmann::json out = nlohmann::json::array();
-  for (const auto& [role, p] : processes_) {
-    out.push_back({{"role", role},
-                   {"pid", p->pid()},
-                   {"start_ticks", p->start_ticks()},
-                   {"cpu_seconds", p->CpuSeconds()},
-                   {"log", p->log().string()}});
-  }
+  for (const auto& p : processes_) out.push_back(p->Record());
   return out;
 }
 
-void ArmInstance::Teardown(double grace_s) {
-  // The coordinator first (it drains), then the workers.
-  for (auto it = processes_.rbegin(); it != processes_.rend(); ++it) {
-    it->second->Terminate(std::chrono::milliseconds(static_cast<std::int64_t>(grace_s * 1000)));
+std::string ArmInstance::Teardown(double grace_s) {
+  const auto grace = std::chrono::milliseconds(static_cast<std::int64_t>(grace_s * 1000));
+  // The coordinator first (it drains), then the workers, all at once: each may wait out
+  // its grace period on its own host.
+  std::vector<std::string> left(processes_.size());
+  std::vector<std::thread> stops;
+  for (std::size_t i = processes_.size(); i-- > 0;) {
+    if (processes_[i]->role() == "coordinator") {
+      left[i] = processes_[i]->Terminate(grace);
+    } else {
+      stops.emplace_back([&, i] { left[i] = processes_[i]->Terminate(grace); });
+    }
   }
+  for (std::thread& t : stops) t.join();
   processes_.clear();
+  std::string all;
+  for (const std::string& l : left) {
+    if (!l.empty()) all += (all.empty() ? "" : "; ") + l;
+  }
+  return all;
 }
 
 ArmInstance::~ArmInstance() { Teardown(5); }

@@ -8,31 +8,33 @@
 #include <nlohmann/json.hpp>
 
 #include "harness/launch/arm.hpp"
-#include "harness/launch/managed_process.hpp"
+#include "harness/launch/cluster.hpp"
+#include "harness/launch/session_process.hpp"
 
 namespace tandem::harness {
 
 // One session's running image pair: the coordinator (an OpenAI-compatible server) and
-// its expert workers, launched for a layout on loopback ports chosen at run time, or
-// an external server that is only checked. Teardown (also on destruction) stops every
-// process group it started.
+// its expert workers, launched for a layout on the layout's hosts (workers listening on
+// their host's address, ports chosen at run time), or an external server that is only
+// checked. Teardown (also on destruction) stops every process it started, on every host.
 class ArmInstance {
  public:
-  // Throws std::runtime_error when a process does not start, or the server is not
-  // healthy and serving the model within `launch_timeout_s`; everything started is
-  // torn down first.
-  static std::unique_ptr<ArmInstance> Launch(const ResolvedArm& arm, const LayoutSpec& layout, const std::filesystem::path& model,
-                                             const std::filesystem::path& log_dir, double launch_timeout_s);
+  // `tag` names this session's containers (unique per campaign and session). Throws
+  // std::runtime_error when a process does not start, or the server is not healthy and
+  // serving the model within `launch_timeout_s`; everything started is torn down first.
+  static std::unique_ptr<ArmInstance> Launch(const ResolvedArm& arm, const LayoutSpec& layout, const Cluster& cluster,
+                                             const std::string& tag, const std::filesystem::path& log_dir, double launch_timeout_s);
   ~ArmInstance();
 
   const std::string& base_url() const { return base_url_; }
   // /v1/models as the server answered it once healthy (model id, revisions).
   const nlohmann::json& served() const { return served_; }
-  // role, pid, CPU seconds and log of every process (read now).
+  // role, host, pid, CPU seconds and log of every process (read now).
   nlohmann::json Processes() const;
-  // Whether every process started is still alive.
+  // Why a process it started has ended; empty while every one runs.
   std::string Crashed();
-  void Teardown(double grace_s);
+  // Stops everything; returns what was found left on a host afterwards (empty: nothing).
+  std::string Teardown(double grace_s);
 
  private:
   ArmInstance() = default;
@@ -40,7 +42,7 @@ class ArmInstance {
 
   std::string base_url_;
   nlohmann::json served_;
-  std::vector<std::pair<std::string, std::unique_ptr<ManagedProcess>>> processes_;  // role → process
+  std::vector<std::unique_ptr<SessionProcess>> processes_;
 };
 
 }  // namespace tandem::harness

@@ -1,70 +1,112 @@
 #include "harness/launch/host_facts.hpp"
 
 #include <chrono>
-#include <cstdlib>
-#include <fstream>
+#include <sstream>
 #include <string>
-#include <thread>
-
-#include <sys/utsname.h>
-#include <unistd.h>
+#include <vector>
 
 namespace tandem::harness {
 
 namespace {
 
-std::string Field(const char* file, const std::string& key) {
-  std::ifstream in(file);
-  for (std::string line; std::getline(in, line);) {
-    if (line.rfind(key, 0) == 0) {
-      const auto colon = line.find(':');
-      std::string value = colon == std::string::npos ? "" : line.substr(colon + 1);
-      value.erase(0, value.find_first_not_of(" \t"));
-      return value;
-    }
-  }
-  return "";
-}
+// One `key=value` line per fact; the two /proc/stat samples are one second apart.
+constexpr const char* kFactsScript = R"sh(field() { grep -m1 "^$1" "$2" | sed 's/^[^:]*: *//'; }
+echo "cpu_model=$(field 'model name' /proc/cpuinfo)"
+echo "logical_cpus=$(getconf _NPROCESSORS_ONLN)"
+echo "memory=$(field MemTotal /proc/meminfo)"
+echo "kernel=$(uname -sr)"
+echo "hostname=$(uname -n)"
+echo "loadavg=$(cut -d' ' -f1-3 /proc/loadavg)"
+echo "stat0=$(head -n1 /proc/stat)"
+sleep 1
+echo "stat1=$(head -n1 /proc/stat)"
+if command -v nvidia-smi >/dev/null 2>&1; then
+  nvidia-smi --query-gpu=index,name,uuid,driver_version,power.limit,clocks.sm,clocks.mem,clocks.max.sm,clocks.max.mem,memory.total \
+    --format=csv,noheader,nounits 2>/dev/null | sed 's/^/gpu=/'
+fi
+)sh";
 
-struct CpuTicks {
-  unsigned long long busy = 0, total = 0;
-};
-
-// The aggregate "cpu" line of /proc/stat: user nice system idle iowait irq softirq steal ...
-CpuTicks ReadCpuTicks() {
-  std::ifstream in("/proc/stat");
+// busy and total ticks of an aggregate "cpu user nice system idle iowait irq softirq steal ..." line.
+std::pair<unsigned long long, unsigned long long> CpuTicks(const std::string& line) {
+  std::istringstream in(line);
   std::string label;
   in >> label;
-  CpuTicks t;
-  if (label != "cpu") return t;
-  unsigned long long v[8] = {};
+  unsigned long long v[8] = {}, total = 0;
   for (auto& x : v) in >> x;
-  for (int i = 0; i < 8; ++i) t.total += v[i];
-  t.busy = t.total - v[3] - v[4];  // idle and iowait are not busy
-  return t;
+  for (auto x : v) total += x;
+  return {total - v[3] - v[4], total};  // idle and iowait are not busy
+}
+
+std::vector<std::string> SplitCsv(const std::string& line) {
+  std::vector<std::string> out;
+  std::string cell;
+  std::istringstream in(line);
+  while (std::getline(in, cell, ',')) {
+    cell.erase(0, cell.find_first_not_of(' '));
+    while (!cell.empty() && cell.back() == ' ') cell.pop_back();
+    out.push_back(cell);
+  }
+  return out;
+}
+
+nlohmann::json Number(const std::string& text) {
+  try {
+    std::size_t used = 0;
+    const double v = std::stod(text, &used);
+    if (used == text.size()) return v;
+  } catch (const std::exception&) {
+  }
+  return text;  // "[N/A]" and the like, as nvidia-smi says them
 }
 
 }  // namespace
 
-nlohmann::json HostFacts(double sample_seconds) {
-  const CpuTicks t0 = ReadCpuTicks();
-  std::this_thread::sleep_for(std::chrono::duration<double>(sample_seconds));
-  const CpuTicks t1 = ReadCpuTicks();
-  const double busy = t1.total > t0.total ? static_cast<double>(t1.busy - t0.busy) / static_cast<double>(t1.total - t0.total) : 0.0;
-  utsname u{};
-  uname(&u);
-  char host[256] = {};
-  gethostname(host, sizeof host - 1);
-  double load[3] = {0, 0, 0};
-  getloadavg(load, 3);
-  return {{"cpu_model", Field("/proc/cpuinfo", "model name")},
-          {"logical_cpus", std::thread::hardware_concurrency()},
-          {"memory", Field("/proc/meminfo", "MemTotal")},
-          {"kernel", std::string(u.sysname) + " " + u.release},
-          {"hostname", host},
-          {"load_average", {load[0], load[1], load[2]}},
-          {"busy_fraction", busy},
-          {"busy_sample_s", sample_seconds}};
+nlohmann::json HostFacts(const Host& host) {
+  const std::string out = host.Check("reading its facts", kFactsScript, std::chrono::seconds(60));
+  nlohmann::json facts = nlohmann::json::object();
+  std::string stat0, stat1;
+  nlohmann::json gpus = nlohmann::json::array();
+  std::istringstream lines(out);
+  for (std::string line; std::getline(lines, line);) {
+    const auto eq = line.find('=');
+    if (eq == std::string::npos) continue;
+    const std::string key = line.substr(0, eq), value = line.substr(eq + 1);
+    if (key == "stat0") {
+      stat0 = value;
+    } else if (key == "stat1") {
+      stat1 = value;
+    } else if (key == "logical_cpus") {
+      facts[key] = std::stoi(value.empty() ? "0" : value);
+    } else if (key == "loadavg") {
+      std::istringstream in(value);
+      double l[3] = {0, 0, 0};
+      in >> l[0] >> l[1] >> l[2];
+      facts["load_average"] = {l[0], l[1], l[2]};
+    } else if (key == "gpu") {
+      const std::vector<std::string> c = SplitCsv(value);
+      if (c.size() < 10) continue;
+      gpus.push_back({{"index", Number(c[0])},
+                      {"name", c[1]},
+                      {"uuid", c[2]},
+                      {"driver", c[3]},
+                      {"power_limit_w", Number(c[4])},
+                      {"sm_clock_mhz", Number(c[5])},
+                      {"memory_clock_mhz", Number(c[6])},
+                      {"max_sm_clock_mhz", Number(c[7])},
+                      {"max_memory_clock_mhz", Number(c[8])},
+                      {"memory_mib", Number(c[9])}});
+    } else {
+      facts[key] = value;
+    }
+  }
+  const auto [busy0, total0] = CpuTicks(stat0);
+  const auto [busy1, total1] = CpuTicks(stat1);
+  facts["busy_fraction"] = total1 > total0 ? static_cast<double>(busy1 - busy0) / static_cast<double>(total1 - total0) : 0.0;
+  facts["busy_sample_s"] = 1.0;
+  if (!gpus.empty()) facts["gpus"] = gpus;
+  return facts;
 }
+
+nlohmann::json HostFacts() { return HostFacts(*Host::Local(HostSpec{.name = "local"})); }
 
 }  // namespace tandem::harness

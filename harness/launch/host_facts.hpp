@@ -2,13 +2,21 @@
 
 #include <nlohmann/json.hpp>
 
+#include "harness/launch/host.hpp"
+
 namespace tandem::harness {
 
-// The machine a session ran on: CPU model, logical CPUs, memory, kernel, host name, the
-// load averages, and the fraction of all CPUs busy over a short sampling window just before
-// the session (`busy_fraction`, from /proc/stat). The load average lags by minutes, so it
-// still counts the previous session's work; the busy fraction sees only what runs now.
-nlohmann::json HostFacts(double sample_seconds = 1.0);
+// The machine a process ran on, read there: CPU model, logical CPUs, memory, kernel, host
+// name, the load averages, the fraction of all CPUs busy over one second just before the
+// session (`busy_fraction`, from /proc/stat), and, where `nvidia-smi` answers, its GPUs
+// (`gpus`: index, name, uuid, driver, power limit W, SM and memory clocks MHz now and at
+// most, memory MiB). The load average lags by minutes, so it still counts the previous
+// session's work; the busy fraction sees only what runs now. Throws std::runtime_error
+// naming the host when it cannot be read.
+nlohmann::json HostFacts(const Host& host);
+
+// The harness's own machine.
+nlohmann::json HostFacts();
 
 // The busy fraction above which a session is flagged as run under other load.
 inline constexpr double kOtherLoadBusyFraction = 0.25;

@@ -2,6 +2,7 @@
 
 #include <condition_variable>
 #include <csignal>
+#include <cstdio>
 #include <cstdlib>
 #include <deque>
 #include <fstream>
@@ -9,7 +10,6 @@
 #include <sstream>
 #include <thread>
 
-#include <dirent.h>
 #include <netinet/in.h>
 #include <sched.h>
 #include <sys/prctl.h>
@@ -45,24 +45,6 @@ std::vector<std::string> StatFields(int pid) {
 }
 
 }  // namespace
-
-int KillLeftoverGroup(int pgid, std::uint64_t start_ticks) {
-  if (pgid <= 1) return 0;
-  int killed = 0;
-  DIR* proc = ::opendir("/proc");
-  if (proc == nullptr) return 0;
-  while (const dirent* e = ::readdir(proc)) {
-    char* end = nullptr;
-    const long pid = std::strtol(e->d_name, &end, 10);
-    if (end == e->d_name || *end != '\0' || pid <= 1) continue;
-    const std::vector<std::string> f = StatFields(static_cast<int>(pid));
-    if (f.size() < 20 || f[0] == "Z") continue;
-    if (std::stol(f[2]) != pgid || std::stoull(f[19]) < start_ticks) continue;
-    if (::kill(static_cast<pid_t>(pid), SIGKILL) == 0) ++killed;
-  }
-  ::closedir(proc);
-  return killed;
-}
 
 int FreeLoopbackPort() {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
@@ -201,6 +183,55 @@ void ManagedProcess::Terminate(std::chrono::milliseconds grace) {
 }
 
 const std::filesystem::path& ManagedProcess::log() const { return impl_->log; }
+
+CommandResult RunCommand(const std::vector<std::string>& argv, std::chrono::milliseconds timeout, const std::filesystem::path& input) {
+  if (argv.empty()) throw InputError("cannot run an empty command");
+  const std::string program = argv[0].find('/') == std::string::npos ? bp::search_path(argv[0]).string() : argv[0];
+  if (program.empty()) throw InputError(fmt::format("'{}' is not on PATH", argv[0]));
+  // Output goes to unlinked temporary files: a pipe would need reader threads, and a
+  // command must never block on a full pipe the harness is not draining.
+  auto scratch = [](const char* what) {
+    std::FILE* f = std::tmpfile();
+    if (f == nullptr) throw std::runtime_error(fmt::format("cannot create a temporary file for a command's {}", what));
+    return std::unique_ptr<std::FILE, int (*)(std::FILE*)>(f, std::fclose);
+  };
+  auto out = scratch("stdout"), err = scratch("stderr");
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> in(std::fopen(input.empty() ? "/dev/null" : input.c_str(), "rb"), std::fclose);
+  if (in == nullptr) throw InputError(fmt::format("{}: cannot read", input.string()));
+  const pid_t harness = ::getpid();
+  std::error_code ec;
+  CommandResult r;
+  bp::child child;
+  try {
+    child = bp::child(
+        bp::exe = program, bp::args = std::vector<std::string>(argv.begin() + 1, argv.end()), bp::std_in<in.get(), bp::std_out> out.get(),
+        bp::std_err > err.get(), bp::extend::on_exec_setup = [harness](auto&) {
+          ::setpgid(0, 0);
+          ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+          if (::getppid() != harness) ::_exit(127);
+        });
+  } catch (const bp::process_error& e) {
+    throw InputError(fmt::format("cannot start {}: {}", program, e.what()));
+  }
+  if (WaitForExit(child, timeout)) {
+    r.code = child.exit_code();
+  } else {
+    r.timed_out = true;
+    ::kill(-child.id(), SIGKILL);
+    child.wait(ec);
+  }
+  ::kill(-child.id(), SIGKILL);  // what it left in its group
+  auto slurp = [](std::FILE* f) {
+    std::string text;
+    std::rewind(f);
+    char buffer[65536];
+    for (std::size_t n; (n = std::fread(buffer, 1, sizeof buffer, f)) > 0 && text.size() < (4u << 20);) text.append(buffer, n);
+    return text;
+  };
+  r.out = slurp(out.get());
+  r.err = slurp(err.get());
+  return r;
+}
 
 int RunToCompletion(const std::vector<std::string>& argv, const std::filesystem::path& log, std::chrono::seconds timeout,
                     const std::filesystem::path& cwd) {

@@ -16,7 +16,7 @@ namespace tandem::harness {
 // file, stdout lines also readable. Terminate() sends SIGTERM to the group, waits up
 // to a grace period, then SIGKILLs the group; the child is always reaped. If the
 // harness itself dies (kill -9), the kernel kills the child (PR_SET_PDEATHSIG), and
-// `tandem run --resume` kills what is left of its group (KillLeftoverGroup). Create
+// `tandem run --resume` kills what is left of its group (KillLeftovers, session_process.hpp). Create
 // it on a thread that outlives it: the death signal follows the creating thread.
 class ManagedProcess {
  public:
@@ -45,15 +45,21 @@ class ManagedProcess {
   std::unique_ptr<Impl> impl_;
 };
 
+// What a short command printed, and how it ended.
+struct CommandResult {
+  int code = -1;  // exit code; -1 when it ran past its timeout (it was killed) or died of a signal
+  bool timed_out = false;
+  std::string out, err;
+};
+
+// Runs a short command to completion in its own process group (killed with the harness),
+// stdin from `input` (or nothing), capturing stdout and stderr (each cut at 4 MiB).
+CommandResult RunCommand(const std::vector<std::string>& argv, std::chrono::milliseconds timeout, const std::filesystem::path& input = {});
+
 // Runs a command to completion (a build step), output appended to `log`. Returns the
 // exit code; -1 when it ran past `timeout` (it is then killed).
 int RunToCompletion(const std::vector<std::string>& argv, const std::filesystem::path& log, std::chrono::seconds timeout,
                     const std::filesystem::path& cwd = {});
-
-// Kills (SIGKILL) what is left of the process group `pgid` that a harness which died
-// left running: its members whose start time is not before `start_ticks` (the
-// group leader's). Returns how many processes it signalled.
-int KillLeftoverGroup(int pgid, std::uint64_t start_ticks);
 
 // A TCP port on 127.0.0.1 that was free a moment ago (for servers whose port must be
 // chosen before they start).

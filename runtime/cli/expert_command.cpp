@@ -1,5 +1,10 @@
+#include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
+#include <thread>
+
+#include <pthread.h>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -43,6 +48,22 @@ void AddExpertCommand(CLI::App& app) {
     opt->device = ParseDevice(*device);
     if (opt->device == Device::kCuda) RequireCudaDevice();  // fail at start, not at the first handshake
     opt->frame_timeout = std::chrono::milliseconds(*frame_timeout_ms);
+    // SIGTERM / SIGINT end the worker at once (it keeps nothing worth flushing), also as
+    // a container's PID 1, where an unhandled SIGTERM would be ignored. Blocked before
+    // any thread starts, so only the waiting thread below receives them.
+    sigset_t stop;
+    sigemptyset(&stop);
+    sigaddset(&stop, SIGTERM);
+    sigaddset(&stop, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &stop, nullptr);
+    std::thread([stop] {
+      int signal = 0;
+      sigwait(&stop, &signal);
+      fmt::print(stderr, "tandem-rt expert: {} received; exiting\n", signal == SIGTERM ? "SIGTERM" : "SIGINT");
+      std::fflush(stdout);
+      std::fflush(stderr);
+      std::_Exit(0);
+    }).detach();
     ExpertWorker worker(*opt);
     fmt::print("tandem-rt expert: listening on {}\n", worker.address());
     std::fflush(stdout);

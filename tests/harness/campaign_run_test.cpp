@@ -7,6 +7,7 @@
 #include <fstream>
 #include <map>
 #include <set>
+#include <sstream>
 #include <thread>
 
 #include <dirent.h>
@@ -274,7 +275,13 @@ TEST_F(Campaigns, TeardownKillsWhatIgnoresSigterm) {
       TANDEM_RT_BIN);
   LayoutSpec layout;
   layout.workers = 0;
-  auto instance = ArmInstance::Launch(arm, layout, Model(), Dir() / "logs", 60);
+  Campaign campaign;  // the harness's machine only
+  campaign.hosts = {HostSpec{.name = "local"}};
+  campaign.layouts = {layout};
+  std::vector<ResolvedArm> arms = {arm};
+  std::ostringstream log;
+  const auto cluster = Cluster::Prepare(campaign, arms, Model(), "", false, log);
+  auto instance = ArmInstance::Launch(arm, layout, *cluster, "teardown", Dir() / "logs", 60);
   EXPECT_EQ(ProcessesMentioning(Model().string()).size(), 2u);
   const auto start = std::chrono::steady_clock::now();
   instance->Teardown(2.0);

@@ -1,0 +1,227 @@
+#include "harness/launch/session_process.hpp"
+
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "harness/launch/shell.hpp"
+
+namespace tandem::harness {
+
+namespace {
+
+// Prints the pids of the live members of process group $1 started no earlier than $2
+// (clock ticks since boot), one per line: what of a session's process is left.
+constexpr const char* kMembers =
+    "members() { cat /proc/[0-9]*/stat 2>/dev/null | awk -v pg=\"$1\" -v t=\"$2\" "
+    "'{ p = $1; s = $0; sub(/^.*\\) /, \"\", s); split(s, f, \" \"); if (f[1] != \"Z\" && f[3] == pg && f[20] + 0 >= t + 0) print p }'; "
+    "}\n";
+
+// SIGTERM to the group's members, SIGKILL to what is left after `tenths` × 0.1 s; exits 0
+// when none is left, else prints the survivors and exits 3.
+std::string StopScript(int pgid, std::uint64_t start_ticks, int tenths) {
+  return fmt::format(
+      "{}pg={}; t={}\n"
+      "m=$(members $pg $t); [ -z \"$m\" ] && exit 0\n"
+      "kill -TERM $m 2>/dev/null\n"
+      "i=0; while [ $i -lt {} ]; do m=$(members $pg $t); [ -z \"$m\" ] && exit 0; sleep 0.1; i=$((i+1)); done\n"
+      "m=$(members $pg $t); [ -n \"$m\" ] && kill -KILL $m 2>/dev/null\n"
+      "i=0; while [ $i -lt 30 ]; do m=$(members $pg $t); [ -z \"$m\" ] && exit 0; sleep 0.1; i=$((i+1)); done\n"
+      "echo $m; exit 3\n",
+      kMembers, pgid, start_ticks, tenths);
+}
+
+// User + system CPU seconds (with reaped children) of the process `pid_expression` names.
+double CpuSecondsOn(const Host& host, const std::string& pid_expression) {
+  const std::string script = fmt::format(
+      "p={}; [ -n \"$p\" ] && [ -r /proc/$p/stat ] || exit 1\n"
+      "sed 's/^.*) //' /proc/$p/stat | awk -v hz=\"$(getconf CLK_TCK)\" '{{ print ($12 + $13 + $14 + $15) / hz }}'",
+      pid_expression);
+  try {
+    const CommandResult r = host.Run(script, std::chrono::seconds(10));
+    return r.code == 0 ? std::stod(r.out) : 0.0;
+  } catch (const std::exception&) {
+    return 0.0;
+  }
+}
+
+std::string Tail(const std::filesystem::path& file, std::size_t bytes) {
+  std::ifstream in(file, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  std::string text = s.str();
+  if (text.size() > bytes) text = "…" + text.substr(text.size() - bytes);
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
+  return text;
+}
+
+}  // namespace
+
+std::unique_ptr<SessionProcess> SessionProcess::Start(const ProcessPlan& plan, std::chrono::milliseconds timeout) {
+  if (plan.host == nullptr || plan.argv.empty()) throw std::invalid_argument("a process plan needs a host and a command");
+  std::unique_ptr<SessionProcess> self(new SessionProcess(plan));
+  const Host& host = *plan.host;
+  std::vector<std::string> command = plan.argv;  // what runs on the host
+  if (!plan.engine.empty()) {
+    std::vector<std::string> run = {
+        plan.engine, "run", "--rm", "--name", plan.container_name, "--label", "tandem.process=" + plan.container_name, "--network", "host"};
+    for (const std::string& dir : plan.read_only) run.insert(run.end(), {"-v", dir + ":" + dir + ":ro"});
+    if (!plan.cpus.empty()) run.insert(run.end(), {"--cpuset-cpus", plan.cpus});
+    for (const auto& [key, value] : plan.env) run.insert(run.end(), {"-e", key + "=" + value});
+    run.insert(run.end(), plan.run_args.begin(), plan.run_args.end());
+    run.push_back(plan.image);
+    run.insert(run.end(), plan.argv.begin(), plan.argv.end());
+    command = std::move(run);
+  } else if (!host.local()) {
+    std::vector<std::string> prefix;
+    if (!plan.cpus.empty()) prefix = {"taskset", "-c", plan.cpus};
+    if (!plan.env.empty()) {
+      prefix.push_back("env");
+      for (const auto& [key, value] : plan.env) prefix.push_back(key + "=" + value);
+    }
+    command.insert(command.begin(), prefix.begin(), prefix.end());
+  }
+  if (host.local()) {
+    // Here the harness's own process group, pinning and death signal apply directly.
+    const bool container = !plan.engine.empty();
+    self->process_ = std::make_unique<ManagedProcess>(command, container ? std::map<std::string, std::string>{} : plan.env, plan.log,
+                                                      container ? "" : plan.cpus);
+    self->pid_ = self->process_->pid();
+    self->start_ticks_ = self->process_->start_ticks();
+    return self;
+  }
+  // On another host: its own session and process group there (setsid), which reports its
+  // pid and start time first, then becomes the command; the ssh client streams its output.
+  const std::string script = "exec setsid -w sh -c " +
+                             ShellQuote("printf 'tandem-process %s %s\\n' \"$$\" \"$(cut -d' ' -f22 /proc/$$/stat)\"; exec \"$@\"") +
+                             " tandem-process " + ShellJoin(command);
+  self->process_ = std::make_unique<ManagedProcess>(host.Command(script), std::map<std::string, std::string>{}, plan.log);
+  const auto line = self->process_->WaitForLine("tandem-process ", timeout);
+  if (!line) {
+    throw std::runtime_error(
+        fmt::format("the {} on {} did not start (see {}): {}", plan.role, host.Describe(), plan.log.string(), Tail(plan.log, 400)));
+  }
+  std::istringstream fields(line->substr(line->find("tandem-process ") + 15));
+  fields >> self->pid_ >> self->start_ticks_;
+  if (self->pid_ <= 0)
+    throw std::runtime_error(fmt::format("the {} on {}: unreadable process line '{}'", plan.role, host.Describe(), *line));
+  return self;
+}
+
+SessionProcess::~SessionProcess() {
+  try {
+    Terminate(std::chrono::milliseconds(2000));
+  } catch (const std::exception&) {
+  }
+}
+
+std::optional<std::string> SessionProcess::WaitForLine(const std::string& needle, std::chrono::milliseconds timeout) {
+  return process_->WaitForLine(needle, timeout);
+}
+
+bool SessionProcess::running() { return process_->running(); }
+
+std::optional<int> SessionProcess::ExitCode() { return process_->ExitCode(); }
+
+std::string SessionProcess::DescribeExit() {
+  const int code = ExitCode().value_or(-1);
+  if (!host().local() && code == 255) {
+    return fmt::format("the {} on {}: the SSH connection ended (ssh exit code 255; see {})", role(), host().Describe(), log().string());
+  }
+  return fmt::format("the {}{} exited with code {} (see {})", role(), host().local() ? "" : " on " + host().Describe(), code,
+                     log().string());
+}
+
+std::string SessionProcess::Terminate(std::chrono::milliseconds grace) {
+  if (stopped_) return "";
+  stopped_ = true;
+  const Host& h = host();
+  const auto grace_s = std::chrono::duration_cast<std::chrono::seconds>(grace).count();
+  std::string left;
+  if (!plan_.engine.empty()) {
+    const std::string name = ShellQuote(plan_.container_name);
+    const std::string engine = ShellQuote(plan_.engine);
+    const std::string script =
+        fmt::format("{0} stop -t {2} {1} >/dev/null 2>&1; {0} rm -f {1} >/dev/null 2>&1; {0} ps -a -q --filter name=^{3}$", engine, name,
+                    std::max<long long>(grace_s, 1), plan_.container_name);
+    try {
+      const CommandResult r = h.Run(script, grace + std::chrono::seconds(60));
+      std::string ids = r.out;
+      while (!ids.empty() && (ids.back() == '\n' || ids.back() == ' ')) ids.pop_back();
+      if (r.timed_out) left = fmt::format("container {} on {}: `{} stop` did not return", plan_.container_name, h.Describe(), plan_.engine);
+      if (!ids.empty()) left = fmt::format("container {} on {} is still there ({})", plan_.container_name, h.Describe(), ids);
+    } catch (const std::exception& e) {
+      left = e.what();
+    }
+  } else if (!h.local()) {
+    try {
+      const CommandResult r =
+          h.Run(StopScript(pid_, start_ticks_, static_cast<int>(grace.count() / 100)), grace + std::chrono::seconds(30));
+      if (r.code != 0) {
+        left = fmt::format("the {} on {}: {}", role(), h.Describe(),
+                           r.timed_out ? "the stop did not return" : "processes still running: " + r.out);
+      }
+    } catch (const std::exception& e) {
+      left = e.what();
+    }
+  }
+  process_->Terminate(grace);  // the process itself here; the ssh or engine client otherwise
+  if (left.empty() && h.local() && plan_.engine.empty()) {
+    // Nothing of its group may be left (a child that ignored SIGTERM and escaped the wait).
+    const CommandResult r = h.Run(fmt::format("{}members {} {}", kMembers, pid_, start_ticks_), std::chrono::seconds(10));
+    std::string survivors = r.out;
+    while (!survivors.empty() && survivors.back() == '\n') survivors.pop_back();
+    if (!survivors.empty()) left = fmt::format("the {}: processes still running: {}", role(), survivors);
+  }
+  return left;
+}
+
+nlohmann::json SessionProcess::Record() const {
+  double cpu = 0;
+  if (!plan_.engine.empty()) {
+    cpu = CpuSecondsOn(host(), fmt::format("$({} inspect --format '{{{{.State.Pid}}}}' {} 2>/dev/null)", ShellQuote(plan_.engine),
+                                           ShellQuote(plan_.container_name)));
+  } else if (host().local()) {
+    cpu = process_->CpuSeconds();
+  } else {
+    cpu = CpuSecondsOn(host(), std::to_string(pid_));
+  }
+  nlohmann::json r = {{"role", plan_.role},          {"host", host().name()}, {"pid", pid_},
+                      {"start_ticks", start_ticks_}, {"cpu_seconds", cpu},    {"log", plan_.log.string()}};
+  if (!plan_.engine.empty()) {
+    r["container"] = plan_.container_name;
+    r["engine"] = plan_.engine;
+  }
+  return r;
+}
+
+int KillLeftovers(const nlohmann::json& record, const Host& host) {
+  int killed = 0;
+  if (record.contains("container") && record.contains("engine")) {
+    const std::string engine = ShellQuote(record["engine"].get<std::string>());
+    const std::string name = record["container"].get<std::string>();
+    const std::string script =
+        fmt::format("if [ -n \"$({0} ps -a -q --filter name=^{1}$)\" ]; then {0} rm -f {2} >/dev/null 2>&1 && echo 1; fi", engine, name,
+                    ShellQuote(name));
+    const CommandResult r = host.Run(script, std::chrono::seconds(60));
+    if (r.out.find('1') != std::string::npos) ++killed;
+  }
+  if (record.contains("pid") && record.contains("start_ticks")) {
+    const int pid = record["pid"].get<int>();
+    const auto start = record["start_ticks"].get<std::uint64_t>();
+    if (pid > 0) {
+      const CommandResult r =
+          host.Run(fmt::format("{}m=$(members {} {}); [ -n \"$m\" ] && kill -KILL $m 2>/dev/null; echo $m | wc -w", kMembers, pid, start),
+                   std::chrono::seconds(30));
+      try {
+        killed += std::stoi(r.out);
+      } catch (const std::exception&) {
+      }
+    }
+  }
+  return killed;
+}
+
+}  // namespace tandem::harness
