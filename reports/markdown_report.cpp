@@ -11,6 +11,7 @@ std::string RenderReport(const store::CampaignRecord& r, const ReportOptions& op
   sections::Host(r, d);
   sections::Protocol(r, d);
   sections::AbTables(r, d);
+  sections::MixedPairs(r, d);
   sections::GreedyAgreement(r, d);
   sections::Headline(r, d);
   sections::ContentTypes(r, d);

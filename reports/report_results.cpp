@@ -99,6 +99,69 @@ void AbTables(const CampaignRecord& r, MarkdownDoc& d) {
   }
 }
 
+void MixedPairs(const CampaignRecord& r, MarkdownDoc& d) {
+  // A 2×2 campaign: arms X and Y, and the two mixed arms that swap their sides.
+  const auto arm_of = [&](const std::string& coordinator, const std::string& workers) -> const ArmRecord* {
+    for (const ArmRecord& a : r.arms) {
+      if (coordinator == workers && a.label == coordinator && a.kind != "mixed") return &a;
+      if (a.kind == "mixed" && a.launch.value("coordinator_from", "") == coordinator && a.launch.value("worker_from", "") == workers)
+        return &a;
+    }
+    return nullptr;
+  };
+  for (const ArmRecord& m : r.arms) {
+    if (m.kind != "mixed") continue;
+    const std::string x = m.launch.value("coordinator_from", ""), y = m.launch.value("worker_from", "");
+    const ArmRecord* grid[2][2] = {{arm_of(x, x), arm_of(x, y)}, {arm_of(y, x), arm_of(y, y)}};
+    if (x == y || !grid[0][0] || !grid[0][1] || !grid[1][0] || !grid[1][1]) continue;
+    if (grid[0][1] != &m) continue;  // each pair once, from the arm with X's coordinator
+    d.Line("## Coordinator × workers");
+    d.Blank();
+    d.Line(
+        "Which side of the image pair a difference lives in: each cell is the arm that ran the row's coordinator with the column's "
+        "workers ({} = {}·{}, {} = {}·{}); its headline family's geometric mean of session scores, tok/s, and the ratio to {} "
+        "(both sides from {}) with its Welch 95% interval.",
+        grid[0][1]->label, x, y, grid[1][0]->label, y, x, grid[0][0]->label, x);
+    d.Blank();
+    for (const LayoutRecord& l : r.layouts) {
+      const FamilyScores* headline = nullptr;
+      for (const FamilyScores& f : r.families) {
+        if (f.layout == l.name &&
+            (headline == nullptr || (f.metric == FamilyMetric::kWeighted && headline->metric != FamilyMetric::kWeighted))) {
+          headline = &f;
+        }
+      }
+      if (headline == nullptr) continue;
+      d.Line("{}{}:", r.layouts.size() > 1 ? l.name + ", " : "", Cell(headline->family));
+      d.Blank();
+      d.Line("{}", Header({"coordinator \\ workers", x, y}));
+      const std::vector<FamilyScores> one = {*headline};
+      for (int c = 0; c < 2; ++c) {
+        std::vector<std::string> row = {c == 0 ? x : y};
+        for (int w = 0; w < 2; ++w) {
+          const auto it = headline->by_arm.find(grid[c][w]->label);
+          if (it == headline->by_arm.end() || it->second.empty()) {
+            row.push_back(kNone);
+            continue;
+          }
+          std::string cell = fmt::format("{} `{}`", Rate(stats::GeometricMean(it->second)), grid[c][w]->label);
+          if (grid[c][w] != grid[0][0]) {
+            const std::vector<FamilyComparison> cmp = CompareArms(one, grid[0][0]->label, grid[c][w]->label);
+            if (!cmp.empty() && cmp[0].interval) {
+              const stats::RatioInterval& i = *cmp[0].interval;
+              const std::string ratio = fmt::format("×{:.3f} ({:.3f}–{:.3f})", i.ratio, i.lo, i.hi);
+              cell += " " + (i.excludes_one() ? "**" + ratio + "**" : ratio);
+            }
+          }
+          row.push_back(cell);
+        }
+        d.Line("{}", Row(row));
+      }
+      d.Blank();
+    }
+  }
+}
+
 void GreedyAgreement(const CampaignRecord& r, MarkdownDoc& d) {
   const std::vector<GreedyPrompt> prompts = GreedyPrompts(r);
   if (prompts.empty()) return;

@@ -16,6 +16,8 @@ void Protocol(const store::CampaignRecord& r, MarkdownDoc& d);
 
 // What it measured (report_results.cpp).
 void AbTables(const store::CampaignRecord& r, MarkdownDoc& d);
+// With two arms and the two mixed arms that swap their sides: the 2×2 table.
+void MixedPairs(const store::CampaignRecord& r, MarkdownDoc& d);
 void GreedyAgreement(const store::CampaignRecord& r, MarkdownDoc& d);
 void Headline(const store::CampaignRecord& r, MarkdownDoc& d);
 void ContentTypes(const store::CampaignRecord& r, MarkdownDoc& d);

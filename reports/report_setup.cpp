@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <map>
 #include <set>
 
@@ -40,6 +41,27 @@ std::vector<const WorkloadRecord*> WorkloadPlan(const CampaignRecord& r) {
   return out;
 }
 
+// An image's identity, short: a container image ID as docker prints it (12 hex digits).
+std::string ImageId(const std::string& id) { return Short(id, id.rfind("sha256:", 0) == 0 ? 19 : 16); }
+
+// One GPU of nvidia-smi's facts: "NVIDIA H200 (power limit 700 W, SM 1980 / 1980 MHz, memory 3201 / 3201 MHz)".
+std::string DescribeGpu(const json& g) {
+  const auto number = [&](const char* key) {
+    return g.contains(key) ? (g[key].is_number() ? fmt::format("{:g}", g[key].get<double>()) : g[key].dump()) : "?";
+  };
+  return fmt::format("{} (power limit {} W, SM {} / {} MHz, memory {} / {} MHz)", g.value("name", "?"), number("power_limit_w"),
+                     number("sm_clock_mhz"), number("max_sm_clock_mhz"), number("memory_clock_mhz"), number("max_memory_clock_mhz"));
+}
+
+bool UsesOtherHosts(const CampaignRecord& r) {
+  for (const ArmRecord& a : r.arms) {
+    for (const store::ArmImageRecord& i : a.images) {
+      if (i.host != "local") return true;
+    }
+  }
+  return false;
+}
+
 }  // namespace
 
 void Title(const CampaignRecord& r, MarkdownDoc& d) {
@@ -60,8 +82,8 @@ void Arms(const CampaignRecord& r, MarkdownDoc& d) {
                       9));
   for (const ArmRecord& a : r.arms) {
     d.Line("{}", Row({a.label, a.position == 0 ? "baseline" : "candidate", a.kind, a.revision.empty() ? kNone : "`" + a.revision + "`",
-                      Short(a.coordinator_image), Short(a.worker_image), a.model_id.empty() ? kNone : a.model_id, Short(a.model_revision),
-                      Short(a.config_sha256)}));
+                      ImageId(a.coordinator_image), ImageId(a.worker_image), a.model_id.empty() ? kNone : a.model_id,
+                      Short(a.model_revision), Short(a.config_sha256)}));
   }
   d.Blank();
   for (const ArmRecord& a : r.arms) {
@@ -70,6 +92,17 @@ void Arms(const CampaignRecord& r, MarkdownDoc& d) {
     if (a.kind == "git") how.push_back(fmt::format("built from {} at `{}`", l.value("repository", ""), l.value("ref", "")));
     if (a.kind == "binary") how.push_back(fmt::format("`{}`", l.value("coordinator", "")));
     if (a.kind == "command") how.push_back(fmt::format("command `{}`", l.value("command", "")));
+    if (a.kind == "mixed") {
+      how.push_back(fmt::format("**mixed**: the coordinator of {}, the workers of {}", l.value("coordinator_from", "?"),
+                                l.value("worker_from", "?")));
+    }
+    if (l.contains("engine")) {
+      how.push_back(fmt::format("{} images `{}` (coordinator) and `{}` (workers){}", l.value("engine", ""),
+                                l.value("coordinator_image", ""), l.value("worker_image", ""),
+                                l.contains("run_args") && l["run_args"].is_array() && !l["run_args"].empty()
+                                    ? fmt::format(", run with `{}`", fmt::join(l["run_args"].get<std::vector<std::string>>(), " "))
+                                    : ""));
+    }
     if (a.kind == "external")
       how.push_back(fmt::format("external server {}: **not relaunched** between sessions", l.value("base_url", "")));
     for (const char* key : {"options", "worker_options"}) {
@@ -87,6 +120,21 @@ void Arms(const CampaignRecord& r, MarkdownDoc& d) {
   }
   d.Line("- Model: `{}`, revision `{}`.", r.model_path, r.model_revision.empty() ? kNone : r.model_revision);
   d.Blank();
+  if (!UsesOtherHosts(r)) return;
+  // Where each role ran: one row per arm and host, one column per role.
+  d.Line(
+      "Images per host, read on each host before the first session (an executable's sha256 computed there, a container image's "
+      "ID there; the harness refuses a campaign whose hosts disagree):");
+  d.Blank();
+  d.Line("{}", Header({"arm", "host", "coordinator image", "worker image"}, 4));
+  for (const ArmRecord& a : r.arms) {
+    std::map<std::string, std::pair<std::string, std::string>> by_host;
+    for (const store::ArmImageRecord& i : a.images) (i.role == "coordinator" ? by_host[i.host].first : by_host[i.host].second) = i.id;
+    for (const auto& [host, ids] : by_host) {
+      d.Line("{}", Row({a.label, host, ids.first.empty() ? kNone : ImageId(ids.first), ids.second.empty() ? kNone : ImageId(ids.second)}));
+    }
+  }
+  d.Blank();
 }
 
 void Host(const CampaignRecord& r, MarkdownDoc& d) {
@@ -96,6 +144,9 @@ void Host(const CampaignRecord& r, MarkdownDoc& d) {
   d.Blank();
   d.Line("{} · {} logical CPUs · memory {} · {} · host `{}`.", h.value("cpu_model", "?"), h.value("logical_cpus", 0),
          Memory(h.value("memory", "?")), h.value("kernel", "?"), h.value("hostname", "?"));
+  if (h.contains("gpus") && h["gpus"].is_array()) {
+    for (const json& g : h["gpus"]) d.Line("GPU {}: {}.", g.value("index", 0.0), DescribeGpu(g));
+  }
   std::vector<double> busy;
   int loaded = 0;
   for (const SessionRecord& s : r.sessions) {
@@ -107,6 +158,37 @@ void Host(const CampaignRecord& r, MarkdownDoc& d) {
         "CPUs busy in the second before each session: median {:.0f}%, at most {:.0f}%; {} of {} sessions started under other load "
         "(> 25% busy).",
         100 * stats::Median(busy), 100 * stats::Max(busy), loaded, busy.size());
+  }
+  d.Blank();
+  // The other hosts, as each session read them: the first reading, and the busy samples of all.
+  std::map<std::string, json> first;
+  std::map<std::string, std::vector<double>> busy_of;
+  std::map<std::string, int> loaded_of;
+  for (const SessionRecord& s : r.sessions) {
+    if (!s.host.is_object() || !s.host.contains("hosts") || !s.host["hosts"].is_object()) continue;
+    for (const auto& [name, facts] : s.host["hosts"].items()) {
+      if (!first.contains(name)) first[name] = facts;
+      if (facts.contains("busy_fraction")) busy_of[name].push_back(facts["busy_fraction"].get<double>());
+      loaded_of[name] += facts.value("load_warning", false) ? 1 : 0;
+    }
+  }
+  if (first.empty()) return;
+  d.Line(
+      "The other hosts, read over SSH before every session (CPU busy in the second before it: median, most; sessions under "
+      "other load):");
+  d.Blank();
+  d.Line("{}", Header({"host", "CPU", "logical CPUs", "memory", "kernel", "busy", "loaded", "GPUs"}, 2));
+  for (const auto& [name, f] : first) {
+    const std::vector<double>& b = busy_of[name];
+    std::vector<std::string> gpus;
+    if (f.contains("gpus") && f["gpus"].is_array()) {
+      for (const json& g : f["gpus"]) gpus.push_back(DescribeGpu(g));
+    }
+    d.Line("{}",
+           Row({name, Cell(f.value("cpu_model", "?")), std::to_string(f.value("logical_cpus", 0)), Memory(f.value("memory", "?")),
+                Cell(f.value("kernel", "?")),
+                b.empty() ? std::string(kNone) : fmt::format("{:.0f}% / {:.0f}%", 100 * stats::Median(b), 100 * stats::Max(b)),
+                std::to_string(loaded_of[name]), gpus.empty() ? std::string(kNone) : Cell(fmt::format("{}", fmt::join(gpus, "; ")))}));
   }
   d.Blank();
 }
@@ -141,6 +223,24 @@ void Protocol(const CampaignRecord& r, MarkdownDoc& d) {
     emulated = true;
   }
   if (emulated) d.Blank();
+  // Where each layout's processes ran, when not all on the harness's machine.
+  bool placed = false;
+  for (const LayoutRecord& l : r.layouts) {
+    const json& spec = l.spec;
+    std::vector<std::string> workers;
+    if (spec.contains("worker_hosts") && spec["worker_hosts"].is_array()) {
+      for (const json& w : spec["worker_hosts"]) workers.push_back(w.is_string() ? w.get<std::string>() : w.dump());
+    }
+    const std::string coordinator = spec.value("coordinator_host", "local");
+    const bool remote =
+        coordinator != "local" || std::any_of(workers.begin(), workers.end(), [](const std::string& w) { return w != "local"; });
+    if (!remote) continue;
+    d.Line("Layout {}: coordinator on host {}{}{}.", l.name, coordinator,
+           workers.empty() ? "" : fmt::format(", workers on {}", fmt::join(workers, ", ")),
+           spec.value("peer_host", "").empty() ? "" : fmt::format(", peer rank on {}", spec.value("peer_host", "")));
+    placed = true;
+  }
+  if (placed) d.Blank();
   // The order, as letters of the arms' positions.
   std::map<std::string, std::string> orders;
   std::map<std::string, int> per_layout;
@@ -156,9 +256,10 @@ void Protocol(const CampaignRecord& r, MarkdownDoc& d) {
   const std::string order = distinct.size() == 1 ? *distinct.begin() : "(see each layout)";
   d.Line(
       "Sessions: {} per layout, run layout after layout, arms interleaved in the order {} ({}). Every session launches its arm's "
-      "coordinator and workers from scratch on loopback, waits until `/health` answers and `/v1/models` lists the model, runs the "
+      "coordinator and workers from scratch {}, waits until `/health` answers and `/v1/models` lists the model, runs the "
       "warmup and then the measured workloads, reads `/v1/stats` around each workload, and stops every process it started.",
-      per_layout.empty() ? 0 : per_layout.begin()->second, order, fmt::join(letters, ", "));
+      per_layout.empty() ? 0 : per_layout.begin()->second, order, fmt::join(letters, ", "),
+      UsesOtherHosts(r) ? "on its layout's hosts (over SSH)" : "on loopback");
   if (distinct.size() > 1) {
     for (const auto& [layout, o] : orders) d.Line("- {}: {}", layout, o);
   }

@@ -35,7 +35,10 @@ json LayoutSpecJson(const LayoutSpec& l) {
           {"emulated_rtt_us", l.emulated_rtt_us},
           {"options", l.options},
           {"coordinator_cpus", l.coordinator_cpus},
-          {"worker_cpus", l.worker_cpus}};
+          {"worker_cpus", l.worker_cpus},
+          {"coordinator_host", l.coordinator_host},
+          {"worker_hosts", l.worker_hosts},
+          {"peer_host", l.coordinator_ranks == 2 ? PeerHost(l) : ""}};
 }
 
 }  // namespace tandem::harness

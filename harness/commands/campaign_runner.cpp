@@ -206,7 +206,7 @@ void PrintPlan(const Prepared& p, std::ostream& out) {
       if (h.local()) continue;
       out << fmt::format("  {:<12} ssh {}{}, reached at {}\n", h.name, h.ssh, h.port > 0 ? fmt::format(" port {}", h.port) : "", h.address);
     }
-    if (p.cluster) out << "  every host answered, with the model and each image in place (--check-hosts)\n";
+    if (p.cluster) out << "  every host answered and was checked (--check-hosts); what a run would copy or pull is listed above\n";
   }
   out << fmt::format("sessions ({} per layout)\n", c.sessions.per_layout);
   std::string current;

@@ -131,6 +131,74 @@ TEST(CampaignYaml, ErrorsNameFileLineColumnAndKey) {
   }
 }
 
+// Hosts, placements, container and mixed arms (campaigns across machines).
+TEST(CampaignYaml, ClusterErrorsNameFileLineColumnAndKey) {
+  const std::string hosts = Valid() + "hosts:\n  - {name: h1, ssh: root@10.0.0.1}\n";  // lines 17, 18
+  const std::string bin = TANDEM_RT_BIN;
+  const std::map<std::string, std::pair<std::string, std::string>> cases = {
+      {"unknown worker host",
+       {ReplaceLine(hosts, 11, "    worker_hosts: [h1, nope]"),
+        ":11:24: layouts[0].worker_hosts[1]: 'nope' is not a host of the campaign (local, h1)"}},
+      {"workers and worker_hosts disagree",
+       {ReplaceLine(hosts, 11, "    workers: 3\n    worker_hosts: [h1, h1]"),
+        ":11:14: layouts[0].workers: is 3, but worker_hosts names 2 workers"}},
+      {"unknown coordinator host",
+       {ReplaceLine(hosts, 11, "    coordinator_host: h9"), ":11:23: layouts[0].coordinator_host: 'h9' is not a host"}},
+      {"peer host without a peer",
+       {ReplaceLine(hosts, 11, "    peer_host: h1"), ":11:16: layouts[0].peer_host: is only used with coordinator_ranks: 2"}},
+      {"a host named local",
+       {ReplaceLine(hosts, 18, "  - {name: local, ssh: root@x}"), ":18:12: hosts[0].name: 'local' is the harness's own machine"}},
+      {"two hosts, one name",
+       {ReplaceLine(hosts, 18, "  - {name: h1, ssh: a@x}\n  - {name: h1, ssh: b@y}"), ":19:5: hosts[1]: host name 'h1' is used twice"}},
+      {"ssh that is an option",
+       {ReplaceLine(hosts, 18, "  - {name: h1, ssh: -oProxyCommand=x}"), ":18:21: hosts[0].ssh: '-oProxyCommand=x' is not user@host"}},
+      {"unknown host key", {ReplaceLine(hosts, 18, "  - {name: h1, ssh: r@h, prot: 22}"), ": hosts[0]: unknown key 'prot'"}},
+      {"bad port", {ReplaceLine(hosts, 18, "  - {name: h1, ssh: r@h, port: 70000}"), ":18:32: hosts[0].port: 70000 is outside"}},
+      {"container without an engine",
+       {ReplaceLine(hosts, 7, "    source: {kind: container, coordinator_image: ds/coord:v1}"),
+        ":7:13: arms[1].source: 'engine' is missing"}},
+      {"container with a bad pull",
+       {ReplaceLine(hosts, 7, "    source: {kind: container, engine: podman, coordinator_image: a, pull: sometimes}"),
+        ":7:75: arms[1].source.pull: 'sometimes' is not one of"}},
+      {"container with a binary's key",
+       {ReplaceLine(hosts, 7, "    source: {kind: container, engine: docker, coordinator_image: a, coordinator: /x}"),
+        ": arms[1].source.coordinator: is not used by a 'container' source"}},
+      {"binary with a container's key",
+       {ReplaceLine(hosts, 7, "    source: {kind: binary, coordinator: " + bin + ", engine: docker}"),
+        ": arms[1].source.engine: is not used by a 'binary' source"}},
+      {"mixed from an unknown arm",
+       {ReplaceLine(hosts, 7, "    coordinator_from: a\n    worker_from: zz"), ":8:18: arms[1].worker_from: 'zz' is not an arm label"}},
+      {"mixed from a mixed arm",
+       {ReplaceLine(hosts, 7, "    coordinator_from: b\n    worker_from: a"), ": arms[1].coordinator_from: arm 'b' is a mixed arm"}},
+      {"mixed with a source too",
+       {ReplaceLine(hosts, 6, "  - label: b\n    coordinator_from: a\n    worker_from: a"),
+        ": arms[1].source: a mixed arm (coordinator_from / worker_from) takes its images"}},
+      {"command arm on other hosts",
+       {ReplaceLine(ReplaceLine(hosts, 11, "    worker_hosts: [h1, h1]"), 7,
+                    "    source: {kind: command, command: 'server --port {port}'}"),
+        ": layouts[0]: arm 'b' is a command arm, which runs on the harness's machine only"}},
+  };
+  for (const auto& [what, c] : cases) {
+    const std::string error = ErrorOf(c.first);
+    EXPECT_EQ(error.rfind(kFile, 0), 0u) << what << ": " << error;
+    EXPECT_NE(error.find(c.second), std::string::npos) << what << ":\n  got  " << error << "\n  want " << c.second;
+  }
+  // And the valid forms parse.
+  const Campaign c =
+      ParseCampaign(ReplaceLine(ReplaceLine(hosts, 11, "    worker_hosts: [h1, local]\n    coordinator_host: h1"), 7,
+                                "    source: {kind: container, engine: podman, coordinator_image: ds/c:1, run_args: [--gpus, all]}"),
+                    kFile);
+  ASSERT_EQ(c.hosts.size(), 2u);
+  EXPECT_EQ(c.hosts[1].address, "10.0.0.1");
+  EXPECT_EQ(c.layouts[0].workers, 2);
+  EXPECT_EQ(WorkerHost(c.layouts[0], 1), "local");
+  EXPECT_TRUE(c.uses_remote_hosts());
+  EXPECT_EQ(c.arms[1].worker_image, "ds/c:1");
+  EXPECT_EQ(c.arms[1].pull, "never");
+  EXPECT_EQ(c.arms[1].run_args, (std::vector<std::string>{"--gpus", "all"}));
+  EXPECT_FALSE(ParseCampaign(Valid(), kFile).uses_remote_hosts());
+}
+
 TEST(CampaignYaml, MissingFileIsAnError) {
   try {
     LoadCampaign("/no/such/campaign.yaml");
