@@ -104,6 +104,10 @@ Prepared Prepare(const Campaign& c, bool dry_run, bool check_hosts, std::ostream
     }
   }
   for (const ArmSpec& arm : c.arms) {
+    if (arm.kind == ArmSourceKind::kMixed) {  // composed below, from its resolved sides
+      p.arms.push_back(ResolvedArm{.spec = arm});
+      continue;
+    }
     ResolvedArm resolved = ResolveArm(arm, {.build = false, .build_cache = BuildCache()});
     if (!resolved.built && !dry_run) {
       log << fmt::format("building arm {}: {} at {} ({}) into {}...\n", arm.label, arm.repository, arm.ref, resolved.revision.substr(0, 12),

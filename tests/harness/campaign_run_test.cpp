@@ -253,6 +253,40 @@ TEST_F(Campaigns, KillDuringASessionThenResumeLosesAndDuplicatesNothing) {
   EXPECT_NE(resumed.out.find("summary"), std::string::npos) << resumed.out;
 }
 
+TEST_F(Campaigns, MixedPairsRunOneSidesCoordinatorWithTheOthersWorkersAndTheReportShowsTheGrid) {
+  // "two" is a copy of the same runtime elsewhere, so the four arms are told apart by
+  // where each role's executable comes from.
+  const fs::path two = Dir() / "tandem-rt-two";
+  fs::copy_file(TANDEM_RT_BIN, two, fs::copy_options::overwrite_existing);
+  fs::permissions(two, fs::perms::owner_all);
+  const std::string arms = fmt::format(
+      "  - label: two\n    source: {{kind: binary, coordinator: {0}, worker: {0}}}\n"
+      "  - {{label: one-two, coordinator_from: one, worker_from: two}}\n"
+      "  - {{label: two-one, coordinator_from: two, worker_from: one}}",
+      two.string());
+  const auto r = testing::RunCommand(TANDEM_BIN, {"run", WriteCampaign(arms, "ABCD").string(), "--quiet"}, 300s);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const store::Store store = store::Store::Open(Dir() / "store.db");
+  // one-two's coordinator ran one's executable, its workers two's.
+  store::Statement s(
+      store.handle(),
+      "SELECT se.processes_json, a.source_kind, a.launch_json FROM session se JOIN arm a ON a.id = se.arm_id WHERE a.label = 'one-two'");
+  ASSERT_TRUE(s.Step());
+  EXPECT_EQ(s.Text(1), "mixed");
+  const json launch = json::parse(s.Text(2));
+  EXPECT_EQ(launch["coordinator_from"], "one");
+  EXPECT_EQ(launch["worker_from"], "two");
+  EXPECT_EQ(launch["coordinator"], TANDEM_RT_BIN);
+  EXPECT_EQ(launch["worker"], two.string());
+  const auto report = testing::RunCommand(TANDEM_BIN, {"report", (Dir() / "store.db").string()}, 60s);
+  ASSERT_EQ(report.exit_code, 0) << report.err;
+  EXPECT_NE(report.out.find("## Coordinator × workers"), std::string::npos) << report.out;
+  EXPECT_NE(report.out.find("**mixed**: the coordinator of one, the workers of two"), std::string::npos) << report.out;
+  EXPECT_NE(report.out.find("| coordinator \\ workers | one | two |"), std::string::npos) << report.out;
+  EXPECT_NE(report.out.find("`two-one`"), std::string::npos) << report.out;
+  EXPECT_TRUE(LeftRunning(Model().string()).empty());
+}
+
 TEST_F(Campaigns, SecondRunOnTheSameStoreIsRefused) {
   const fs::path file = WriteCampaign(BinaryArm());
   testing::ChildProcess run(TANDEM_BIN, {"run", file.string(), "--quiet"}, (Dir() / "first.err").string());
