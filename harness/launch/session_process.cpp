@@ -1,5 +1,7 @@
 #include "harness/launch/session_process.hpp"
 
+#include <algorithm>
+#include <cctype>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
@@ -202,6 +204,12 @@ int KillLeftovers(const nlohmann::json& record, const Host& host) {
   if (record.contains("container") && record.contains("engine")) {
     const std::string engine = ShellQuote(record["engine"].get<std::string>());
     const std::string name = record["container"].get<std::string>();
+    // A name the harness made (tandem-HEX-cN-sN-ROLE) goes into a filter unquoted: refuse
+    // anything else a store might hold.
+    const bool word = !name.empty() && std::all_of(name.begin(), name.end(), [](char c) {
+      return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.';
+    });
+    if (!word) throw std::invalid_argument(fmt::format("a recorded container name '{}' is not one the harness makes", name));
     const std::string script =
         fmt::format("if [ -n \"$({0} ps -a -q --filter name=^{1}$)\" ]; then {0} rm -f {2} >/dev/null 2>&1 && echo 1; fi", engine, name,
                     ShellQuote(name));

@@ -72,6 +72,7 @@ class ClusterCampaign : public ::testing::Test {
     if (dir_ == nullptr) return;
     testing::RunCommand(kTestbed, {"down"}, 120s);
     fs::remove_all(*dir_);
+    ::sync();  // the image stores' writes, flushed now rather than under the next (timing) test
     delete dir_;
     delete hosts_yaml_;
   }
