@@ -1,25 +1,27 @@
 #include "reports/gate.hpp"
 
 #include <algorithm>
-#include <set>
+#include <cmath>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 #include "common/input_error.hpp"
 #include "reports/quality.hpp"
-#include "store/comparison.hpp"
+#include "stats/sessions_needed.hpp"
+#include "stats/stats_error.hpp"
+#include "store/gate_decision.hpp"
 #include "store/session_scores.hpp"
 
 namespace tandem::reports {
 
 using store::ArmRecord;
 using store::CampaignRecord;
-using store::CompareArms;
-using store::FamilyComparison;
-using store::FamilyScores;
 
 namespace {
+
+// Beyond this, an "add N sessions" hint is no help: the ratio sits on the threshold.
+constexpr std::size_t kMostSessionsWorthSuggesting = 1000;
 
 std::string_view RuleName(GateRule rule) { return rule == GateRule::kProven ? "proven" : "noninferior"; }
 
@@ -41,9 +43,12 @@ int GateResult::ExitCode() const { return verdict == Verdict::kPass ? 0 : verdic
 
 GateResult EvaluateGate(const CampaignRecord& r, const GateOptions& options) {
   GateResult g;
+  g.store = r.store_path;
+  g.campaign = r.id;
   const nlohmann::json& defaults = r.gate.is_object() ? r.gate : nlohmann::json::object();
-  g.baseline = !options.baseline.empty() ? options.baseline : defaults.value("baseline", r.arms.empty() ? "" : r.arms[0].label);
-  g.candidate = !options.candidate.empty() ? options.candidate : defaults.value("candidate", r.arms.size() < 2 ? "" : r.arms[1].label);
+  store::GateDesign design = store::StoredGateDesign(r);
+  g.baseline = !options.baseline.empty() ? options.baseline : design.baseline;
+  g.candidate = !options.candidate.empty() ? options.candidate : design.candidate;
   for (const std::string* label : {&g.baseline, &g.candidate}) {
     if (r.Arm(*label) == nullptr) {
       std::vector<std::string> labels;
@@ -52,40 +57,77 @@ GateResult EvaluateGate(const CampaignRecord& r, const GateOptions& options) {
     }
   }
   if (g.baseline == g.candidate) throw InputError(fmt::format("gate: baseline and candidate are both '{}'", g.baseline));
-  g.max_regression = options.max_regression.value_or(defaults.value("max_regression", 0.03));
+  g.max_regression = options.max_regression.value_or(design.max_regression);
   if (!(g.max_regression >= 0 && g.max_regression < 1)) {
     throw InputError(fmt::format("gate: max regression {} is outside [0, 1)", g.max_regression));
   }
-  g.rule =
-      options.rule.value_or(defaults.value("rule", std::string("proven")) == "noninferior" ? GateRule::kNoninferior : GateRule::kProven);
-  std::vector<std::string> wanted = options.families;
-  if (wanted.empty() && defaults.contains("families")) wanted = defaults["families"].get<std::vector<std::string>>();
-
-  const std::vector<FamilyScores>& families = r.families;
-  std::set<std::string> known;
-  for (const FamilyScores& f : families) known.insert(f.family);
-  for (const std::string& f : wanted) {
-    if (!known.contains(f)) {
-      throw InputError(fmt::format("gate: campaign {} measured no family '{}' (families: {})", r.id, f, fmt::join(known, "; ")));
-    }
-  }
+  g.rule = options.rule.value_or(design.proven ? GateRule::kProven : GateRule::kNoninferior);
+  if (!options.families.empty()) design.families = options.families;
+  g.sequential = defaults.value("sequential", false);
+  g.block = defaults.value("block", 4);
+  design.baseline = g.baseline;
+  design.candidate = g.candidate;
+  design.max_regression = g.max_regression;
+  design.proven = g.rule == GateRule::kProven;
   const double threshold = 1.0 - g.max_regression;
-  for (const FamilyComparison& c : CompareArms(families, g.baseline, g.candidate)) {
-    if (!wanted.empty() && std::find(wanted.begin(), wanted.end(), c.scores->family) == wanted.end()) continue;
-    GateFamily f{c.scores->layout, c.scores->family, {}, {}, {}, c.n_baseline, c.n_candidate, Verdict::kInconclusive, c.missing};
-    if (c.interval) {
-      f.ratio = c.interval->ratio;
-      f.lo = c.interval->lo;
-      f.hi = c.interval->hi;
-      if (c.interval->hi < threshold) {
-        f.verdict = Verdict::kFail;
-        f.reason = fmt::format("the whole interval is below {:.3f}: a regression beyond {:.1f}%", threshold, 100 * g.max_regression);
-      } else if (g.rule == GateRule::kProven || c.interval->lo > threshold) {
-        f.verdict = Verdict::kPass;
-        f.reason = g.rule == GateRule::kProven ? "no regression beyond the threshold is proven"
-                                               : fmt::format("the whole interval is above {:.3f}", threshold);
-      } else {
-        f.reason = fmt::format("the interval reaches below {:.3f}: noninferiority not shown (more sessions?)", threshold);
+  const std::vector<store::FamilyGate> decided = store::DecideGate(r, design);
+  for (const store::FamilyGate& d : decided) g.gated += d.decision ? 1 : 0;
+  for (const store::FamilyGate& d : decided) {
+    GateFamily f{d.layout, d.family, {}, {}, {}, d.n_baseline, d.n_candidate, Verdict::kInconclusive, d.missing};
+    f.planned_looks = d.planned_looks;
+    if (d.interval) {
+      f.ratio = d.interval->ratio;
+      f.lo = d.interval->lo;
+      f.hi = d.interval->hi;
+    }
+    if (d.decision) {
+      const stats::FamilyDecision& x = *d.decision;
+      f.look = static_cast<int>(x.look) + 1;
+      f.fraction = d.fractions[x.look];
+      f.pass_level = x.pass_level;
+      f.fail_level = x.fail_level;
+      f.fail_budget = x.fail_budget;
+      f.p_pass = x.test.p_pass;
+      f.p_fail = x.test.p_fail;
+      const bool adjusted = x.fail_level < 0.025 - 1e-12 || x.pass_level < 0.025 - 1e-12;
+      const std::string at_look = g.sequential || f.planned_looks > 1
+                                      ? fmt::format(" at look {} of {} (information {:.2f})", f.look, f.planned_looks, f.fraction)
+                                      : std::string();
+      const std::string levels = adjusted ? fmt::format("; one-sided levels: pass {:.4f}, fail {:.4f}", x.pass_level, x.fail_level) : "";
+      switch (x.decision) {
+        case stats::Decision::kFail:
+          f.verdict = Verdict::kFail;
+          f.reason = fmt::format("a regression beyond {:.1f}% is shown{} (p {:.2g} < {:.4f}{})", 100 * g.max_regression, at_look,
+                                 x.test.p_fail, x.fail_level, g.gated > 1 ? fmt::format(", Holm over {} families", g.gated) : "");
+          break;
+        case stats::Decision::kPass:
+          f.verdict = Verdict::kPass;
+          f.reason = g.rule == GateRule::kProven && x.test.p_pass >= x.pass_level
+                         ? fmt::format("no regression beyond {:.1f}% is proven (rule proven){}", 100 * g.max_regression, levels)
+                         : fmt::format("the interval lies above {:.3f}{}{}", threshold, at_look, levels);
+          break;
+        case stats::Decision::kUndecided: {
+          const bool more_looks = !d.final;
+          f.reason = fmt::format("the interval reaches across {:.3f}{}{}", threshold, at_look,
+                                 more_looks ? "; the campaign has sessions still to run" : "");
+          if (d.interval && d.interval->standard_error > 0) {
+            const double n_a = static_cast<double>(d.n_baseline), n_b = static_cast<double>(d.n_candidate);
+            const double sd = d.interval->standard_error / std::sqrt(1 / n_a + 1 / n_b);
+            try {
+              f.sessions_needed = stats::SessionsNeeded(sd, d.interval->ratio / threshold - 1.0);
+            } catch (const stats::StatsError&) {
+              f.sessions_needed = 0;  // the ratio sits on the threshold: no number of sessions decides it
+            }
+          }
+          break;
+        }
+      }
+      // The interval the decision was taken on, when it is not the published 95% one.
+      if (x.decision != stats::Decision::kUndecided && (adjusted || f.planned_looks > 1)) {
+        const double level = x.decision == stats::Decision::kFail ? x.fail_level : x.pass_level;
+        const auto [lo, hi] = stats::IntervalAtLevel(d.intervals_at_looks[x.look], level);
+        f.decision_lo = lo;
+        f.decision_hi = hi;
       }
     }
     g.families.push_back(std::move(f));
@@ -103,11 +145,24 @@ GateResult EvaluateGate(const CampaignRecord& r, const GateOptions& options) {
   return g;
 }
 
+std::string GateResult::ExtendCommand(std::size_t sessions_per_arm, std::size_t have_per_arm) const {
+  const std::size_t arms_per_block = 2;
+  const std::size_t per_block = std::max<std::size_t>(1, static_cast<std::size_t>(block) / arms_per_block);
+  const std::size_t more = sessions_per_arm > have_per_arm ? sessions_per_arm - have_per_arm : 0;
+  const std::size_t blocks = (more + per_block - 1) / per_block;
+  return fmt::format("tandem run --resume {} --extend {}", store, std::max<std::size_t>(1, blocks) * static_cast<std::size_t>(block));
+}
+
 std::string GateResult::Text() const {
   std::string out = fmt::format(
-      "gate: {} vs {} (baseline), rule {}, max regression {:.1f}%: Welch 95% interval of the ratio of geometric "
-      "means over sessions\n",
-      candidate, baseline, RuleName(rule), 100 * max_regression);
+      "gate: {} vs {} (baseline), rule {}, T = 1 − max regression = {:.3f}: Welch 95% interval of the ratio of geometric "
+      "means over sessions{}\n",
+      candidate, baseline, RuleName(rule), 1.0 - max_regression,
+      sequential ? "; sequential (O'Brien–Fleming alpha spending over the looks)" : "");
+  if (gated > 1) {
+    out += fmt::format("{} gated families: the fail tests share alpha 0.025 by Holm's step-down (levels below); pass needs every family\n",
+                       gated);
+  }
   std::size_t width = 0, lwidth = 0;
   for (const GateFamily& f : families) {
     width = std::max(width, f.family.size());
@@ -117,6 +172,23 @@ std::string GateResult::Text() const {
     const std::string figure = f.ratio ? fmt::format("{:.3f} ({:.3f}–{:.3f}) n={}/{}", *f.ratio, *f.lo, *f.hi, f.n_baseline, f.n_candidate)
                                        : fmt::format("— n={}/{}", f.n_baseline, f.n_candidate);
     out += fmt::format("{:<12} {:<{}}  {:<{}}  {:<34} {}\n", ToString(f.verdict), f.layout, lwidth, f.family, width, figure, f.reason);
+    const std::string indent(13, ' ');
+    if (f.decision_lo) {
+      out += fmt::format("{}decided on the interval ({:.3f}–{:.3f}) at look {} (one-sided level {:.4f})\n", indent, *f.decision_lo,
+                         *f.decision_hi, f.look, f.verdict == Verdict::kFail ? f.fail_level : f.pass_level);
+    }
+    if (f.verdict == Verdict::kInconclusive && f.ratio) {
+      if (f.sessions_needed > kMostSessionsWorthSuggesting) {
+        out += fmt::format("{}to decide: more than {} sessions per arm at this spread: the ratio ({:.3f}) is too close to the threshold\n",
+                           indent, kMostSessionsWorthSuggesting, *f.ratio);
+      } else if (f.sessions_needed > 0) {
+        const std::size_t have = std::min(f.n_baseline, f.n_candidate);
+        out += fmt::format("{}to decide: about {} sessions per arm at this spread (now {}): {}\n", indent, f.sessions_needed, have,
+                           ExtendCommand(f.sessions_needed, have));
+      } else {
+        out += fmt::format("{}to decide: the ratio sits on the threshold; no number of sessions will separate them\n", indent);
+      }
+    }
   }
   for (const std::string& q : quality_failures) out += fmt::format("fail         quality: {}\n", q);
   for (const std::string& q : quality_doubts) out += fmt::format("inconclusive quality: {}\n", q);
@@ -125,6 +197,7 @@ std::string GateResult::Text() const {
 }
 
 nlohmann::json GateResult::Json() const {
+  const auto opt = [](const std::optional<double>& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); };
   nlohmann::json fams = nlohmann::json::array();
   for (const GateFamily& f : families) {
     nlohmann::json j = {{"layout", f.layout},
@@ -132,18 +205,36 @@ nlohmann::json GateResult::Json() const {
                         {"n_baseline", f.n_baseline},
                         {"n_candidate", f.n_candidate},
                         {"verdict", ToString(f.verdict)},
-                        {"reason", f.reason}};
-    j["ratio"] = f.ratio ? nlohmann::json(*f.ratio) : nlohmann::json(nullptr);
-    j["lo"] = f.lo ? nlohmann::json(*f.lo) : nlohmann::json(nullptr);
-    j["hi"] = f.hi ? nlohmann::json(*f.hi) : nlohmann::json(nullptr);
+                        {"reason", f.reason},
+                        {"ratio", opt(f.ratio)},
+                        {"lo", opt(f.lo)},
+                        {"hi", opt(f.hi)},
+                        {"look", f.look},
+                        {"planned_looks", f.planned_looks},
+                        {"information_fraction", f.fraction},
+                        {"pass_level", f.pass_level},
+                        {"fail_level", f.fail_level},
+                        {"fail_budget", f.fail_budget},
+                        {"p_pass", f.p_pass},
+                        {"p_fail", f.p_fail},
+                        {"decision_lo", opt(f.decision_lo)},
+                        {"decision_hi", opt(f.decision_hi)}};
+    if (f.verdict == Verdict::kInconclusive && f.sessions_needed > 0 && f.sessions_needed <= kMostSessionsWorthSuggesting) {
+      j["sessions_needed_per_arm"] = f.sessions_needed;
+      j["extend_command"] = ExtendCommand(f.sessions_needed, std::min(f.n_baseline, f.n_candidate));
+    }
     fams.push_back(std::move(j));
   }
   return {{"baseline", baseline},
           {"candidate", candidate},
           {"rule", RuleName(rule)},
           {"max_regression", max_regression},
+          {"threshold", 1.0 - max_regression},
           {"level", 0.95},
           {"method", "welch"},
+          {"sequential", sequential},
+          {"multiplicity", gated > 1 ? "holm" : "none"},
+          {"gated_families", gated},
           {"families", fams},
           {"quality_failures", quality_failures},
           {"quality_doubts", quality_doubts},

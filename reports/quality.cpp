@@ -104,7 +104,7 @@ PairQuality AssessPair(const CampaignRecord& r, const std::string& baseline, con
     const std::string who = fmt::format("session {} ({}, {})", s.order_index + 1, s.layout, s.arm);
     if (s.status == "failed") {
       (s.arm == candidate ? out.failures : out.doubts).push_back(fmt::format("{} failed: {}", who, s.reason));
-    } else if (s.status != "complete") {
+    } else if (s.status != "complete" && s.status != "skipped") {  // skipped: a sequential layout was decided
       out.doubts.push_back(fmt::format("{} never completed (status {}): resume the campaign", who, s.status));
     }
   }

@@ -261,9 +261,18 @@ std::vector<WorkloadSpec> ParseWorkloads(const At& at, bool warmup) {
 }
 
 SessionSpec ParseSessions(const At& at, const std::vector<ArmSpec>& arms) {
-  const Map m(at, {"per_layout", "order", "seed", "retry", "on_failure"});
+  const Map m(at, {"per_layout", "max_per_layout", "until", "order", "seed", "retry", "on_failure"});
   SessionSpec s;
-  s.per_layout = m.Number<int>("per_layout", 4, 1, 10000);
+  if (m.Has("per_layout") && m.Has("max_per_layout"))
+    throw m.Get("max_per_layout").Error("is for sequential campaigns; per_layout is set too");
+  if (m.Has("until")) {
+    (void)OneOf(m.Get("until"), {"decided"});
+    if (!m.Has("max_per_layout")) throw m.Get("until").Error("needs max_per_layout: the most sessions a layout may run");
+    s.until_decided = true;
+  } else if (m.Has("max_per_layout")) {
+    throw m.Get("max_per_layout").Error("needs until: decided (else use per_layout)");
+  }
+  s.per_layout = s.until_decided ? m.Number<int>("max_per_layout", 16, 2, 10000) : m.Number<int>("per_layout", 4, 1, 10000);
   s.retry = m.Number<int>("retry", 0, 0, 100);
   if (m.Has("on_failure")) s.abort_on_failure = OneOf(m.Get("on_failure"), {"continue", "abort"}) == "abort";
   if (m.Has("order")) {
@@ -312,6 +321,13 @@ SessionSpec ParseSessions(const At& at, const std::vector<ArmSpec>& arms) {
         break;
     }
     if (!present) throw at.Error(fmt::format("arm '{}' gets no session in this order", arms[a].label));
+  }
+  if (s.until_decided) {
+    if (s.order != SessionSpec::Order::kPattern) throw m.Get("until").Error("a sequential campaign needs a pattern order (e.g. ABBA)");
+    if (s.per_layout % s.block(arms.size()) != 0) {
+      throw m.Get("max_per_layout")
+          .Error(fmt::format("must be a whole number of {} blocks ({} sessions each)", s.pattern, s.block(arms.size())));
+    }
   }
   return s;
 }
@@ -520,7 +536,7 @@ Campaign ParseCampaign(std::string_view text, const std::filesystem::path& file)
   }
   if (m.Has("gate")) {
     // Defaults for `tandem gate`; its flags override them. Stored as JSON.
-    const Map g(m.Get("gate"), {"baseline", "candidate", "families", "max_regression", "rule"});
+    const Map g(m.Get("gate"), {"baseline", "candidate", "families", "max_regression", "rule", "require_identical_greedy"});
     nlohmann::json gate = nlohmann::json::object();
     for (const char* key : {"baseline", "candidate"}) {
       if (!g.Has(key)) continue;
@@ -533,9 +549,29 @@ Campaign ParseCampaign(std::string_view text, const std::filesystem::path& file)
     if (g.Has("families")) gate["families"] = g.Get("families").StringList();
     if (g.Has("max_regression")) gate["max_regression"] = g.Get("max_regression").Number<double>(0.0, 0.99);
     if (g.Has("rule")) gate["rule"] = OneOf(g.Get("rule"), {"proven", "noninferior"});
+    if (g.Has("require_identical_greedy")) gate["require_identical_greedy"] = g.Get("require_identical_greedy").Bool();
     c.gate_json = gate.dump();
   }
   return c;
+}
+
+int SessionSpec::block(std::size_t arms) const {
+  switch (order) {
+    case Order::kPattern:
+      return static_cast<int>(pattern.size());
+    case Order::kExplicit:
+      return static_cast<int>(sequence.size());
+    case Order::kRandom:
+      break;
+  }
+  return static_cast<int>(arms);
+}
+
+std::vector<int> SessionSpec::looks(std::size_t arms) const {
+  if (!until_decided) return {per_layout};
+  std::vector<int> out;
+  for (int n = block(arms); n <= per_layout; n += block(arms)) out.push_back(n);
+  return out;
 }
 
 Campaign LoadCampaign(const std::filesystem::path& file) {

@@ -103,13 +103,21 @@ struct WorkloadSpec {
 };
 
 struct SessionSpec {
-  int per_layout = 4;
+  int per_layout = 4;  // with until_decided: the most sessions a layout runs (max_per_layout)
+  // Sequential (`max_per_layout: N, until: decided`): the gate looks after every block
+  // (one repetition of the pattern) and a layout stops once its gated families are decided.
+  bool until_decided = false;
   enum class Order { kPattern, kRandom, kExplicit } order = Order::kPattern;
   std::string pattern = "ABBA";       // kPattern: letters = arms in declaration order, repeated
   std::uint64_t seed = 0;             // kRandom
   std::vector<std::string> sequence;  // kExplicit: arm labels
   int retry = 0;                      // attempts after a failed session
   bool abort_on_failure = false;      // stop the campaign instead of moving on
+
+  // Sessions per block: the pattern's length (or the explicit list's, or one per arm).
+  int block(std::size_t arms) const;
+  // Sessions per layout after which the gate looks: every block when sequential, else once.
+  std::vector<int> looks(std::size_t arms) const;
 };
 
 struct QualitySpec {

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <future>
 #include <iostream>
+#include <map>
 
 #include <fcntl.h>
 #include <sys/file.h>
@@ -32,7 +33,9 @@
 #include "runtime/model/model_revision.hpp"
 #include "runtime/model/tokenizer.hpp"
 #include "stats/log_ratio.hpp"
+#include "store/campaign_record.hpp"
 #include "store/comparison.hpp"
+#include "store/gate_decision.hpp"
 #include "store/session_scores.hpp"
 #include "store/store.hpp"
 #include "store/workload_description.hpp"
@@ -433,6 +436,45 @@ void KillLeftovers(store::Store& store, const Cluster& cluster, const store::Ses
     progress.Line(fmt::format("session {}: killed {} process(es) left running by the interrupted run", s.order_index + 1, killed));
 }
 
+// A sequential campaign looks after every block of a layout: once every gated family of
+// the layout is decided, its remaining sessions are skipped (status "skipped"). The gate
+// recomputes the same looks from the store, so `tandem gate` gives the verdict seen here.
+void StopIfDecided(store::Store& store, std::int64_t campaign, const Campaign& c, std::vector<store::SessionRow>& sessions,
+                   const store::SessionRow& done, Progress& progress) {
+  if (!c.sessions.until_decided) return;
+  int position = 0, total = 0;
+  for (const store::SessionRow& s : sessions) {
+    if (s.layout != done.layout) continue;
+    if (s.order_index < done.order_index) ++position;
+    ++total;
+  }
+  const json gate = json::parse(store.CampaignField(campaign, "gate_json"), nullptr, false);
+  const std::vector<int> looks = gate.is_object() && gate.contains("looks") ? gate["looks"].get<std::vector<int>>() : std::vector<int>{};
+  if (std::find(looks.begin(), looks.end(), position + 1) == looks.end() || position + 1 == total) return;
+  const store::CampaignRecord record = store::LoadCampaignRecord(store, campaign);
+  std::vector<store::FamilyGate> gates;
+  try {
+    gates = store::DecideGate(record, store::StoredGateDesign(record));
+  } catch (const std::exception& e) {
+    progress.Line(fmt::format("[{}] look after {} sessions: {}; going on", done.layout, position + 1, e.what()));
+    return;
+  }
+  if (!store::LayoutDecided(gates, done.layout)) {
+    progress.Line(fmt::format("[{}] look after {} sessions: undecided, going on", done.layout, position + 1));
+    return;
+  }
+  const std::string why =
+      fmt::format("not needed: the gated families of layout {} were decided after {} sessions", done.layout, position + 1);
+  int skipped = 0;
+  for (store::SessionRow& s : sessions) {
+    if (s.layout != done.layout || s.order_index <= done.order_index || s.status == "complete") continue;
+    store.FinishSession(s.id, "skipped", why, "{}", "[]");
+    s.status = "skipped";
+    ++skipped;
+  }
+  progress.Line(fmt::format("[{}] decided after {} sessions: {} planned session(s) skipped", done.layout, position + 1, skipped));
+}
+
 int Execute(store::Store& store, std::int64_t campaign, const Prepared& p, const RunOptions& options) {
   const Campaign& c = *p.campaign;
   std::vector<store::SessionRow> sessions = store.Sessions(campaign);
@@ -441,7 +483,7 @@ int Execute(store::Store& store, std::int64_t campaign, const Prepared& p, const
   Progress progress(!options.quiet, remaining * p.requests_per_session);
   bool any_failed = false;
   for (store::SessionRow& s : sessions) {
-    if (s.status == "complete") continue;
+    if (s.status == "complete" || s.status == "skipped") continue;
     if (s.status == "running") KillLeftovers(store, *p.cluster, s, progress);     // the harness died during it
     if (s.status == "running" || s.status == "failed") store.ResetSession(s.id);  // killed or retried: from scratch
     std::string reason;
@@ -456,10 +498,12 @@ int Execute(store::Store& store, std::int64_t campaign, const Prepared& p, const
     if (reason.empty()) {
       if (!options.quiet)
         progress.Line(fmt::format("session {}/{} ({}, {}) complete", s.order_index + 1, sessions.size(), s.layout, s.arm));
+      StopIfDecided(store, campaign, c, sessions, s, progress);
       continue;
     }
     any_failed = true;
     progress.Line(fmt::format("session {} ({}, {}) failed: {}", s.order_index + 1, s.layout, s.arm, reason));
+    StopIfDecided(store, campaign, c, sessions, s, progress);
     if (c.sessions.abort_on_failure) {
       store.SetCampaignStatus(campaign, "aborted");
       progress.Line("aborting the campaign (sessions.on_failure: abort)");
@@ -492,6 +536,69 @@ class StoreLock {
   int fd_;
 };
 
+// The campaign's `gate:` section plus its design: the looks the gate takes (sessions per
+// layout), the block size and whether the campaign is sequential.
+json GateJson(const Campaign& c) {
+  json gate = c.gate_json.empty() ? json::object() : json::parse(c.gate_json);
+  gate["looks"] = c.sessions.looks(c.arms.size());
+  gate["block"] = c.sessions.block(c.arms.size());
+  gate["sequential"] = c.sessions.until_decided;
+  return gate;
+}
+
+// `--extend N`: N more sessions per layout, continuing each layout's order, and the gate's
+// looks to go with them (every block when sequential, else one more at the new end). The
+// gate then computes every look's boundary for the new size: docs/statistics.md says what
+// that does to the error rates.
+void Extend(store::Store& store, std::int64_t campaign, const Campaign& c, int more) {
+  const int block = c.sessions.block(c.arms.size());
+  if (c.sessions.order == SessionSpec::Order::kExplicit) {
+    throw InputError(
+        fmt::format("{}: an explicit session order cannot be extended; use a pattern (e.g. ABBA) or random", store.file().string()));
+  }
+  if (more % block != 0) throw InputError(fmt::format("--extend {}: must be a whole number of blocks of {} sessions", more, block));
+  const std::vector<store::SessionRow> sessions = store.Sessions(campaign);
+  json gate = json::parse(store.CampaignField(campaign, "gate_json"), nullptr, false);
+  if (!gate.is_object()) gate = json::object();
+  std::vector<int> looks = gate.contains("looks") ? gate["looks"].get<std::vector<int>>() : std::vector<int>{};
+  int next = 0;
+  for (const store::SessionRow& s : sessions) next = std::max(next, s.order_index + 1);
+  std::map<std::string, std::vector<const store::SessionRow*>> by_layout;
+  std::vector<std::string> layouts;
+  for (const store::SessionRow& s : sessions) {
+    if (!by_layout.contains(s.layout)) layouts.push_back(s.layout);
+    by_layout[s.layout].push_back(&s);
+  }
+  int have = 0;
+  store.Transaction([&] {
+    for (const std::string& name : layouts) {
+      const std::vector<const store::SessionRow*>& rows = by_layout[name];
+      have = static_cast<int>(rows.size());
+      if (std::any_of(rows.begin(), rows.end(), [](const store::SessionRow* r) { return r->status == "skipped"; })) {
+        std::cerr << fmt::format("layout {}: decided before its last session; not extended\n", name);
+        continue;
+      }
+      Campaign longer = c;
+      longer.sessions.per_layout = have + more;
+      std::map<std::string, std::int64_t> arm_ids;
+      for (const store::SessionRow* r : rows) arm_ids[r->arm] = r->arm_id;
+      for (const PlannedSession& planned : PlanSessions(longer)) {
+        if (planned.layout != name || planned.index_in_layout < have) continue;
+        store.AddSession(campaign, next++, rows.front()->layout_id, arm_ids.at(planned.arm));
+      }
+    }
+    if (c.sessions.until_decided) {
+      for (int n = have + block; n <= have + more; n += block) looks.push_back(n);
+    } else {
+      looks.push_back(have + more);
+    }
+    gate["looks"] = looks;
+    gate["extended"].push_back({{"from", have}, {"to", have + more}});
+    store.SetCampaignGate(campaign, gate.dump());
+  });
+  std::cerr << fmt::format("extended campaign {} by {} sessions per layout ({} → {})\n", campaign, more, have, have + more);
+}
+
 }  // namespace
 
 int RunCampaign(const Campaign& campaign, const RunOptions& options) {
@@ -510,7 +617,7 @@ int RunCampaign(const Campaign& campaign, const RunOptions& options) {
   store.Transaction([&] {
     id = store.CreateCampaign(c.name, std::filesystem::absolute(c.file).string(), c.yaml_text, c.yaml_sha256, p.model.string(),
                               p.model_revision, host);
-    if (!c.gate_json.empty()) store.SetCampaignGate(id, c.gate_json);
+    store.SetCampaignGate(id, GateJson(c).dump());
     std::map<std::string, std::int64_t> arms, layouts;
     for (std::size_t i = 0; i < p.arms.size(); ++i) {
       const ResolvedArm& a = p.arms[i];
@@ -554,6 +661,7 @@ int ResumeCampaign(const std::filesystem::path& db, const RunOptions& options) {
       }
     }
   }
+  if (options.extend > 0) Extend(store, *id, c, options.extend);
   return Execute(store, *id, p, options);
 }
 

@@ -23,6 +23,7 @@ struct RunFlags {
   bool dry_run = false;
   bool check_hosts = false;
   bool quiet = false;
+  int extend = 0;
 };
 
 // The readers never create a store: a mistyped path is an error, not an empty database.
@@ -83,6 +84,8 @@ void AddRunCommands(CLI::App& app) {
   auto* file = run->add_option("campaign", flags->campaign, "Campaign YAML");
   auto* resume = run->add_option("--resume", flags->resume, "Continue the campaign in this store at its first incomplete session");
   file->excludes(resume);
+  run->add_option("--extend", flags->extend, "With --resume: first add this many sessions per layout (whole blocks of the order)")
+      ->check(CLI::Range(1, 10000));
   run->add_option("--db", flags->db, "Store to write (default: the campaign's `store`)");
   run->add_flag("--dry-run", flags->dry_run, "Print the resolved plan (arms, revisions, images, sessions, workloads) and stop");
   run->add_flag("--check-hosts", flags->check_hosts,
@@ -91,7 +94,8 @@ void AddRunCommands(CLI::App& app) {
   run->callback([flags] {
     if (flags->check_hosts && !flags->dry_run)
       throw InputError("tandem run: --check-hosts goes with --dry-run (a run always checks the hosts)");
-    RunOptions options{.dry_run = flags->dry_run, .check_hosts = flags->check_hosts, .quiet = flags->quiet};
+    if (flags->extend > 0 && flags->resume.empty()) throw InputError("tandem run: --extend goes with --resume DB");
+    RunOptions options{.dry_run = flags->dry_run, .check_hosts = flags->check_hosts, .quiet = flags->quiet, .extend = flags->extend};
     if (!flags->db.empty()) options.db = flags->db;
     int code = 0;
     if (!flags->resume.empty()) {

@@ -287,6 +287,77 @@ TEST_F(Campaigns, MixedPairsRunOneSidesCoordinatorWithTheOthersWorkersAndTheRepo
   EXPECT_TRUE(LeftRunning(Model().string()).empty());
 }
 
+// Replaces the `sessions:` line of a campaign written by WriteCampaign.
+void SetSessions(const fs::path& file, const std::string& sessions) {
+  std::ifstream in(file);
+  std::stringstream text;
+  text << in.rdbuf();
+  std::string yaml = text.str();
+  const std::size_t at = yaml.find("sessions: ");
+  yaml.replace(at, yaml.find('\n', at) - at, "sessions: " + sessions);
+  std::ofstream(file) << yaml;
+}
+
+TEST_F(Campaigns, ASequentialCampaignStopsALayoutOnceItsGatedFamiliesAreDecided) {
+  // The candidate decodes at half speed (--debug-slowdown 0.5): O'Brien–Fleming cannot
+  // decide after one block (2 sessions per arm: a one-sided level of ~1e-5 on a t with
+  // ~2 df), but a block or two more show it beyond doubt.
+  const std::string slow = fmt::format(
+      "  - label: two\n    source: {{kind: binary, coordinator: {0}, worker: {0}}}\n"
+      "    options: [--threads, \"1\", --debug-slowdown, \"0.5\"]",
+      TANDEM_RT_BIN);
+  const fs::path file = WriteCampaign(slow);
+  SetSessions(file, "{max_per_layout: 16, until: decided, order: ABBA}");
+  std::ofstream(file, std::ios::app) << "gate: {families: [\"battery: weighted decode\"]}\n";
+  const auto r = testing::RunCommand(TANDEM_BIN, {"run", file.string()}, 300s);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.err.find("[tp2] look after 4 sessions: undecided, going on"), std::string::npos) << r.err;
+  // Where exactly it is decided depends on this machine's noise: after the 2nd or 3rd block.
+  const store::Store store = store::Store::Open(Dir() / "store.db");
+  const std::int64_t complete = Count(store, "SELECT COUNT(*) FROM session WHERE status = 'complete'");
+  EXPECT_TRUE(complete == 8 || complete == 12) << r.err;
+  EXPECT_EQ(Count(store, "SELECT COUNT(*) FROM session WHERE status = 'skipped'"), 16 - complete);
+  EXPECT_NE(r.err.find(fmt::format("[tp2] decided after {} sessions: {} planned session(s) skipped", complete, 16 - complete)),
+            std::string::npos)
+      << r.err;
+  const auto gate = testing::RunCommand(TANDEM_BIN, {"gate", (Dir() / "store.db").string(), "--json"}, 60s);
+  EXPECT_EQ(gate.exit_code, 1) << gate.out << gate.err;
+  const json g = json::parse(gate.out);
+  EXPECT_TRUE(g["sequential"].get<bool>());
+  ASSERT_EQ(g["families"].size(), 1u);
+  // `tandem gate` takes the same looks from the store and decides at the same one.
+  EXPECT_EQ(g["families"][0]["look"], complete / 4) << gate.out;
+  EXPECT_EQ(g["families"][0]["planned_looks"], 4) << gate.out;
+  EXPECT_NEAR(g["families"][0]["information_fraction"].get<double>(), static_cast<double>(complete) / 16, 1e-12);
+  EXPECT_TRUE(g["quality_doubts"].empty()) << gate.out;  // skipped sessions are not unfinished ones
+  EXPECT_TRUE(LeftRunning(Model().string()).empty());
+}
+
+TEST_F(Campaigns, ExtendAddsWholeBlocksToAFinishedCampaignAndTheGateLooksAgain) {
+  const fs::path file = WriteCampaign(BinaryArm());
+  std::ofstream(file, std::ios::app) << "gate: {families: [\"battery: weighted decode\"]}\n";
+  ASSERT_EQ(testing::RunCommand(TANDEM_BIN, {"run", file.string(), "--quiet"}, 300s).exit_code, 0);
+  const std::string db = (Dir() / "store.db").string();
+  const auto odd = testing::RunCommand(TANDEM_BIN, {"run", "--resume", db, "--extend", "3", "--quiet"}, 60s);
+  EXPECT_EQ(odd.exit_code, 2) << odd.err;
+  EXPECT_NE(odd.err.find("--extend 3: must be a whole number of blocks of 4 sessions"), std::string::npos) << odd.err;
+  const auto more = testing::RunCommand(TANDEM_BIN, {"run", "--resume", db, "--extend", "4", "--quiet"}, 300s);
+  ASSERT_EQ(more.exit_code, 0) << more.out << more.err;
+  EXPECT_NE(more.err.find("by 4 sessions per layout (4 → 8)"), std::string::npos) << more.err;
+  const store::Store store = store::Store::Open(db);
+  EXPECT_EQ(Count(store, "SELECT COUNT(*) FROM session WHERE status = 'complete'"), 8);
+  // The new sessions continue the order: ABBA ABBA.
+  store::Statement order(store.handle(), "SELECT a.label FROM session s JOIN arm a ON a.id = s.arm_id ORDER BY s.order_index");
+  std::string arms;
+  while (order.Step()) arms += order.Text(0) == "one" ? "A" : "B";
+  EXPECT_EQ(arms, "ABBAABBA");
+  const auto gate = testing::RunCommand(TANDEM_BIN, {"gate", db, "--json"}, 60s);
+  const json g = json::parse(gate.out);
+  ASSERT_EQ(g["families"].size(), 1u);
+  EXPECT_EQ(g["families"][0]["planned_looks"], 2) << gate.out;  // the old end became a look
+  EXPECT_EQ(g["families"][0]["n_baseline"], 4);
+}
+
 TEST_F(Campaigns, SecondRunOnTheSameStoreIsRefused) {
   const fs::path file = WriteCampaign(BinaryArm());
   testing::ChildProcess run(TANDEM_BIN, {"run", file.string(), "--quiet"}, (Dir() / "first.err").string());

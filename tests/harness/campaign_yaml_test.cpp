@@ -247,6 +247,28 @@ TEST(SessionPlan, RandomIsBalancedSeededAndReproducible) {
   EXPECT_TRUE(differs);
 }
 
+TEST(SessionPlan, SequentialCampaignsPlanTheirMaximumAndLookAfterEveryBlock) {
+  const Campaign c = ParseCampaign(ReplaceLine(Valid(), 12, "sessions: {max_per_layout: 12, until: decided, order: ABBA}"), kFile);
+  EXPECT_TRUE(c.sessions.until_decided);
+  EXPECT_EQ(PlanSessions(c).size(), 12u);
+  EXPECT_EQ(c.sessions.looks(c.arms.size()), (std::vector<int>{4, 8, 12}));
+  const Campaign fixed = ParseCampaign(Valid(), kFile);
+  EXPECT_EQ(fixed.sessions.looks(fixed.arms.size()), (std::vector<int>{4}));
+  const std::vector<std::pair<std::string, std::string>> errors = {
+      {"sessions: {max_per_layout: 10, until: decided, order: ABBA}",
+       ":12:28: sessions.max_per_layout: must be a whole number of ABBA blocks"},
+      {"sessions: {max_per_layout: 8, order: ABBA}", "sessions.max_per_layout: needs until: decided"},
+      {"sessions: {until: decided}", "sessions.until: needs max_per_layout"},
+      {"sessions: {until: forever, max_per_layout: 8}", "sessions.until: 'forever' is not one of"},
+      {"sessions: {per_layout: 4, max_per_layout: 8, until: decided}", "is for sequential campaigns; per_layout is set too"},
+      {"sessions: {max_per_layout: 8, until: decided, order: [a, b, b, a]}", "a sequential campaign needs a pattern order"},
+  };
+  for (const auto& [line, message] : errors) {
+    const std::string e = ErrorOf(ReplaceLine(Valid(), 12, line));
+    EXPECT_NE(e.find(message), std::string::npos) << line << ": " << e;
+  }
+}
+
 TEST(SessionPlan, ExplicitListIsUsedAsWritten) {
   EXPECT_EQ(Arms(PlanSessions(WithSessions("sessions: {per_layout: 4, order: [b, a, a, b]}"))), "baab");
   EXPECT_NE(ErrorOf(ReplaceLine(Valid(), 12, "sessions: {per_layout: 4, order: [b, a, c, b]}")).find("'c' is not an arm label"),

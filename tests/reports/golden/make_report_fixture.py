@@ -24,7 +24,7 @@ import sys
 import numpy as np
 from scipy import stats
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "harness", "golden"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "store", "golden"))
 from make_session_scores_golden import scores, write_or_check  # noqa: E402  (the session-score definitions)
 
 rng = np.random.default_rng(7)

@@ -1,0 +1,149 @@
+#include "store/gate_decision.hpp"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "common/input_error.hpp"
+#include "stats/stats_error.hpp"
+
+namespace tandem::store {
+
+namespace {
+
+// Statistical information of a two-arm comparison with n_a and n_b sessions, up to the
+// (common) variance of one session's log score.
+double Information(double n_a, double n_b) { return n_a * n_b / (n_a + n_b); }
+
+struct LayoutSessions {
+  std::map<std::int64_t, int> index;  // session id → position in the layout's run order
+  std::map<std::string, int> planned_by_arm;
+  int ran = 0;  // sessions run (complete or failed) before the first one that did not
+  bool final = true;
+};
+
+std::map<std::string, LayoutSessions> SessionsByLayout(const CampaignRecord& r) {
+  std::map<std::string, LayoutSessions> out;
+  for (const SessionRecord& s : r.sessions) {  // in run order
+    LayoutSessions& l = out[s.layout];
+    const int position = static_cast<int>(l.index.size());
+    l.index[s.id] = position;
+    ++l.planned_by_arm[s.arm];
+    const bool ran = s.status == "complete" || s.status == "failed";
+    if (ran && l.ran == position) ++l.ran;
+    if (!ran) l.final = false;
+  }
+  return out;
+}
+
+}  // namespace
+
+GateDesign StoredGateDesign(const CampaignRecord& r) {
+  const nlohmann::json& g = r.gate.is_object() ? r.gate : nlohmann::json::object();
+  GateDesign d;
+  d.baseline = g.value("baseline", r.arms.empty() ? "" : r.arms[0].label);
+  d.candidate = g.value("candidate", r.arms.size() < 2 ? "" : r.arms[1].label);
+  d.max_regression = g.value("max_regression", 0.03);
+  d.proven = g.value("rule", std::string("noninferior")) == "proven";
+  if (g.contains("families")) d.families = g["families"].get<std::vector<std::string>>();
+  if (g.contains("looks")) d.looks = g["looks"].get<std::vector<int>>();
+  return d;
+}
+
+std::vector<FamilyGate> DecideGate(const CampaignRecord& r, const GateDesign& design) {
+  std::set<std::string> known;
+  for (const FamilyScores& f : r.families) known.insert(f.family);
+  for (const std::string& f : design.families) {
+    if (!known.contains(f)) {
+      throw InputError(fmt::format("gate: campaign {} measured no family '{}' (families: {})", r.id, f, fmt::join(known, "; ")));
+    }
+  }
+  const std::map<std::string, LayoutSessions> layouts = SessionsByLayout(r);
+  std::vector<FamilyGate> gates;
+  std::vector<stats::FamilyLooks> looks;
+  std::vector<std::size_t> decided;  // gates[decided[i]] ↔ looks[i]
+  for (const FamilyScores& f : r.families) {
+    if (!design.families.empty() && std::find(design.families.begin(), design.families.end(), f.family) == design.families.end()) continue;
+    const auto a = f.by_arm.find(design.baseline), b = f.by_arm.find(design.candidate);
+    if (a == f.by_arm.end() && b == f.by_arm.end()) continue;
+    FamilyGate g{f.layout, f.family};
+    g.n_baseline = a == f.by_arm.end() ? 0 : a->second.size();
+    g.n_candidate = b == f.by_arm.end() ? 0 : b->second.size();
+    const LayoutSessions& sessions = layouts.at(f.layout);
+    const int total = static_cast<int>(sessions.index.size());
+    std::vector<int> planned = design.looks;
+    planned.erase(std::remove_if(planned.begin(), planned.end(), [&](int n) { return n <= 0 || n >= total; }), planned.end());
+    planned.push_back(total);
+    g.planned_looks = static_cast<int>(planned.size());
+    g.final = sessions.final;
+    if (g.n_baseline < 2 || g.n_candidate < 2) {
+      const auto count = [](std::size_t n) { return fmt::format("{} session{}", n, n == 1 ? "" : "s"); };
+      g.missing = g.n_baseline < 2 ? fmt::format("baseline: {} (needs 2)", count(g.n_baseline))
+                                   : fmt::format("candidate: {} (needs 2)", count(g.n_candidate));
+      gates.push_back(std::move(g));
+      continue;
+    }
+    try {
+      g.interval = stats::WelchLogRatio(a->second, b->second);
+    } catch (const stats::StatsError& e) {
+      g.missing = e.what();
+      gates.push_back(std::move(g));
+      continue;
+    }
+    // The scores of the sessions among the first `n` of the layout.
+    const auto up_to = [&](const std::string& arm, int n) {
+      std::vector<double> v;
+      const std::vector<double>& scores = f.by_arm.at(arm);
+      const std::vector<std::int64_t>& ids = f.sessions_by_arm.at(arm);
+      for (std::size_t i = 0; i < scores.size(); ++i) {
+        if (sessions.index.at(ids[i]) < n) v.push_back(scores[i]);
+      }
+      return v;
+    };
+    const double full = Information(sessions.planned_by_arm.at(design.baseline), sessions.planned_by_arm.at(design.candidate));
+    stats::FamilyLooks fl;
+    for (int n : planned) {
+      if (n > sessions.ran) break;  // not taken yet
+      const std::vector<double> base = up_to(design.baseline, n), cand = up_to(design.candidate, n);
+      if (base.size() < 2 || cand.size() < 2) continue;  // nothing to test at this look
+      const bool last = n == total && sessions.final;
+      const double t = last ? 1.0 : std::min(1.0, Information(static_cast<double>(base.size()), static_cast<double>(cand.size())) / full);
+      if (!fl.fractions.empty() && t <= fl.fractions.back()) continue;
+      try {
+        fl.intervals.push_back(stats::WelchLogRatio(base, cand));
+      } catch (const stats::StatsError&) {
+        continue;  // no spread yet
+      }
+      fl.fractions.push_back(t);
+      g.look_sessions.push_back(n);
+    }
+    g.fractions = fl.fractions;
+    g.intervals_at_looks = fl.intervals;
+    if (fl.fractions.empty()) {
+      g.missing = "no look yet had two sessions per arm";
+    } else {
+      decided.push_back(gates.size());
+      looks.push_back(std::move(fl));
+    }
+    gates.push_back(std::move(g));
+  }
+  const stats::DecisionRule rule{.threshold = 1.0 - design.max_regression, .alpha = 0.025, .fail_only = design.proven, .holm = true};
+  const std::vector<stats::FamilyDecision> decisions = stats::DecideFamilies(looks, rule);
+  for (std::size_t i = 0; i < decisions.size(); ++i) gates[decided[i]].decision = decisions[i];
+  return gates;
+}
+
+bool LayoutDecided(const std::vector<FamilyGate>& gates, const std::string& layout) {
+  bool any = false;
+  for (const FamilyGate& g : gates) {
+    if (g.layout != layout) continue;
+    any = true;
+    if (!g.decision || g.decision->decision == stats::Decision::kUndecided) return false;
+  }
+  return any;
+}
+
+}  // namespace tandem::store

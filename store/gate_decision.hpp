@@ -1,0 +1,51 @@
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "stats/log_ratio.hpp"
+#include "stats/sequential_gate.hpp"
+#include "store/campaign_record.hpp"
+
+// The gate's statistical decision over a campaign's sessions: the looks it takes (after
+// each block of a sequential campaign, or once at the end), each family's interval at
+// every look, and stats::DecideFamilies on them. Shared by `tandem gate` and by `tandem
+// run`, which stops a sequential layout once its gated families are decided.
+namespace tandem::store {
+
+struct GateDesign {
+  std::string baseline, candidate;
+  double max_regression = 0.03;
+  bool proven = false;                // rule `proven`: fail only on proven regressions
+  std::vector<std::string> families;  // gated; empty: every family both arms measured
+  // Sessions per layout after which the gate looks (the campaign's `looks`); empty: once,
+  // after every session.
+  std::vector<int> looks;
+};
+
+struct FamilyGate {
+  std::string layout, family;
+  std::size_t n_baseline = 0, n_candidate = 0;           // sessions with scores, all looks
+  std::optional<stats::RatioInterval> interval;          // the published Welch 95% interval, all sessions
+  std::optional<stats::FamilyDecision> decision;         // absent: no look had two sessions per arm
+  std::vector<double> fractions;                         // information fraction of each look taken
+  std::vector<int> look_sessions;                        // sessions per layout at each look taken
+  std::vector<stats::RatioInterval> intervals_at_looks;  // the Welch 95% interval at each look taken
+  int planned_looks = 1;                                 // looks the design takes when it runs to its end
+  bool final = true;                                     // the layout ran every session it planned
+  std::string missing;                                   // why there is no decision
+};
+
+// The design the campaign's `gate:` section and session plan stored: baseline and
+// candidate (default: arms 0 and 1), families, max_regression (0.03), rule (noninferior)
+// and looks.
+GateDesign StoredGateDesign(const CampaignRecord& record);
+
+// Throws InputError when a gated family was never measured.
+std::vector<FamilyGate> DecideGate(const CampaignRecord& record, const GateDesign& design);
+
+// Whether every gated family of `layout` is decided (pass or fail).
+bool LayoutDecided(const std::vector<FamilyGate>& gates, const std::string& layout);
+
+}  // namespace tandem::store
