@@ -20,9 +20,13 @@ void QualitySection(const CampaignRecord& r, MarkdownDoc& d) {
   const Quality q = AssessQuality(r);
   d.Line("## Quality");
   d.Blank();
-  int complete = 0;
-  for (const SessionRecord& s : r.sessions) complete += s.status == "complete" ? 1 : 0;
-  d.Line("Sessions: {} of {} complete.", complete, r.sessions.size());
+  int complete = 0, skipped = 0;
+  for (const SessionRecord& s : r.sessions) {
+    complete += s.status == "complete" ? 1 : 0;
+    skipped += s.status == "skipped" ? 1 : 0;
+  }
+  d.Line("Sessions: {} of {} complete{}.", complete, r.sessions.size() - static_cast<std::size_t>(skipped),
+         skipped > 0 ? fmt::format(" ({} more planned were not needed: the sequential gate had decided)", skipped) : "");
   for (const SessionRecord* s : q.failed_sessions) {
     d.Line("- session {} ({}, {}) **failed** after {} attempt{}: {}", s->order_index + 1, s->layout, s->arm, s->attempts,
            s->attempts == 1 ? "" : "s", Cell(s->reason));

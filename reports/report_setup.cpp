@@ -255,13 +255,33 @@ void Protocol(const CampaignRecord& r, MarkdownDoc& d) {
   for (const ArmRecord& a : r.arms) letters.push_back(fmt::format("{} = {}", static_cast<char>('A' + a.position), a.label));
   const std::string order = distinct.size() == 1 ? *distinct.begin() : "(see each layout)";
   d.Line(
-      "Sessions: {} per layout, run layout after layout, arms interleaved in the order {} ({}). Every session launches its arm's "
+      "Sessions: {}{} per layout, run layout after layout, arms interleaved in the order {} ({}). Every session launches its arm's "
       "coordinator and workers from scratch {}, waits until `/health` answers and `/v1/models` lists the model, runs the "
       "warmup and then the measured workloads, reads `/v1/stats` around each workload, and stops every process it started.",
-      per_layout.empty() ? 0 : per_layout.begin()->second, order, fmt::join(letters, ", "),
-      UsesOtherHosts(r) ? "on its layout's hosts (over SSH)" : "on loopback");
+      r.gate.is_object() && r.gate.value("sequential", false) ? "at most " : "", per_layout.empty() ? 0 : per_layout.begin()->second, order,
+      fmt::join(letters, ", "), UsesOtherHosts(r) ? "on its layout's hosts (over SSH)" : "on loopback");
   if (distinct.size() > 1) {
     for (const auto& [layout, o] : orders) d.Line("- {}: {}", layout, o);
+  }
+  if (r.gate.is_object() && r.gate.value("sequential", false)) {
+    // Sequential: the count above is the most a layout may run; say where each stopped.
+    d.Blank();
+    d.Line(
+        "Sequential: the gate looked after every block of {} sessions and a layout stopped once its gated families were decided "
+        "(O'Brien–Fleming alpha spending; docs/statistics.md).",
+        r.gate.value("block", 0));
+    std::map<std::string, std::pair<int, int>> ran_skipped;
+    for (const SessionRecord& s : r.sessions) {
+      if (s.status == "skipped") {
+        ++ran_skipped[s.layout].second;
+      } else {
+        ++ran_skipped[s.layout].first;
+      }
+    }
+    for (const auto& [layout, counts] : ran_skipped) {
+      d.Line("- {}: {} sessions run{}", layout, counts.first,
+             counts.second > 0 ? fmt::format(", then decided ({} not needed)", counts.second) : ", the most it plans");
+    }
   }
   d.Blank();
   const std::vector<const WorkloadRecord*> plan = WorkloadPlan(r);
