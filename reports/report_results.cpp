@@ -168,30 +168,51 @@ void GreedyAgreement(const CampaignRecord& r, MarkdownDoc& d) {
   d.Line("## Greedy output agreement");
   d.Blank();
   d.Line(
-      "Greedy prompts (the same request, nonce included) whose output was identical in every session of every arm that sent it; "
-      "a prompt counts when at least two sessions sent it.");
+      "Greedy prompts (the same request, nonce included). **Determinism**: per arm, the prompts it sent in at least two "
+      "sessions and how many gave identical output in every one of them. **Across arms**: the prompts both arms sent, and how "
+      "many gave the baseline's output in the other arm — a different runtime may legitimately differ, so a difference fails "
+      "the gate only with `gate.require_identical_greedy`.");
   d.Blank();
   std::vector<const GreedyPrompt*> differing;
+  const std::string baseline = r.arms.empty() ? "" : r.arms[0].label;
   for (const LayoutRecord& l : r.layouts) {
-    int compared = 0, agreed = 0, across_arms = 0, across_arms_agreed = 0;
+    std::map<std::string, std::pair<int, int>> within;  // arm → (identical, compared)
+    std::map<std::string, std::pair<int, int>> across;  // arm → (matched the baseline, compared)
+    bool any = false;
     for (const GreedyPrompt& p : prompts) {
       if (p.layout != l.name) continue;
-      std::size_t senders = 0;
       for (const auto& [arm, by_sha] : p.outputs) {
-        for (const auto& [sha, ids] : by_sha) senders += ids.size();
+        std::size_t sent = 0;
+        for (const auto& [sha, ids] : by_sha) sent += ids.size();
+        if (sent >= 2) {
+          ++within[arm].second;
+          within[arm].first += by_sha.size() == 1 ? 1 : 0;
+          any = true;
+        }
       }
-      if (senders < 2) continue;
-      ++compared;
-      agreed += p.AllAgree() ? 1 : 0;
-      if (p.outputs.size() >= 2) {
-        ++across_arms;
-        across_arms_agreed += p.AllAgree() ? 1 : 0;
+      const auto a = p.outputs.find(baseline);
+      if (a != p.outputs.end() && a->second.size() == 1) {
+        for (const auto& [arm, by_sha] : p.outputs) {
+          if (arm == baseline) continue;
+          ++across[arm].second;
+          across[arm].first += by_sha.size() == 1 && by_sha.begin()->first == a->second.begin()->first ? 1 : 0;
+          any = true;
+        }
       }
       if (!p.AllAgree()) differing.push_back(&p);
     }
-    if (compared == 0) continue;
-    d.Line("- {}: **{} of {}** prompts identical everywhere; across arms: {} of {}.", l.name, agreed, compared, across_arms_agreed,
-           across_arms);
+    if (!any) continue;
+    std::vector<std::string> det, agree;
+    for (const ArmRecord& arm : r.arms) {
+      if (const auto w = within.find(arm.label); w != within.end())
+        det.push_back(fmt::format("{} **{} of {}**", arm.label, w->second.first, w->second.second));
+      if (const auto x = across.find(arm.label); x != across.end()) {
+        agree.push_back(
+            fmt::format("{} matched {}'s output on **{} of {}** prompts", arm.label, baseline, x->second.first, x->second.second));
+      }
+    }
+    d.Line("- {}: determinism: {}; across arms: {}.", l.name, det.empty() ? std::string("—") : fmt::format("{}", fmt::join(det, ", ")),
+           agree.empty() ? std::string("—") : fmt::format("{}", fmt::join(agree, "; ")));
   }
   if (!differing.empty()) {
     d.Blank();

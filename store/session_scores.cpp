@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 #include <tuple>
 
 #include <fmt/format.h>
@@ -201,34 +202,44 @@ std::vector<FamilyScores> ComputeSessionScores(const Store& store, std::int64_t 
   return out;
 }
 
-std::pair<int, int> MarkGreedyMatches(Store& store, std::int64_t campaign) {
+GreedyAgreementCounts MarkGreedyMatches(Store& store, std::int64_t campaign) {
   Statement s(store.handle(),
-              "SELECT x.id, l.name, w.name, x.case_id, x.repeat, x.batch, x.slot, x.content_sha256, w.spec_json, x.nonce "
+              "SELECT x.id, l.name, w.name, x.case_id, x.repeat, x.batch, x.slot, x.content_sha256, w.spec_json, x.nonce, se.arm_id "
               "FROM sample x JOIN workload_run w ON w.id = x.workload_run_id JOIN session se ON se.id = x.session_id "
               "JOIN layout l ON l.id = se.layout_id WHERE se.campaign_id = ? AND se.status = 'complete' AND x.valid = 1");
   s.Bind(1, campaign);
   // The same prompt: layout, workload, case, repeat, batch, slot and nonce marker.
   using Key = std::tuple<std::string, std::string, std::string, int, int, int, std::string>;
-  std::map<Key, std::vector<std::pair<std::int64_t, std::string>>> groups;
+  std::map<Key, std::map<std::int64_t, std::vector<std::pair<std::int64_t, std::string>>>> groups;  // prompt → arm → samples
   while (s.Step()) {
     const auto spec = nlohmann::json::parse(s.Text(8), nullptr, false);
     if (spec.is_discarded() || !spec.value("greedy", false)) continue;
     groups[{s.Text(1), s.Text(2), s.Text(3), static_cast<int>(s.Int(4)), static_cast<int>(s.Int(5)), static_cast<int>(s.Int(6)), s.Text(9)}]
-        .emplace_back(s.Int(0), s.Text(7));
+          [s.Int(10)]
+              .emplace_back(s.Int(0), s.Text(7));
   }
-  int matching = 0, compared = 0;
+  GreedyAgreementCounts counts;
   store.Transaction([&] {
-    for (const auto& [key, members] : groups) {
-      if (members.size() < 2) continue;  // nothing to compare with (e.g. a salted external session)
-      ++compared;
-      std::map<std::string, int> votes;
-      for (const auto& [id, sha] : members) ++votes[sha];
-      const auto majority = std::max_element(votes.begin(), votes.end(), [](const auto& a, const auto& b) { return a.second < b.second; });
-      if (votes.size() == 1) ++matching;
-      for (const auto& [id, sha] : members) store.SetSampleCheck(id, "greedy_match", sha == majority->first);
+    for (const auto& [key, arms] : groups) {
+      std::set<std::string> majorities;
+      for (const auto& [arm, members] : arms) {
+        std::map<std::string, int> votes;
+        for (const auto& [id, sha] : members) ++votes[sha];
+        const auto majority =
+            std::max_element(votes.begin(), votes.end(), [](const auto& a, const auto& b) { return a.second < b.second; });
+        majorities.insert(majority->first);
+        if (members.size() < 2) continue;  // nothing of its own arm to compare with (e.g. a salted external session)
+        ++counts.within_compared;
+        counts.within_agree += votes.size() == 1 ? 1 : 0;
+        for (const auto& [id, sha] : members) store.SetSampleCheck(id, "greedy_match", sha == majority->first);
+      }
+      if (arms.size() >= 2) {
+        ++counts.across_compared;
+        counts.across_agree += majorities.size() == 1 ? 1 : 0;
+      }
     }
   });
-  return {matching, compared};
+  return counts;
 }
 
 }  // namespace tandem::store

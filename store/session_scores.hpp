@@ -47,10 +47,21 @@ struct FamilyScores {
 // context; layouts in campaign order within each family.
 std::vector<FamilyScores> ComputeSessionScores(const Store& store, std::int64_t campaign);
 
+// Greedy output agreement, as the reference report states it.
+struct GreedyAgreementCounts {
+  // Within each arm (determinism): (prompt, arm) pairs the arm sent in ≥ 2 sessions, and
+  // those whose output was identical in every one of them.
+  int within_agree = 0, within_compared = 0;
+  // Across arms: prompts sent by ≥ 2 arms, and those where every arm's (majority) output
+  // is the same.
+  int across_agree = 0, across_compared = 0;
+};
+
 // Marks `greedy_match` on every sample of a greedy workload: its content matches the
-// majority of the samples with the same prompt — (layout, workload, case, repeat, batch,
-// slot, nonce) — across complete sessions and arms. Returns (prompts whose outputs all
-// agree, prompts sent at least twice).
-std::pair<int, int> MarkGreedyMatches(Store& store, std::int64_t campaign);
+// majority of its own arm's samples with the same prompt — (layout, workload, case,
+// repeat, batch, slot, nonce) — across complete sessions. Another arm's different text
+// never fails a sample (another runtime may legitimately differ); the gate can require
+// identity across arms (`gate.require_identical_greedy`).
+GreedyAgreementCounts MarkGreedyMatches(Store& store, std::int64_t campaign);
 
 }  // namespace tandem::store

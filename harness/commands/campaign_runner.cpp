@@ -363,8 +363,8 @@ std::string RunSession(store::Store& store, std::int64_t campaign, const Prepare
   return reason;
 }
 
-void PrintSummary(const store::Store& store, std::int64_t campaign, const std::vector<ResolvedArm>& arms, std::pair<int, int> greedy,
-                  std::ostream& out) {
+void PrintSummary(const store::Store& store, std::int64_t campaign, const std::vector<ResolvedArm>& arms,
+                  const store::GreedyAgreementCounts& greedy, std::ostream& out) {
   const std::vector<store::FamilyScores> families = ComputeSessionScores(store, campaign);
   if (families.empty() || arms.size() < 2) return;
   const std::string& a = arms[0].spec.label;
@@ -389,9 +389,13 @@ void PrintSummary(const store::Store& store, std::int64_t campaign, const std::v
       out << fmt::format("    {:<40} {}\n", c.scores->family, cell);
     }
   }
-  if (greedy.second > 0) {
-    out << fmt::format("greedy output agreement: {} of {} prompts gave identical output in every session that sent them\n", greedy.first,
-                       greedy.second);
+  if (greedy.within_compared > 0) {
+    out << fmt::format("greedy determinism: {} of {} prompts gave identical output in every session of the arm that sent them\n",
+                       greedy.within_agree, greedy.within_compared);
+  }
+  if (greedy.across_compared > 0) {
+    out << fmt::format("greedy agreement across arms: {} of {} prompts gave the same output in every arm\n", greedy.across_agree,
+                       greedy.across_compared);
   }
   for (const ResolvedArm& arm : arms) {
     if (arm.spec.kind == ArmSourceKind::kExternal) {

@@ -359,6 +359,41 @@ TEST_F(Campaigns, ExtendAddsWholeBlocksToAFinishedCampaignAndTheGateLooksAgain) 
   EXPECT_EQ(g["families"][0]["n_baseline"], 4);
 }
 
+TEST_F(Campaigns, ADifferentRuntimeIsJudgedOnItsOwnDeterminismNotOnTheBaselinesText) {
+  // "Another runtime": the same server with an fp8 wire and fp8 expert inputs, started by a
+  // command arm. Lossy on the way to the experts, so on random weights some greedy texts
+  // differ from the baseline's — deterministically, in every session.
+  const std::string other = fmt::format(
+      "  - label: other\n    source: {{kind: command, command: '{} serve --model {{model}} --listen 127.0.0.1:{{port}} "
+      "--spawn-workers 2 --wire-dtype fp8 --expert-input-dtype fp8 --threads 1'}}\n    revision: other-runtime",
+      TANDEM_RT_BIN);
+  const auto r = testing::RunCommand(TANDEM_BIN, {"run", WriteCampaign(other).string(), "--quiet"}, 300s);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("greedy determinism: "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("greedy agreement across arms: "), std::string::npos) << r.out;
+  const store::Store store = store::Store::Open(Dir() / "store.db");
+  // No sample failed for the other arm's text.
+  EXPECT_EQ(Count(store, "SELECT COUNT(*) FROM sample WHERE json_extract(checks_json, '$.greedy_match') = 0"), 0);
+  EXPECT_GT(Count(store, "SELECT COUNT(*) FROM sample WHERE json_extract(checks_json, '$.greedy_match') = 1"), 0);
+  const auto report = testing::RunCommand(TANDEM_BIN, {"report", (Dir() / "store.db").string()}, 60s);
+  ASSERT_EQ(report.exit_code, 0) << report.err;
+  const std::size_t line = report.out.find("- tp2: determinism: one **");
+  ASSERT_NE(line, std::string::npos) << report.out;
+  const std::string agreement = report.out.substr(line, report.out.find('\n', line) - line);
+  EXPECT_NE(agreement.find("other **"), std::string::npos) << agreement;
+  EXPECT_NE(agreement.find("across arms: other matched one's output on **"), std::string::npos) << agreement;
+  fmt::print("{}\n", agreement);
+  // This "other runtime" does write different text for some prompts (else the test shows nothing).
+  const std::size_t at = agreement.find("output on **") + 12;
+  const int matched = std::stoi(agreement.substr(at));
+  const int compared = std::stoi(agreement.substr(agreement.find(" of ", at) + 4));
+  EXPECT_LT(matched, compared) << agreement;
+  // The gate fails on the difference only when the campaign asks for identical output.
+  const auto gate = testing::RunCommand(TANDEM_BIN, {"gate", (Dir() / "store.db").string(), "--json"}, 60s);
+  const json g = json::parse(gate.out);
+  for (const json& f : g["quality_failures"]) EXPECT_EQ(f.get<std::string>().find("greedy output differs"), std::string::npos) << f;
+}
+
 TEST_F(Campaigns, SecondRunOnTheSameStoreIsRefused) {
   const fs::path file = WriteCampaign(BinaryArm());
   testing::ChildProcess run(TANDEM_BIN, {"run", file.string(), "--quiet"}, (Dir() / "first.err").string());

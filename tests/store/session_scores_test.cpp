@@ -68,7 +68,7 @@ TEST(SessionScores, MatchTheIndependentComputation) {
   }
 }
 
-TEST(SessionScores, GreedyMatchFollowsTheMajorityAndCanRecover) {
+TEST(SessionScores, GreedyMatchIsWithinEachArmFollowsItsMajorityAndCanRecover) {
   TempStore file;
   Store store = Store::Open(file.path());
   const std::int64_t campaign = store.CreateCampaign("greedy", "greedy.yaml", "", "", "", "", "{}");
@@ -94,6 +94,8 @@ TEST(SessionScores, GreedyMatchFollowsTheMajorityAndCanRecover) {
   add_session(1, b, "y", true);
   add_session(2, b, "x", true);
   add_session(3, a, "z", false);  // sampled: never compared
+  add_session(4, a, "x", true);
+  add_session(5, b, "x", true);
 
   auto check_of = [&](int order) {
     Statement s(store.handle(),
@@ -102,7 +104,11 @@ TEST(SessionScores, GreedyMatchFollowsTheMajorityAndCanRecover) {
     EXPECT_TRUE(s.Step());
     return std::make_pair(json::parse(s.Text(0)), s.Int(1) != 0);
   };
-  EXPECT_EQ(MarkGreedyMatches(store, campaign), std::make_pair(0, 1));
+  GreedyAgreementCounts c = MarkGreedyMatches(store, campaign);
+  EXPECT_EQ(c.within_compared, 2);  // the prompt in arm A, and in arm B
+  EXPECT_EQ(c.within_agree, 1);     // B disagreed with itself once
+  EXPECT_EQ(c.across_compared, 1);
+  EXPECT_EQ(c.across_agree, 1);  // both arms' majority output is x
   EXPECT_EQ(check_of(0).first["greedy_match"], true);
   EXPECT_EQ(check_of(1).first["greedy_match"], false);
   EXPECT_FALSE(check_of(1).second);
@@ -112,9 +118,21 @@ TEST(SessionScores, GreedyMatchFollowsTheMajorityAndCanRecover) {
   // The odd one out is redone (as a resume would) and now agrees: passed again.
   Statement(store.handle(), "UPDATE sample SET content_sha256 = 'x' WHERE session_id = (SELECT id FROM session WHERE order_index = 1)")
       .Run();
-  EXPECT_EQ(MarkGreedyMatches(store, campaign), std::make_pair(1, 1));
+  c = MarkGreedyMatches(store, campaign);
+  EXPECT_EQ(c.within_agree, 2);
   EXPECT_EQ(check_of(1).first["greedy_match"], true);
   EXPECT_TRUE(check_of(1).second);
+
+  // Another runtime that is deterministic but writes different text fails no sample:
+  // that is cross-arm disagreement, reported (and gated only on request), not an error.
+  Statement(store.handle(), "UPDATE sample SET content_sha256 = 'w' WHERE session_id IN (SELECT id FROM session WHERE arm_id = ?)")
+      .Bind(1, b)
+      .Run();
+  c = MarkGreedyMatches(store, campaign);
+  EXPECT_EQ(c.within_agree, 2);
+  EXPECT_EQ(c.across_agree, 0);
+  EXPECT_EQ(c.across_compared, 1);
+  for (int order : {0, 1, 2, 4, 5}) EXPECT_TRUE(check_of(order).second) << "session " << order;
 }
 
 }  // namespace
