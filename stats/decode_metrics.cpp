@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 
 #include <fmt/format.h>
@@ -37,6 +38,11 @@ std::uint64_t Delta(std::uint64_t before, std::uint64_t after, const char* name)
 
 }  // namespace
 
+bool HasDecodeInterval(const RequestTiming& r) {
+  return r.completion_tokens >= 2 && r.t_first_output > 0 && std::isfinite(r.t_first_output) && std::isfinite(r.t_finish) &&
+         r.t_finish > r.t_first_output;
+}
+
 double DecodeRate(const RequestTiming& request) {
   RequireValidTiming(request, 2, "request");
   const double dt = request.t_finish - request.t_first_output;
@@ -62,12 +68,13 @@ double WeightedDecode(std::span<const WeightedRequest> repeat) {
     if (!inserted && it->second != r.weight) {
       throw StatsError(fmt::format("{}: weight {} differs from {} given earlier for the same case", where, r.weight, it->second));
     }
-    RequireValidTiming(r.timing, 1, where);
+    RequireValidTiming(r.timing, 0, where);
+    if (!HasDecodeInterval(r.timing)) continue;  // no text, or one token: no decode time to weigh
     tokens += r.weight * static_cast<double>(r.timing.completion_tokens - 1);
     seconds += r.weight * (r.timing.t_finish - r.timing.t_first_output);
   }
   if (!(seconds > 0.0)) {
-    throw StatsError("weighted decode: total weighted decode time is zero");
+    throw StatsError("weighted decode: no request of the repeat has a decode interval (≥ 2 tokens of streamed text)");
   }
   if (!std::isfinite(seconds) || !std::isfinite(tokens)) {
     throw StatsError("weighted decode: weighted sums overflow a double; check weights and times");
@@ -78,14 +85,16 @@ double WeightedDecode(std::span<const WeightedRequest> repeat) {
 double AggregateThroughput(std::span<const RequestTiming> batch) {
   if (batch.empty()) throw StatsError("aggregate throughput: the batch has no requests");
   double tokens = 0.0;
-  double first = batch[0].t_first_output;
-  double last = batch[0].t_finish;
+  double first = std::numeric_limits<double>::infinity();
+  double last = -std::numeric_limits<double>::infinity();
   for (std::size_t i = 0; i < batch.size(); ++i) {
-    RequireValidTiming(batch[i], 1, fmt::format("request {}", i));
+    RequireValidTiming(batch[i], 0, fmt::format("request {}", i));
+    if (!HasDecodeInterval(batch[i])) continue;  // e.g. no text: its t_first_output is no time at all
     tokens += static_cast<double>(batch[i].completion_tokens - 1);
     first = std::min(first, batch[i].t_first_output);
     last = std::max(last, batch[i].t_finish);
   }
+  if (!std::isfinite(first)) throw StatsError("aggregate throughput: no request of the batch has a decode interval");
   if (!(last > first)) throw StatsError("aggregate throughput: the batch spans no time");
   if (!std::isfinite(last - first)) throw StatsError("aggregate throughput: the batch's time span overflows a double");
   return tokens / (last - first);

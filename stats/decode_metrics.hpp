@@ -11,9 +11,14 @@ namespace tandem::stats {
 
 struct RequestTiming {
   std::int64_t completion_tokens = 0;
-  double t_first_output = 0.0;  // first SSE delta with non-empty content or reasoning_content
+  double t_first_output = 0.0;  // first SSE delta with non-empty content or reasoning_content; 0: none came
   double t_finish = 0.0;        // the event carrying finish_reason
 };
+
+// Whether a request has a decode interval: ≥ 2 tokens and text that arrived before the
+// finish. A request that streamed no text (its only token was end-of-sequence) or one
+// token has none: it counts as a request, but enters no rate.
+bool HasDecodeInterval(const RequestTiming& request);
 
 // (completion_tokens − 1) / (t_finish − t_first_output): the first token is
 // prefill's, so it is not counted. Needs ≥ 2 tokens and t_finish > t_first_output.
@@ -26,12 +31,14 @@ struct WeightedRequest {
   RequestTiming timing;
 };
 
-// Weighted decode of one battery repeat: Σ w·(ct − 1) / Σ w·(t_finish − t_first_output).
-// Every request of a case must carry the same weight (a mismatch is an error
-// naming the case). The reported figure is the Median over repeats.
+// Weighted decode of one battery repeat: Σ w·(ct − 1) / Σ w·(t_finish − t_first_output)
+// over the requests with a decode interval. Every request of a case must carry the same
+// weight (a mismatch is an error naming the case). The reported figure is the Median
+// over repeats.
 double WeightedDecode(std::span<const WeightedRequest> repeat);
 
-// Aggregate throughput of a concurrent batch: Σ(ct − 1) / (max t_finish − min t_first_output).
+// Aggregate throughput of a concurrent batch: Σ(ct − 1) / (max t_finish − min t_first_output)
+// over the requests with a decode interval.
 double AggregateThroughput(std::span<const RequestTiming> batch);
 
 // Lifetime draft counters of a server's /v1/stats, read before and after a workload.

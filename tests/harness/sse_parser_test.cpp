@@ -50,6 +50,46 @@ TEST(SseParser, SameResultForEverySplitOfTheBytes) {
   }
 }
 
+// Each of the four things a complete stream needs, missing alone, makes it incomplete: a
+// failed sample, never a timing (DESIGN.md).
+TEST(SseParser, AStreamLackingOnlyDoneOrOnlyUsageOrOnlyTheFinishIsIncomplete) {
+  const auto without = [](const std::string& part) {
+    std::string bytes = kStream;
+    bytes.erase(bytes.find(part), part.size());
+    return ParseAll(bytes, 5);
+  };
+  EXPECT_TRUE(ParseAll(kStream, 5).complete());
+  const StreamedCompletion no_done = without("data: [DONE]\n\n");
+  EXPECT_FALSE(no_done.done);
+  EXPECT_FALSE(no_done.complete());
+  const StreamedCompletion no_usage = without(
+      "data: "
+      "{\"choices\":[],\"usage\":{\"prompt_tokens\":12,\"completion_tokens\":3,\"prompt_tokens_details\":{\"cached_tokens\":1}}}\n\n");
+  EXPECT_TRUE(no_usage.done);
+  EXPECT_FALSE(no_usage.has_usage);
+  EXPECT_FALSE(no_usage.complete());
+  const StreamedCompletion no_finish = without("data: {\"choices\":[{\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n");
+  EXPECT_FALSE(no_finish.complete());
+  StreamedCompletion not_ok = ParseAll(kStream, 5);
+  not_ok.status = 500;
+  EXPECT_FALSE(not_ok.complete());
+}
+
+// A request whose only token is end-of-sequence streams no text: complete, one token,
+// and no t_first_output (0), so it enters no rate (stats::HasDecodeInterval).
+TEST(SseParser, AnEndOfSequenceOnlyAnswerIsCompleteWithoutAFirstOutput) {
+  const std::string bytes =
+      "data: {\"choices\":[{\"delta\":{\"role\":\"assistant\"}}]}\n\n"
+      "data: {\"choices\":[{\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n"
+      "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":12,\"completion_tokens\":1}}\n\n"
+      "data: [DONE]\n\n";
+  const StreamedCompletion c = ParseAll(bytes, 3);
+  EXPECT_TRUE(c.complete()) << c.error;
+  EXPECT_EQ(c.content, "");
+  EXPECT_EQ(c.t_first_output, 0.0);
+  EXPECT_GT(c.t_finish, 0.0);
+}
+
 TEST(SseParser, CrlfFramingAndDataWithoutSpace) {
   std::string crlf;
   for (char ch : kStream) {

@@ -46,22 +46,40 @@ TEST(WeightedDecode, HandCheckedBatteryAndMedianOverRepeats) {
 
 TEST(WeightedDecode, IsNotTheMeanOfPerRequestRates) {
   // A long slow case weighs more than a short fast one: Σ tokens / Σ time.
-  const std::vector<WeightedRequest> r = {{"a", 1, {101, 0, 1}}, {"b", 1, {101, 0, 4}}};
+  const std::vector<WeightedRequest> r = {{"a", 1, {101, 10, 11}}, {"b", 1, {101, 10, 14}}};
   EXPECT_DOUBLE_EQ(WeightedDecode(r), 200.0 / 5.0);
+}
+
+// A request whose only token was end-of-sequence streamed no text: it has no
+// t_first_output (0), and its t_finish is seconds since boot. It counts as a request but
+// has no decode interval, so it must not add ~10⁵ s to the weighted decode time.
+TEST(WeightedDecode, ARequestWithoutTextOrWithOneTokenEntersNoRate) {
+  const std::vector<WeightedRequest> base = {{"a", 1, {101, 86400, 86401}}, {"b", 1, {101, 86400, 86404}}};
+  std::vector<WeightedRequest> with = base;
+  with.push_back({"c", 1, {1, 0, 86402}});        // end-of-sequence only: no text
+  with.push_back({"d", 1, {0, 0, 86402}});        // no token at all
+  with.push_back({"e", 1, {1, 86403, 86403.5}});  // one token: no decode interval either
+  EXPECT_DOUBLE_EQ(WeightedDecode(with), WeightedDecode(base));
+  EXPECT_FALSE(HasDecodeInterval({1, 0, 86402}));
+  EXPECT_FALSE(HasDecodeInterval({1, 86403, 86403.5}));
+  EXPECT_FALSE(HasDecodeInterval({5, 0, 86402}));  // tokens that never became text
+  EXPECT_TRUE(HasDecodeInterval({2, 86403, 86403.5}));
+  const std::vector<WeightedRequest> only = {{"c", 1, {1, 0, 86402}}};
+  EXPECT_THROW(WeightedDecode(only), StatsError);
 }
 
 TEST(WeightedDecode, RejectsBadInput) {
   EXPECT_THROW(WeightedDecode(std::vector<WeightedRequest>{}), StatsError);
-  const std::vector<WeightedRequest> mismatched = {{"a", 1, {10, 0, 1}}, {"a", 2, {10, 0, 1}}};
+  const std::vector<WeightedRequest> mismatched = {{"a", 1, {10, 5, 6}}, {"a", 2, {10, 5, 6}}};
   try {
     WeightedDecode(mismatched);
     FAIL();
   } catch (const StatsError& e) {
     EXPECT_STREQ(e.what(), "request 1 (case \"a\"): weight 2 differs from 1 given earlier for the same case");
   }
-  const std::vector<WeightedRequest> zero_weight = {{"a", 0, {10, 0, 1}}};
+  const std::vector<WeightedRequest> zero_weight = {{"a", 0, {10, 5, 6}}};
   EXPECT_THROW(WeightedDecode(zero_weight), StatsError);
-  const std::vector<WeightedRequest> no_tokens = {{"a", 1, {0, 0, 1}}};
+  const std::vector<WeightedRequest> no_tokens = {{"a", 1, {-1, 5, 6}}};
   EXPECT_THROW(WeightedDecode(no_tokens), StatsError);
   const std::vector<WeightedRequest> no_time = {{"a", 1, {1, 3, 3}}};
   EXPECT_THROW(WeightedDecode(no_time), StatsError);
@@ -70,6 +88,13 @@ TEST(WeightedDecode, RejectsBadInput) {
 TEST(AggregateThroughput, SpansFirstOutputToLastFinish) {
   const std::vector<RequestTiming> batch = {{101, 1.0, 3.0}, {201, 1.5, 5.0}, {51, 2.0, 4.0}};
   EXPECT_DOUBLE_EQ(AggregateThroughput(batch), 350.0 / 4.0);
+}
+
+TEST(AggregateThroughput, ARequestWithoutTextDoesNotStretchTheSpan) {
+  const std::vector<RequestTiming> batch = {{101, 1.0, 3.0}, {201, 1.5, 5.0}, {1, 0.0, 4.0}};
+  EXPECT_DOUBLE_EQ(AggregateThroughput(batch), 300.0 / 4.0);
+  const std::vector<RequestTiming> none = {{1, 0.0, 4.0}};
+  EXPECT_THROW(AggregateThroughput(none), StatsError);
 }
 
 TEST(AggregateThroughput, RejectsBadInput) {

@@ -4,7 +4,8 @@
 The C++ side (tests/store/session_scores_test.cpp) loads the samples into a real store
 and checks tandem::harness::ComputeSessionScores against `expected`. The samples are
 seeded pseudo-random timings; they include what must not count: a warmup workload, a
-failed session, invalid samples, a one-token answer and the weight-0 counting case.
+failed session, invalid samples, a one-token answer, answers with no text at all (an
+end-of-sequence-only request: t_first_output 0) and the weight-0 counting case.
 
     make_session_scores_golden.py OUT.json        write
     make_session_scores_golden.py --check FILE    exit 1 if FILE differs from a fresh run
@@ -42,6 +43,10 @@ def session(order_index, arm, status, flaws):
     if "one_token" in flaws:
         battery[7]["completion_tokens"] = 1    # repeat 1 counting: no decode rate
         battery[7]["t_finish"] = battery[7]["t_first_output"]
+    if "no_text" in flaws:
+        # repeat 2 hello: its only token was end-of-sequence, so no text and no t_first_output
+        # (0); t_finish is seconds since boot. It must enter no rate (weighted or aggregate).
+        battery[2 * len(CASES) + 1].update(completion_tokens=1, t_first_output=0.0, t_finish=86400.0)
     workloads.append(dict(name="battery", kind="battery", warmup=False, samples=battery))
     sweep = []
     batch = 0
@@ -52,6 +57,8 @@ def session(order_index, arm, status, flaws):
             batch += 1
     if "batch_invalid" in flaws:
         sweep[3]["valid"] = False              # the first C4 batch drops
+    if "no_text" in flaws:
+        sweep[7].update(completion_tokens=1, t_first_output=0.0, t_finish=86400.0)  # a C4 slot with no text
     workloads.append(dict(name="sweep", kind="concurrency", warmup=False, samples=sweep))
     mixed = []
     for b, level in enumerate((3, 3)):
@@ -69,8 +76,13 @@ def session(order_index, arm, status, flaws):
     return dict(order_index=order_index, layout="tp4", arm=arm, status=status, workloads=workloads)
 
 
+def has_interval(s):
+    """A decode interval: >= 2 tokens and text (t_first_output > 0) before the finish."""
+    return s["completion_tokens"] >= 2 and s["t_first_output"] > 0 and s["t_finish"] > s["t_first_output"]
+
+
 def rate(s):
-    if not s["valid"] or s["completion_tokens"] < 2:
+    if not s["valid"] or not has_interval(s):
         return None
     return (s["completion_tokens"] - 1) / (s["t_finish"] - s["t_first_output"])
 
@@ -88,8 +100,9 @@ def scores(sess):
                 weighted = [s for s in xs if s["repeat"] == repeat and s["weight"] > 0]
                 if not all(s["valid"] for s in weighted):
                     continue
-                num = sum(s["weight"] * (s["completion_tokens"] - 1) for s in weighted)
-                den = sum(s["weight"] * (s["t_finish"] - s["t_first_output"]) for s in weighted)
+                timed = [s for s in weighted if has_interval(s)]
+                num = sum(s["weight"] * (s["completion_tokens"] - 1) for s in timed)
+                den = sum(s["weight"] * (s["t_finish"] - s["t_first_output"]) for s in timed)
                 per_repeat.append(num / den)
             if per_repeat:
                 out[f"{name}: weighted decode"] = float(np.median(per_repeat))
@@ -104,8 +117,9 @@ def scores(sess):
                 if not all(s["valid"] for s in members):
                     continue
                 label = "mixed" if w["kind"] == "mixed" else members[0]["case_id"]
-                tokens = sum(s["completion_tokens"] - 1 for s in members)
-                span = max(s["t_finish"] for s in members) - min(s["t_first_output"] for s in members)
+                timed = [s for s in members if has_interval(s)]
+                tokens = sum(s["completion_tokens"] - 1 for s in timed)
+                span = max(s["t_finish"] for s in timed) - min(s["t_first_output"] for s in timed)
                 families.setdefault(f"{name}: {label} C{members[0]['level']}", []).append(tokens / span)
             for family, values in families.items():
                 out[family] = float(np.median(values))
@@ -121,7 +135,7 @@ def build():
     sessions = [
         session(0, "A", "complete", {"battery_invalid"}),
         session(1, "B", "complete", {"one_token", "batch_invalid"}),
-        session(2, "B", "complete", set()),
+        session(2, "B", "complete", {"no_text"}),
         session(3, "A", "complete", {"child_invalid"}),
         session(4, "A", "failed", set()),  # a failed session's samples never count
     ]
