@@ -4,6 +4,8 @@
 #include <set>
 #include <tuple>
 
+#include <fmt/format.h>
+
 namespace tandem::reports {
 
 std::vector<DraftCounterSums> SumDraftCounters(const store::CampaignRecord& r) {
@@ -15,15 +17,24 @@ std::vector<DraftCounterSums> SumDraftCounters(const store::CampaignRecord& r) {
   std::vector<Case> order;
   std::map<Case, std::map<Column, Sums>> sums;
   std::set<std::tuple<std::int64_t, std::int64_t, int>> seen;  // (session, workload run, batch)
+  std::map<Case, std::map<Column, std::string>> errors;
   bool any = false;
   for (const store::SampleRecord& x : r.samples) {
     const store::WorkloadRecord* w = r.Workload(x.run);
     const store::SessionRecord* s = r.Session(x.session);
-    if (w == nullptr || s == nullptr || w->warmup || !x.draft.is_object() || !x.draft.contains("verified_drafts")) continue;
+    if (w == nullptr || s == nullptr || w->warmup || !x.draft.is_object()) continue;
+    if (!x.draft.contains("verified_drafts") && !x.draft.contains("error")) continue;
     // Every sample of a batch carries the batch's delta: count it once.
     if (!seen.insert({x.session, x.run, x.batch}).second) continue;
     const Case key{x.workload, w->kind == "mixed" ? "mixed" : x.case_id};
     if (!sums.contains(key)) order.push_back(key);
+    if (x.draft.contains("error")) {
+      errors[key].try_emplace({s->layout, s->arm}, fmt::format("session {} batch {}: {}", s->order_index + 1, x.batch,
+                                                               x.draft["error"].is_string() ? x.draft["error"].get<std::string>() : "?"));
+      sums[key].try_emplace({s->layout, s->arm});
+      any = true;
+      continue;
+    }
     Sums& t = sums[key][{s->layout, s->arm}];
     t.accepted += x.draft.value("accepted_drafts", std::int64_t{0});
     t.verified += x.draft.value("verified_drafts", std::int64_t{0});
@@ -33,9 +44,9 @@ std::vector<DraftCounterSums> SumDraftCounters(const store::CampaignRecord& r) {
   std::vector<DraftCounterSums> out;
   if (!any) return out;
   for (const Case& key : order) {
-    DraftCounterSums row{key.first, key.second, {}};
+    DraftCounterSums row{key.first, key.second, {}, errors[key]};
     for (const auto& [column, t] : sums[key]) {
-      if (t.accepted < 0 || t.verified < 0 || t.rounds < 0) continue;
+      if (row.errors.contains(column) || t.accepted < 0 || t.verified < 0 || t.rounds < 0) continue;
       row.by_layout_arm[column] = {static_cast<std::uint64_t>(t.accepted), static_cast<std::uint64_t>(t.verified),
                                    static_cast<std::uint64_t>(t.rounds)};
     }

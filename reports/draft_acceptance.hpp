@@ -15,9 +15,11 @@ namespace tandem::reports {
 // table shows (stats::DraftRatesOf turns each sum into its rates).
 struct DraftCounterSums {
   std::string workload, case_id;  // case "mixed" for a mixed batch
-  // (layout, arm) → the counters' deltas summed over that column's batches; a column
-  // whose sum went negative (a stored delta of counters that went backwards) is left out.
+  // (layout, arm) → the counters' deltas summed over that column's batches.
   std::map<std::pair<std::string, std::string>, stats::DraftCounters> by_layout_arm;
+  // (layout, arm) → why the column has no figure: a batch whose counters went backwards
+  // (stats::DraftCountersBetween refused them), named by session and batch.
+  std::map<std::pair<std::string, std::string>, std::string> errors;
 };
 
 // In the order the cases first appear; empty when no draft was verified anywhere.

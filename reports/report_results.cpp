@@ -342,12 +342,16 @@ void DraftAcceptance(const CampaignRecord& r, MarkdownDoc& d) {
   std::vector<std::string> head = {"workload", "case"};
   for (const Column& c : columns) head.push_back(c.head);
   d.Line("{}", Header(head, 2));
+  std::vector<std::string> counter_errors;
   for (const DraftCounterSums& s : sums) {
     std::vector<std::string> row = {s.workload, s.case_id};
     for (const Column& c : columns) {
       const auto it = s.by_layout_arm.find({c.layout, c.arm});
       std::string cell = kNone;
-      if (it != s.by_layout_arm.end() && it->second.request_rounds > 0) {
+      if (const auto e = s.errors.find({c.layout, c.arm}); e != s.errors.end()) {
+        cell = "error: counters went backwards";
+        counter_errors.push_back(fmt::format("{} {} ({} · {}): {}", s.workload, s.case_id, c.layout, c.arm, e->second));
+      } else if (it != s.by_layout_arm.end() && it->second.request_rounds > 0) {
         try {
           const stats::DraftRates rates = stats::DraftRatesOf(it->second);
           cell = fmt::format("{} · {:.2f}/round", rates.acceptance ? fmt::format("{:.3f}", *rates.acceptance) : std::string(kNone),
@@ -360,6 +364,11 @@ void DraftAcceptance(const CampaignRecord& r, MarkdownDoc& d) {
     d.Line("{}", Row(row));
   }
   d.Blank();
+  if (!counter_errors.empty()) {
+    d.Line("No figure where the server's draft counters went backwards between two reads (it restarted, or a counter wrapped):");
+    for (const std::string& e : counter_errors) d.Line("- {}", e);
+    d.Blank();
+  }
 }
 
 void Concurrency(const CampaignRecord& r, MarkdownDoc& d) {

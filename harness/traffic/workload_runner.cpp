@@ -94,13 +94,17 @@ class Runner {
     }
     for (auto& t : threads) t.join();
     const auto after = ReadDraftCounters(HttpGet(ctx_.base_url, "/v1/stats", 30));
-    std::string draft = "{}";  // none when the server has no counters or they went backwards (it restarted)
+    // None when the server has no counters. Counters that went backwards (the server
+    // restarted, or a counter wrapped) are recorded as an error: the report then gives this
+    // workload and case no acceptance figure instead of one computed without this batch.
+    std::string draft = "{}";
     if (before && after) {
       try {
         const stats::DraftCounters d = stats::DraftCountersBetween(*before, *after);
         draft = json{{"accepted_drafts", d.accepted_drafts}, {"verified_drafts", d.verified_drafts}, {"request_rounds", d.request_rounds}}
                     .dump();
-      } catch (const stats::StatsError&) {
+      } catch (const stats::StatsError& e) {
+        draft = json{{"error", e.what()}}.dump();
       }
     }
     for (std::size_t i = 0; i < batch.size(); ++i) {

@@ -122,6 +122,36 @@ TEST_F(Report, SectionsAppearOnlyWhenMeasured) {
   EXPECT_NE(text.find("## Headline decode"), std::string::npos);
 }
 
+TEST_F(Report, DraftCountersThatWentBackwardsGiveAnErrorNotAPartialFigure) {
+  // One code-sweep batch of the candidate in tp4: the server restarted between the reads.
+  json broken = fixture_;
+  bool changed = false;
+  for (json& s : broken["sessions"]) {
+    if (changed || s["layout"] != "tp4" || s["arm"] != "v14") continue;
+    for (json& w : s["workloads"]) {
+      if (w["name"] != "code-sweep") continue;
+      for (json& x : w["samples"]) {
+        if (x["batch"] == w["samples"][0]["batch"]) {
+          x["draft"] = {{"error", "draft counters: accepted_drafts went backwards (50 before, 3 after)"}};
+        }
+      }
+      changed = true;
+    }
+  }
+  ASSERT_TRUE(changed);
+  testing::WriteFixtureStore(broken, dir_ / "broken.db");
+  const store::Store store = store::Store::Open(dir_ / "broken.db");
+  const std::string text = RenderReport(LoadCampaignRecord(store, std::nullopt), {});
+  const std::size_t at = text.find("## Draft acceptance");
+  ASSERT_NE(at, std::string::npos);
+  const std::string section = text.substr(at, text.find("\n## ", at + 1) - at);
+  EXPECT_NE(section.find("| code-sweep | code | — · 1.00/round | error: counters went backwards | — · 1.00/round | 0.625 · 1.75/round |"),
+            std::string::npos)
+      << section;
+  EXPECT_NE(section.find("- code-sweep code (tp4 · v14): session "), std::string::npos) << section;
+  EXPECT_NE(section.find("accepted_drafts went backwards (50 before, 3 after)"), std::string::npos) << section;
+}
+
 TEST_F(Report, PlotsAreDrawnOrSkippedWithANote) {
   const PlotSet missing = DrawPlots(record_, dir_ / "plots-none", "/no/such/gnuplot");
   EXPECT_TRUE(missing.plots.empty());
