@@ -58,6 +58,7 @@ std::vector<Column> LayoutArmColumns(const CampaignRecord& r) {
 void AbTables(const CampaignRecord& r, MarkdownDoc& d) {
   if (r.arms.size() < 2 || r.families.empty()) return;
   const std::string& baseline = r.arms[0].label;
+  const bool paired = r.gate.is_object() && r.gate.value("method", std::string("welch")) == "paired";
   for (std::size_t k = 1; k < r.arms.size(); ++k) {
     const std::string& candidate = r.arms[k].label;
     const std::vector<FamilyComparison> cmp = CompareArms(r.families, baseline, candidate);
@@ -71,8 +72,11 @@ void AbTables(const CampaignRecord& r, MarkdownDoc& d) {
     d.Line(
         "Each cell: the ratio of geometric means of session scores ({} / {}) with its Welch 95% interval on the log scores; **bold** "
         "when the interval excludes 1. n = {} {} and {} {} sessions{}. Session scores are defined in docs/statistics.md "
-        "(\"Session scores\").",
-        candidate, baseline, common.first, baseline, common.second, candidate, ns.size() > 1 ? " unless a cell says otherwise" : "");
+        "(\"Session scores\").{}",
+        candidate, baseline, common.first, baseline, common.second, candidate, ns.size() > 1 ? " unless a cell says otherwise" : "",
+        paired ? " The campaign declares `method: paired`: after the Welch headline, the paired 95% interval over its ABBA pairs of "
+                 "adjacent sessions (a pair that lost a session refuses it)."
+               : "");
     d.Blank();
     std::vector<std::string> head = {"family"};
     for (const LayoutRecord& l : r.layouts) head.push_back(l.name);
@@ -88,6 +92,11 @@ void AbTables(const CampaignRecord& r, MarkdownDoc& d) {
         if (c.interval->excludes_one()) cell = "**" + cell + "**";
       }
       if (std::make_pair(c.n_baseline, c.n_candidate) != common) cell += fmt::format(" n={}/{}", c.n_baseline, c.n_candidate);
+      if (paired) {
+        const store::PairedComparison p = store::PairByBlock(r, *c.scores, baseline, candidate);
+        cell += p.interval ? fmt::format("; paired {:.3f} ({:.3f}–{:.3f})", p.interval->ratio, p.interval->lo, p.interval->hi)
+                           : fmt::format("; paired: {}", Cell(p.missing.substr(p.missing.rfind("paired: ", 0) == 0 ? 8 : 0)));
+      }
       cells[family][c.scores->layout] = cell;
     }
     for (const std::string& family : rows) {

@@ -1,10 +1,59 @@
 #include "store/comparison.hpp"
 
+#include <map>
+
 #include <fmt/format.h>
 
 #include "stats/stats_error.hpp"
 
 namespace tandem::store {
+
+PairedComparison PairByBlock(const CampaignRecord& r, const FamilyScores& f, const std::string& baseline, const std::string& candidate) {
+  PairedComparison out;
+  std::map<std::int64_t, double> score;  // session → this family's score
+  for (const std::string* arm : {&baseline, &candidate}) {
+    const auto scores = f.by_arm.find(*arm);
+    const auto ids = f.sessions_by_arm.find(*arm);
+    if (scores == f.by_arm.end() || ids == f.sessions_by_arm.end()) continue;
+    for (std::size_t i = 0; i < scores->second.size() && i < ids->second.size(); ++i) score[ids->second[i]] = scores->second[i];
+  }
+  std::vector<const SessionRecord*> order;  // the layout's sessions of the two arms, in run order
+  for (const SessionRecord& s : r.sessions) {
+    if (s.layout == f.layout && (s.arm == baseline || s.arm == candidate) && s.status != "skipped") order.push_back(&s);
+  }
+  if (order.size() % 2 != 0) {
+    out.missing =
+        fmt::format("paired: {} sessions of {} and {} in layout {}, not whole pairs", order.size(), baseline, candidate, f.layout);
+    return out;
+  }
+  std::vector<stats::SessionPair> pairs;
+  for (std::size_t k = 0; k + 1 < order.size(); k += 2) {
+    const SessionRecord* x = order[k];
+    const SessionRecord* y = order[k + 1];
+    if (x->arm == y->arm) {
+      out.missing = fmt::format("paired: sessions {} and {} of layout {} are both {}: the order does not pair the arms", x->order_index + 1,
+                                y->order_index + 1, f.layout, x->arm);
+      return out;
+    }
+    const SessionRecord* a = x->arm == baseline ? x : y;
+    const SessionRecord* b = x->arm == baseline ? y : x;
+    const auto sa = score.find(a->id), sb = score.find(b->id);
+    if (sa == score.end() || sb == score.end()) {
+      const SessionRecord* lost = sa == score.end() ? a : b;
+      out.missing = fmt::format("paired: the pair of sessions {} and {} lost session {} ({}, {}): no score in this family",
+                                x->order_index + 1, y->order_index + 1, lost->order_index + 1, lost->arm, lost->status);
+      return out;
+    }
+    pairs.push_back({sa->second, sb->second});
+  }
+  out.pairs = pairs.size();
+  try {
+    out.interval = stats::PairedLogRatio(pairs);
+  } catch (const stats::StatsError& e) {
+    out.missing = e.what();
+  }
+  return out;
+}
 
 std::vector<FamilyComparison> CompareArms(const std::vector<FamilyScores>& families, const std::string& baseline,
                                           const std::string& candidate, double level) {

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "stats/log_ratio.hpp"
+#include "store/campaign_record.hpp"
 #include "store/session_scores.hpp"
 
 namespace tandem::store {
@@ -17,6 +18,19 @@ struct FamilyComparison {
   std::string missing;  // e.g. "candidate: 1 session (needs 2)"; empty when `interval` is set
   std::size_t n_baseline = 0, n_candidate = 0;
 };
+
+// The paired interval of one family in one layout (`sessions.method: paired`): the
+// layout's sessions in run order, two at a time (the adjacent pairs of an ABBA order:
+// 1–2, 3–4, …); each pair must hold one baseline and one candidate session with a score.
+// Pairs are by block position, never by index within an arm, so a lost session refuses
+// the interval (naming the pair) instead of pairing sessions that did not run side by side.
+struct PairedComparison {
+  std::optional<stats::RatioInterval> interval;
+  std::string missing;  // why there is none
+  std::size_t pairs = 0;
+};
+PairedComparison PairByBlock(const CampaignRecord& record, const FamilyScores& family, const std::string& baseline,
+                             const std::string& candidate);
 
 // Every family (in the order given) that either arm measured.
 std::vector<FamilyComparison> CompareArms(const std::vector<FamilyScores>& families, const std::string& baseline,

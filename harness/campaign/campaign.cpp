@@ -261,8 +261,9 @@ std::vector<WorkloadSpec> ParseWorkloads(const At& at, bool warmup) {
 }
 
 SessionSpec ParseSessions(const At& at, const std::vector<ArmSpec>& arms) {
-  const Map m(at, {"per_layout", "max_per_layout", "until", "order", "seed", "retry", "on_failure"});
+  const Map m(at, {"per_layout", "max_per_layout", "until", "order", "seed", "retry", "on_failure", "method"});
   SessionSpec s;
+  if (m.Has("method")) s.paired = OneOf(m.Get("method"), {"welch", "paired"}) == "paired";
   if (m.Has("per_layout") && m.Has("max_per_layout"))
     throw m.Get("max_per_layout").Error("is for sequential campaigns; per_layout is set too");
   if (m.Has("until")) {

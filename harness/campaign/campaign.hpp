@@ -107,6 +107,9 @@ struct SessionSpec {
   // Sequential (`max_per_layout: N, until: decided`): the gate looks after every block
   // (one repetition of the pattern) and a layout stops once its gated families are decided.
   bool until_decided = false;
+  // `method: paired`: the report shows, beside the Welch headline, the paired interval of
+  // each ABBA pair of adjacent sessions (stats::PairedLogRatio; store::PairByBlock).
+  bool paired = false;
   enum class Order { kPattern, kRandom, kExplicit } order = Order::kPattern;
   std::string pattern = "ABBA";       // kPattern: letters = arms in declaration order, repeated
   std::uint64_t seed = 0;             // kRandom

@@ -547,6 +547,7 @@ json GateJson(const Campaign& c) {
   gate["looks"] = c.sessions.looks(c.arms.size());
   gate["block"] = c.sessions.block(c.arms.size());
   gate["sequential"] = c.sessions.until_decided;
+  if (c.sessions.paired) gate["method"] = "paired";
   return gate;
 }
 

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <sstream>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -15,6 +16,7 @@
 #include "reports/markdown_report.hpp"
 #include "reports/plots.hpp"
 #include "store/campaign_record.hpp"
+#include "store/comparison.hpp"
 #include "store/store.hpp"
 #include "tests/support/fixture_store.hpp"
 
@@ -150,6 +152,43 @@ TEST_F(Report, DraftCountersThatWentBackwardsGiveAnErrorNotAPartialFigure) {
       << section;
   EXPECT_NE(section.find("- code-sweep code (tp4 · v14): session "), std::string::npos) << section;
   EXPECT_NE(section.find("accepted_drafts went backwards (50 before, 3 after)"), std::string::npos) << section;
+}
+
+TEST_F(Report, PairedIntervalsPairAdjacentSessionsAndRefuseAPairThatLostOne) {
+  json paired = fixture_;
+  paired["campaign"]["gate"]["method"] = "paired";
+  testing::WriteFixtureStore(paired, dir_ / "paired.db");
+  const store::CampaignRecord record = LoadCampaignRecord(store::Store::Open(dir_ / "paired.db"), std::nullopt);
+  const std::string text = RenderReport(record, {});
+  EXPECT_NE(text.find("The campaign declares `method: paired`"), std::string::npos);
+  // Each cell's paired interval is the one-sample t over the ABBA pairs' log ratios.
+  const store::FamilyScores* f = nullptr;
+  for (const store::FamilyScores& x : record.families) {
+    if (x.layout == "tp4" && x.family == "code-sweep: code C1") f = &x;
+  }
+  ASSERT_NE(f, nullptr);
+  const store::PairedComparison p = store::PairByBlock(record, *f, "v13", "v14");
+  ASSERT_TRUE(p.interval) << p.missing;
+  EXPECT_EQ(p.pairs, 2u);
+  EXPECT_NE(text.find(fmt::format("; paired {:.3f} ({:.3f}–{:.3f})", p.interval->ratio, p.interval->lo, p.interval->hi)),
+            std::string::npos);
+
+  // Session 2 (tp4, v14) failed: its pair with session 1 is refused, not re-paired with session 4.
+  for (json& s : paired["sessions"]) {
+    if (s["order_index"] == 1) {
+      s["status"] = "failed";
+      s["reason"] = "crashed";
+    }
+  }
+  testing::WriteFixtureStore(paired, dir_ / "lost.db");
+  const store::CampaignRecord lost = LoadCampaignRecord(store::Store::Open(dir_ / "lost.db"), std::nullopt);
+  for (const store::FamilyScores& x : lost.families) {
+    if (x.layout != "tp4" || x.family != "code-sweep: code C1") continue;
+    const store::PairedComparison q = store::PairByBlock(lost, x, "v13", "v14");
+    EXPECT_FALSE(q.interval);
+    EXPECT_NE(q.missing.find("the pair of sessions 1 and 2 lost session 2 (v14, failed)"), std::string::npos) << q.missing;
+  }
+  EXPECT_NE(RenderReport(lost, {}).find("; paired: the pair of sessions 1 and 2 lost session 2"), std::string::npos);
 }
 
 TEST_F(Report, PlotsAreDrawnOrSkippedWithANote) {
