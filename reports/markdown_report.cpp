@@ -15,6 +15,7 @@ std::string RenderReport(const store::CampaignRecord& r, const ReportOptions& op
   sections::GreedyAgreement(r, d);
   sections::Headline(r, d);
   sections::ContentTypes(r, d);
+  sections::Latency(r, d);
   sections::DraftAcceptance(r, d);
   sections::Concurrency(r, d);
   sections::Retained(r, d);

@@ -21,6 +21,8 @@ void MixedPairs(const store::CampaignRecord& r, MarkdownDoc& d);
 void GreedyAgreement(const store::CampaignRecord& r, MarkdownDoc& d);
 void Headline(const store::CampaignRecord& r, MarkdownDoc& d);
 void ContentTypes(const store::CampaignRecord& r, MarkdownDoc& d);
+// TTFT and inter-token latency per case (report_latency.cpp).
+void Latency(const store::CampaignRecord& r, MarkdownDoc& d);
 void DraftAcceptance(const store::CampaignRecord& r, MarkdownDoc& d);
 void Concurrency(const store::CampaignRecord& r, MarkdownDoc& d);
 void Retained(const store::CampaignRecord& r, MarkdownDoc& d);

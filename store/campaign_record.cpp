@@ -104,13 +104,13 @@ CampaignRecord LoadCampaignRecord(const Store& store, std::optional<std::int64_t
     }
   }
   {
-    Statement s(
-        store.handle(),
-        "SELECT x.id, x.workload_run_id, x.session_id, w.name, x.case_id, x.role, x.nonce, x.error, x.content, x.content_sha256, "
-        "x.finish_reason, x.repeat, x.level, x.batch, x.slot, x.context, x.status, x.weight, x.t_start, x.t_first_output, "
-        "x.t_finish, x.prompt_tokens, x.completion_tokens, x.cached_tokens, x.chunks, x.tokenizer_tokens, x.checks_json, "
-        "x.flags_json, x.draft_json, x.valid, x.passed, x.t_first_content FROM sample x JOIN workload_run w ON w.id = x.workload_run_id "
-        "JOIN session se ON se.id = x.session_id WHERE se.campaign_id = ? ORDER BY x.id");
+    Statement s(store.handle(),
+                "SELECT x.id, x.workload_run_id, x.session_id, w.name, x.case_id, x.role, x.nonce, x.error, x.content, x.content_sha256, "
+                "x.finish_reason, x.repeat, x.level, x.batch, x.slot, x.context, x.status, x.weight, x.t_start, x.t_first_output, "
+                "x.t_finish, x.prompt_tokens, x.completion_tokens, x.cached_tokens, x.chunks, x.tokenizer_tokens, x.checks_json, "
+                "x.flags_json, x.draft_json, x.valid, x.passed, x.t_first_content, x.gaps_json FROM sample x JOIN workload_run w ON w.id = "
+                "x.workload_run_id "
+                "JOIN session se ON se.id = x.session_id WHERE se.campaign_id = ? ORDER BY x.id");
     s.Bind(1, r.id);
     while (s.Step()) {
       SampleRecord x;
@@ -146,6 +146,11 @@ CampaignRecord LoadCampaignRecord(const Store& store, std::optional<std::int64_t
       x.valid = s.Int(29) != 0;
       x.passed = s.Int(30) != 0;
       x.t_first_content = s.Double(31);
+      if (const json gaps = Parse(s.Text(32), json::array()); gaps.is_array()) {
+        for (const json& g : gaps) {
+          if (g.is_number()) x.gaps.push_back(g.get<double>());
+        }
+      }
       r.samples.push_back(std::move(x));
     }
   }

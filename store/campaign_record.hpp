@@ -57,6 +57,7 @@ struct SampleRecord {
   double weight = 0, t_start = 0, t_first_output = 0, t_first_content = 0, t_finish = 0;
   int prompt_tokens = 0, completion_tokens = 0, cached_tokens = 0, chunks = 0, tokenizer_tokens = 0;
   nlohmann::json checks, flags, draft;
+  std::vector<double> gaps;  // seconds between consecutive text deltas
   bool valid = false, passed = false;
 };
 

@@ -118,6 +118,7 @@ CREATE TABLE IF NOT EXISTS sample (
   checks_json TEXT NOT NULL,
   flags_json TEXT NOT NULL,
   draft_json TEXT NOT NULL,
+  gaps_json TEXT NOT NULL DEFAULT '[]',
   valid INTEGER NOT NULL,
   passed INTEGER NOT NULL
 );
@@ -193,6 +194,10 @@ Store Store::Open(const std::filesystem::path& file) {
   store.Exec("PRAGMA synchronous=NORMAL");
   store.Exec("PRAGMA foreign_keys=ON");
   store.Exec(kSchema);
+  // Stores written before inter-token gaps were recorded: the column, empty for their samples.
+  bool has_gaps = false;
+  for (Statement info(db, "PRAGMA table_info(sample)"); info.Step();) has_gaps = has_gaps || info.Text(1) == "gaps_json";
+  if (!has_gaps) store.Exec("ALTER TABLE sample ADD COLUMN gaps_json TEXT NOT NULL DEFAULT '[]'");
   return store;
 }
 
@@ -408,12 +413,12 @@ void Store::FinishWorkloadRun(std::int64_t run, const std::string& stats_after, 
 }
 
 void Store::AddSample(std::int64_t run, std::int64_t session, const SampleRow& r) {
-  Statement s(
-      db_,
-      "INSERT INTO sample (workload_run_id, session_id, case_id, repeat, level, batch, slot, context, role, nonce, "
-      "weight, request_json, status, error, t_start, t_first_output, t_first_content, t_finish, prompt_tokens, "
-      "completion_tokens, cached_tokens, chunks, tokenizer_tokens, content, reasoning, content_sha256, finish_reason, "
-      "checks_json, flags_json, draft_json, valid, passed) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
+  Statement s(db_,
+              "INSERT INTO sample (workload_run_id, session_id, case_id, repeat, level, batch, slot, context, role, nonce, "
+              "weight, request_json, status, error, t_start, t_first_output, t_first_content, t_finish, prompt_tokens, "
+              "completion_tokens, cached_tokens, chunks, tokenizer_tokens, content, reasoning, content_sha256, finish_reason, "
+              "checks_json, flags_json, draft_json, gaps_json, valid, passed) VALUES "
+              "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
   int i = 0;
   auto add = [&](auto value) {
     if constexpr (std::is_same_v<decltype(value), int> || std::is_same_v<decltype(value), bool>) {
@@ -426,7 +431,7 @@ void Store::AddSample(std::int64_t run, std::int64_t session, const SampleRow& r
   add(r.nonce), add(r.weight), add(r.request_json), add(r.status), add(r.error), add(r.t_start), add(r.t_first_output);
   add(r.t_first_content), add(r.t_finish), add(r.prompt_tokens), add(r.completion_tokens), add(r.cached_tokens), add(r.chunks);
   add(r.tokenizer_tokens), add(r.content), add(r.reasoning), add(r.content_sha256), add(r.finish_reason), add(r.checks_json);
-  add(r.flags_json), add(r.draft_json);
+  add(r.flags_json), add(r.draft_json), add(r.gaps_json);
   add(r.valid), add(r.passed);
   s.Run();
 }

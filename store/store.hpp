@@ -45,6 +45,7 @@ struct SampleRow {
   std::string content, reasoning, content_sha256, finish_reason;
   std::string checks_json;  // {"check": true|false, ...}
   std::string flags_json = "{}";
+  std::string gaps_json = "[]";  // seconds between consecutive text deltas
   std::string draft_json =
       "{}";  // Δ of /v1/stats draft counters around the sample's batch  // disagreements worth a look that fail nothing, e.g. token counts
   bool valid = false;   // integrity: usable as a timing

@@ -113,6 +113,7 @@ void ApplyChecks(store::SampleRow& s, const StreamedCompletion& r, const CorpusC
   s.completion_tokens = r.completion_tokens;
   s.cached_tokens = r.cached_tokens;
   s.chunks = r.chunks;
+  s.gaps_json = nlohmann::json(r.output_gaps).dump();
   s.content = r.content;
   s.reasoning = r.reasoning;
   s.content_sha256 = Sha256Hex(r.content + '\x1e' + r.reasoning);

@@ -106,7 +106,12 @@ void SseCompletionParser::Data(const std::string& payload, double now) {
     const bool has_reasoning = reasoning != nullptr && !reasoning->empty();
     if (has_content || has_reasoning) {
       ++out_.chunks;
-      if (out_.t_first_output == 0) out_.t_first_output = now;
+      if (out_.t_first_output == 0) {
+        out_.t_first_output = now;
+      } else if (out_.output_gaps.size() < StreamedCompletion::kMaxGaps) {
+        out_.output_gaps.push_back(now - last_output_);
+      }
+      last_output_ = now;
     }
     if (has_content) {
       if (out_.t_first_content == 0) out_.t_first_content = now;

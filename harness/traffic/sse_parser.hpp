@@ -2,6 +2,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 // Reading an OpenAI-style chat completion stream (server-sent events) into what the
 // harness measures. The bytes come from whatever server an arm runs, so nothing in
@@ -18,7 +19,11 @@ struct StreamedCompletion {
   double t_finish = 0;         // the event carrying finish_reason
   std::string content;
   std::string reasoning;
-  int chunks = 0;     // deltas that carried text
+  int chunks = 0;  // deltas that carried text
+  // Seconds between consecutive deltas that carried text (inter-token latency as a client
+  // sees it: deltas that arrived in one read are 0 apart); at most kMaxGaps are kept.
+  std::vector<double> output_gaps;
+  static constexpr std::size_t kMaxGaps = 1 << 16;
   bool done = false;  // saw data: [DONE]
   bool has_usage = false;
   int prompt_tokens = 0;
@@ -43,6 +48,7 @@ class SseCompletionParser {
   std::string non_event_text() const { return non_event_ + buffer_; }
 
  private:
+  double last_output_ = 0;  // when the last delta with text arrived
   void Event(std::string_view event, double now);
   void Data(const std::string& payload, double now);
 

@@ -36,6 +36,8 @@ TEST(SseParser, SameResultForEverySplitOfTheBytes) {
     EXPECT_EQ(c.content, "Hello");
     EXPECT_EQ(c.reasoning, "think");
     EXPECT_EQ(c.chunks, 3);
+    ASSERT_EQ(c.output_gaps.size(), 2u);  // between the 3 deltas that carried text
+    for (double g : c.output_gaps) EXPECT_GE(g, 0.0);
     EXPECT_EQ(c.finish_reason, "stop");
     EXPECT_EQ(c.prompt_tokens, 12);
     EXPECT_EQ(c.completion_tokens, 3);

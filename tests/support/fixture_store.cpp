@@ -40,6 +40,7 @@ store::SampleRow Sample(const json& j) {
   s.checks_json = j.value("checks", json::object()).dump();
   s.flags_json = j.value("flags", json::object()).dump();
   s.draft_json = j.value("draft", json::object()).dump();
+  s.gaps_json = j.value("gaps", json::array()).dump();
   s.valid = j.value("valid", true);
   bool passed = s.valid;
   const json checks = j.value("checks", json::object());

@@ -55,17 +55,20 @@ class Session:
         rate = BASE_RATE[case_id] * self.factor * math.exp(rng.normal(0, 0.01)) * (0.8 if level > 1 else 1.0)
         ct = tokens if tokens is not None else int(rng.integers(40, 120))
         t0 = self.clock if start is None else start
-        t_first = t0 + 0.05
+        key = key or f"{case_id}/{repeat}/{level}/{slot}"
+        t_first = t0 + 0.05 + 0.01 * (Digest("ttft" + key) % 7)  # 50-110 ms to first output
         t_finish = t_first + (ct - 1) / rate
+        # Gaps between the streamed deltas: uneven (0.5x-1.5x the mean), summing to the decode time.
+        w = [0.5 + 0.25 * (Digest(f"gap/{key}/{i}") % 5) for i in range(ct - 1)]
+        gaps = [r6((t_finish - t_first) * x / sum(w)) for x in w]
         if start is None:
             self.clock = t_finish + 0.01
-        key = key or f"{case_id}/{repeat}/{level}/{slot}"
         return dict(case_id=case_id, weight=WEIGHTS[case_id], repeat=repeat, level=level, slot=slot,
                     batch=self.batch if batch is None else batch, context=context, role=role,
                     nonce=f"Word{Digest(key) % 1000}: ", completion_tokens=ct, prompt_tokens=30,
                     cached_tokens=1, chunks=ct, tokenizer_tokens=ct, t_start=r6(t0), t_first_output=r6(t_first),
                     t_first_content=r6(t_first), t_finish=r6(t_finish), content=f"output for {key}",
-                    content_sha256=f"{Digest('content' + key) % 16**12:012x}", finish_reason="length",
+                    content_sha256=f"{Digest('content' + key) % 16**12:012x}", finish_reason="length", gaps=gaps,
                     checks={"stream_complete": True, "usage_consistent": True, "cache_bound": True, "non_empty": True},
                     valid=True)
 
@@ -233,7 +236,21 @@ def expected(sessions):
                 c1 += [(x["completion_tokens"] - 1) / (x["t_finish"] - x["t_first_output"]) for x in c["samples"] if x["level"] == 1]
             cell = lambda v: f"**{np.median(v):.1f}** ({', '.join(f'{x:.1f}' for x in v)})"
             headline.append(f"| {layout} | {arm} | {cell(counting)} | {cell(weighted)} | {cell(c1)} |")
-    return dict(ab_rows=rows, headline_rows=headline)
+    # Latency: TTFT per request and the pooled gaps, per greedy-battery case and column.
+    q = lambda v: f"{1e3 * np.median(v):.1f} / {1e3 * np.percentile(v, 90):.1f} / {1e3 * np.percentile(v, 99):.1f}" if v else "—"
+    latency = {"ttft": [], "itl": []}
+    for case_id in ["code", "hello", "json_schema", "counting"]:
+        cells = {"ttft": [], "itl": []}
+        for layout in LAYOUTS:
+            for arm in ARMS:
+                xs = [x for s in sessions if s["layout"] == layout and s["arm"] == arm
+                      for w in s["workloads"] if w["name"] == "greedy-battery"
+                      for x in w["samples"] if x["case_id"] == case_id and x["valid"]]
+                cells["ttft"].append(q([x["t_first_output"] - x["t_start"] for x in xs]))
+                cells["itl"].append(q([g for x in xs for g in x["gaps"]]))
+        for table in ("ttft", "itl"):
+            latency[table].append(f"| greedy-battery | {case_id} | {' | '.join(cells[table])} |")
+    return dict(ab_rows=rows, headline_rows=headline, ttft_rows=latency["ttft"], itl_rows=latency["itl"])
 
 
 def main():

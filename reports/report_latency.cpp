@@ -1,0 +1,85 @@
+// The report's latency tables: time to first output and inter-token latency per case,
+// median and tail (p90, p99), as users of other serving benchmarks read them.
+#include <map>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "reports/report_sections.hpp"
+#include "stats/descriptive.hpp"
+
+namespace tandem::reports::sections {
+
+namespace {
+
+using store::CampaignRecord;
+using store::SampleRecord;
+
+// (workload, case, level) in the order first measured.
+using Series = std::tuple<std::string, std::string, int>;
+using Column = std::pair<std::string, std::string>;  // (layout, arm)
+
+std::string Quantiles(const std::vector<double>& seconds) {
+  if (seconds.empty()) return "—";
+  return fmt::format("{:.1f} / {:.1f} / {:.1f}", 1e3 * stats::Median(seconds), 1e3 * stats::Percentile(seconds, 90),
+                     1e3 * stats::Percentile(seconds, 99));
+}
+
+}  // namespace
+
+void Latency(const CampaignRecord& r, MarkdownDoc& d) {
+  std::vector<Series> rows;
+  std::map<Series, std::map<Column, std::vector<double>>> ttft, itl;
+  for (const SampleRecord& x : r.samples) {
+    const store::WorkloadRecord* w = r.Workload(x.run);
+    const store::SessionRecord* s = r.Session(x.session);
+    if (w == nullptr || s == nullptr || w->warmup || !x.valid || s->status != "complete") continue;
+    if (w->kind != "battery" && w->kind != "concurrency" && w->kind != "mixed") continue;
+    const Series row{x.workload, w->kind == "mixed" ? "mixed" : x.case_id, w->kind == "battery" ? 0 : x.level};
+    if (!ttft.contains(row) && !itl.contains(row)) rows.push_back(row);
+    const Column column{s->layout, s->arm};
+    if (x.t_first_output > 0) ttft[row][column].push_back(x.t_first_output - x.t_start);  // no text: no first output
+    std::vector<double>& gaps = itl[row][column];
+    gaps.insert(gaps.end(), x.gaps.begin(), x.gaps.end());
+  }
+  if (rows.empty()) return;
+  std::vector<Column> columns;
+  for (const store::LayoutRecord& l : r.layouts) {
+    for (const store::ArmRecord& a : r.arms) columns.push_back({l.name, a.label});
+  }
+  const auto head = [&](const Column& c) { return r.layouts.size() > 1 ? c.first + " · " + c.second : c.second; };
+  d.Line("## Latency");
+  d.Blank();
+  d.Line(
+      "Time to first output (TTFT = t_first_output − t_start, per request) and inter-token latency (ITL: the gaps between "
+      "consecutive streamed text deltas, pooled over the requests), valid requests of the measured workloads of every complete "
+      "session; median / p90 / p99 in ms. Both are timed on the harness's side, so they include the HTTP client; at concurrency "
+      "C, requests share the server.");
+  d.Blank();
+  for (const auto& [title, data] : {std::pair{"TTFT", &ttft}, std::pair{"ITL", &itl}}) {
+    d.Line("### {} (ms, median / p90 / p99)", title);
+    d.Blank();
+    std::vector<std::string> h = {"workload", "case"};
+    for (const Column& c : columns) h.push_back(head(c));
+    d.Line("{}", Header(h, 2));
+    for (const Series& row : rows) {
+      const auto& [workload, case_id, level] = row;
+      std::vector<std::string> cells = {workload, level > 0 ? fmt::format("{} C{}", case_id, level) : case_id};
+      const auto it = data->find(row);
+      for (const Column& c : columns) {
+        const std::vector<double>* v = nullptr;
+        if (it != data->end()) {
+          const auto jt = it->second.find(c);
+          if (jt != it->second.end()) v = &jt->second;
+        }
+        cells.push_back(v != nullptr ? Quantiles(*v) : "—");
+      }
+      d.Line("{}", Row(cells));
+    }
+    d.Blank();
+  }
+}
+
+}  // namespace tandem::reports::sections
