@@ -13,6 +13,7 @@
 
 #include "runtime/serve/api_error.hpp"
 #include "runtime/serve/completion_request.hpp"
+#include "runtime/serve/listen_backlog.hpp"
 #include "runtime/serve/runtime_revision.hpp"
 #include "runtime/serve/scheduler.hpp"
 
@@ -336,12 +337,15 @@ ApiServer::ApiServer(ApiServerOptions options) : state_(std::make_unique<State>(
     res.set_content(Dump(ErrorJson(message, "server_error", "", "")), "application/json");
   });
 
+  const rt::ListenBacklog backlog(s.server);
   if (wanted == 0) {
     s.port = s.server.bind_to_any_port(s.host);
   } else {
     s.port = s.server.bind_to_port(s.host, wanted) ? wanted : -1;
   }
   if (s.port <= 0) throw std::runtime_error(fmt::format("--listen {}: cannot bind", s.options.listen));
+  // Every client of a concurrency-C batch connects at once; room for all of them and the queue.
+  backlog.Widen(std::max(1024, 4 * threads));
   s.thread = std::thread([this] { state_->server.listen_after_bind(); });
 }
 

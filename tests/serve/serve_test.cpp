@@ -1,8 +1,10 @@
 // `tandem-rt serve` end to end: a real server process, real expert workers on
 // loopback ports chosen at run time, and an HTTP client.
 #include <csignal>
+#include <cstdio>
 #include <fstream>
 #include <random>
+#include <sstream>
 #include <thread>
 
 #include <httplib.h>
@@ -115,6 +117,26 @@ TEST_F(ServeTest, HealthModelsAndStats) {
   const json stats = server_->Stats();
   EXPECT_EQ(stats["workers"].size(), 4u);
   EXPECT_TRUE(stats["healthy"].get<bool>());
+}
+
+// httplib listens with a backlog of 5; a concurrency-16 batch connecting at once then lost
+// SYNs and waited a second to retry. The server widens it: `ss` shows the listening
+// socket's backlog as its Send-Q.
+TEST_F(ServeTest, TheListenBacklogHoldsAWholeConcurrentBatch) {
+  const std::string address = server_->address();
+  const std::string port = address.substr(address.rfind(':') + 1);
+  FILE* ss = ::popen(("ss -Hltn 'sport = :" + port + "'").c_str(), "r");
+  ASSERT_NE(ss, nullptr);
+  char line[512] = {};
+  const bool got = std::fgets(line, sizeof line, ss) != nullptr;
+  ::pclose(ss);
+  ASSERT_TRUE(got) << "ss printed no listening socket on port " << port << " (iproute2's ss is needed)";
+  std::istringstream fields(line);
+  std::string state;
+  long recv_q = 0, send_q = 0;
+  fields >> state >> recv_q >> send_q;
+  EXPECT_EQ(state, "LISTEN") << line;
+  EXPECT_GE(send_q, 128) << line;
 }
 
 TEST_F(ServeTest, SseFramingOrderAndUsage) {

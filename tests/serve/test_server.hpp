@@ -30,6 +30,7 @@ class Server {
   explicit Server(int workers, std::vector<std::string> flags = {});
 
   httplib::Client Client() const;
+  std::string address() const { return address_; }  // host:port
   std::string Log() const;
   nlohmann::json Stats() const;
   ChildProcess& process() { return *process_; }
