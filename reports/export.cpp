@@ -31,6 +31,10 @@ std::string_view MetricName(FamilyMetric m) {
       return "aggregate";
     case FamilyMetric::kRetained:
       return "retained";
+    case FamilyMetric::kPooledCases:
+      return "pooled_cases";
+    case FamilyMetric::kPooledLevels:
+      return "pooled_levels";
   }
   return "?";
 }

@@ -71,6 +71,10 @@ std::tuple<int, int, int, int> SortKey(const FamilyScores& f, int first_seen, in
       return {f.level == 1 ? 2 : 3, series_seen, f.level, 0};
     case FamilyMetric::kRetained:
       return {4, first_seen, f.context, 0};
+    case FamilyMetric::kPooledCases:
+      return {f.greedy ? 0 : 1, 0, first_seen, 1};
+    case FamilyMetric::kPooledLevels:
+      return {3, series_seen, 1 << 30, 0};  // after the series' own levels
   }
   return {5, first_seen, 0, 0};
 }
@@ -137,6 +141,16 @@ std::vector<FamilyScores> ComputeSessionScores(const Store& store, std::int64_t 
       for (const std::string& c : case_order) {
         put(first, {.family = fmt::format("{}: {}", w, c), .metric = FamilyMetric::kCase, .case_id = c}, case_rates[c]);
       }
+      // W: per content case — every weighted case counts once, whatever its token count.
+      std::vector<double> case_medians;
+      for (const std::string& c : case_order) {
+        const auto weighted_case =
+            std::find_if(samples.begin(), samples.end(), [&](const Row* r) { return r->case_id == c && r->weight > 0; });
+        if (weighted_case != samples.end()) case_medians.push_back(stats::Median(case_rates[c]));
+      }
+      if (case_medians.size() >= 2) {
+        put(first, {.family = w + ": W per content case", .metric = FamilyMetric::kPooledCases}, {stats::GeometricMean(case_medians)});
+      }
     } else if (first.kind == "concurrency" || first.kind == "mixed") {
       std::map<int, std::vector<const Row*>> batches;
       for (const Row* r : samples) batches[r->batch].push_back(r);
@@ -160,6 +174,8 @@ std::vector<FamilyScores> ComputeSessionScores(const Store& store, std::int64_t 
         if (!per_family.contains(id)) order.push_back(id);
         per_family[id].push_back(aggregate);
       }
+      std::map<std::string, std::vector<std::pair<int, double>>> above_one;  // case → (level, median aggregate)
+      std::vector<std::string> pooled_order;
       for (const auto& id : order) {
         put(first,
             {.family = fmt::format("{}: {} C{}", w, id.first, id.second),
@@ -167,6 +183,23 @@ std::vector<FamilyScores> ComputeSessionScores(const Store& store, std::int64_t 
              .case_id = id.first,
              .level = id.second},
             per_family[id]);
+        if (id.second <= 1) continue;
+        if (!above_one.contains(id.first)) pooled_order.push_back(id.first);
+        above_one[id.first].emplace_back(id.second, stats::Median(per_family[id]));
+      }
+      // W: CASE C2–C16 — the concurrent levels together, each counting once.
+      for (const std::string& c : pooled_order) {
+        const auto& levels = above_one[c];
+        if (levels.size() < 2) continue;
+        std::vector<double> medians;
+        int lo = levels.front().first, hi = lo;
+        for (const auto& [level, median] : levels) {
+          medians.push_back(median);
+          lo = std::min(lo, level);
+          hi = std::max(hi, level);
+        }
+        put(first, {.family = fmt::format("{}: W {} C{}–C{}", w, c, lo, hi), .metric = FamilyMetric::kPooledLevels, .case_id = c},
+            {stats::GeometricMean(medians)});
       }
     } else if (first.kind == "retained_context") {
       std::map<int, std::vector<double>> per_context;

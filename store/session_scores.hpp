@@ -16,6 +16,9 @@ enum class FamilyMetric {
   kCase,       // battery: median decode rate of one case's requests
   kAggregate,  // concurrency / mixed: median over repeats of a batch's aggregate tok/s
   kRetained,   // retained_context: median decode rate of the children
+  // Pooled families, as the reference report publishes them: one session score over many.
+  kPooledCases,   // battery: geometric mean of the weighted cases' per-case medians
+  kPooledLevels,  // concurrency / mixed: geometric mean of the levels above 1 (their medians)
 };
 
 // One family's session scores (valid samples of measured workloads of complete
@@ -24,6 +27,8 @@ enum class FamilyMetric {
 //   "<workload>: <case>"            kCase
 //   "<workload>: <case> C<n>"       kAggregate (case "mixed" for mixed traffic)
 //   "<workload>: retained <n>"      kRetained
+//   "<workload>: W per content case"  kPooledCases (≥ 2 weighted cases)
+//   "<workload>: W <case> C<a>–C<b>"  kPooledLevels (≥ 2 levels above 1; case "mixed")
 struct FamilyScores {
   std::string layout;
   std::string family;

@@ -105,7 +105,7 @@ def build_session(order_index, layout, arm):
 
     sweep = []
     s.batch = 0
-    for level in (1, 2):
+    for level in (1, 2, 4):
         for repeat in range(2):
             start = s.clock
             batch = [s.request("code", repeat=repeat, level=level, slot=k, tokens=64, key=f"c/{level}/{repeat}", start=start) for k in range(level)]
@@ -117,7 +117,7 @@ def build_session(order_index, layout, arm):
             s.batch += 1
             sweep.extend(batch)
     workloads.append(dict(name="code-sweep", kind="concurrency", warmup=False,
-                          spec=dict(cases=["code"], levels=[1, 2], repeats=2, greedy=True, max_tokens=64, nonce_seed=1002), samples=sweep))
+                          spec=dict(cases=["code"], levels=[1, 2, 4], repeats=2, greedy=True, max_tokens=64, nonce_seed=1002), samples=sweep))
 
     mixed = []
     s.batch = 0

@@ -50,15 +50,15 @@ def session(order_index, arm, status, flaws):
     workloads.append(dict(name="battery", kind="battery", warmup=False, samples=battery))
     sweep = []
     batch = 0
-    for level in (1, 4):
+    for level in (1, 2, 4):
         for repeat in range(2):
             for slot in range(level):
                 sweep.append(sample("code", 1.0, repeat=repeat, level=level, batch=batch, slot=slot))
             batch += 1
     if "batch_invalid" in flaws:
-        sweep[3]["valid"] = False              # the first C4 batch drops
+        sweep[6]["valid"] = False              # the first C4 batch drops
     if "no_text" in flaws:
-        sweep[7].update(completion_tokens=1, t_first_output=0.0, t_finish=86400.0)  # a C4 slot with no text
+        sweep[11].update(completion_tokens=1, t_first_output=0.0, t_finish=86400.0)  # a C4 slot with no text
     workloads.append(dict(name="sweep", kind="concurrency", warmup=False, samples=sweep))
     mixed = []
     for b, level in enumerate((3, 3)):
@@ -106,10 +106,15 @@ def scores(sess):
                 per_repeat.append(num / den)
             if per_repeat:
                 out[f"{name}: weighted decode"] = float(np.median(per_repeat))
+            medians = []
             for case_id in dict.fromkeys(s["case_id"] for s in xs):
                 rates = [r for s in xs if s["case_id"] == case_id and (r := rate(s)) is not None]
                 if rates:
                     out[f"{name}: {case_id}"] = float(np.median(rates))
+                    if any(s["weight"] > 0 for s in xs if s["case_id"] == case_id):
+                        medians.append(np.median(rates))
+            if len(medians) >= 2:  # W: per content case: the geometric mean of the weighted cases' medians
+                out[f"{name}: W per content case"] = float(np.exp(np.mean(np.log(medians))))
         elif w["kind"] in ("concurrency", "mixed"):
             families = {}
             for batch in sorted({s["batch"] for s in xs}):
@@ -123,6 +128,16 @@ def scores(sess):
                 families.setdefault(f"{name}: {label} C{members[0]['level']}", []).append(tokens / span)
             for family, values in families.items():
                 out[family] = float(np.median(values))
+            # W: CASE Ca–Cb: the geometric mean of the per-level medians above C1 (at least two levels).
+            by_case = {}
+            for family, values in families.items():
+                label, level = family.split(": ", 1)[1].rsplit(" C", 1)
+                if int(level) > 1:
+                    by_case.setdefault(label, []).append((int(level), np.median(values)))
+            for label, levels in by_case.items():
+                if len(levels) >= 2:
+                    lo, hi = min(l for l, _ in levels), max(l for l, _ in levels)
+                    out[f"{name}: W {label} C{lo}–C{hi}"] = float(np.exp(np.mean(np.log([m for _, m in levels]))))
         elif w["kind"] == "retained_context":
             for context in sorted({s["context"] for s in xs}):
                 rates = [r for s in xs if s["context"] == context and s["role"] == "child" and (r := rate(s)) is not None]
