@@ -253,8 +253,9 @@ TEST(SessionPlan, SequentialCampaignsPlanTheirMaximumAndLookAfterEveryBlock) {
   EXPECT_EQ(PlanSessions(c).size(), 12u);
   EXPECT_EQ(c.sessions.looks(c.arms.size()), (std::vector<int>{4, 8, 12}));
   EXPECT_TRUE(ParseCampaign(ReplaceLine(Valid(), 12, "sessions: {per_layout: 4, order: ABBA, method: paired}"), kFile).sessions.paired);
-  EXPECT_NE(ErrorOf(ReplaceLine(Valid(), 12, "sessions: {per_layout: 4, method: matched}")).find("sessions.method: 'matched' is not one of"),
-            std::string::npos);
+  EXPECT_NE(
+      ErrorOf(ReplaceLine(Valid(), 12, "sessions: {per_layout: 4, method: matched}")).find("sessions.method: 'matched' is not one of"),
+      std::string::npos);
   const Campaign fixed = ParseCampaign(Valid(), kFile);
   EXPECT_EQ(fixed.sessions.looks(fixed.arms.size()), (std::vector<int>{4}));
   const std::vector<std::pair<std::string, std::string>> errors = {
