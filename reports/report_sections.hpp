@@ -24,6 +24,8 @@ void ContentTypes(const store::CampaignRecord& r, MarkdownDoc& d);
 // TTFT and inter-token latency per case (report_latency.cpp).
 void Latency(const store::CampaignRecord& r, MarkdownDoc& d);
 void DraftAcceptance(const store::CampaignRecord& r, MarkdownDoc& d);
+// The draft policy's round-time prediction error per workload (report_prediction.cpp).
+void PredictionError(const store::CampaignRecord& r, MarkdownDoc& d);
 void Concurrency(const store::CampaignRecord& r, MarkdownDoc& d);
 void Retained(const store::CampaignRecord& r, MarkdownDoc& d);
 

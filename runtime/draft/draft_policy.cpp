@@ -28,6 +28,7 @@ class RoundTimeModel {
     if (rounds_ >= kWarmRounds && measured > 0) {
       const double predicted = Verify(t.rows) + (t.work.catchup_rows > 0 ? Drafting(t.work.chained + 1, t.rows) : 0);
       error_sum_ += std::abs(predicted - measured) / measured;
+      signed_error_us_ += (predicted - measured) * 1e6;
       ++error_count_;
     }
     ++rounds_;
@@ -71,6 +72,9 @@ class RoundTimeModel {
         {"rounds_observed", rounds_}};
     out["round_time_prediction_mare"] =
         error_count_ > 0 ? nlohmann::json(error_sum_ / static_cast<double>(error_count_)) : nlohmann::json(nullptr);
+    // Lifetime sums, so a client reading /v1/stats around a workload gets that workload's
+    // figures from the differences: MARE = Δabs_rel_error_sum / Δrounds, mean error Δerror_us_sum / Δrounds.
+    out["round_time_prediction"] = {{"rounds", error_count_}, {"abs_rel_error_sum", error_sum_}, {"error_us_sum", signed_error_us_}};
   }
 
   static constexpr double kDecay = 0.98;
@@ -91,6 +95,7 @@ class RoundTimeModel {
   std::uint64_t first_samples_ = 0, chained_samples_ = 0;
   std::uint64_t rounds_ = 0;
   double error_sum_ = 0;
+  double signed_error_us_ = 0;  // predicted − measured, summed
   std::uint64_t error_count_ = 0;
 };
 

@@ -72,6 +72,12 @@ TEST(DraftPolicy, AdaptiveDraftsLongWhenDraftsAreAcceptedAndStopsWhenNot) {
   // The time model was fitted to exactly linear data: it predicts it well.
   ASSERT_TRUE(stats["round_time_prediction_mare"].is_number());
   EXPECT_LT(stats["round_time_prediction_mare"].get<double>(), 0.05) << stats.dump();
+  // The lifetime sums a client differences around a workload give the same mean.
+  const nlohmann::json& sums = stats["round_time_prediction"];
+  ASSERT_GT(sums["rounds"].get<double>(), 0) << stats.dump();
+  EXPECT_NEAR(sums["abs_rel_error_sum"].get<double>() / sums["rounds"].get<double>(), stats["round_time_prediction_mare"].get<double>(),
+              1e-12);
+  EXPECT_TRUE(sums["error_us_sum"].is_number());
   EXPECT_NEAR(stats["round_time_model"]["verify_per_row_ms"].get<double>(), 0.1, 0.02) << stats.dump();
   EXPECT_NEAR(stats["round_time_model"]["draft_chained_forward_ms"].get<double>(), 0.2, 0.01) << stats.dump();
 }

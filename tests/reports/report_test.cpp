@@ -191,6 +191,43 @@ TEST_F(Report, PairedIntervalsPairAdjacentSessionsAndRefuseAPairThatLostOne) {
   EXPECT_NE(RenderReport(lost, {}).find("; paired: the pair of sessions 1 and 2 lost session 2"), std::string::npos);
 }
 
+TEST_F(Report, RoundTimePredictionErrorComesFromTheStatsAroundEachWorkload) {
+  // The candidate's code sweep: per session, 100 predicted rounds with |error| summing to
+  // 5 (5%) and a signed error of +20 µs a round; in one session the server restarted.
+  json stats = fixture_;
+  int session = 0;
+  for (json& s : stats["sessions"]) {
+    if (s["arm"] != "v14" || s["layout"] != "tp4") continue;
+    for (json& w : s["workloads"]) {
+      if (w["name"] != "code-sweep") continue;
+      const double base = 1000.0 * ++session;
+      w["stats_before"] = {
+          {"draft", {{"round_time_prediction", {{"rounds", base}, {"abs_rel_error_sum", base / 10}, {"error_us_sum", 0}}}}}};
+      w["stats_after"] = {
+          {"draft", {{"round_time_prediction", {{"rounds", base + 100}, {"abs_rel_error_sum", base / 10 + 5}, {"error_us_sum", 2000}}}}}};
+    }
+  }
+  testing::WriteFixtureStore(stats, dir_ / "prediction.db");
+  std::string text = RenderReport(LoadCampaignRecord(store::Store::Open(dir_ / "prediction.db"), std::nullopt), {});
+  EXPECT_NE(text.find("## Round-time prediction"), std::string::npos);
+  EXPECT_NE(text.find("| code-sweep | — | 5.0% · +20 µs (200 rounds) | — | — |"), std::string::npos)
+      << text.substr(text.find("## Round-time"), 900);
+  // A restart between the reads: that column gets an error, never a figure from the other session.
+  bool restarted = false;
+  for (json& s : stats["sessions"]) {
+    if (restarted || s["arm"] != "v14" || s["layout"] != "tp4") continue;
+    for (json& w : s["workloads"]) {
+      if (w["name"] != "code-sweep") continue;
+      w["stats_after"]["draft"]["round_time_prediction"]["rounds"] = 3;
+      restarted = true;
+    }
+  }
+  ASSERT_TRUE(restarted);
+  testing::WriteFixtureStore(stats, dir_ / "restart.db");
+  text = RenderReport(LoadCampaignRecord(store::Store::Open(dir_ / "restart.db"), std::nullopt), {});
+  EXPECT_NE(text.find("| code-sweep | — | error: counters went backwards | — | — |"), std::string::npos);
+}
+
 TEST_F(Report, PlotsAreDrawnOrSkippedWithANote) {
   const PlotSet missing = DrawPlots(record_, dir_ / "plots-none", "/no/such/gnuplot");
   EXPECT_TRUE(missing.plots.empty());

@@ -1,0 +1,147 @@
+// The harness's clocks end to end: a real campaign against servers that stream at an
+// exactly known pace (tests/support/pace_server.cpp), so every figure is known in advance.
+// Runs alone (RUN_SERIAL): its tolerances (0.5% per request, 2 ms TTFT) are about the
+// harness, not about other tests competing for the two cores.
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <tuple>
+
+#include <unistd.h>
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "store/store.hpp"
+#include "tests/support/child_process.hpp"
+#include "tests/support/run_command.hpp"
+
+namespace tandem::harness {
+namespace {
+
+using nlohmann::json;
+using namespace std::chrono_literals;
+namespace fs = std::filesystem;
+
+class PaceCampaign : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / fmt::format("tandem-pace-{}", ::getpid());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    const auto r =
+        testing::RunCommand(TANDEM_RT_BIN, {"init-model", "--preset", "tiny", "--seed", "3", "--out", (dir_ / "model").string()});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  fs::path dir_;
+};
+
+// A server that answers at a known pace, started for a test; its URL.
+struct PaceServer {
+  PaceServer(double rate, double first_ms, const fs::path& err)
+      : process(TANDEM_PACE_SERVER, {"--rate", fmt::format("{}", rate), "--first-ms", fmt::format("{}", first_ms), "--tokens", "33"},
+                err.string()) {
+    for (int i = 0; i < 20 && url.empty(); ++i) {
+      const auto line = process.ReadLine(3s);
+      if (line && line->find("listening on ") != std::string::npos) url = line->substr(line->find("http://"));
+    }
+  }
+  testing::ChildProcess process;
+  std::string url;
+};
+
+TEST_F(PaceCampaign, ThePaceServerIsMeasuredAtItsExactPace) {
+  // Two servers streaming at exactly 40 and 50 tokens/s after a 40 ms first token: every
+  // figure the harness derives is known in advance.
+  constexpr double kFirstMs = 40;
+  PaceServer slow(40, kFirstMs, dir_ / "slow.err"), fast(50, kFirstMs, dir_ / "fast.err");
+  ASSERT_FALSE(slow.url.empty());
+  ASSERT_FALSE(fast.url.empty());
+  const fs::path file = dir_ / "pace.yaml";
+  std::ofstream(file) << fmt::format(
+      R"(name: pace
+model: {{path: {model}}}
+arms:
+  - {{label: slow, source: {{kind: external, base_url: "{slow}"}}, revision: r40}}
+  - {{label: fast, source: {{kind: external, base_url: "{fast}"}}, revision: r50}}
+layouts:
+  - {{name: loopback, workers: 0}}
+sessions: {{per_layout: 4, order: ABBA}}
+workloads:
+  - {{name: battery, kind: battery, cases: [code, hello], repeats: 3, max_tokens: 33, counting: false}}
+  - {{name: sweep, kind: concurrency, cases: [code], levels: [1, 16], repeats: 2, max_tokens: 33}}
+quality: {{cache_bound: 4}}
+corpus: {corpus}
+store: {store}
+gate: {{baseline: slow, candidate: fast, families: ["battery: weighted decode"]}}
+timeouts: {{launch_s: 30, request_s: 30, teardown_grace_s: 5}}
+)",
+      fmt::arg("model", (dir_ / "model").string()), fmt::arg("slow", slow.url), fmt::arg("fast", fast.url),
+      fmt::arg("corpus", std::string(TANDEM_SOURCE_DIR) + "/campaigns/corpus.yaml"), fmt::arg("store", (dir_ / "store.db").string()));
+  const auto r = testing::RunCommand(TANDEM_BIN, {"run", file.string(), "--quiet"}, 300s);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const store::Store store = store::Store::Open(dir_ / "store.db");
+  store::Statement s(store.handle(),
+                     "SELECT a.label, x.level, x.batch, se.id, x.completion_tokens, x.t_start, x.t_first_output, x.t_finish, x.valid "
+                     "FROM sample x JOIN session se ON se.id = x.session_id JOIN arm a ON a.id = se.arm_id "
+                     "JOIN workload_run w ON w.id = x.workload_run_id WHERE w.warmup = 0");
+  std::map<std::string, double> rate_of = {{"slow", 40}, {"fast", 50}};
+  std::map<std::tuple<std::int64_t, int, int>, std::vector<std::array<double, 3>>> c16;  // (session, batch) → timings
+  std::map<std::string, std::vector<double>> ttft_c1, ttft_c16;
+  double worst_rate = 0;
+  int samples = 0;
+  while (s.Step()) {
+    ++samples;
+    EXPECT_EQ(s.Int(8), 1) << "an invalid sample";
+    const std::string arm = s.Text(0);
+    const double ct = static_cast<double>(s.Int(4)), t0 = s.Double(5), first = s.Double(6), finish = s.Double(7);
+    EXPECT_EQ(ct, 33);
+    const double rate = (ct - 1) / (finish - first);
+    worst_rate = std::max(worst_rate, std::abs(rate / rate_of[arm] - 1));
+    EXPECT_NEAR(rate / rate_of[arm], 1.0, 0.005) << arm << " request rate " << rate;
+    (s.Int(1) == 16 ? ttft_c16 : ttft_c1)[arm].push_back(first - t0);
+    if (s.Int(1) == 16) c16[{s.Int(3), s.Int(2), 0}].push_back({ct, first, finish});
+  }
+  EXPECT_EQ(samples, 4 * (2 * 3 + 2 * (1 + 16)));
+  for (auto& [arm, v] : ttft_c1) {
+    std::sort(v.begin(), v.end());
+    EXPECT_NEAR(1e3 * v[v.size() / 2], kFirstMs, 2.0) << arm << " median TTFT, one request at a time";
+  }
+  double worst_c16 = 0;
+  for (const auto& [key, batch] : c16) {
+    ASSERT_EQ(batch.size(), 16u);
+    double tokens = 0, lo = 1e300, hi = 0;
+    for (const auto& [ct, first, finish] : batch) {
+      tokens += ct - 1;
+      lo = std::min(lo, first);
+      hi = std::max(hi, finish);
+    }
+    const double aggregate = tokens / (hi - lo);
+    const double want = 16 * (aggregate > 16 * 45 ? 50 : 40);
+    worst_c16 = std::max(worst_c16, 1 - aggregate / want);
+    EXPECT_NEAR(aggregate / want, 1.0, 0.02) << "C16 aggregate " << aggregate << " of " << want;
+  }
+  std::vector<double> all16;
+  for (const auto& [arm, v] : ttft_c16) all16.insert(all16.end(), v.begin(), v.end());
+  std::sort(all16.begin(), all16.end());
+  fmt::print(
+      "pace server: worst per-request rate error {:.3f}%; C16 aggregate at most {:.2f}% below 16·R; C16 TTFT median {:.1f} ms, max {:.1f} "
+      "ms "
+      "(first token sent at {} ms)\n",
+      100 * worst_rate, 100 * worst_c16, 1e3 * all16[all16.size() / 2], 1e3 * all16.back(), kFirstMs);
+  // The weighted decode ratio is the pace ratio, 50 / 40.
+  const auto gate = testing::RunCommand(TANDEM_BIN, {"gate", (dir_ / "store.db").string(), "--json"}, 60s);
+  const json g = json::parse(gate.out);
+  ASSERT_EQ(g["families"].size(), 1u) << gate.out;
+  EXPECT_NEAR(g["families"][0]["ratio"].get<double>(), 1.25, 0.25 * 0.005) << gate.out;
+  EXPECT_EQ(g["verdict"], "pass") << gate.out;
+}
+
+}  // namespace
+}  // namespace tandem::harness
