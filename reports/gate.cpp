@@ -107,9 +107,11 @@ GateResult EvaluateGate(const CampaignRecord& r, const GateOptions& options) {
                          : fmt::format("the interval lies above {:.3f}{}{}", threshold, at_look, levels);
           break;
         case stats::Decision::kUndecided: {
-          const bool more_looks = !d.final;
+          f.stopped_early = d.stopped_early;
           f.reason = fmt::format("the interval reaches across {:.3f}{}{}", threshold, at_look,
-                                 more_looks ? "; the campaign has sessions still to run" : "");
+                                 d.stopped_early ? "; the layout stopped once its gated families were decided"
+                                 : !d.final      ? "; the campaign has sessions still to run"
+                                                 : "");
           if (d.interval && d.interval->standard_error > 0) {
             const double n_a = static_cast<double>(d.n_baseline), n_b = static_cast<double>(d.n_candidate);
             const double sd = d.interval->standard_error / std::sqrt(1 / n_a + 1 / n_b);
@@ -177,7 +179,9 @@ std::string GateResult::Text() const {
       out += fmt::format("{}decided on the interval ({:.3f}–{:.3f}) at look {} (one-sided level {:.4f})\n", indent, *f.decision_lo,
                          *f.decision_hi, f.look, f.verdict == Verdict::kFail ? f.fail_level : f.pass_level);
     }
-    if (f.verdict == Verdict::kInconclusive && f.ratio) {
+    if (f.verdict == Verdict::kInconclusive && f.ratio && f.stopped_early) {
+      out += fmt::format("{}to decide: gate this family in a campaign of its own (a decided sequential layout is not extended)\n", indent);
+    } else if (f.verdict == Verdict::kInconclusive && f.ratio) {
       if (f.sessions_needed > kMostSessionsWorthSuggesting) {
         out += fmt::format("{}to decide: more than {} sessions per arm at this spread: the ratio ({:.3f}) is too close to the threshold\n",
                            indent, kMostSessionsWorthSuggesting, *f.ratio);
@@ -219,7 +223,8 @@ nlohmann::json GateResult::Json() const {
                         {"p_fail", f.p_fail},
                         {"decision_lo", opt(f.decision_lo)},
                         {"decision_hi", opt(f.decision_hi)}};
-    if (f.verdict == Verdict::kInconclusive && f.sessions_needed > 0 && f.sessions_needed <= kMostSessionsWorthSuggesting) {
+    if (f.verdict == Verdict::kInconclusive && !f.stopped_early && f.sessions_needed > 0 &&
+        f.sessions_needed <= kMostSessionsWorthSuggesting) {
       j["sessions_needed_per_arm"] = f.sessions_needed;
       j["extend_command"] = ExtendCommand(f.sessions_needed, std::min(f.n_baseline, f.n_candidate));
     }

@@ -41,6 +41,7 @@ struct GateFamily {
   double pass_level = 0, fail_level = 0, fail_budget = 0, p_pass = 1, p_fail = 1;
   std::optional<double> decision_lo, decision_hi;  // the interval at those levels, at that look
   std::size_t sessions_needed = 0;                 // per arm, at the observed spread (inconclusive only)
+  bool stopped_early = false;                      // its sequential layout stopped: no --extend adds to it
 };
 
 struct GateResult {

@@ -23,6 +23,7 @@ struct LayoutSessions {
   std::map<std::string, int> planned_by_arm;
   int ran = 0;  // sessions run (complete or failed) before the first one that did not
   bool final = true;
+  bool skipped = false;
 };
 
 std::map<std::string, LayoutSessions> SessionsByLayout(const CampaignRecord& r) {
@@ -35,6 +36,7 @@ std::map<std::string, LayoutSessions> SessionsByLayout(const CampaignRecord& r) 
     const bool ran = s.status == "complete" || s.status == "failed";
     if (ran && l.ran == position) ++l.ran;
     if (!ran) l.final = false;
+    if (s.status == "skipped") l.skipped = true;
   }
   return out;
 }
@@ -79,6 +81,7 @@ std::vector<FamilyGate> DecideGate(const CampaignRecord& r, const GateDesign& de
     planned.push_back(total);
     g.planned_looks = static_cast<int>(planned.size());
     g.final = sessions.final;
+    g.stopped_early = sessions.skipped;
     if (g.n_baseline < 2 || g.n_candidate < 2) {
       const auto count = [](std::size_t n) { return fmt::format("{} session{}", n, n == 1 ? "" : "s"); };
       g.missing = g.n_baseline < 2 ? fmt::format("baseline: {} (needs 2)", count(g.n_baseline))

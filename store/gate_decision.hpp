@@ -34,6 +34,7 @@ struct FamilyGate {
   std::vector<stats::RatioInterval> intervals_at_looks;  // the Welch 95% interval at each look taken
   int planned_looks = 1;                                 // looks the design takes when it runs to its end
   bool final = true;                                     // the layout ran every session it planned
+  bool stopped_early = false;                            // a sequential layout skipped the rest: its gated families were decided
   std::string missing;                                   // why there is no decision
 };
 
