@@ -78,7 +78,8 @@ TEST_F(Report, MatchesTheGoldenMarkdownExactly) {
 
 TEST_F(Report, FiguresMatchTheIndependentComputation) {
   const std::string text = Rendered();
-  for (const char* table : {"ab_rows", "headline_rows", "ttft_rows", "itl_rows"}) {
+  for (const char* table : {"ab_rows", "headline_rows", "ttft_rows", "itl_rows", "content_rows", "concurrency_rows", "mixed_rows",
+                            "retained_rows", "acceptance_rows"}) {
     for (const json& row : fixture_["expected"][table]) {
       EXPECT_NE(text.find("\n" + row.get<std::string>() + "\n"), std::string::npos) << table << " row missing:\n" << row.get<std::string>();
     }

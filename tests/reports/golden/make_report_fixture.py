@@ -250,7 +250,67 @@ def expected(sessions):
                 cells["itl"].append(q([g for x in xs for g in x["gaps"]]))
         for table in ("ttft", "itl"):
             latency[table].append(f"| greedy-battery | {case_id} | {' | '.join(cells[table])} |")
-    return dict(ab_rows=rows, headline_rows=headline, ttft_rows=latency["ttft"], itl_rows=latency["itl"])
+    columns = [(layout, arm) for layout in LAYOUTS for arm in ARMS]
+    measured = lambda layout, arm, name: [x for s in sessions if s["layout"] == layout and s["arm"] == arm
+                                          for w in s["workloads"] if w["name"] == name for x in w["samples"] if x["valid"]]
+    decode = lambda x: (x["completion_tokens"] - 1) / (x["t_finish"] - x["t_first_output"])
+    spread = lambda v: f"{np.median(v):.1f} ({min(v):.1f}–{max(v):.1f})"
+
+    def aggregates(layout, arm, name, level):
+        by_batch = {}
+        for s in sessions:
+            if s["layout"] != layout or s["arm"] != arm:
+                continue
+            for w in s["workloads"]:
+                if w["name"] == name:
+                    for x in w["samples"]:
+                        if x["level"] == level:
+                            by_batch.setdefault((s["order_index"], x["batch"]), []).append(x)
+        out = []
+        for members in by_batch.values():
+            if all(x["valid"] for x in members):
+                out.append(sum(x["completion_tokens"] - 1 for x in members) /
+                           (max(x["t_finish"] for x in members) - min(x["t_first_output"] for x in members)))
+        return out
+
+    # Content-type decode: the median per-request rate per case, every session of the column.
+    content = []
+    for name, cases in (("greedy-battery", ["code", "hello", "json_schema", "counting"]), ("sampled-battery", ["code", "hello"])):
+        for case_id in cases:
+            cells = [f"{np.median([decode(x) for x in measured(l, a, name) if x['case_id'] == case_id]):.1f}" for l, a in columns]
+            content.append(f"| {case_id} | {WEIGHTS[case_id]:g} | {' | '.join(cells)} |")
+    # Concurrency scaling: median aggregate per level, × its C1.
+    concurrency = []
+    for level in (1, 2, 4):
+        cells = []
+        for l, a in columns:
+            m = np.median(aggregates(l, a, "code-sweep", level))
+            cells.append(f"{m:.1f}" if level == 1 else f"{m:.1f} ×{m / np.median(aggregates(l, a, 'code-sweep', 1)):.2f}")
+        concurrency.append(f"| C{level} | {' | '.join(cells)} |")
+    mixed = [f"| C3 | {' | '.join(spread(aggregates(l, a, 'mixed-sweep', 3)) for l, a in columns)} |"]
+    retained = [f"| retained | 128 tokens | {' | '.join(spread([decode(x) for x in measured(l, a, 'retained') if x['role'] == 'child']) for l, a in columns)} |"]
+    # Draft acceptance: each batch's counter deltas once, summed per column.
+    cells = []
+    for l, a in columns:
+        seen, acc, ver, rounds = set(), 0, 0, 0
+        for s in sessions:
+            if s["layout"] != l or s["arm"] != a:
+                continue
+            for w in s["workloads"]:
+                if w["name"] != "code-sweep":
+                    continue
+                for x in w["samples"]:
+                    if (s["order_index"], x["batch"]) in seen:
+                        continue
+                    seen.add((s["order_index"], x["batch"]))
+                    acc += x["draft"]["accepted_drafts"]
+                    ver += x["draft"]["verified_drafts"]
+                    rounds += x["draft"]["request_rounds"]
+        cells.append(f"{acc / ver:.3f}" if ver else "—")
+        cells[-1] += f" · {(acc + rounds) / rounds:.2f}/round"
+    acceptance = [f"| code-sweep | code | {' | '.join(cells)} |"]
+    return dict(ab_rows=rows, headline_rows=headline, ttft_rows=latency["ttft"], itl_rows=latency["itl"], content_rows=content,
+                concurrency_rows=concurrency, mixed_rows=mixed, retained_rows=retained, acceptance_rows=acceptance)
 
 
 def main():
