@@ -65,6 +65,8 @@ GateResult EvaluateGate(const CampaignRecord& r, const GateOptions& options) {
   if (!options.families.empty()) design.families = options.families;
   g.sequential = defaults.value("sequential", false);
   g.block = defaults.value("block", 4);
+  g.arms = static_cast<int>(r.arms.size());
+  g.alpha = design.alpha;
   design.baseline = g.baseline;
   design.candidate = g.candidate;
   design.max_regression = g.max_regression;
@@ -89,7 +91,7 @@ GateResult EvaluateGate(const CampaignRecord& r, const GateOptions& options) {
       f.fail_budget = x.fail_budget;
       f.p_pass = x.test.p_pass;
       f.p_fail = x.test.p_fail;
-      const bool adjusted = x.fail_level < 0.025 - 1e-12 || x.pass_level < 0.025 - 1e-12;
+      const bool adjusted = x.fail_level < design.alpha - 1e-12 || x.pass_level < design.alpha - 1e-12;
       const std::string at_look = g.sequential || f.planned_looks > 1
                                       ? fmt::format(" at look {} of {} (information {:.2f})", f.look, f.planned_looks, f.fraction)
                                       : std::string();
@@ -148,8 +150,8 @@ GateResult EvaluateGate(const CampaignRecord& r, const GateOptions& options) {
 }
 
 std::string GateResult::ExtendCommand(std::size_t sessions_per_arm, std::size_t have_per_arm) const {
-  const std::size_t arms_per_block = 2;
-  const std::size_t per_block = std::max<std::size_t>(1, static_cast<std::size_t>(block) / arms_per_block);
+  // A block (one repetition of the order) gives each arm block / arms sessions.
+  const std::size_t per_block = std::max<std::size_t>(1, static_cast<std::size_t>(block) / static_cast<std::size_t>(std::max(1, arms)));
   const std::size_t more = sessions_per_arm > have_per_arm ? sessions_per_arm - have_per_arm : 0;
   const std::size_t blocks = (more + per_block - 1) / per_block;
   return fmt::format("tandem run --resume {} --extend {}", store, std::max<std::size_t>(1, blocks) * static_cast<std::size_t>(block));
@@ -162,8 +164,8 @@ std::string GateResult::Text() const {
       candidate, baseline, RuleName(rule), 1.0 - max_regression,
       sequential ? "; sequential (O'Brien–Fleming alpha spending over the looks)" : "");
   if (gated > 1) {
-    out += fmt::format("{} gated families: the fail tests share alpha 0.025 by Holm's step-down (levels below); pass needs every family\n",
-                       gated);
+    out += fmt::format("{} gated families: the fail tests share alpha {} by Holm's step-down (levels below); pass needs every family\n",
+                       gated, alpha);
   }
   std::size_t width = 0, lwidth = 0;
   for (const GateFamily& f : families) {

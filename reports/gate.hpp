@@ -51,6 +51,8 @@ struct GateResult {
   bool sequential = false;  // the campaign looks after every block
   std::size_t gated = 0;    // families whose fail tests share alpha (Holm)
   int block = 0;            // sessions per block (for the extend command)
+  int arms = 2;             // arms in the campaign's order
+  double alpha = 0.025;     // one-sided level of each test
   double max_regression = 0.03;
   std::vector<GateFamily> families;
   std::vector<std::string> quality_failures, quality_doubts;

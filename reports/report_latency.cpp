@@ -19,7 +19,6 @@ using store::SampleRecord;
 
 // (workload, case, level) in the order first measured.
 using Series = std::tuple<std::string, std::string, int>;
-using Column = std::pair<std::string, std::string>;  // (layout, arm)
 
 std::string Quantiles(const std::vector<double>& seconds) {
   if (seconds.empty()) return "—";
@@ -31,7 +30,7 @@ std::string Quantiles(const std::vector<double>& seconds) {
 
 void Latency(const CampaignRecord& r, MarkdownDoc& d) {
   std::vector<Series> rows;
-  std::map<Series, std::map<Column, std::vector<double>>> ttft, itl;
+  std::map<Series, std::map<std::pair<std::string, std::string>, std::vector<double>>> ttft, itl;  // → (layout, arm) → values
   for (const SampleRecord& x : r.samples) {
     const store::WorkloadRecord* w = r.Workload(x.run);
     const store::SessionRecord* s = r.Session(x.session);
@@ -39,17 +38,13 @@ void Latency(const CampaignRecord& r, MarkdownDoc& d) {
     if (w->kind != "battery" && w->kind != "concurrency" && w->kind != "mixed") continue;
     const Series row{x.workload, w->kind == "mixed" ? "mixed" : x.case_id, w->kind == "battery" ? 0 : x.level};
     if (!ttft.contains(row) && !itl.contains(row)) rows.push_back(row);
-    const Column column{s->layout, s->arm};
+    const std::pair<std::string, std::string> column{s->layout, s->arm};
     if (x.t_first_output > 0) ttft[row][column].push_back(x.t_first_output - x.t_start);  // no text: no first output
     std::vector<double>& gaps = itl[row][column];
     gaps.insert(gaps.end(), x.gaps.begin(), x.gaps.end());
   }
   if (rows.empty()) return;
-  std::vector<Column> columns;
-  for (const store::LayoutRecord& l : r.layouts) {
-    for (const store::ArmRecord& a : r.arms) columns.push_back({l.name, a.label});
-  }
-  const auto head = [&](const Column& c) { return r.layouts.size() > 1 ? c.first + " · " + c.second : c.second; };
+  const std::vector<Column> columns = LayoutArmColumns(r);
   d.Line("## Latency");
   d.Blank();
   d.Line(
@@ -62,7 +57,7 @@ void Latency(const CampaignRecord& r, MarkdownDoc& d) {
     d.Line("### {} (ms, median / p90 / p99)", title);
     d.Blank();
     std::vector<std::string> h = {"workload", "case"};
-    for (const Column& c : columns) h.push_back(head(c));
+    for (const Column& c : columns) h.push_back(c.head);
     d.Line("{}", Header(h, 2));
     for (const Series& row : rows) {
       const auto& [workload, case_id, level] = row;
@@ -71,7 +66,7 @@ void Latency(const CampaignRecord& r, MarkdownDoc& d) {
       for (const Column& c : columns) {
         const std::vector<double>* v = nullptr;
         if (it != data->end()) {
-          const auto jt = it->second.find(c);
+          const auto jt = it->second.find({c.layout, c.arm});
           if (jt != it->second.end()) v = &jt->second;
         }
         cells.push_back(v != nullptr ? Quantiles(*v) : "—");

@@ -32,9 +32,8 @@ bool Read(const nlohmann::json& stats, Sums& out) {
 }  // namespace
 
 void PredictionError(const store::CampaignRecord& r, MarkdownDoc& d) {
-  using Column = std::pair<std::string, std::string>;  // (layout, arm)
   std::vector<std::string> workloads;
-  std::map<std::string, std::map<Column, Sums>> sums;
+  std::map<std::string, std::map<std::pair<std::string, std::string>, Sums>> sums;  // workload → (layout, arm) → sums
   for (const store::WorkloadRecord& w : r.workloads) {
     const store::SessionRecord* s = r.Session(w.session);
     if (w.warmup || s == nullptr || s->status != "complete") continue;
@@ -62,19 +61,14 @@ void PredictionError(const store::CampaignRecord& r, MarkdownDoc& d) {
       "`draft.round_time_prediction` read around each workload: mean absolute relative error, then the mean error (predicted − "
       "measured) in µs, over the rounds the policy predicted (after its first 8).");
   d.Blank();
-  std::vector<Column> columns;
+  const std::vector<Column> columns = LayoutArmColumns(r);
   std::vector<std::string> head = {"workload"};
-  for (const store::LayoutRecord& l : r.layouts) {
-    for (const store::ArmRecord& a : r.arms) {
-      columns.push_back({l.name, a.label});
-      head.push_back(r.layouts.size() > 1 ? l.name + " · " + a.label : a.label);
-    }
-  }
+  for (const Column& c : columns) head.push_back(c.head);
   d.Line("{}", Header(head));
   for (const std::string& w : workloads) {
     std::vector<std::string> row = {w};
     for (const Column& c : columns) {
-      const auto it = sums[w].find(c);
+      const auto it = sums[w].find({c.layout, c.arm});
       if (it == sums[w].end() || (it->second.rounds <= 0 && !it->second.backwards)) {
         row.push_back(kNone);
       } else if (it->second.backwards) {

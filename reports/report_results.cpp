@@ -41,10 +41,8 @@ const FamilyScores* Find(const CampaignRecord& r, const std::string& layout, con
   return nullptr;
 }
 
-// "layout · arm" column heads for every layout and arm.
-struct Column {
-  std::string layout, arm, head;
-};
+}  // namespace
+
 std::vector<Column> LayoutArmColumns(const CampaignRecord& r) {
   std::vector<Column> out;
   for (const LayoutRecord& l : r.layouts) {
@@ -52,8 +50,6 @@ std::vector<Column> LayoutArmColumns(const CampaignRecord& r) {
   }
   return out;
 }
-
-}  // namespace
 
 void AbTables(const CampaignRecord& r, MarkdownDoc& d) {
   if (r.arms.size() < 2 || r.families.empty()) return;

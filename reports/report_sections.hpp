@@ -1,5 +1,8 @@
 #pragma once
 
+#include <string>
+#include <vector>
+
 #include "reports/markdown.hpp"
 #include "reports/markdown_report.hpp"
 #include "store/campaign_record.hpp"
@@ -7,6 +10,12 @@
 // The sections of the release report (private to reports/), in the order RenderReport
 // writes them. A section writes nothing when the campaign measured nothing it shows.
 namespace tandem::reports::sections {
+
+// One column per layout and arm, headed "layout · arm" (the arm alone with one layout).
+struct Column {
+  std::string layout, arm, head;
+};
+std::vector<Column> LayoutArmColumns(const store::CampaignRecord& r);
 
 // What the campaign was (report_setup.cpp).
 void Title(const store::CampaignRecord& r, MarkdownDoc& d);

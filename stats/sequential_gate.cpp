@@ -72,10 +72,10 @@ std::vector<FamilyDecision> DecideFamilies(std::span<const FamilyLooks> families
   const std::size_t n = families.size();
   std::vector<FamilyDecision> out(n);
   std::vector<std::optional<std::size_t>> pass_at(n), fail_at(n);
+  std::vector<std::vector<double>> pass_levels(n);  // the pass side spends its own alpha, unadjusted
   for (std::size_t i = 0; i < n; ++i) {
-    const std::vector<double> levels = Levels(families[i], rule.alpha, rule.cache);
-    out[i].pass_level = levels.back();
-    if (!rule.fail_only) pass_at[i] = FirstCrossing(families[i], levels, rule.threshold, false);
+    pass_levels[i] = Levels(families[i], rule.alpha, rule.cache);
+    if (!rule.fail_only) pass_at[i] = FirstCrossing(families[i], pass_levels[i], rule.threshold, false);
   }
   // Holm's step-down on the fail side: every family still open gets α / (families open);
   // the most significant crossing is rejected first, and its share goes to the others,
@@ -113,13 +113,14 @@ std::vector<FamilyDecision> DecideFamilies(std::span<const FamilyLooks> families
     const FamilyLooks& f = families[i];
     FamilyDecision& d = out[i];
     d.look = f.intervals.size() - 1;
+    d.pass_level = pass_levels[i].back();
     if (failed[i]) {
       d.decision = Decision::kFail;
       d.look = *fail_at[i];
     } else if (pass_at[i]) {
       d.decision = Decision::kPass;
       d.look = *pass_at[i];
-      d.pass_level = Levels(f, rule.alpha, rule.cache)[d.look];
+      d.pass_level = pass_levels[i][d.look];
     } else if (rule.fail_only && f.fractions.back() >= 1.0) {
       d.decision = Decision::kPass;  // `proven`: the last look found no regression
     }

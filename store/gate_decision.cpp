@@ -133,7 +133,7 @@ std::vector<FamilyGate> DecideGate(const CampaignRecord& r, const GateDesign& de
     }
     gates.push_back(std::move(g));
   }
-  const stats::DecisionRule rule{.threshold = 1.0 - design.max_regression, .alpha = 0.025, .fail_only = design.proven, .holm = true};
+  const stats::DecisionRule rule{.threshold = 1.0 - design.max_regression, .alpha = design.alpha, .fail_only = design.proven, .holm = true};
   const std::vector<stats::FamilyDecision> decisions = stats::DecideFamilies(looks, rule);
   for (std::size_t i = 0; i < decisions.size(); ++i) gates[decided[i]].decision = decisions[i];
   return gates;

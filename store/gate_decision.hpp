@@ -18,6 +18,7 @@ struct GateDesign {
   std::string baseline, candidate;
   double max_regression = 0.03;
   bool proven = false;                // rule `proven`: fail only on proven regressions
+  double alpha = 0.025;               // one-sided level of each test (the 95% interval's two sides)
   std::vector<std::string> families;  // gated; empty: every family both arms measured
   // Sessions per layout after which the gate looks (the campaign's `looks`); empty: once,
   // after every session.
