@@ -57,6 +57,13 @@ struct SchemaNode {
 // that is not enforced would let invalid output through.
 class JsonGrammar {
  public:
+  // Bounds on what one schema may cost to compile and to match: schemas nested in
+  // properties, items and additionalProperties; schemas in all; enum values or
+  // properties of one object. Beyond them, Compile throws a SchemaError naming the limit.
+  static constexpr int kMaxDepth = 16;
+  static constexpr int kMaxNodes = 1024;
+  static constexpr std::size_t kMaxChoices = 64;
+
   // Properties keep the order the schema lists them in (hence ordered_json).
   static std::shared_ptr<const JsonGrammar> Compile(const nlohmann::ordered_json& schema);
   // Any JSON object (response_format json_object).
@@ -66,7 +73,7 @@ class JsonGrammar {
   int root() const { return 0; }
 
  private:
-  int Add(const nlohmann::ordered_json& schema, const std::string& path);
+  int Add(const nlohmann::ordered_json& schema, const std::string& path, int depth);
   std::vector<SchemaNode> nodes_;
 };
 

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/serve/api_error.hpp"
+#include "runtime/serve/request_limits.hpp"
 
 namespace tandem::rt {
 
@@ -142,15 +143,65 @@ std::shared_ptr<const JsonGrammar> ResponseFormat(const json& body) {
   return nullptr;
 }
 
-}  // namespace
-
-CompletionRequest ParseCompletionRequest(std::string_view text, Endpoint endpoint, int vocab_size) {
-  json body;
+// Parses a body within the limits of request_limits.hpp, checked while parsing: a
+// nesting depth or a member count beyond them is refused before it is built (deeply
+// nested values cost recursion when copied or destroyed; ordered_json's objects are
+// vectors, so their keys cost linear time each).
+json ParseBounded(std::string_view text) {
+  struct Level {
+    bool object;
+    std::size_t members;
+  };
+  std::vector<Level> levels;
+  const auto count_member = [&levels] {
+    if (levels.empty()) return;
+    Level& parent = levels.back();
+    if (++parent.members > (parent.object ? limits::kObjectMembers : limits::kArrayElements)) {
+      throw ApiError(400,
+                     parent.object ? fmt::format("a JSON object in the body has more than {} keys", limits::kObjectMembers)
+                                   : fmt::format("a JSON array in the body has more than {} elements", limits::kArrayElements),
+                     "invalid_request_error", "body_too_complex");
+    }
+  };
+  const json::parser_callback_t limit = [&](int, json::parse_event_t event, json&) {
+    switch (event) {
+      case json::parse_event_t::object_start:
+      case json::parse_event_t::array_start:
+        if (!levels.empty() && !levels.back().object) count_member();
+        if (static_cast<int>(levels.size()) >= limits::kJsonDepth) {
+          throw ApiError(400, fmt::format("the body nests arrays and objects deeper than {} levels", limits::kJsonDepth),
+                         "invalid_request_error", "body_too_deep");
+        }
+        levels.push_back({event == json::parse_event_t::object_start, 0});
+        break;
+      case json::parse_event_t::object_end:
+      case json::parse_event_t::array_end:
+        levels.pop_back();
+        break;
+      case json::parse_event_t::key:
+        count_member();
+        break;
+      case json::parse_event_t::value:
+        if (!levels.empty() && !levels.back().object) count_member();
+        break;
+    }
+    return true;
+  };
   try {
-    body = json::parse(text);
+    return json::parse(text, limit);
   } catch (const json::exception& e) {
     throw ApiError(400, fmt::format("the body is not valid JSON: {}", e.what()), "invalid_request_error", "invalid_json");
   }
+}
+
+}  // namespace
+
+CompletionRequest ParseCompletionRequest(std::string_view text, Endpoint endpoint, int vocab_size) {
+  if (text.size() > limits::kBodyBytes) {
+    throw ApiError(413, fmt::format("the request body is {} bytes; the limit is {}", text.size(), limits::kBodyBytes),
+                   "invalid_request_error", "body_too_large");
+  }
+  const json body = ParseBounded(text);
   if (!body.is_object()) throw ApiError(400, "the body must be a JSON object", "invalid_request_error", "invalid_json");
 
   CompletionRequest r;

@@ -5,6 +5,7 @@
 #include <fstream>
 #include <random>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -81,6 +82,46 @@ TEST(JsonSchema, UnsupportedFeaturesAreNamed) {
             std::string::npos);
   EXPECT_NE(message(R"({"type": "strin"})").find("unknown type 'strin'"), std::string::npos);
   EXPECT_NE(message(R"({"type": "string", "minLength": 3, "maxLength": 2})").find("below its minimum"), std::string::npos);
+}
+
+TEST(JsonSchema, DepthSizeAndChoicesAreBoundedBeforeAnythingIsBuilt) {
+  const auto message = [](const json& schema) {
+    try {
+      JsonGrammar::Compile(schema);
+    } catch (const SchemaError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(accepted)");
+  };
+  // 100,000 nested schemas recursed once per level and overflowed the stack.
+  std::string deep;
+  for (int i = 0; i < 100000; ++i) deep += R"({"type":"array","items":)";
+  deep += R"({"type":"string"})" + std::string(100000, '}');
+  EXPECT_NE(message(json::parse(deep)).find("schemas nest deeper than 16 levels"), std::string::npos);
+  std::string sixteen;
+  for (int i = 0; i < 16; ++i) sixteen += R"({"type":"array","items":)";
+  sixteen += R"({"type":"string"})" + std::string(16, '}');
+  EXPECT_EQ(message(json::parse(sixteen)), "(accepted)");
+
+  json wide = {{"type", "object"}, {"additionalProperties", false}, {"properties", json::object()}};
+  for (int i = 0; i < 65; ++i) wide["properties"][fmt::format("p{}", i)] = {{"type", "string"}};
+  EXPECT_NE(message(wide).find("'properties' has 65 entries; at most 64"), std::string::npos) << message(wide);
+  json many_values = {{"enum", json::array()}};
+  for (int i = 0; i < 65; ++i) many_values["enum"].push_back(i);
+  EXPECT_NE(message(many_values).find("'enum' has 65 entries"), std::string::npos);
+
+  // Objects of objects: 64 x 64 + 65 = 4161 schemas in all is over the limit, 16 x 16 + 17 is not.
+  const auto nested = [](int width) {
+    json level = {{"type", "string"}};
+    for (int d = 0; d < 2; ++d) {
+      json next = {{"type", "object"}, {"additionalProperties", false}, {"properties", json::object()}};
+      for (int i = 0; i < width; ++i) next["properties"][fmt::format("p{}", i)] = level;
+      level = next;
+    }
+    return level;
+  };
+  EXPECT_NE(message(nested(64)).find("more than 1024 schemas in all"), std::string::npos) << message(nested(64));
+  EXPECT_EQ(message(nested(16)), "(accepted)");
 }
 
 // Walks `trie` with random allowed tokens until the matcher is complete (or gives up
