@@ -1,5 +1,6 @@
 #include <csignal>
 #include <cstdio>
+#include <fstream>
 #include <memory>
 
 #include <pthread.h>
@@ -33,6 +34,9 @@ struct Options {
   int queue_wait_ms = 30000;
   int drain_timeout_s = 30;
   int threads = 0;
+  std::string api_key_file;
+  int request_timeout_s = 30;
+  int max_connections_per_client = 0;  // 0: concurrency + queue depth + 16
   LayoutFlags layout;
   DraftOptions draft;
   std::string draft_format = "int8";
@@ -48,12 +52,27 @@ sigset_t ShutdownSignals() {
   return set;
 }
 
+// The first line of a file holding a secret, trimmed; a missing or empty one is an error.
+std::string ReadSecretFile(const std::string& path, const char* flag) {
+  std::ifstream in(path);
+  std::string line;
+  if (!in || !std::getline(in, line)) throw std::invalid_argument(fmt::format("{} {}: cannot read the file", flag, path));
+  const auto first = line.find_first_not_of(" \t\r");
+  const auto last = line.find_last_not_of(" \t\r");
+  if (first == std::string::npos) throw std::invalid_argument(fmt::format("{} {}: the first line is empty", flag, path));
+  return line.substr(first, last - first + 1);
+}
+
 void Serve(Options opt) {
   const sigset_t signals = ShutdownSignals();
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   if (opt.api.served_model.empty()) opt.api.served_model = std::filesystem::path(opt.model).filename().string();
-  opt.api.threads = std::max(8, opt.scheduler.concurrency + 8);
+  if (!opt.api_key_file.empty()) opt.api.api_key = ReadSecretFile(opt.api_key_file, "--api-key-file");
+  opt.api.http.request_read = std::chrono::seconds(opt.request_timeout_s);
+  // Room for a whole concurrent batch and the queue from one client (a benchmark runs on one machine).
+  opt.api.http.max_connections_per_client =
+      opt.max_connections_per_client > 0 ? opt.max_connections_per_client : opt.scheduler.concurrency + opt.scheduler.queue_depth + 16;
   ApiServer api(opt.api);  // answers 503 "loading" from here on
   fmt::print("tandem-rt serve: listening on http://{}\n", api.address());
   std::fflush(stdout);
@@ -91,7 +110,7 @@ void Serve(Options opt) {
   fmt::print(stderr, "tandem-rt serve: {} received; draining (up to {} s)\n", signal == SIGTERM ? "SIGTERM" : "SIGINT",
              opt.drain_timeout_s);
   api.SetDraining();
-  scheduler.Drain(std::chrono::seconds(opt.drain_timeout_s));
+  scheduler.Drain(std::chrono::seconds(opt.drain_timeout_s));  // every stream has ended, or says why it ends
   api.Stop();
 }
 
@@ -103,7 +122,24 @@ void AddServeCommand(CLI::App& app) {
   cmd->add_option("--model", opt->model, "Checkpoint directory")->required();
   cmd->add_option("--listen", opt->api.listen, "HOST:PORT; port 0 picks a free one (printed on stdout)")->capture_default_str();
   cmd->add_option("--served-model-name", opt->api.served_model, "The model id clients use (default: the directory's name)");
-  cmd->add_option("--api-key", opt->api.api_key, "Require 'Authorization: Bearer KEY' on /v1/*");
+  CLI::Option* key = cmd->add_option("--api-key", opt->api.api_key,
+                                     "Require 'Authorization: Bearer KEY' on /v1/* (visible to local users in the process list: "
+                                     "prefer --api-key-file or TANDEM_API_KEY)")
+                         ->envname("TANDEM_API_KEY");
+  cmd->add_option("--api-key-file", opt->api_key_file, "Read the API key from the first line of this file")
+      ->check(CLI::ExistingFile)
+      ->excludes(key);
+  cmd->add_option("--allow-origin", opt->api.allow_origins,
+                  "A browser origin (scheme://host[:port], or *) whose pages may call the API (CORS); repeatable. Default: none");
+  cmd->add_option("--request-timeout-s", opt->request_timeout_s, "A request's headers and body must arrive within this time")
+      ->check(CLI::Range(1, 3600))
+      ->capture_default_str();
+  cmd->add_option("--max-connections", opt->api.http.max_connections, "Open HTTP connections in all; beyond: 503")
+      ->check(CLI::Range(1, 65536))
+      ->capture_default_str();
+  cmd->add_option("--max-connections-per-client", opt->max_connections_per_client,
+                  "Open HTTP connections from one client address; beyond: 503 (default: concurrency + queue depth + 16)")
+      ->check(CLI::Range(1, 65536));
   cmd->add_option("--concurrency", opt->scheduler.concurrency, "Sequences decoding at once")
       ->check(CLI::Range(1, 1024))
       ->capture_default_str();

@@ -1,9 +1,12 @@
 #include "runtime/serve/api_server.hpp"
 
+#include <algorithm>
 #include <atomic>
+#include <charconv>
 #include <ctime>
 #include <mutex>
 #include <optional>
+#include <stdexcept>
 #include <thread>
 
 #include <httplib.h>
@@ -13,7 +16,9 @@
 
 #include "runtime/serve/api_error.hpp"
 #include "runtime/serve/completion_request.hpp"
+#include "runtime/serve/http_server.hpp"
 #include "runtime/serve/listen_backlog.hpp"
+#include "runtime/serve/request_limits.hpp"
 #include "runtime/serve/runtime_revision.hpp"
 #include "runtime/serve/scheduler.hpp"
 
@@ -53,11 +58,57 @@ json UsageJson(const Usage& u) {
 
 std::string Sse(const json& payload) { return "data: " + Dump(payload) + "\n\n"; }
 
+std::string Lower(std::string text) {
+  std::transform(text.begin(), text.end(), text.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return text;
+}
+
+// Compares in time that depends on the lengths only, not on where the first difference
+// is: a key guessed byte by byte learns nothing from the response time.
+bool ConstantTimeEquals(std::string_view a, std::string_view b) {
+  unsigned char difference = a.size() == b.size() ? 0 : 1;
+  const std::size_t n = std::max(a.size(), b.size());
+  for (std::size_t i = 0; i < n; ++i) {
+    difference |= static_cast<unsigned char>((i < a.size() ? a[i] : 0) ^ (i < b.size() ? b[i] : 0));
+  }
+  return difference == 0;
+}
+
+// The credentials of `Authorization: Bearer KEY`; the scheme is case-insensitive (RFC 7235).
+std::optional<std::string_view> BearerToken(std::string_view header) {
+  const auto space = header.find(' ');
+  if (space == std::string_view::npos || Lower(std::string(header.substr(0, space))) != "bearer") return std::nullopt;
+  std::string_view token = header.substr(space + 1);
+  while (!token.empty() && token.front() == ' ') token.remove_prefix(1);
+  while (!token.empty() && token.back() == ' ') token.remove_suffix(1);
+  return token;
+}
+
+// HOST:PORT with a port in [0, 65535], digits only; [v6]:PORT too.
+std::pair<std::string, int> ListenAddress(const std::string& listen) {
+  const auto colon = listen.rfind(':');
+  if (colon == std::string::npos) throw std::invalid_argument(fmt::format("--listen '{}' is not HOST:PORT", listen));
+  std::string host = listen.substr(0, colon);
+  const std::string port_text = listen.substr(colon + 1);
+  int port = -1;
+  const auto [end, error] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
+  if (port_text.empty() || error != std::errc() || end != port_text.data() + port_text.size() || port < 0 || port > 65535 ||
+      port_text.find_first_not_of("0123456789") != std::string::npos) {
+    throw std::invalid_argument(fmt::format("--listen '{}': the port '{}' is not a number in [0, 65535]", listen, port_text));
+  }
+  if (host.empty()) {
+    throw std::invalid_argument(fmt::format(
+        "--listen '{}': the host is missing (127.0.0.1:{} for this machine only, 0.0.0.0:{} for every interface)", listen, port, port));
+  }
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  return {host, port};
+}
+
 }  // namespace
 
 struct ApiServer::State {
   ApiServerOptions options;
-  httplib::Server server;
+  std::unique_ptr<HttpServer> server;
   std::thread thread;
   int port = 0;
   std::string host;
@@ -69,6 +120,7 @@ struct ApiServer::State {
   ServedModel model;
   std::atomic<bool> draining{false};
   std::atomic<std::uint64_t> next_id{1};
+  std::atomic<int> open_streams{0};  // streamed responses not yet ended
 
   Scheduler* Ready() {
     std::lock_guard lock(mutex);
@@ -77,13 +129,73 @@ struct ApiServer::State {
 
   bool Authorized(const httplib::Request& req, httplib::Response& res) {
     if (options.api_key.empty()) return true;
-    if (req.get_header_value("Authorization") == "Bearer " + options.api_key) return true;
+    const std::string header = req.get_header_value("Authorization");
+    const std::optional<std::string_view> token = BearerToken(header);
+    if (token && ConstantTimeEquals(*token, options.api_key)) return true;
     SendError(res, ApiError(401,
                             req.has_header("Authorization") ? "the API key is not valid"
                                                             : "an API key is required: "
                                                               "'Authorization: Bearer KEY'",
                             "authentication_error", "invalid_api_key"));
     return false;
+  }
+
+  bool OriginAllowed(const std::string& origin) const {
+    return std::any_of(options.allow_origins.begin(), options.allow_origins.end(),
+                       [&](const std::string& allowed) { return allowed == "*" || allowed == origin; });
+  }
+
+  // Runs before a request's body is read: cross-origin policy, content type and the API
+  // key, so a refused request costs no body and no parsing. False: answered here.
+  bool Screen(const httplib::Request& req, httplib::Response& res) {
+    const std::string origin = req.get_header_value("Origin");
+    const bool granted = !origin.empty() && OriginAllowed(origin);
+    if (granted) {
+      res.set_header("Access-Control-Allow-Origin", origin);
+      res.set_header("Vary", "Origin");
+    }
+    const bool has_body = req.has_header("Content-Length") || req.has_header("Transfer-Encoding");
+    auto refuse = [&](const ApiError& e) {
+      SendError(res, e);
+      if (has_body) HttpServer::CloseConnectionAfterResponse(res);  // its body stays unread
+      return false;
+    };
+    if (req.method == "OPTIONS") {
+      if (!granted) {
+        return refuse(ApiError(403,
+                               origin.empty() ? "OPTIONS is a CORS preflight; this request has no Origin"
+                                              : fmt::format("cross-origin requests from '{}' are not allowed; start the server with "
+                                                            "--allow-origin {} to allow them",
+                                                            origin, origin),
+                               "permission_error", "origin_not_allowed"));
+      }
+      res.status = 204;
+      res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+      res.set_header("Access-Control-Allow-Headers", "Authorization, Content-Type");
+      res.set_header("Access-Control-Max-Age", "600");
+      if (has_body) HttpServer::CloseConnectionAfterResponse(res);
+      return false;
+    }
+    if (req.method == "POST") {
+      // Browsers send text/plain, form and multipart bodies cross-origin without asking
+      // first; application/json needs a preflight, which only --allow-origin grants.
+      const std::string type = req.get_header_value("Content-Type");
+      std::string media = Lower(type.substr(0, type.find(';')));
+      media.erase(std::remove(media.begin(), media.end(), ' '), media.end());
+      if (media != "application/json") {
+        return refuse(ApiError(415,
+                               type.empty() ? "the request has no Content-Type: send the JSON body with 'Content-Type: application/json'"
+                                            : fmt::format("Content-Type '{}' is not supported: send the JSON body with "
+                                                          "'Content-Type: application/json'",
+                                                          type),
+                               "invalid_request_error", "unsupported_media_type"));
+      }
+    }
+    if (req.path.rfind("/v1/", 0) == 0 && !Authorized(req, res)) {
+      if (has_body) HttpServer::CloseConnectionAfterResponse(res);
+      return false;
+    }
+    return true;
   }
 
   void Health(httplib::Response& res) {
@@ -119,13 +231,20 @@ struct ApiServer::State {
 };
 
 void ApiServer::State::Completion(const httplib::Request& req, httplib::Response& res, Endpoint endpoint) {
+  // The body is checked first: a malformed request gets its 400 even while the model
+  // loads (and the request path can be fuzzed without a model).
+  CompletionRequest request;
+  try {
+    request = ParseCompletionRequest(req.body, endpoint, Ready() != nullptr ? model.vocab_size : 0);
+  } catch (const ApiError& e) {
+    if (Scheduler* s = Ready()) s->CountInvalidRequest();
+    return SendError(res, e);
+  }
   Scheduler* scheduler_ptr = Ready();
   if (scheduler_ptr == nullptr) return SendError(res, ApiError(503, "the model is still loading", "server_error", "loading"));
   Scheduler& sched = *scheduler_ptr;
-  CompletionRequest request;
   Submission submission;
   try {
-    request = ParseCompletionRequest(req.body, endpoint, model.vocab_size);
     if (!request.model.empty() && request.model != options.served_model) {
       throw ApiError(404, fmt::format("the model '{}' does not exist; this server serves '{}'", request.model, options.served_model),
                      "invalid_request_error", "model_not_found", "model");
@@ -232,6 +351,7 @@ void ApiServer::State::Completion(const httplib::Request& req, httplib::Response
 
   const bool include_usage = request.include_usage;
   auto finished = std::make_shared<bool>(false);
+  ++open_streams;
   res.set_header("Cache-Control", "no-cache");
   res.set_chunked_content_provider(
       "text/event-stream",
@@ -278,7 +398,8 @@ void ApiServer::State::Completion(const httplib::Request& req, httplib::Response
             return true;
           }
           if (e->kind == StreamEvent::Kind::kFailed) {
-            // No [DONE]: the stream is incomplete, and says why.
+            // No [DONE]: the stream is incomplete, and says why (as when a drain runs out
+            // of time: "the server is shutting down"); the chunked body still ends properly.
             write(Sse(ErrorJson(e->text, e->error_type, "", "")));
             *finished = true;
             sink.done();
@@ -286,46 +407,44 @@ void ApiServer::State::Completion(const httplib::Request& req, httplib::Response
           }
         }
       },
-      [stream, finished](bool) {
+      [this, stream, finished](bool) {
         if (!*finished) stream->Cancel();
+        --open_streams;
       });
 }
 
 ApiServer::ApiServer(ApiServerOptions options) : state_(std::make_unique<State>()) {
   State& s = *state_;
   s.options = std::move(options);
-  const auto colon = s.options.listen.rfind(':');
-  if (colon == std::string::npos) throw std::runtime_error(fmt::format("--listen '{}' is not HOST:PORT", s.options.listen));
-  s.host = s.options.listen.substr(0, colon);
-  const int wanted = std::atoi(s.options.listen.c_str() + colon + 1);
-  const int threads = s.options.threads;
-  s.server.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<std::size_t>(threads)); };
-  s.server.set_read_timeout(s.options.io_timeout);
-  s.server.set_write_timeout(s.options.io_timeout);
-  s.server.set_payload_max_length(16u << 20);
-  s.server.set_keep_alive_max_count(1000);
+  const auto [host, wanted] = ListenAddress(s.options.listen);
+  s.host = host;
+  s.server = std::make_unique<HttpServer>(s.options.http);
+  httplib::Server& server = *s.server;
+  server.set_payload_max_length(limits::kBodyBytes);
+  server.set_keep_alive_max_count(1000);
 
-  s.server.Get("/health", [this](const httplib::Request&, httplib::Response& res) { state_->Health(res); });
-  s.server.Get("/v1/models", [this](const httplib::Request& req, httplib::Response& res) {
-    if (state_->Authorized(req, res)) state_->Models(res);
+  server.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    return state_->Screen(req, res) ? httplib::Server::HandlerResponse::Unhandled : httplib::Server::HandlerResponse::Handled;
   });
-  s.server.Get("/v1/stats", [this](const httplib::Request& req, httplib::Response& res) {
-    if (state_->Authorized(req, res)) state_->Stats(res);
-  });
-  s.server.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
-    if (state_->Authorized(req, res)) state_->Completion(req, res, Endpoint::kChatCompletions);
-  });
-  s.server.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
-    if (state_->Authorized(req, res)) state_->Completion(req, res, Endpoint::kCompletions);
-  });
-  s.server.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
+  server.Get("/health", [this](const httplib::Request&, httplib::Response& res) { state_->Health(res); });
+  server.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) { state_->Models(res); });
+  server.Get("/v1/stats", [this](const httplib::Request&, httplib::Response& res) { state_->Stats(res); });
+  server.Post("/v1/chat/completions",
+              [this](const httplib::Request& req, httplib::Response& res) { state_->Completion(req, res, Endpoint::kChatCompletions); });
+  server.Post("/v1/completions",
+              [this](const httplib::Request& req, httplib::Response& res) { state_->Completion(req, res, Endpoint::kCompletions); });
+  server.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return;  // a handler already wrote an OpenAI-shaped error
+    // httplib's own refusals: a request that did not parse or arrive in time, or was too
+    // large. What follows it on the connection cannot be trusted to start a request.
+    if (res.status == 400 || res.status == 413 || res.status == 414) HttpServer::CloseConnectionAfterResponse(res);
     const std::string message = res.status == 404   ? fmt::format("no route {} {}", req.method, req.path)
-                                : res.status == 413 ? "the request body is too large"
+                                : res.status == 413 ? fmt::format("the request body is larger than {} bytes", limits::kBodyBytes)
+                                : res.status == 400 ? "the request is malformed, or did not arrive in time"
                                                     : fmt::format("HTTP {}", res.status);
     res.set_content(Dump(ErrorJson(message, "invalid_request_error", "", "")), "application/json");
   });
-  s.server.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+  server.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
     std::string message = "internal error";
     try {
       std::rethrow_exception(ep);
@@ -337,16 +456,18 @@ ApiServer::ApiServer(ApiServerOptions options) : state_(std::make_unique<State>(
     res.set_content(Dump(ErrorJson(message, "server_error", "", "")), "application/json");
   });
 
-  const rt::ListenBacklog backlog(s.server);
+  const rt::ListenBacklog backlog(server);
   if (wanted == 0) {
-    s.port = s.server.bind_to_any_port(s.host);
+    s.port = server.bind_to_any_port(s.host);
   } else {
-    s.port = s.server.bind_to_port(s.host, wanted) ? wanted : -1;
+    s.port = server.bind_to_port(s.host, wanted) ? wanted : -1;
   }
-  if (s.port <= 0) throw std::runtime_error(fmt::format("--listen {}: cannot bind", s.options.listen));
+  if (s.port <= 0) {
+    throw std::runtime_error(fmt::format("--listen {}: cannot bind (is the address local and the port free?)", s.options.listen));
+  }
   // Every client of a concurrency-C batch connects at once; room for all of them and the queue.
-  backlog.Widen(std::max(1024, 4 * threads));
-  s.thread = std::thread([this] { state_->server.listen_after_bind(); });
+  backlog.Widen(std::max(1024, s.options.http.max_connections));
+  s.thread = std::thread([this] { state_->server->listen_after_bind(); });
 }
 
 ApiServer::~ApiServer() { Stop(); }
@@ -363,11 +484,18 @@ void ApiServer::Attach(Scheduler* scheduler, const Tokenizer* tokenizer, ChatTem
 
 void ApiServer::SetDraining() { state_->draining = true; }
 
-void ApiServer::Stop() {
-  if (state_->thread.joinable()) {
-    state_->server.stop();
-    state_->thread.join();
+std::string ApiServer::HandleForTesting(const std::string& raw) { return state_->server->ProcessForTesting(raw); }
+
+void ApiServer::Stop(std::chrono::milliseconds grace) {
+  if (!state_->thread.joinable()) return;
+  // httplib abandons a chunked response mid-stream once the server stops (no error
+  // event, no terminator), so first let the open streams write their last event.
+  const auto until = std::chrono::steady_clock::now() + grace;
+  while (state_->open_streams > 0 && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
+  state_->server->stop();
+  state_->thread.join();
 }
 
 }  // namespace tandem::rt

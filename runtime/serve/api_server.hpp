@@ -3,20 +3,24 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "runtime/model/chat_template.hpp"
 #include "runtime/model/tokenizer.hpp"
+#include "runtime/serve/http_limits.hpp"
 
 namespace tandem::rt {
 
 class Scheduler;
 
 struct ApiServerOptions {
-  std::string listen = "127.0.0.1:8000";  // port 0: the system picks one
+  std::string listen = "127.0.0.1:8000";  // HOST:PORT; port 0: the system picks one
   std::string served_model = "tandem";    // the id clients name in "model"
   std::string api_key;                    // empty: no authentication
-  int threads = 32;                       // HTTP handler threads (each stream holds one)
-  std::chrono::seconds io_timeout{60};    // socket read/write timeout
+  // Origins (scheme://host[:port], or "*") whose browser pages may call the API; none by
+  // default, so a web page cannot drive a server on the user's machine.
+  std::vector<std::string> allow_origins;
+  HttpLimits http;
 };
 
 // What the API reports about the model once it is loaded.
@@ -34,13 +38,21 @@ struct ServedModel {
 // running scheduler, so load balancers and the harness can wait on /health.
 class ApiServer {
  public:
-  explicit ApiServer(ApiServerOptions options);  // binds; throws std::runtime_error
+  // Binds. Throws std::invalid_argument for a malformed `listen`, std::runtime_error when
+  // the address cannot be bound.
+  explicit ApiServer(ApiServerOptions options);
   ~ApiServer();
 
   std::string address() const;  // host:port actually bound
   void Attach(Scheduler* scheduler, const Tokenizer* tokenizer, ChatTemplate chat, ServedModel model);
   void SetDraining();
-  void Stop();  // stops listening; handlers in flight finish
+  // Serves one connection's raw request bytes without a socket and returns the raw
+  // response: the whole request path (httplib's parsing, the policy, the body and schema
+  // checks) for the fuzz target.
+  std::string HandleForTesting(const std::string& raw);
+  // Stops listening once every open stream has ended (Scheduler::Drain ends them) or
+  // `grace` has passed; handlers in flight finish.
+  void Stop(std::chrono::milliseconds grace = std::chrono::milliseconds(5000));
 
  private:
   struct State;

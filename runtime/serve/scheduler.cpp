@@ -217,6 +217,8 @@ void Scheduler::State::Run() {
   queue.clear();
   for (auto& p : stats_requests) p.set_value("{}");
   stats_requests.clear();
+  stopped = true;
+  ended.notify_all();
 }
 
 Scheduler::Scheduler(Engine& engine, const Tokenizer& tokenizer, SchedulerOptions options, std::unique_ptr<Drafter> drafter,
@@ -303,12 +305,15 @@ void Scheduler::Drain(std::chrono::milliseconds timeout) {
     if (Clock::now() >= deadline) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  // Out of time: stop the loop; what still runs is failed with 503 as it ends.
+  // Out of time: stop the loop, and wait until it has failed what still runs ("the
+  // server is shutting down"), so each of those streams ends with that error.
   {
     std::lock_guard lock(state_->mutex);
     state_->stopping = true;
   }
   state_->wake.notify_all();
+  std::unique_lock lock(state_->mutex);
+  state_->ended.wait(lock, [&] { return state_->stopped; });
 }
 
 }  // namespace tandem::rt

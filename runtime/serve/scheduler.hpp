@@ -84,7 +84,8 @@ class Scheduler {
   std::string Unhealthy() const;
 
   // Stops admitting (queued requests get 503) and waits up to `timeout` for the
-  // running ones to finish; the rest are cancelled.
+  // running ones to finish; the rest end with the error "the server is shutting down"
+  // (503) before it returns.
   void Drain(std::chrono::milliseconds timeout);
 
  private:

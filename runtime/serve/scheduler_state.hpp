@@ -89,6 +89,8 @@ struct Scheduler::State {
   std::size_t running = 0;  // admitted requests not known to have ended (Drain waits for 0)
   bool draining = false;
   bool stopping = false;
+  bool stopped = false;  // Run has returned: every stream was ended
+  std::condition_variable ended;
   scheduling::Counters counters;
 
   // The scheduler thread's own.

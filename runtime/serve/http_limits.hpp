@@ -1,0 +1,17 @@
+#pragma once
+
+#include <chrono>
+
+namespace tandem::rt {
+
+// The bounds of the HTTP server (runtime/serve/http_server.hpp) on what one client can hold.
+struct HttpLimits {
+  std::chrono::milliseconds request_read{30000};  // a request's line, headers and body, from its first byte
+  std::chrono::milliseconds idle_read{10000};     // the longest pause between bytes of a request
+  std::chrono::milliseconds keep_alive{5000};     // an idle connection waits this long for its next request
+  std::chrono::milliseconds write{60000};         // the longest a write may wait for the client to read
+  int max_connections = 512;                      // open connections in all
+  int max_connections_per_client = 96;            // open connections from one client address
+};
+
+}  // namespace tandem::rt

@@ -1,0 +1,323 @@
+#include "runtime/serve/http_server.hpp"
+
+#include <algorithm>
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+namespace tandem::rt {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Set while a connection's requests run on this thread: where a handler asks for the
+// connection to close after its response.
+thread_local bool* t_close_after = nullptr;
+
+int Millis(Clock::duration d) {
+  return static_cast<int>(std::clamp<std::int64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(d).count(), 0, 1 << 30));
+}
+
+// One connection as httplib reads and writes it, plus what the connection loop needs.
+class ConnectionStream : public httplib::Stream {
+ public:
+  // Whether a next request begins within `wait` (false: the connection is done).
+  virtual bool WaitForRequest(std::chrono::milliseconds wait, const std::atomic<socket_t>& listening) = 0;
+  // A request begins: all of it must arrive within `budget`.
+  virtual void StartRequest(std::chrono::milliseconds budget) = 0;
+  bool close_after = false;
+};
+
+// A socket whose reads share one deadline per request and pause at most `idle_read`
+// between bytes; reads are buffered, as httplib's own stream does (its line reader asks
+// for one byte at a time).
+class SocketConnection final : public ConnectionStream {
+ public:
+  SocketConnection(socket_t sock, const HttpLimits& limits) : sock_(sock), limits_(limits) {}
+
+  bool WaitForRequest(std::chrono::milliseconds wait, const std::atomic<socket_t>& listening) override {
+    if (offset_ < size_) return true;
+    const auto until = Clock::now() + wait;
+    // In slices, so a stopping server does not wait out every idle connection.
+    while (listening != INVALID_SOCKET) {
+      const auto left = until - Clock::now();
+      if (left <= Clock::duration::zero()) return false;
+      pollfd p{sock_, POLLIN, 0};
+      const int ready = ::poll(&p, 1, std::min(Millis(left), 100));
+      if (ready > 0) return true;
+      if (ready < 0 && errno != EINTR) return false;
+    }
+    return false;
+  }
+
+  void StartRequest(std::chrono::milliseconds budget) override { deadline_ = Clock::now() + budget; }
+
+  bool is_readable() const override {
+    if (offset_ < size_) return true;
+    const auto left = deadline_ - Clock::now();
+    if (left <= Clock::duration::zero()) return false;
+    pollfd p{sock_, POLLIN, 0};
+    return ::poll(&p, 1, std::min(Millis(left), static_cast<int>(limits_.idle_read.count()))) > 0;
+  }
+
+  bool is_writable() const override {
+    pollfd p{sock_, POLLOUT, 0};
+    if (::poll(&p, 1, static_cast<int>(limits_.write.count())) <= 0 || (p.revents & (POLLERR | POLLHUP)) != 0) return false;
+    // Writable, but is the client still there? A closed peer reads as end of stream.
+    pollfd r{sock_, POLLIN, 0};
+    if (::poll(&r, 1, 0) <= 0) return true;
+    char byte;
+    return ::recv(sock_, &byte, 1, MSG_PEEK | MSG_DONTWAIT) > 0;
+  }
+
+  ssize_t read(char* ptr, size_t size) override {
+    if (offset_ == size_) {
+      if (!is_readable()) return -1;
+      offset_ = size_ = 0;
+      ssize_t n;
+      do {
+        n = ::recv(sock_, buffer_, sizeof buffer_, 0);
+      } while (n < 0 && errno == EINTR);
+      if (n <= 0) return n;
+      size_ = static_cast<std::size_t>(n);
+    }
+    const std::size_t n = std::min(size, size_ - offset_);
+    std::copy_n(buffer_ + offset_, n, ptr);
+    offset_ += n;
+    return static_cast<ssize_t>(n);
+  }
+
+  ssize_t write(const char* ptr, size_t size) override {
+    if (!is_writable()) return -1;
+    ssize_t n;
+    do {
+      n = ::send(sock_, ptr, size, MSG_NOSIGNAL);
+    } while (n < 0 && errno == EINTR);
+    return n;
+  }
+
+  void get_remote_ip_and_port(std::string& ip, int& port) const override { Address(::getpeername, ip, port); }
+  void get_local_ip_and_port(std::string& ip, int& port) const override { Address(::getsockname, ip, port); }
+  socket_t socket() const override { return sock_; }
+
+  // Answers without reading the request, then closes: for a connection over a cap.
+  void Refuse(const std::string& message) {
+    const std::string body =
+        fmt::format(R"({{"error":{{"message":"{}","type":"server_error","code":"too_many_connections","param":null}}}})", message);
+    const std::string response = fmt::format(
+        "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nContent-Length: {}\r\nRetry-After: 1\r\n"
+        "Connection: close\r\n\r\n{}",
+        body.size(), body);
+    (void)write(response.data(), response.size());
+    // Half-close and drain briefly, so unread request bytes do not turn the close into a
+    // reset that discards the answer before the client reads it.
+    ::shutdown(sock_, SHUT_WR);
+    StartRequest(std::chrono::milliseconds(200));
+    char sink[1024];
+    while (read(sink, sizeof sink) > 0) {
+    }
+  }
+
+ private:
+  using NameOf = int (*)(int, sockaddr*, socklen_t*);
+  void Address(NameOf name_of, std::string& ip, int& port) const {
+    sockaddr_storage addr{};
+    socklen_t length = sizeof addr;
+    ip.clear();
+    port = 0;
+    if (name_of(sock_, reinterpret_cast<sockaddr*>(&addr), &length) != 0) return;
+    char host[NI_MAXHOST], service[NI_MAXSERV];
+    if (::getnameinfo(reinterpret_cast<sockaddr*>(&addr), length, host, sizeof host, service, sizeof service,
+                      NI_NUMERICHOST | NI_NUMERICSERV) == 0) {
+      ip = host;
+      port = std::atoi(service);
+    }
+  }
+
+  socket_t sock_;
+  const HttpLimits& limits_;
+  Clock::time_point deadline_ = Clock::now();
+  char buffer_[4096];
+  std::size_t offset_ = 0, size_ = 0;
+};
+
+// A connection read from bytes in memory, written to a string.
+class MemoryConnection final : public ConnectionStream {
+ public:
+  explicit MemoryConnection(const std::string& in) : in_(in) {}
+  bool WaitForRequest(std::chrono::milliseconds, const std::atomic<socket_t>&) override { return offset_ < in_.size(); }
+  void StartRequest(std::chrono::milliseconds) override {}
+  bool is_readable() const override { return offset_ < in_.size(); }
+  bool is_writable() const override { return true; }
+  ssize_t read(char* ptr, size_t size) override {
+    const std::size_t n = std::min(size, in_.size() - offset_);
+    std::copy_n(in_.data() + offset_, n, ptr);
+    offset_ += n;
+    return static_cast<ssize_t>(n);
+  }
+  ssize_t write(const char* ptr, size_t size) override {
+    out.append(ptr, size);
+    return static_cast<ssize_t>(size);
+  }
+  void get_remote_ip_and_port(std::string& ip, int& port) const override {
+    ip = "127.0.0.1";
+    port = 1;
+  }
+  void get_local_ip_and_port(std::string& ip, int& port) const override {
+    ip = "127.0.0.1";
+    port = 2;
+  }
+  socket_t socket() const override { return INVALID_SOCKET; }
+  std::string out;
+
+ private:
+  const std::string& in_;
+  std::size_t offset_ = 0;
+};
+
+// A thread per connection, made when no idle one is left, up to `max_threads`; idle
+// threads are reused. httplib's fixed pool let a few long streams hold every thread.
+class ConnectionThreads final : public httplib::TaskQueue {
+ public:
+  explicit ConnectionThreads(std::size_t max_threads) : max_threads_(max_threads) {}
+
+  void enqueue(std::function<void()> fn) override {
+    std::lock_guard lock(mutex_);
+    jobs_.push_back(std::move(fn));
+    if (idle_ < jobs_.size() && threads_.size() < max_threads_) threads_.emplace_back([this] { Work(); });
+    ready_.notify_one();
+  }
+
+  void shutdown() override {
+    {
+      std::lock_guard lock(mutex_);
+      stopping_ = true;
+    }
+    ready_.notify_all();
+    for (std::thread& t : threads_) t.join();  // no enqueue after shutdown: listening has ended
+  }
+
+ private:
+  void Work() {
+    std::unique_lock lock(mutex_);
+    for (;;) {
+      ++idle_;
+      ready_.wait(lock, [&] { return !jobs_.empty() || stopping_; });
+      --idle_;
+      if (jobs_.empty()) return;  // stopping, and every accepted connection was served
+      std::function<void()> job = std::move(jobs_.front());
+      jobs_.pop_front();
+      lock.unlock();
+      job();
+      lock.lock();
+    }
+  }
+
+  const std::size_t max_threads_;
+  std::mutex mutex_;
+  std::condition_variable ready_;
+  std::deque<std::function<void()>> jobs_;
+  std::vector<std::thread> threads_;
+  std::size_t idle_ = 0;
+  bool stopping_ = false;
+};
+
+}  // namespace
+
+struct HttpServer::Connections {
+  std::mutex mutex;
+  int open = 0;
+  std::map<std::string, int> by_client;
+
+  // Empty when admitted, else why not.
+  std::string Admit(const std::string& client, const HttpLimits& limits) {
+    std::lock_guard lock(mutex);
+    if (open >= limits.max_connections) return fmt::format("the server has {} connections open, its limit", open);
+    int& mine = by_client[client];
+    if (mine >= limits.max_connections_per_client) {
+      return fmt::format("this client address has {} connections open, the limit per client", mine);
+    }
+    ++mine;
+    ++open;
+    return "";
+  }
+  void Release(const std::string& client) {
+    std::lock_guard lock(mutex);
+    --open;
+    if (--by_client[client] == 0) by_client.erase(client);
+  }
+};
+
+HttpServer::HttpServer(HttpLimits limits) : limits_(limits), connections_(std::make_unique<Connections>()) {
+  // Connections over a cap still need a thread to be refused on: a few beyond it.
+  const auto threads = static_cast<std::size_t>(limits_.max_connections) + 16;
+  new_task_queue = [threads] { return new ConnectionThreads(threads); };
+  // httplib sets these as SO_RCVTIMEO/SO_SNDTIMEO on accepted sockets; the reads and
+  // writes here wait with poll() on the limits themselves.
+  set_read_timeout(std::chrono::duration_cast<std::chrono::seconds>(limits_.idle_read) + std::chrono::seconds(1));
+  set_write_timeout(std::chrono::duration_cast<std::chrono::seconds>(limits_.write) + std::chrono::seconds(1));
+}
+
+HttpServer::~HttpServer() = default;
+
+void HttpServer::CloseConnectionAfterResponse(httplib::Response& res) {
+  if (t_close_after != nullptr) *t_close_after = true;
+  res.set_header("Connection", "close");
+}
+
+int HttpServer::open_connections() const {
+  std::lock_guard lock(connections_->mutex);
+  return connections_->open;
+}
+
+bool HttpServer::process_and_close_socket(socket_t sock) {
+  SocketConnection connection(sock, limits_);
+  std::string client;
+  int port = 0;
+  connection.get_remote_ip_and_port(client, port);
+  bool served = false;
+  if (const std::string refusal = connections_->Admit(client, limits_); !refusal.empty()) {
+    connection.Refuse(refusal);
+  } else {
+    t_close_after = &connection.close_after;
+    for (std::size_t left = keep_alive_max_count_; left > 0; --left) {
+      if (!connection.WaitForRequest(limits_.keep_alive, svr_sock_)) break;
+      connection.StartRequest(limits_.request_read);
+      bool closed = false;
+      served = process_request(connection, left == 1, closed, nullptr);
+      if (!served || closed || connection.close_after) break;
+    }
+    t_close_after = nullptr;
+    connections_->Release(client);
+  }
+  ::shutdown(sock, SHUT_RDWR);
+  ::close(sock);
+  return served;
+}
+
+std::string HttpServer::ProcessForTesting(const std::string& raw) {
+  MemoryConnection connection(raw);
+  t_close_after = &connection.close_after;
+  const std::atomic<socket_t> listening{0};
+  for (std::size_t left = keep_alive_max_count_; left > 0; --left) {
+    if (!connection.WaitForRequest(limits_.keep_alive, listening)) break;
+    bool closed = false;
+    if (!process_request(connection, left == 1, closed, nullptr) || closed || connection.close_after) break;
+  }
+  t_close_after = nullptr;
+  return connection.out;
+}
+
+}  // namespace tandem::rt
