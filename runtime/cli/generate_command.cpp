@@ -41,7 +41,7 @@ void Generate(const Options& opt) {
   const Tokenizer tokenizer = Tokenizer::Load(std::filesystem::path(opt.model) / "tokenizer.json");
   std::vector<TokenId> prompt;
   if (opt.chat) {
-    prompt = tokenizer.Encode(ChatTemplate::Load(opt.model).Render({{"user", opt.prompt}}));
+    prompt = ChatTemplate::Load(opt.model).Encode(tokenizer, {{"user", opt.prompt}});
   } else {
     prompt.push_back(static_cast<TokenId>(c.bos_token_id));
     const std::vector<TokenId> text = tokenizer.Encode(opt.prompt);

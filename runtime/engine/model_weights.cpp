@@ -58,9 +58,9 @@ LayerWeights LoadLayer(const Checkpoint& ckpt, int l) {
 ModelWeights ModelWeights::Load(const Checkpoint& ckpt) {
   const ModelConfig& c = ckpt.config();
   ModelWeights w;
-  // A step reads one embedding row: the table stays mapped, unless the LM head reads it whole.
-  w.embed = ckpt.Matrix("model.embed_tokens.weight", c.vocab_size, c.hidden_size,
-                        c.tie_word_embeddings ? ckpt.placement() : WeightPlacement::kMapped);
+  // Placed like every weight (copied unless --map-weights), although a step reads
+  // a few rows: a view of the file would fault (SIGBUS) once it is truncated under us.
+  w.embed = ckpt.Matrix("model.embed_tokens.weight", c.vocab_size, c.hidden_size);
   for (int l = 0; l < c.num_hidden_layers; ++l) w.layers.push_back(LoadLayer(ckpt, l));
   w.final_norm = ckpt.Vector("model.norm.weight", c.hidden_size);
   // Tied embeddings win over a stray lm_head tensor, as in HF's loader.
@@ -92,9 +92,8 @@ ModelWeights ModelWeights::LoadMtp(const Checkpoint& ckpt) {
   ModelWeights w;
   // DeepSeek-V3 checkpoints give the MTP layer copies of the embedding and head;
   // others share the model's.
-  const bool head_is_embed = !ckpt.Has(p + ".shared_head.head.weight") && c.tie_word_embeddings;
   w.embed = ckpt.Matrix(ckpt.Has(p + ".embed_tokens.weight") ? p + ".embed_tokens.weight" : "model.embed_tokens.weight", c.vocab_size,
-                        c.hidden_size, head_is_embed ? ckpt.placement() : WeightPlacement::kMapped);
+                        c.hidden_size);
   w.layers.push_back(LoadLayer(ckpt, l));
   w.final_norm = ckpt.Vector(p + ".shared_head.norm.weight", c.hidden_size);
   w.lm_head = ckpt.Has(p + ".shared_head.head.weight") ? ckpt.Matrix(p + ".shared_head.head.weight", c.vocab_size, c.hidden_size)

