@@ -645,8 +645,7 @@ int RunCampaign(const Campaign& campaign, const RunOptions& options) {
 }
 
 int ResumeCampaign(const std::filesystem::path& db, const RunOptions& options) {
-  if (!std::filesystem::exists(db)) throw InputError(fmt::format("{}: no such store", db.string()));
-  store::Store store = store::Store::Open(db);
+  store::Store store = store::Store::Open(db, store::OpenMode::kExisting);
   const StoreLock lock(db);
   const auto id = store.LatestCampaign();
   if (!id) throw InputError(fmt::format("{}: holds no campaign", db.string()));

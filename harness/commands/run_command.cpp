@@ -26,11 +26,9 @@ struct RunFlags {
   int extend = 0;
 };
 
-// The readers never create a store: a mistyped path is an error, not an empty database.
-store::Store OpenExisting(const std::string& db) {
-  if (!std::filesystem::is_regular_file(db)) throw InputError(fmt::format("{}: no such store", db));
-  return store::Store::Open(db);
-}
+// The readers never create or change a store: a mistyped path is an error, not an empty
+// database, and another program's database is left as it is.
+store::Store OpenExisting(const std::string& db) { return store::Store::Open(db, store::OpenMode::kReadOnly); }
 
 void Sessions(const std::string& db) {
   store::Store store = OpenExisting(db);
