@@ -21,6 +21,15 @@ std::string AddressOf(const std::string& listening_line) {
   return text;
 }
 
+// Why a process never said where it listens: it ended, or it is still quiet.
+std::string NotStarted(SessionProcess& process, double timeout_s) {
+  if (process.running()) {
+    return fmt::format("the {} did not report where it listens within {:.0f} s (see {})", process.role(), timeout_s,
+                       process.log().string());
+  }
+  return fmt::format("the {} did not start: {}", process.role(), process.DescribeExit());
+}
+
 }  // namespace
 
 std::unique_ptr<ArmInstance> ArmInstance::Launch(const ResolvedArm& arm, const LayoutSpec& layout, const Cluster& cluster,
@@ -77,7 +86,7 @@ std::unique_ptr<ArmInstance> ArmInstance::Launch(const ResolvedArm& arm, const L
         self->processes_.push_back(SessionProcess::Start(p, timeout));
         SessionProcess& started = *self->processes_.back();
         const auto line = started.WaitForLine("listening on ", timeout);
-        if (!line) throw std::runtime_error(fmt::format("the {} did not start: {}", name, started.DescribeExit()));
+        if (!line) throw std::runtime_error(NotStarted(started, timeout_s));
         return AddressOf(*line);
       };
       if (layout.coordinator_ranks == 2) peer = start_worker("peer", 0, PeerHost(layout));
@@ -104,7 +113,7 @@ std::unique_ptr<ArmInstance> ArmInstance::Launch(const ResolvedArm& arm, const L
       self->processes_.push_back(SessionProcess::Start(p, timeout));
       SessionProcess& coordinator = *self->processes_.back();
       const auto line = coordinator.WaitForLine("listening on ", timeout);
-      if (!line) throw std::runtime_error(fmt::format("the coordinator did not start: {}", coordinator.DescribeExit()));
+      if (!line) throw std::runtime_error(NotStarted(coordinator, timeout_s));
       self->base_url_ = "http://" + AddressOf(*line);
     } else {  // command: the templates name the port; workers first if there is a worker command
       const std::string model = cluster.model_dir("local");
