@@ -392,11 +392,12 @@ std::vector<SessionRow> Store::Sessions(std::int64_t campaign) const {
 std::optional<SessionDetail> Store::Session(std::int64_t session) const {
   Statement s(db_,
               "SELECT se.order_index, l.name, a.label, a.runtime_revision, se.status, se.reason, se.started_at, se.finished_at, "
-              "se.host_json, se.served_json, se.processes_json FROM session se JOIN layout l ON l.id = se.layout_id "
+              "se.host_json, se.served_json, se.processes_json, se.attempts FROM session se JOIN layout l ON l.id = se.layout_id "
               "JOIN arm a ON a.id = se.arm_id WHERE se.id = ?");
   s.Bind(1, session);
   if (!s.Step()) return std::nullopt;
   return SessionDetail{static_cast<int>(s.Int(0)),
+                       static_cast<int>(s.Int(11)),
                        s.Text(1),
                        s.Text(2),
                        s.Text(3),
@@ -419,7 +420,7 @@ std::vector<WorkloadSummary> Store::WorkloadSummaries(std::int64_t session) cons
   return rows;
 }
 
-void Store::StartSession(std::int64_t session, const std::string& host_json) {
+int Store::StartSession(std::int64_t session, const std::string& host_json) {
   Statement(db_,
             "UPDATE session SET status = 'running', attempts = attempts + 1, started_at = ?, finished_at = NULL, "
             "reason = '', host_json = ? WHERE id = ?")
@@ -427,6 +428,9 @@ void Store::StartSession(std::int64_t session, const std::string& host_json) {
       .Bind(2, host_json)
       .Bind(3, session)
       .Run();
+  Statement s(db_, "SELECT attempts FROM session WHERE id = ?");
+  s.Bind(1, session);
+  return s.Step() ? static_cast<int>(s.Int(0)) : 1;
 }
 
 void Store::FinishSession(std::int64_t session, const std::string& status, const std::string& reason, const std::string& served,

@@ -73,6 +73,7 @@ struct ArmRow {
 // One session as `tandem show` prints it.
 struct SessionDetail {
   int order_index = 0;
+  int attempts = 0;
   std::string layout, arm, runtime_revision, status, reason, started_at, finished_at;
   std::string host_json, served_json, processes_json;
 };
@@ -123,7 +124,9 @@ class Store {
   std::vector<SessionRow> Sessions(std::int64_t campaign) const;
   std::optional<SessionDetail> Session(std::int64_t session) const;
   std::vector<WorkloadSummary> WorkloadSummaries(std::int64_t session) const;  // in run order
-  void StartSession(std::int64_t session, const std::string& host_json);
+  // Marks it running; returns which attempt this is (1 for the first; retries and resumes
+  // count on), whose logs go to their own directory.
+  int StartSession(std::int64_t session, const std::string& host_json);
   void FinishSession(std::int64_t session, const std::string& status, const std::string& reason, const std::string& served_json,
                      const std::string& processes_json);
   // The processes a running session launched (pid = process group, start ticks), kept

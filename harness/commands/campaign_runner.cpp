@@ -21,6 +21,7 @@
 #include "harness/campaign/nonce.hpp"
 #include "harness/campaign/session_plan.hpp"
 #include "harness/campaign/spec_json.hpp"
+#include "harness/commands/session_logs.hpp"
 #include "harness/launch/arm.hpp"
 #include "harness/launch/arm_instance.hpp"
 #include "harness/launch/cluster.hpp"
@@ -297,9 +298,8 @@ std::string RunSession(store::Store& store, std::int64_t campaign, const Prepare
       }
     }
   }
-  store.StartSession(row.id, host.dump());
-  const std::filesystem::path logs =
-      c.store.parent_path() / (c.store.stem().string() + "-logs") / fmt::format("session-{}", row.order_index);
+  const int attempt = store.StartSession(row.id, host.dump());
+  const std::filesystem::path logs = AttemptLogDir(c.store, row.order_index, attempt);
   std::unique_ptr<ArmInstance> instance;
   json served = json::object();
   // Names this session's containers apart from any other campaign's on a shared host.
@@ -359,6 +359,7 @@ std::string RunSession(store::Store& store, std::int64_t campaign, const Prepare
     const std::string left = instance->Teardown(c.timeouts.teardown_grace_s);
     if (!left.empty() && reason.empty()) reason = "left running after teardown: " + left;
   }
+  if (!reason.empty()) WriteAttemptFailure(logs, reason);
   store.FinishSession(row.id, reason.empty() ? "complete" : "failed", reason, served.dump(), processes.dump());
   return reason;
 }
@@ -488,7 +489,13 @@ int Execute(store::Store& store, std::int64_t campaign, const Prepared& p, const
   bool any_failed = false;
   for (store::SessionRow& s : sessions) {
     if (s.status == "complete" || s.status == "skipped") continue;
-    if (s.status == "running") KillLeftovers(store, *p.cluster, s, progress);     // the harness died during it
+    if (s.status == "running") {  // the harness died during it
+      KillLeftovers(store, *p.cluster, s, progress);
+      const std::filesystem::path interrupted = AttemptLogDir(c.store, s.order_index, s.attempts);
+      if (std::filesystem::exists(interrupted)) {
+        WriteAttemptFailure(interrupted, "interrupted: the harness ended during this attempt, and `tandem run --resume` redid the session");
+      }
+    }
     if (s.status == "running" || s.status == "failed") store.ResetSession(s.id);  // killed or retried: from scratch
     std::string reason;
     for (int attempt = 0; attempt <= c.sessions.retry; ++attempt) {

@@ -10,6 +10,7 @@
 #include "common/input_error.hpp"
 #include "harness/campaign/campaign.hpp"
 #include "harness/commands/campaign_runner.hpp"
+#include "harness/commands/session_logs.hpp"
 #include "store/store.hpp"
 
 namespace tandem::harness {
@@ -62,6 +63,20 @@ void Show(const std::string& db, std::int64_t session) {
       fmt::print("process  {:<12} pid {:<8} {:.2f} s CPU  log {}\n", p.value("role", "?"), p.value("pid", 0), p.value("cpu_seconds", 0.0),
                  p.value("log", ""));
     }
+  }
+  // Every attempt's logs are kept in a directory of their own; an earlier attempt's failure
+  // is known from the file the harness left there.
+  for (int attempt = 1; attempt <= s->attempts; ++attempt) {
+    const std::filesystem::path dir = AttemptLogDir(db, s->order_index, attempt);
+    std::string outcome;
+    if (attempt == s->attempts) {
+      outcome = s->status + (s->reason.empty() ? "" : ": " + s->reason);
+    } else if (const std::string failure = ReadAttemptFailure(dir); !failure.empty()) {
+      outcome = "failed: " + failure;
+    } else {
+      outcome = "failed (no reason recorded)";
+    }
+    fmt::print("attempt {} {}: {}{}\n", attempt, dir.string(), outcome, std::filesystem::exists(dir) ? "" : " (logs not found)");
   }
   fmt::print("workloads\n");
   for (const store::WorkloadSummary& w : store.WorkloadSummaries(session)) {

@@ -113,6 +113,30 @@ timeouts: {{launch_s: 60, request_s: 60, teardown_grace_s: 5}}
         fmt::arg("corpus", std::string(TANDEM_SOURCE_DIR) + "/campaigns/corpus.yaml"), fmt::arg("store", (Dir() / "store.db").string()));
     return file;
   }
+  // The shortest campaign that runs: the arms given, two sessions (AB), no workers unless
+  // asked, one request per session.
+  fs::path WriteShortCampaign(const std::string& arms, const std::string& sessions = "{per_layout: 2, order: AB, retry: 0}",
+                              int workers = 0) const {
+    const fs::path file = Dir() / "campaign.yaml";
+    std::ofstream(file) << fmt::format(
+        R"(name: short
+model: {{path: {model}}}
+arms:
+{arms}
+layouts:
+  - name: solo
+    workers: {workers}
+sessions: {sessions}
+workloads:
+  - {{name: battery, kind: battery, cases: [hello], repeats: 1, max_tokens: 8, counting: false}}
+corpus: {corpus}
+store: {store}
+timeouts: {{launch_s: 60, request_s: 60, teardown_grace_s: 5}}
+)",
+        fmt::arg("model", Model().string()), fmt::arg("arms", arms), fmt::arg("workers", workers), fmt::arg("sessions", sessions),
+        fmt::arg("corpus", std::string(TANDEM_SOURCE_DIR) + "/campaigns/corpus.yaml"), fmt::arg("store", (Dir() / "store.db").string()));
+    return file;
+  }
   static std::string BinaryArm() {
     return fmt::format("  - label: two\n    source: {{kind: binary, coordinator: {0}, worker: {0}}}\n    options: [--threads, \"2\"]",
                        TANDEM_RT_BIN);
@@ -144,6 +168,17 @@ std::int64_t Count(const store::Store& store, const std::string& sql) {
   store::Statement s(store.handle(), sql);
   return s.Step() ? s.Int(0) : -1;
 }
+
+std::string Text(const store::Store& store, const std::string& sql) {
+  store::Statement s(store.handle(), sql);
+  return s.Step() ? s.Text(0) : "";
+}
+
+std::string ReadFile(const fs::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
 
 TEST_F(Campaigns, RunCompletesWithEverySampleStoredAndNothingLeftRunning) {
   const fs::path file = WriteCampaign(BinaryArm());
@@ -467,6 +502,47 @@ TEST_F(Campaigns, ExternalArmIsMeasuredButNeverRelaunched) {
                   "SELECT COUNT(*) FROM sample x JOIN session a ON a.id = x.session_id JOIN sample y ON y.nonce = x.nonce "
                   "JOIN session b ON b.id = y.session_id WHERE a.order_index = 1 AND b.order_index = 2 AND x.nonce <> ''"),
             0);
+}
+
+TEST_F(Campaigns, ARetriedSessionKeepsEveryAttemptsLogsAndSaysWhichSignalEndedItsProcess) {
+  // A command arm whose first launch dies of SIGKILL before it serves (its shell kills
+  // itself); the retry serves.
+  const fs::path once = Dir() / "once";
+  const std::string arms = fmt::format(
+      "  - label: flaky\n    source: {{kind: command, command: 'if [ ! -e {once} ]; then touch {once}; echo first attempt >&2; "
+      "kill -9 $$; fi; exec {bin} serve --model {{model}} --listen 127.0.0.1:{{port}} --threads 1'}}\n"
+      "  - label: two\n    source: {{kind: binary, coordinator: {bin}}}\n    options: [--threads, \"1\"]",
+      fmt::arg("once", once.string()), fmt::arg("bin", TANDEM_RT_BIN));
+  const fs::path file = WriteShortCampaign(arms, "{per_layout: 2, order: AB, retry: 1}");
+  const auto r = testing::RunCommand(TANDEM_BIN, {"run", file.string(), "--quiet"}, 300s);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const fs::path first = Dir() / "store-logs" / "session-0" / "attempt-1";
+  const fs::path second = Dir() / "store-logs" / "session-0" / "attempt-2";
+  EXPECT_NE(r.err.find(fmt::format("session 1 (solo, flaky) failed: the coordinator was killed by signal 9 (SIGKILL) (see {}); retrying",
+                                   (first / "coordinator.log").string())),
+            std::string::npos)
+      << r.err;
+  // Each attempt's logs are kept apart: the failed one's output is still there.
+  EXPECT_NE(ReadFile(first / "coordinator.log").find("first attempt"), std::string::npos);
+  EXPECT_NE(ReadFile(first / "failure.txt").find("the coordinator was killed by signal 9 (SIGKILL)"), std::string::npos);
+  EXPECT_TRUE(fs::exists(second / "coordinator.log"));
+  EXPECT_EQ(ReadFile(second / "coordinator.log").find("first attempt"), std::string::npos);
+  EXPECT_FALSE(fs::exists(second / "failure.txt"));
+  EXPECT_TRUE(fs::exists(Dir() / "store-logs" / "session-1" / "attempt-1" / "coordinator.log"));
+  const store::Store store = store::Store::Open(Dir() / "store.db");
+  EXPECT_EQ(Count(store, "SELECT attempts FROM session WHERE order_index = 0"), 2);
+  EXPECT_EQ(Count(store, "SELECT COUNT(*) FROM session WHERE status = 'complete'"), 2);
+  EXPECT_EQ(Text(store, "SELECT json_extract(processes_json, '$[0].log') FROM session WHERE order_index = 0"),
+            (second / "coordinator.log").string());
+  // `tandem show` points at the last attempt's logs and says where the earlier one's are and why it failed.
+  const std::string id = std::to_string(Count(store, "SELECT id FROM session WHERE order_index = 0"));
+  const auto shown = testing::RunCommand(TANDEM_BIN, {"show", (Dir() / "store.db").string(), id});
+  EXPECT_EQ(shown.exit_code, 0) << shown.err;
+  EXPECT_NE(shown.out.find("log " + (second / "coordinator.log").string()), std::string::npos) << shown.out;
+  EXPECT_NE(shown.out.find(fmt::format("attempt 1 {}: failed: the coordinator was killed by signal 9 (SIGKILL)", first.string())),
+            std::string::npos)
+      << shown.out;
+  EXPECT_TRUE(LeftRunning(Model().string()).empty());
 }
 
 }  // namespace
