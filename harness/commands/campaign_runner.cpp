@@ -4,9 +4,11 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <future>
 #include <iostream>
 #include <map>
+#include <sstream>
 
 #include <fcntl.h>
 #include <sys/file.h>
@@ -16,7 +18,9 @@
 #include <nlohmann/json.hpp>
 
 #include "common/input_error.hpp"
+#include "common/redact.hpp"
 #include "common/sha256.hpp"
+#include "harness/campaign/campaign_secrets.hpp"
 #include "harness/campaign/corpus.hpp"
 #include "harness/campaign/nonce.hpp"
 #include "harness/campaign/session_plan.hpp"
@@ -59,6 +63,8 @@ struct Prepared {
   std::vector<PlannedSession> plan;
   int requests_per_session = 0;
   std::unique_ptr<Cluster> cluster;  // null in a dry run that does not check hosts
+  // Every secret value the processes get: scrubbed from what is stored and printed.
+  std::vector<std::string> secrets;
 };
 
 std::filesystem::path BuildCache() { return rt::TandemCacheDir() / "builds"; }
@@ -101,6 +107,7 @@ std::filesystem::path PrepareModel(const Campaign& c, const std::vector<Resolved
 Prepared Prepare(const Campaign& c, bool dry_run, bool check_hosts, std::ostream& log) {
   Prepared p;
   p.campaign = &c;
+  p.secrets = CampaignSecretValues(c);
   p.corpus = LoadCorpus(c.corpus);
   for (const auto* workloads : {&c.warmup, &c.workloads}) {
     for (const WorkloadSpec& w : *workloads) {
@@ -190,8 +197,12 @@ void PrintPlan(const Prepared& p, std::ostream& out) {
       }
     }
     if (!a.spec.base_url.empty()) out << fmt::format("           external server {} (not relaunched)\n", a.spec.base_url);
-    if (!a.spec.coordinator_command.empty()) out << fmt::format("           command {}\n", a.spec.coordinator_command);
-    if (!a.spec.options.empty()) out << fmt::format("           options {}\n", fmt::join(a.spec.options, " "));
+    if (!a.spec.coordinator_command.empty()) out << fmt::format("           command {}\n", RedactShellCommand(a.spec.coordinator_command));
+    if (!a.spec.worker_command.empty()) out << fmt::format("           worker command {}\n", RedactShellCommand(a.spec.worker_command));
+    if (!a.spec.options.empty()) out << fmt::format("           options {}\n", fmt::join(RedactArgs(a.spec.options), " "));
+    if (!a.spec.worker_options.empty()) {
+      out << fmt::format("           worker options {}\n", fmt::join(RedactArgs(a.spec.worker_options), " "));
+    }
   }
   out << "layouts\n";
   std::size_t width = 0;
@@ -359,6 +370,8 @@ std::string RunSession(store::Store& store, std::int64_t campaign, const Prepare
     const std::string left = instance->Teardown(c.timeouts.teardown_grace_s);
     if (!left.empty() && reason.empty()) reason = "left running after teardown: " + left;
   }
+  // A reason may quote a process's output, which may quote its command line.
+  reason = ScrubSecrets(reason, p.secrets);
   if (!reason.empty()) WriteAttemptFailure(logs, reason);
   store.FinishSession(row.id, reason.empty() ? "complete" : "failed", reason, served.dump(), processes.dump());
   return reason;
@@ -611,6 +624,26 @@ void Extend(store::Store& store, std::int64_t campaign, const Campaign& c, int m
   std::cerr << fmt::format("extended campaign {} by {} sessions per layout ({} → {})\n", campaign, more, have, have + more);
 }
 
+// The text a campaign started from: the stored one, unless its secrets were redacted
+// there; then the campaign file, which must still be that text (its sha256 is stored).
+std::string CampaignTextToResume(const store::Store& store, std::int64_t campaign) {
+  const std::string stored = store.CampaignYaml(campaign);
+  const std::string sha256 = store.CampaignField(campaign, "yaml_sha256");
+  if (Sha256Hex(stored) == sha256) return stored;
+  const std::filesystem::path file = store.CampaignField(campaign, "file");
+  std::ifstream in(file, std::ios::binary);
+  std::ostringstream text;
+  text << in.rdbuf();
+  const std::string why = !in ? "cannot be read" : Sha256Hex(text.str()) != sha256 ? "changed since the campaign started" : "";
+  if (!why.empty()) {
+    throw InputError(
+        fmt::format("{}: its campaign's secrets (arm env values, secret options) were not stored, so --resume reads them from "
+                    "the campaign file, but {} {}; restore that file as it was (sha256 {})",
+                    store.file().string(), file.string(), why, sha256.substr(0, 16)));
+  }
+  return text.str();
+}
+
 }  // namespace
 
 int RunCampaign(const Campaign& campaign, const RunOptions& options) {
@@ -627,8 +660,9 @@ int RunCampaign(const Campaign& campaign, const RunOptions& options) {
   const std::string host = HostFacts().dump();
   const std::string config_sha256 = FileSha256(p.model / "config.json");
   store.Transaction([&] {
-    id = store.CreateCampaign(c.name, std::filesystem::absolute(c.file).string(), c.yaml_text, c.yaml_sha256, p.model.string(),
-                              p.model_revision, host);
+    // The text without its secrets; its sha256 is the file's, which lets --resume find the secrets again.
+    id = store.CreateCampaign(c.name, std::filesystem::absolute(c.file).string(), RedactCampaignYaml(c.yaml_text), c.yaml_sha256,
+                              p.model.string(), p.model_revision, host);
     store.SetCampaignGate(id, GateJson(c).dump());
     std::map<std::string, std::int64_t> arms, layouts;
     for (std::size_t i = 0; i < p.arms.size(); ++i) {
@@ -658,7 +692,7 @@ int ResumeCampaign(const std::filesystem::path& db, const RunOptions& options) {
   if (!id) throw InputError(fmt::format("{}: holds no campaign", db.string()));
   // The campaign as it was started (its stored text), its relative paths resolved
   // where its file was.
-  Campaign c = ParseCampaign(store.CampaignYaml(*id), store.CampaignField(*id, "file"));
+  Campaign c = ParseCampaign(CampaignTextToResume(store, *id), store.CampaignField(*id, "file"));
   c.store = db;
   const Prepared p = Prepare(c, false, false, std::cerr);
   // Images must be the ones the campaign started with.

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/input_error.hpp"
+#include "common/redact.hpp"
 #include "common/sha256.hpp"
 #include "harness/launch/managed_process.hpp"
 
@@ -53,29 +54,30 @@ std::string BinaryRevision(const std::filesystem::path& exe, const std::filesyst
 }  // namespace
 
 std::string ResolvedArm::LaunchJson() const {
+  // Secrets (common/redact.hpp) are replaced: this is stored, and the report prints it.
   nlohmann::json j = {{"kind", std::string(ToString(spec.kind))},
                       {"coordinator", coordinator.executable.string()},
                       {"worker", worker.executable.string()},
                       {"repository", spec.repository},
                       {"ref", spec.ref},
-                      {"cmake_flags", spec.cmake_flags},
-                      {"command", spec.coordinator_command},
-                      {"worker_command", spec.worker_command},
+                      {"cmake_flags", RedactArgs(spec.cmake_flags)},
+                      {"command", RedactShellCommand(spec.coordinator_command)},
+                      {"worker_command", RedactShellCommand(spec.worker_command)},
                       {"base_url", spec.base_url},
-                      {"options", coordinator.options},
-                      {"worker_options", worker.options},
-                      {"env", coordinator.env}};
+                      {"options", RedactArgs(coordinator.options)},
+                      {"worker_options", RedactArgs(worker.options)},
+                      {"env", RedactEnv(coordinator.env)}};
   if (coordinator.container() || worker.container()) {
     j["engine"] = coordinator.container() ? coordinator.engine : worker.engine;
     j["coordinator_image"] = coordinator.image;
     j["worker_image"] = worker.image;
-    j["run_args"] = coordinator.container() ? coordinator.run_args : worker.run_args;
+    j["run_args"] = RedactArgs(coordinator.container() ? coordinator.run_args : worker.run_args);
     j["pull"] = coordinator.container() ? coordinator.pull : worker.pull;
   }
   if (spec.kind == ArmSourceKind::kMixed) {
     j["coordinator_from"] = spec.coordinator_from;
     j["worker_from"] = spec.worker_from;
-    if (worker.env != coordinator.env) j["worker_env"] = worker.env;
+    if (worker.env != coordinator.env) j["worker_env"] = RedactEnv(worker.env);
   }
   return j.dump();
 }
