@@ -43,7 +43,7 @@ bool IsEnvName(const std::string& s) {
 }
 
 ArmSpec ParseArm(const At& at, const std::filesystem::path& base) {
-  const Map m(at, {"label", "source", "options", "worker_options", "env", "revision", "coordinator_from", "worker_from"});
+  const Map m(at, {"label", "source", "options", "worker_options", "env", "revision", "coordinator_from", "worker_from", "api_key_env"});
   ArmSpec arm;
   arm.label = m.Get("label").String();
   if (arm.label.empty() || arm.label.find_first_of(" \t,") != std::string::npos) throw m.Get("label").Error("must be a word");
@@ -132,6 +132,12 @@ ArmSpec ParseArm(const At& at, const std::filesystem::path& base) {
     }
   }
   arm.declared_revision = m.String("revision", "");
+  if (m.Has("api_key_env")) {
+    arm.api_key_env = m.Get("api_key_env").String();
+    if (!IsEnvName(arm.api_key_env)) {
+      throw m.Get("api_key_env").Error(fmt::format("'{}' is not an environment variable name (letters, digits and _)", arm.api_key_env));
+    }
+  }
   return arm;
 }
 

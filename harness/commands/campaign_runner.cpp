@@ -108,6 +108,10 @@ Prepared Prepare(const Campaign& c, bool dry_run, bool check_hosts, std::ostream
   Prepared p;
   p.campaign = &c;
   p.secrets = CampaignSecretValues(c);
+  // Every arm's API key is in the environment before anything is built or started.
+  for (const ArmSpec& arm : c.arms) {
+    if (const std::string key = ReadApiKey(arm); !key.empty()) p.secrets.push_back(key);
+  }
   p.corpus = LoadCorpus(c.corpus);
   for (const auto* workloads : {&c.warmup, &c.workloads}) {
     for (const WorkloadSpec& w : *workloads) {
@@ -197,6 +201,8 @@ void PrintPlan(const Prepared& p, std::ostream& out) {
       }
     }
     if (!a.spec.base_url.empty()) out << fmt::format("           external server {} (not relaunched)\n", a.spec.base_url);
+    if (!a.spec.api_key_env.empty())
+      out << fmt::format("           API key from ${} (sent as Authorization: Bearer)\n", a.spec.api_key_env);
     if (!a.spec.coordinator_command.empty()) out << fmt::format("           command {}\n", RedactShellCommand(a.spec.coordinator_command));
     if (!a.spec.worker_command.empty()) out << fmt::format("           worker command {}\n", RedactShellCommand(a.spec.worker_command));
     if (!a.spec.options.empty()) out << fmt::format("           options {}\n", fmt::join(RedactArgs(a.spec.options), " "));
@@ -332,7 +338,7 @@ std::string RunSession(store::Store& store, std::int64_t campaign, const Prepare
       for (const WorkloadSpec& w : *list) {
         const std::string where =
             fmt::format("[{}] session {}/{} · {} · {}", row.layout, row.order_index + 1, session_count, row.arm, w.name);
-        const std::string before = HttpGet(instance->base_url(), "/v1/stats", 30);
+        const std::string before = HttpGet(instance->base_url(), "/v1/stats", 30, nullptr, arm.api_key);
         const std::int64_t run =
             store.StartWorkloadRun(row.id, w.name, std::string(ToString(w.kind)), w.warmup, WorkloadSpecJson(w).dump(), before);
         WorkloadContext ctx{instance->base_url(),
@@ -344,9 +350,10 @@ std::string RunSession(store::Store& store, std::int64_t campaign, const Prepare
                             &*p.tokenizer,
                             c.quality.cache_bound,
                             [&](int done, int total) { progress.Update(where, done, total); },
-                            served.value("id", "tandem")};
+                            served.value("id", "tandem"),
+                            arm.api_key};
         WorkloadOutcome outcome = RunWorkload(w, ctx);
-        const std::string after = HttpGet(instance->base_url(), "/v1/stats", 30);
+        const std::string after = HttpGet(instance->base_url(), "/v1/stats", 30, nullptr, arm.api_key);
         store.Transaction([&] {
           for (const store::SampleRow& s : outcome.samples) store.AddSample(run, row.id, s);
           store.FinishWorkloadRun(run, after, outcome.result.dump());

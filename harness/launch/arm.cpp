@@ -1,5 +1,6 @@
 #include "harness/launch/arm.hpp"
 
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 
@@ -67,6 +68,7 @@ std::string ResolvedArm::LaunchJson() const {
                       {"options", RedactArgs(coordinator.options)},
                       {"worker_options", RedactArgs(worker.options)},
                       {"env", RedactEnv(coordinator.env)}};
+  if (!spec.api_key_env.empty()) j["api_key_env"] = spec.api_key_env;  // the variable's name, never its value
   if (coordinator.container() || worker.container()) {
     j["engine"] = coordinator.container() ? coordinator.engine : worker.engine;
     j["coordinator_image"] = coordinator.image;
@@ -82,9 +84,22 @@ std::string ResolvedArm::LaunchJson() const {
   return j.dump();
 }
 
+std::string ReadApiKey(const ArmSpec& arm) {
+  if (arm.api_key_env.empty()) return "";
+  const char* value = std::getenv(arm.api_key_env.c_str());
+  if (value == nullptr || *value == '\0') {
+    throw InputError(
+        fmt::format("arm '{}': api_key_env: the environment variable {} is {}; export it with the API key of the arm's server (the harness "
+                    "sends it as 'Authorization: Bearer KEY')",
+                    arm.label, arm.api_key_env, value == nullptr ? "not set" : "empty"));
+  }
+  return value;
+}
+
 ResolvedArm ResolveArm(const ArmSpec& arm, const ResolveOptions& options) {
   ResolvedArm r;
   r.spec = arm;
+  r.api_key = ReadApiKey(arm);
   r.coordinator.options = arm.options;
   r.worker.options = arm.worker_options;
   r.coordinator.env = r.worker.env = arm.env;
@@ -187,6 +202,12 @@ ResolvedArm ComposeMixedArm(const ArmSpec& mixed, const ResolvedArm& coordinator
   if (!mixed.options.empty()) r.coordinator.options = mixed.options;
   if (!mixed.worker_options.empty()) r.worker.options = mixed.worker_options;
   if (!mixed.env.empty()) r.coordinator.env = r.worker.env = mixed.env;
+  if (mixed.api_key_env.empty()) {
+    r.spec.api_key_env = coordinator_side.spec.api_key_env;
+    r.api_key = coordinator_side.api_key;
+  } else {
+    r.api_key = ReadApiKey(mixed);
+  }
   r.built = coordinator_side.built && worker_side.built;
   r.revision = !mixed.declared_revision.empty()
                    ? mixed.declared_revision

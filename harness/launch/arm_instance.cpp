@@ -35,6 +35,9 @@ std::string NotStarted(SessionProcess& process, double timeout_s) {
 std::unique_ptr<ArmInstance> ArmInstance::Launch(const ResolvedArm& arm, const LayoutSpec& layout, const Cluster& cluster,
                                                  const std::string& tag, const std::filesystem::path& log_dir, double timeout_s) {
   std::unique_ptr<ArmInstance> self(new ArmInstance());
+  self->label_ = arm.spec.label;
+  self->api_key_ = arm.api_key;
+  self->api_key_env_ = arm.spec.api_key_env;
   const auto timeout = std::chrono::milliseconds(static_cast<std::int64_t>(timeout_s * 1000));
   const ArmSpec& s = arm.spec;
   const Host& local = cluster.host("local");
@@ -159,9 +162,12 @@ void ArmInstance::WaitReady(double timeout_s) {
     const std::string crashed = Crashed();
     if (!crashed.empty()) throw std::runtime_error(crashed);
     int status = 0;
-    HttpGet(base_url_, "/health", 5, &status);
+    HttpGet(base_url_, "/health", 5, &status, api_key_);
+    // Refused is definitive: waiting out launch_s would not change the answer.
+    if (status == 401 || status == 403) throw std::runtime_error(Refused("/health", status));
     if (status == 200) {
-      const std::string models = HttpGet(base_url_, "/v1/models", 10, &status);
+      const std::string models = HttpGet(base_url_, "/v1/models", 10, &status, api_key_);
+      if (status == 401 || status == 403) throw std::runtime_error(Refused("/v1/models", status));
       const auto j = nlohmann::json::parse(models, nullptr, false);
       if (!j.is_discarded() && j.is_object() && j.contains("data") && j["data"].is_array() && !j["data"].empty() &&
           j["data"][0].is_object() && j["data"][0].contains("id") && j["data"][0]["id"].is_string()) {
@@ -179,6 +185,17 @@ void ArmInstance::WaitReady(double timeout_s) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   throw std::runtime_error(fmt::format("{} was not ready within {:.0f} s: {}", base_url_, timeout_s, last));
+}
+
+std::string ArmInstance::Refused(const std::string& path, int status) const {
+  if (api_key_.empty()) {
+    return fmt::format(
+        "{}{} answered {}: the server requires an API key; give arm '{}' `api_key_env: NAME` and export NAME with the key "
+        "(the harness then sends 'Authorization: Bearer KEY' on every request)",
+        base_url_, path, status, label_);
+  }
+  return fmt::format("{}{} answered {} to the API key from ${} (arm '{}'): the server does not accept that key", base_url_, path, status,
+                     api_key_env_, label_);
 }
 
 std::string ArmInstance::Crashed() {

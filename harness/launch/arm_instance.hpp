@@ -21,7 +21,8 @@ class ArmInstance {
  public:
   // `tag` names this session's containers (unique per campaign and session). Throws
   // std::runtime_error when a process does not start, or the server is not healthy and
-  // serving the model within `launch_timeout_s`; everything started is torn down first.
+  // serving the model within `launch_timeout_s` (at once when it refuses the harness with
+  // 401 or 403: a server that wants an API key); everything started is torn down first.
   static std::unique_ptr<ArmInstance> Launch(const ResolvedArm& arm, const LayoutSpec& layout, const Cluster& cluster,
                                              const std::string& tag, const std::filesystem::path& log_dir, double launch_timeout_s);
   ~ArmInstance();
@@ -39,8 +40,13 @@ class ArmInstance {
  private:
   ArmInstance() = default;
   void WaitReady(double timeout_s);
+  // Why the server refused the harness (401/403 on `path`): with no key, that it wants one.
+  std::string Refused(const std::string& path, int status) const;
 
   std::string base_url_;
+  std::string label_;
+  std::string api_key_;  // sent on every request; "" for a server that wants none
+  std::string api_key_env_;
   nlohmann::json served_;
   std::vector<std::unique_ptr<SessionProcess>> processes_;
 };

@@ -179,6 +179,18 @@ std::string ReadFile(const fs::path& file) {
   return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
 
+// Sets an environment variable of this test (and so of the `tandem` it starts) until the
+// end of the scope.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) { ::setenv(name, value, 1); }
+  ~ScopedEnv() { ::unsetenv(name_); }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  const char* name_;
+};
 
 TEST_F(Campaigns, RunCompletesWithEverySampleStoredAndNothingLeftRunning) {
   const fs::path file = WriteCampaign(BinaryArm());
@@ -543,6 +555,100 @@ TEST_F(Campaigns, ARetriedSessionKeepsEveryAttemptsLogsAndSaysWhichSignalEndedIt
             std::string::npos)
       << shown.out;
   EXPECT_TRUE(LeftRunning(Model().string()).empty());
+}
+
+TEST_F(Campaigns, AnApiKeyComesFromTheEnvironmentAndNoSecretIsStoredOrPrinted) {
+  const std::string arms = fmt::format(
+      "  - label: keyed\n    source: {{kind: binary, coordinator: {0}}}\n"
+      "    options: [--threads, \"1\", --api-key, s3cr3t]\n"
+      "    env: {{HF_TOKEN: s3cr3t, OMP_NUM_THREADS: \"1\"}}\n"
+      "    api_key_env: TANDEM_TEST_API_KEY\n"
+      "  - label: cmd\n    source: {{kind: command, command: '{0} serve --model {{model}} --listen 127.0.0.1:{{port}} --threads 1 "
+      "--api-key=s3cr3t'}}\n"
+      "    api_key_env: TANDEM_TEST_API_KEY",
+      TANDEM_RT_BIN);
+  const fs::path file = WriteShortCampaign(arms);
+  const ScopedEnv key("TANDEM_TEST_API_KEY", "s3cr3t");
+  const auto dry = testing::RunCommand(TANDEM_BIN, {"run", file.string(), "--dry-run"}, 60s);
+  ASSERT_EQ(dry.exit_code, 0) << dry.out << dry.err;
+  EXPECT_EQ((dry.out + dry.err).find("s3cr3t"), std::string::npos) << dry.out << dry.err;
+  EXPECT_NE(dry.out.find("options --threads 1 --api-key <redacted>"), std::string::npos) << dry.out;
+  EXPECT_NE(dry.out.find("--api-key=<redacted>"), std::string::npos) << dry.out;
+  EXPECT_NE(dry.out.find("API key from $TANDEM_TEST_API_KEY"), std::string::npos) << dry.out;
+
+  const auto r = testing::RunCommand(TANDEM_BIN, {"run", file.string(), "--quiet"}, 300s);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_EQ((r.out + r.err).find("s3cr3t"), std::string::npos) << r.out << r.err;
+  const fs::path db = Dir() / "store.db";
+  {
+    const store::Store store = store::Store::Open(db);
+    EXPECT_EQ(Count(store, "SELECT COUNT(*) FROM session WHERE status = 'complete'"), 2);
+    EXPECT_EQ(Count(store, "SELECT COUNT(*) FROM sample WHERE valid = 1"), 2);
+    // What was stored says what was redacted, and keeps what was not.
+    const json launch = json::parse(Text(store, "SELECT launch_json FROM arm WHERE label = 'keyed'"));
+    EXPECT_EQ(launch["env"], (json{{"HF_TOKEN", "<redacted>"}, {"OMP_NUM_THREADS", "1"}})) << launch;
+    EXPECT_EQ(launch["options"], (json{"--threads", "1", "--api-key", "<redacted>"})) << launch;
+    EXPECT_EQ(launch["api_key_env"], "TANDEM_TEST_API_KEY") << launch;
+    const std::string yaml = Text(store, "SELECT yaml FROM campaign");
+    EXPECT_NE(yaml.find("env: {HF_TOKEN: \"<redacted>\", OMP_NUM_THREADS: \"1\"}"), std::string::npos) << yaml;
+  }
+  // No byte of the store (nor of anything beside it) holds the secret.
+  for (const auto& e : fs::recursive_directory_iterator(Dir())) {
+    if (e.is_regular_file() && e.path() != file) {
+      EXPECT_EQ(ReadFile(e.path()).find("s3cr3t"), std::string::npos) << e.path();
+    }
+  }
+  for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{{"report", db.string()},
+                                                                                    {"sessions", db.string()},
+                                                                                    {"show", db.string(), "1"},
+                                                                                    {"show", db.string(), "2"},
+                                                                                    {"gate", db.string(), "--json"},
+                                                                                    {"export", db.string(), "--format", "json"}}) {
+    const auto read = testing::RunCommand(TANDEM_BIN, args, 60s);
+    EXPECT_NE(read.out, "") << args[0] << read.err;
+    EXPECT_EQ((read.out + read.err).find("s3cr3t"), std::string::npos) << args[0] << ":\n" << read.out << read.err;
+  }
+  const auto report = testing::RunCommand(TANDEM_BIN, {"report", db.string()}, 60s);
+  EXPECT_NE(report.out.find("environment `HF_TOKEN=<redacted> OMP_NUM_THREADS=1`"), std::string::npos) << report.out;
+  // --resume reads the secrets from the campaign file, which must be the one the campaign started from.
+  const auto resumed = testing::RunCommand(TANDEM_BIN, {"run", "--resume", db.string(), "--quiet"}, 120s);
+  EXPECT_EQ(resumed.exit_code, 0) << resumed.out << resumed.err;
+  std::ofstream(file, std::ios::app) << "# edited\n";
+  const auto edited = testing::RunCommand(TANDEM_BIN, {"run", "--resume", db.string(), "--quiet"}, 120s);
+  EXPECT_EQ(edited.exit_code, 2) << edited.out << edited.err;
+  EXPECT_NE(edited.err.find(fmt::format("{} changed since the campaign started", file.string())), std::string::npos) << edited.err;
+  EXPECT_TRUE(LeftRunning(Model().string()).empty());
+}
+
+TEST_F(Campaigns, AServerThatWantsAnApiKeyFailsItsSessionAtOnceWhenTheArmGivesNone) {
+  const std::string arms = fmt::format(
+      "  - label: keyed\n    source: {{kind: binary, coordinator: {0}}}\n    options: [--threads, \"1\", --api-key, s3cr3t]\n"
+      "  - label: two\n    source: {{kind: binary, coordinator: {0}}}\n    options: [--threads, \"1\"]",
+      TANDEM_RT_BIN);
+  const auto start = std::chrono::steady_clock::now();
+  const auto r = testing::RunCommand(TANDEM_BIN, {"run", WriteShortCampaign(arms).string(), "--quiet"}, 300s);
+  const auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_LT(took, 40s) << "the harness waited for a server that had refused it";  // launch_s is 60
+  const store::Store store = store::Store::Open(Dir() / "store.db");
+  const std::string reason = Text(store, "SELECT reason FROM session WHERE order_index = 0");
+  EXPECT_NE(reason.find("answered 401: the server requires an API key"), std::string::npos) << reason;
+  EXPECT_NE(reason.find("api_key_env"), std::string::npos) << reason;
+  EXPECT_EQ(Count(store, "SELECT COUNT(*) FROM session WHERE status = 'complete'"), 1);
+  EXPECT_TRUE(LeftRunning(Model().string()).empty());
+}
+
+TEST_F(Campaigns, AnApiKeyVariableThatIsNotSetIsRefusedBeforeAnythingStarts) {
+  const std::string arms = fmt::format(
+      "  - label: keyed\n    source: {{kind: binary, coordinator: {0}}}\n    api_key_env: TANDEM_TEST_UNSET_VARIABLE\n"
+      "  - label: two\n    source: {{kind: binary, coordinator: {0}}}",
+      TANDEM_RT_BIN);
+  const auto r = testing::RunCommand(TANDEM_BIN, {"run", WriteShortCampaign(arms).string(), "--quiet"}, 60s);
+  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find("arm 'keyed': api_key_env: the environment variable TANDEM_TEST_UNSET_VARIABLE is not set"), std::string::npos)
+      << r.err;
+  EXPECT_FALSE(fs::exists(Dir() / "store.db"));
+  EXPECT_FALSE(fs::exists(Dir() / "store-logs"));
 }
 
 }  // namespace

@@ -118,6 +118,8 @@ TEST(CampaignYaml, ErrorsNameFileLineColumnAndKey) {
                     "    source: {kind: command, command: 'server --port {port}'}"),
         ":12:22: layouts[0].emulated_rtt_us: arm 'b' is a command arm"}},
       {"not YAML", {ReplaceLine(Valid(), 10, "  - name: [l"), ": not valid YAML:"}},
+      {"API key variable that is no name",
+       {ReplaceLine(Valid(), 8, "    api_key_env: my key"), ":8:18: arms[1].api_key_env: 'my key' is not an environment variable name"}},
       {"env name that is no variable",
        {ReplaceLine(Valid(), 8, "    env: {OK: x, 'A B': y}"), ":8:18: arms[1].env.A B: is not an environment variable name"}},
       {"one arm",
