@@ -128,6 +128,9 @@ ArmSpec ParseArm(const At& at, const std::filesystem::path& base) {
       if (!IsEnvName(name)) {
         throw env.Child(kv.first, name).Error("is not an environment variable name (letters, digits and _, not starting with a digit)");
       }
+      if (name == "TANDEM_WORKER_TOKEN") {
+        throw env.Child(kv.first, name).Error("is set by the harness, a fresh token for every session: leave it out");
+      }
       arm.env[name] = env.Child(kv.second, name).String();
     }
   }

@@ -31,6 +31,7 @@
 #include "harness/launch/cluster.hpp"
 #include "harness/launch/host_facts.hpp"
 #include "harness/launch/managed_process.hpp"
+#include "harness/launch/worker_token.hpp"
 #include "harness/traffic/sse_client.hpp"
 #include "harness/traffic/workload_runner.hpp"
 #include "runtime/model/cache_dir.hpp"
@@ -322,9 +323,14 @@ std::string RunSession(store::Store& store, std::int64_t campaign, const Prepare
   // Names this session's containers apart from any other campaign's on a shared host.
   const std::string tag =
       fmt::format("{}-c{}-s{}", Sha256Hex(std::filesystem::absolute(c.store).string()).substr(0, 8), campaign, row.order_index);
+  // A fresh shared secret for this session's coordinator and workers (in their
+  // environment only; scrubbed from whatever the session's failure quotes).
+  const std::string token = NewWorkerToken();
+  std::vector<std::string> secrets = p.secrets;
+  secrets.push_back(token);
   try {
     if (!reason.empty()) throw std::runtime_error(reason);
-    instance = ArmInstance::Launch(arm, layout, *p.cluster, tag, logs, c.timeouts.launch_s);
+    instance = ArmInstance::Launch(arm, layout, *p.cluster, tag, logs, c.timeouts.launch_s, {{kWorkerTokenVariable, token}});
     store.SetSessionProcesses(row.id, instance->Processes().dump());
     served = instance->served();
     store.SetArmModel(row.arm_id, served.value("id", ""), served.value("model_revision", ""), "");
@@ -378,7 +384,7 @@ std::string RunSession(store::Store& store, std::int64_t campaign, const Prepare
     if (!left.empty() && reason.empty()) reason = "left running after teardown: " + left;
   }
   // A reason may quote a process's output, which may quote its command line.
-  reason = ScrubSecrets(reason, p.secrets);
+  reason = ScrubSecrets(reason, secrets);
   if (!reason.empty()) WriteAttemptFailure(logs, reason);
   store.FinishSession(row.id, reason.empty() ? "complete" : "failed", reason, served.dump(), processes.dump());
   return reason;

@@ -33,7 +33,8 @@ std::string NotStarted(SessionProcess& process, double timeout_s) {
 }  // namespace
 
 std::unique_ptr<ArmInstance> ArmInstance::Launch(const ResolvedArm& arm, const LayoutSpec& layout, const Cluster& cluster,
-                                                 const std::string& tag, const std::filesystem::path& log_dir, double timeout_s) {
+                                                 const std::string& tag, const std::filesystem::path& log_dir, double timeout_s,
+                                                 const std::map<std::string, std::string>& session_env) {
   std::unique_ptr<ArmInstance> self(new ArmInstance());
   self->label_ = arm.spec.label;
   self->api_key_ = arm.api_key;
@@ -58,6 +59,7 @@ std::unique_ptr<ArmInstance> ArmInstance::Launch(const ResolvedArm& arm, const L
         p.role = name;
         p.host = &cluster.host(host_name);
         p.env = image.env;
+        for (const auto& [variable, value] : session_env) p.env[variable] = value;
         p.log = log_dir / (p.host->local() ? log_name : fmt::format("{}-{}", host_name, log_name));
         if (image.container()) {
           p.engine = image.engine;
@@ -126,6 +128,7 @@ std::unique_ptr<ArmInstance> ArmInstance::Launch(const ResolvedArm& arm, const L
         p.host = &local;
         p.argv = {"/bin/sh", "-c", cmd};
         p.env = s.env;
+        for (const auto& [variable, value] : session_env) p.env[variable] = value;
         p.cpus = cpus;
         p.log = log_dir / (role + ".log");
         self->processes_.push_back(SessionProcess::Start(p, timeout));

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -19,12 +20,15 @@ namespace tandem::harness {
 // checked. Teardown (also on destruction) stops every process it started, on every host.
 class ArmInstance {
  public:
-  // `tag` names this session's containers (unique per campaign and session). Throws
+  // `tag` names this session's containers (unique per campaign and session);
+  // `session_env` goes into the environment of every process it starts (the session's
+  // worker token), over the arm's own. Throws
   // std::runtime_error when a process does not start, or the server is not healthy and
   // serving the model within `launch_timeout_s` (at once when it refuses the harness with
   // 401 or 403: a server that wants an API key); everything started is torn down first.
   static std::unique_ptr<ArmInstance> Launch(const ResolvedArm& arm, const LayoutSpec& layout, const Cluster& cluster,
-                                             const std::string& tag, const std::filesystem::path& log_dir, double launch_timeout_s);
+                                             const std::string& tag, const std::filesystem::path& log_dir, double launch_timeout_s,
+                                             const std::map<std::string, std::string>& session_env = {});
   ~ArmInstance();
 
   const std::string& base_url() const { return base_url_; }

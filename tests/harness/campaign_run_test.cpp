@@ -651,5 +651,43 @@ TEST_F(Campaigns, AnApiKeyVariableThatIsNotSetIsRefusedBeforeAnythingStarts) {
   EXPECT_FALSE(fs::exists(Dir() / "store-logs"));
 }
 
+TEST_F(Campaigns, EveryProcessOfASessionGetsTheSessionsOwnWorkerTokenWhichIsNeverStored) {
+  // A binary arm through a wrapper that notes its role and token, and a command arm that does the same.
+  const fs::path tokens = Dir() / "tokens";
+  const fs::path fake = Dir() / "fake-rt";
+  std::ofstream(fake) << fmt::format(
+      "#!/bin/sh\n[ \"$1\" = --version ] || printf '%s %s\\n' \"$1\" \"${{TANDEM_WORKER_TOKEN-unset}}\" >> {}\nexec {} \"$@\"\n",
+      tokens.string(), TANDEM_RT_BIN);
+  fs::permissions(fake, fs::perms::owner_all);
+  const std::string arms = fmt::format(
+      "  - label: bin\n    source: {{kind: binary, coordinator: {fake}}}\n    options: [--threads, \"1\"]\n"
+      "  - label: cmd\n    source: {{kind: command, command: 'printf \"command %s\\n\" \"${{TANDEM_WORKER_TOKEN-unset}}\" >> {tokens}; "
+      "exec {bin} serve --model {{model}} --listen 127.0.0.1:{{port}} --threads 1'}}",
+      fmt::arg("fake", fake.string()), fmt::arg("tokens", tokens.string()), fmt::arg("bin", TANDEM_RT_BIN));
+  const auto r =
+      testing::RunCommand(TANDEM_BIN, {"run", WriteShortCampaign(arms, "{per_layout: 2, order: AB}", 2).string(), "--quiet"}, 300s);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  std::map<std::string, std::set<std::string>> by_role;
+  std::istringstream lines(ReadFile(tokens));
+  for (std::string role, token; lines >> role >> token;) by_role[role].insert(token);
+  // Session 1: two workers and the coordinator, one token; session 2 (the command arm): another.
+  ASSERT_EQ(by_role["expert"].size(), 1u) << ReadFile(tokens);
+  ASSERT_EQ(by_role["serve"], by_role["expert"]) << ReadFile(tokens);
+  ASSERT_EQ(by_role["command"].size(), 1u) << ReadFile(tokens);
+  const std::string first = *by_role["serve"].begin(), second = *by_role["command"].begin();
+  EXPECT_NE(first, second);
+  for (const std::string& token : {first, second}) {
+    EXPECT_EQ(token.size(), 64u) << token;
+    EXPECT_EQ(token.find_first_not_of("0123456789abcdef"), std::string::npos) << token;
+    for (const auto& e : fs::recursive_directory_iterator(Dir())) {
+      if (e.is_regular_file() && e.path() != tokens) {
+        EXPECT_EQ(ReadFile(e.path()).find(token), std::string::npos) << e.path();
+      }
+    }
+    EXPECT_EQ((r.out + r.err).find(token), std::string::npos);
+  }
+  EXPECT_TRUE(LeftRunning(Model().string()).empty());
+}
+
 }  // namespace
 }  // namespace tandem::harness

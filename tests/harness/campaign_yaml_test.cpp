@@ -120,6 +120,8 @@ TEST(CampaignYaml, ErrorsNameFileLineColumnAndKey) {
       {"not YAML", {ReplaceLine(Valid(), 10, "  - name: [l"), ": not valid YAML:"}},
       {"API key variable that is no name",
        {ReplaceLine(Valid(), 8, "    api_key_env: my key"), ":8:18: arms[1].api_key_env: 'my key' is not an environment variable name"}},
+      {"the worker token in env",
+       {ReplaceLine(Valid(), 8, "    env: {TANDEM_WORKER_TOKEN: x}"), ":8:11: arms[1].env.TANDEM_WORKER_TOKEN: is set by the harness"}},
       {"env name that is no variable",
        {ReplaceLine(Valid(), 8, "    env: {OK: x, 'A B': y}"), ":8:18: arms[1].env.A B: is not an environment variable name"}},
       {"one arm",
