@@ -328,9 +328,16 @@ std::string RunSession(store::Store& store, std::int64_t campaign, const Prepare
   const std::string token = NewWorkerToken();
   std::vector<std::string> secrets = p.secrets;
   secrets.push_back(token);
+  // Each process is recorded as soon as it starts: a harness that dies during the launch
+  // leaves --resume what to clean up (and a failed launch, where its logs are).
+  json started = json::array();
+  const auto record = [&](const json& processes) {
+    started = processes;
+    store.SetSessionProcesses(row.id, processes.dump());
+  };
   try {
     if (!reason.empty()) throw std::runtime_error(reason);
-    instance = ArmInstance::Launch(arm, layout, *p.cluster, tag, logs, c.timeouts.launch_s, {{kWorkerTokenVariable, token}});
+    instance = ArmInstance::Launch(arm, layout, *p.cluster, tag, logs, c.timeouts.launch_s, {{kWorkerTokenVariable, token}}, record);
     store.SetSessionProcesses(row.id, instance->Processes().dump());
     served = instance->served();
     store.SetArmModel(row.arm_id, served.value("id", ""), served.value("model_revision", ""), "");
@@ -378,7 +385,7 @@ std::string RunSession(store::Store& store, std::int64_t campaign, const Prepare
   } catch (const std::exception& e) {
     reason = e.what();
   }
-  const json processes = instance ? instance->Processes() : json::array();
+  const json processes = instance ? instance->Processes() : started;
   if (instance) {
     const std::string left = instance->Teardown(c.timeouts.teardown_grace_s);
     if (!left.empty() && reason.empty()) reason = "left running after teardown: " + left;

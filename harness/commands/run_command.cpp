@@ -60,8 +60,9 @@ void Show(const std::string& db, std::int64_t session) {
   const auto processes = nlohmann::json::parse(s->processes_json, nullptr, false);
   if (processes.is_array()) {
     for (const auto& p : processes) {
-      fmt::print("process  {:<12} pid {:<8} {:.2f} s CPU  log {}\n", p.value("role", "?"), p.value("pid", 0), p.value("cpu_seconds", 0.0),
-                 p.value("log", ""));
+      // A launch that failed recorded its processes as they started, without their CPU time.
+      const std::string cpu = p.contains("cpu_seconds") ? fmt::format("{:.2f} s CPU", p.value("cpu_seconds", 0.0)) : "CPU not read";
+      fmt::print("process  {:<12} pid {:<8} {}  log {}\n", p.value("role", "?"), p.value("pid", 0), cpu, p.value("log", ""));
     }
   }
   // Every attempt's logs are kept in a directory of their own; an earlier attempt's failure

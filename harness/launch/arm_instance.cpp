@@ -34,7 +34,8 @@ std::string NotStarted(SessionProcess& process, double timeout_s) {
 
 std::unique_ptr<ArmInstance> ArmInstance::Launch(const ResolvedArm& arm, const LayoutSpec& layout, const Cluster& cluster,
                                                  const std::string& tag, const std::filesystem::path& log_dir, double timeout_s,
-                                                 const std::map<std::string, std::string>& session_env) {
+                                                 const std::map<std::string, std::string>& session_env,
+                                                 const std::function<void(const nlohmann::json&)>& on_started) {
   std::unique_ptr<ArmInstance> self(new ArmInstance());
   self->label_ = arm.spec.label;
   self->api_key_ = arm.api_key;
@@ -89,6 +90,7 @@ std::unique_ptr<ArmInstance> ArmInstance::Launch(const ResolvedArm& arm, const L
         p.argv.insert(p.argv.end(), arm.worker.options.begin(), arm.worker.options.end());
         p.cpus = layout.worker_cpus;
         self->processes_.push_back(SessionProcess::Start(p, timeout));
+        if (on_started) on_started(self->Processes(false));
         SessionProcess& started = *self->processes_.back();
         const auto line = started.WaitForLine("listening on ", timeout);
         if (!line) throw std::runtime_error(NotStarted(started, timeout_s));
@@ -116,6 +118,7 @@ std::unique_ptr<ArmInstance> ArmInstance::Launch(const ResolvedArm& arm, const L
       p.argv.insert(p.argv.end(), arm.coordinator.options.begin(), arm.coordinator.options.end());
       p.cpus = layout.coordinator_cpus;
       self->processes_.push_back(SessionProcess::Start(p, timeout));
+      if (on_started) on_started(self->Processes(false));
       SessionProcess& coordinator = *self->processes_.back();
       const auto line = coordinator.WaitForLine("listening on ", timeout);
       if (!line) throw std::runtime_error(NotStarted(coordinator, timeout_s));
@@ -132,6 +135,7 @@ std::unique_ptr<ArmInstance> ArmInstance::Launch(const ResolvedArm& arm, const L
         p.cpus = cpus;
         p.log = log_dir / (role + ".log");
         self->processes_.push_back(SessionProcess::Start(p, timeout));
+        if (on_started) on_started(self->Processes(false));
       };
       if (!s.worker_command.empty()) {
         for (int i = 0; i < layout.workers; ++i) {
@@ -208,9 +212,9 @@ std::string ArmInstance::Crashed() {
   return "";
 }
 
-nlohmann::json ArmInstance::Processes() const {
+nlohmann::json ArmInstance::Processes(bool cpu_seconds) const {
   nlohmann::json out = nlohmann::json::array();
-  for (const auto& p : processes_) out.push_back(p->Record());
+  for (const auto& p : processes_) out.push_back(p->Record(cpu_seconds));
   return out;
 }
 

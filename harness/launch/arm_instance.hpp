@@ -1,6 +1,7 @@
 #pragma once
 
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -22,20 +23,24 @@ class ArmInstance {
  public:
   // `tag` names this session's containers (unique per campaign and session);
   // `session_env` goes into the environment of every process it starts (the session's
-  // worker token), over the arm's own. Throws
+  // worker token), over the arm's own; `on_started` gets the records (SessionProcess::
+  // Record, without CPU time) of every process started so far, each time one starts, so
+  // that a harness that dies during the launch leaves them for --resume to clean up. Throws
   // std::runtime_error when a process does not start, or the server is not healthy and
   // serving the model within `launch_timeout_s` (at once when it refuses the harness with
   // 401 or 403: a server that wants an API key); everything started is torn down first.
   static std::unique_ptr<ArmInstance> Launch(const ResolvedArm& arm, const LayoutSpec& layout, const Cluster& cluster,
                                              const std::string& tag, const std::filesystem::path& log_dir, double launch_timeout_s,
-                                             const std::map<std::string, std::string>& session_env = {});
+                                             const std::map<std::string, std::string>& session_env = {},
+                                             const std::function<void(const nlohmann::json&)>& on_started = {});
   ~ArmInstance();
 
   const std::string& base_url() const { return base_url_; }
   // /v1/models as the server answered it once healthy (model id, revisions).
   const nlohmann::json& served() const { return served_; }
-  // role, host, pid, CPU seconds and log of every process (read now).
-  nlohmann::json Processes() const;
+  // role, host, pid, CPU seconds and log of every process (read now; without CPU seconds:
+  // no command on the hosts).
+  nlohmann::json Processes(bool cpu_seconds = true) const;
   // Why a process it started has ended; empty while every one runs.
   std::string Crashed();
   // Stops everything; returns what was found left on a host afterwards (empty: nothing).

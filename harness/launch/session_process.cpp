@@ -239,9 +239,10 @@ std::string SessionProcess::Terminate(std::chrono::milliseconds grace) {
   return left;
 }
 
-nlohmann::json SessionProcess::Record() const {
+nlohmann::json SessionProcess::Record(bool cpu_seconds) const {
   double cpu = 0;
-  if (!plan_.engine.empty()) {
+  if (!cpu_seconds) {
+  } else if (!plan_.engine.empty()) {
     cpu = CpuSecondsOn(host(), fmt::format("$({} inspect --format '{{{{.State.Pid}}}}' {} 2>/dev/null)", ShellQuote(plan_.engine),
                                            ShellQuote(plan_.container_name)));
   } else if (host().local()) {
@@ -249,8 +250,9 @@ nlohmann::json SessionProcess::Record() const {
   } else {
     cpu = CpuSecondsOn(host(), std::to_string(pid_));
   }
-  nlohmann::json r = {{"role", plan_.role},          {"host", host().name()}, {"pid", pid_},
-                      {"start_ticks", start_ticks_}, {"cpu_seconds", cpu},    {"log", plan_.log.string()}};
+  nlohmann::json r = {
+      {"role", plan_.role}, {"host", host().name()}, {"pid", pid_}, {"start_ticks", start_ticks_}, {"log", plan_.log.string()}};
+  if (cpu_seconds) r["cpu_seconds"] = cpu;
   if (!plan_.engine.empty()) {
     r["container"] = plan_.container_name;
     r["engine"] = plan_.engine;

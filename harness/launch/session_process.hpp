@@ -60,7 +60,7 @@ class SessionProcess {
   std::string Terminate(std::chrono::milliseconds grace);
   // role, host, pid (its process group on its host), start_ticks, cpu_seconds, log, and
   // container (its name) for a container: what `tandem show` prints and resume needs.
-  nlohmann::json Record() const;
+  nlohmann::json Record(bool cpu_seconds = true) const;  // without: no cpu_seconds, no command on the host
 
  private:
   explicit SessionProcess(ProcessPlan plan) : plan_(std::move(plan)) {}
