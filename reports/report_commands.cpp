@@ -28,10 +28,10 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Readers never create a store: a mistyped path is an error, not an empty database.
+// Readers never create or change a store: a mistyped path is an error, not an empty
+// database, and another program's database is left as it is.
 CampaignRecord Load(const std::string& db, std::int64_t campaign) {
-  if (!fs::is_regular_file(db)) throw InputError(fmt::format("{}: no such store", db));
-  const store::Store store = store::Store::Open(db);
+  const store::Store store = store::Store::Open(db, store::OpenMode::kReadOnly);
   return LoadCampaignRecord(store, campaign > 0 ? std::optional<std::int64_t>(campaign) : std::nullopt);
 }
 

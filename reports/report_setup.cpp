@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "common/redact.hpp"
 #include "reports/report_sections.hpp"
 #include "stats/descriptive.hpp"
 #include "store/workload_description.hpp"
@@ -91,29 +92,33 @@ void Arms(const CampaignRecord& r, MarkdownDoc& d) {
     const json& l = a.launch;
     if (a.kind == "git") how.push_back(fmt::format("built from {} at `{}`", l.value("repository", ""), l.value("ref", "")));
     if (a.kind == "binary") how.push_back(fmt::format("`{}`", l.value("coordinator", "")));
-    if (a.kind == "command") how.push_back(fmt::format("command `{}`", l.value("command", "")));
+    // Stores redact secrets as they are written; an older store's are redacted here.
+    if (a.kind == "command") how.push_back(fmt::format("command `{}`", RedactShellCommand(l.value("command", ""))));
     if (a.kind == "mixed") {
       how.push_back(fmt::format("**mixed**: the coordinator of {}, the workers of {}", l.value("coordinator_from", "?"),
                                 l.value("worker_from", "?")));
     }
     if (l.contains("engine")) {
-      how.push_back(fmt::format("{} images `{}` (coordinator) and `{}` (workers){}", l.value("engine", ""),
-                                l.value("coordinator_image", ""), l.value("worker_image", ""),
-                                l.contains("run_args") && l["run_args"].is_array() && !l["run_args"].empty()
-                                    ? fmt::format(", run with `{}`", fmt::join(l["run_args"].get<std::vector<std::string>>(), " "))
-                                    : ""));
+      how.push_back(
+          fmt::format("{} images `{}` (coordinator) and `{}` (workers){}", l.value("engine", ""), l.value("coordinator_image", ""),
+                      l.value("worker_image", ""),
+                      l.contains("run_args") && l["run_args"].is_array() && !l["run_args"].empty()
+                          ? fmt::format(", run with `{}`", fmt::join(RedactArgs(l["run_args"].get<std::vector<std::string>>()), " "))
+                          : ""));
     }
     if (a.kind == "external")
       how.push_back(fmt::format("external server {}: **not relaunched** between sessions", l.value("base_url", "")));
     for (const char* key : {"options", "worker_options"}) {
       if (l.contains(key) && l[key].is_array() && !l[key].empty()) {
         how.push_back(fmt::format("{} `{}`", key == std::string("options") ? "coordinator options" : "worker options",
-                                  fmt::join(l[key].get<std::vector<std::string>>(), " ")));
+                                  fmt::join(RedactArgs(l[key].get<std::vector<std::string>>()), " ")));
       }
     }
     if (l.contains("env") && l["env"].is_object() && !l["env"].empty()) {
       std::vector<std::string> env;
-      for (const auto& [k, v] : l["env"].items()) env.push_back(k + "=" + (v.is_string() ? v.get<std::string>() : v.dump()));
+      for (const auto& [k, v] : l["env"].items()) {
+        env.push_back(k + "=" + (IsSecretName(k) ? std::string(kRedacted) : v.is_string() ? v.get<std::string>() : v.dump()));
+      }
       how.push_back(fmt::format("environment `{}`", fmt::join(env, " ")));
     }
     d.Line("- **{}**: {}.", a.label, fmt::join(how, "; "));

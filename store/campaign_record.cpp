@@ -108,9 +108,12 @@ CampaignRecord LoadCampaignRecord(const Store& store, std::optional<std::int64_t
                 "SELECT x.id, x.workload_run_id, x.session_id, w.name, x.case_id, x.role, x.nonce, x.error, x.content, x.content_sha256, "
                 "x.finish_reason, x.repeat, x.level, x.batch, x.slot, x.context, x.status, x.weight, x.t_start, x.t_first_output, "
                 "x.t_finish, x.prompt_tokens, x.completion_tokens, x.cached_tokens, x.chunks, x.tokenizer_tokens, x.checks_json, "
-                "x.flags_json, x.draft_json, x.valid, x.passed, x.t_first_content, x.gaps_json FROM sample x JOIN workload_run w ON w.id = "
-                "x.workload_run_id "
-                "JOIN session se ON se.id = x.session_id WHERE se.campaign_id = ? ORDER BY x.id");
+                "x.flags_json, x.draft_json, x.valid, x.passed, x.t_first_content, " +
+                    // A store from before gaps were recorded, read as it is: no gaps.
+                    std::string(store.HasColumn("sample", "gaps_json") ? "x.gaps_json" : "'[]'") +
+                    " FROM sample x JOIN workload_run w ON w.id = "
+                    "x.workload_run_id "
+                    "JOIN session se ON se.id = x.session_id WHERE se.campaign_id = ? ORDER BY x.id");
     s.Bind(1, r.id);
     while (s.Step()) {
       SampleRecord x;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <ctime>
+#include <set>
 #include <type_traits>
 #include <utility>
 
@@ -127,6 +128,27 @@ CREATE INDEX IF NOT EXISTS sample_by_session ON sample(session_id);
 CREATE INDEX IF NOT EXISTS run_by_session ON workload_run(session_id);
 )sql";
 
+// The tables every Tandem store has; a file without one of them is not a store (the first
+// one missing is named).
+constexpr const char* kTables[] = {"session", "campaign", "arm", "layout", "workload_run", "sample"};
+
+// Why the database is not a Tandem store: "" when it is one.
+std::string NotAStore(sqlite3* db) {
+  sqlite3_stmt* stmt = nullptr;
+  std::set<std::string> tables;
+  int rc = sqlite3_prepare_v2(db, "SELECT name FROM sqlite_master WHERE type = 'table'", -1, &stmt, nullptr);
+  if (rc == SQLITE_OK) {
+    while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) tables.insert(reinterpret_cast<const char*>(sqlite3_column_text(stmt, 0)));
+  }
+  const std::string error = rc == SQLITE_DONE ? "" : sqlite3_errmsg(db);
+  sqlite3_finalize(stmt);
+  if (!error.empty()) return rc == SQLITE_NOTADB ? "not an SQLite database" : fmt::format("unreadable: {}", error);
+  for (const char* table : kTables) {
+    if (!tables.contains(table)) return fmt::format("no '{}' table", table);
+  }
+  return "";
+}
+
 std::string Now() {
   const std::time_t t = std::time(nullptr);
   std::tm tm{};
@@ -179,38 +201,80 @@ std::string Statement::Text(int c) const {
 }
 bool Statement::IsNull(int c) const { return sqlite3_column_type(stmt_, c) == SQLITE_NULL; }
 
-Store Store::Open(const std::filesystem::path& file) {
+Store Store::Open(const std::filesystem::path& file, OpenMode mode) {
+  namespace fs = std::filesystem;
   std::error_code ec;
-  if (file.has_parent_path()) std::filesystem::create_directories(file.parent_path(), ec);
+  const bool exists = fs::exists(file, ec);
+  if (!exists && mode != OpenMode::kCreate) throw InputError(fmt::format("{}: no such store", file.string()));
+  if (exists && !fs::is_regular_file(file, ec)) throw InputError(fmt::format("{}: not a file, so not a store", file.string()));
+  // A new file, or an empty one (SQLite's own view of a 0-byte file: a database without tables).
+  const bool fresh = mode == OpenMode::kCreate && (!exists || fs::file_size(file, ec) == 0);
+  if (mode == OpenMode::kCreate && file.has_parent_path()) fs::create_directories(file.parent_path(), ec);
+  const bool had_wal_files = fs::exists(file.string() + "-wal", ec) || fs::exists(file.string() + "-shm", ec);
+  const int flags = mode == OpenMode::kReadOnly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | (fresh ? SQLITE_OPEN_CREATE : 0);
   sqlite3* db = nullptr;
-  if (sqlite3_open(file.c_str(), &db) != SQLITE_OK) {
+  if (sqlite3_open_v2(file.c_str(), &db, flags, nullptr) != SQLITE_OK) {
     const std::string message = db != nullptr ? sqlite3_errmsg(db) : "out of memory";
     sqlite3_close(db);
     throw InputError(fmt::format("{}: cannot open the store: {}", file.string(), message));
   }
   Store store(db, file);
+  store.remove_wal_files_ = mode == OpenMode::kReadOnly && !had_wal_files;
   sqlite3_busy_timeout(db, 10000);
+  if (mode == OpenMode::kReadOnly) store.Exec("PRAGMA query_only=ON");  // belt and braces: this connection writes nothing
+  if (!fresh) {
+    // Another program's database (or any file) is refused before anything is written to it.
+    const std::string why = NotAStore(db);
+    if (!why.empty()) throw InputError(fmt::format("{} is not a Tandem store ({})", file.string(), why));
+  }
+  if (mode == OpenMode::kReadOnly) return store;
   store.Exec("PRAGMA journal_mode=WAL");
   store.Exec("PRAGMA synchronous=NORMAL");
   store.Exec("PRAGMA foreign_keys=ON");
   store.Exec(kSchema);
   // Stores written before inter-token gaps were recorded: the column, empty for their samples.
-  bool has_gaps = false;
-  for (Statement info(db, "PRAGMA table_info(sample)"); info.Step();) has_gaps = has_gaps || info.Text(1) == "gaps_json";
-  if (!has_gaps) store.Exec("ALTER TABLE sample ADD COLUMN gaps_json TEXT NOT NULL DEFAULT '[]'");
+  if (!store.HasColumn("sample", "gaps_json")) store.Exec("ALTER TABLE sample ADD COLUMN gaps_json TEXT NOT NULL DEFAULT '[]'");
   return store;
 }
 
-Store::Store(Store&& other) noexcept : db_(std::exchange(other.db_, nullptr)), file_(std::move(other.file_)) {}
+Store::Store(Store&& other) noexcept
+    : db_(std::exchange(other.db_, nullptr)),
+      file_(std::move(other.file_)),
+      remove_wal_files_(std::exchange(other.remove_wal_files_, false)) {}
 Store& Store::operator=(Store&& other) noexcept {
   if (this != &other) {
-    sqlite3_close(db_);
+    Close();
     db_ = std::exchange(other.db_, nullptr);
     file_ = std::move(other.file_);
+    remove_wal_files_ = std::exchange(other.remove_wal_files_, false);
   }
   return *this;
 }
-Store::~Store() { sqlite3_close(db_); }
+Store::~Store() { Close(); }
+
+void Store::Close() {
+  if (db_ == nullptr) return;
+  sqlite3_close(db_);
+  db_ = nullptr;
+  if (!std::exchange(remove_wal_files_, false)) return;
+  std::error_code ec;
+  if (!std::filesystem::exists(file_.string() + "-wal", ec) && !std::filesystem::exists(file_.string() + "-shm", ec)) return;
+  // This read made them. A connection that may write but only reads removes them when it
+  // closes as the last one (its checkpoint has nothing of ours to copy), and leaves them
+  // when another connection (a running `tandem run`) still uses them, as SQLite must.
+  sqlite3* db = nullptr;
+  if (sqlite3_open_v2(file_.c_str(), &db, SQLITE_OPEN_READWRITE, nullptr) == SQLITE_OK) {
+    sqlite3_busy_timeout(db, 1000);
+    sqlite3_exec(db, "SELECT COUNT(*) FROM sqlite_master", nullptr, nullptr, nullptr);
+  }
+  sqlite3_close(db);
+}
+
+bool Store::HasColumn(const std::string& table, const std::string& column) const {
+  Statement s(db_, "SELECT COUNT(*) FROM pragma_table_info(?) WHERE name = ?");
+  s.Bind(1, table).Bind(2, column);
+  return s.Step() && s.Int(0) > 0;
+}
 
 void Store::Exec(const std::string& sql) {
   char* error = nullptr;
@@ -328,11 +392,12 @@ std::vector<SessionRow> Store::Sessions(std::int64_t campaign) const {
 std::optional<SessionDetail> Store::Session(std::int64_t session) const {
   Statement s(db_,
               "SELECT se.order_index, l.name, a.label, a.runtime_revision, se.status, se.reason, se.started_at, se.finished_at, "
-              "se.host_json, se.served_json, se.processes_json FROM session se JOIN layout l ON l.id = se.layout_id "
+              "se.host_json, se.served_json, se.processes_json, se.attempts FROM session se JOIN layout l ON l.id = se.layout_id "
               "JOIN arm a ON a.id = se.arm_id WHERE se.id = ?");
   s.Bind(1, session);
   if (!s.Step()) return std::nullopt;
   return SessionDetail{static_cast<int>(s.Int(0)),
+                       static_cast<int>(s.Int(11)),
                        s.Text(1),
                        s.Text(2),
                        s.Text(3),
@@ -355,7 +420,7 @@ std::vector<WorkloadSummary> Store::WorkloadSummaries(std::int64_t session) cons
   return rows;
 }
 
-void Store::StartSession(std::int64_t session, const std::string& host_json) {
+int Store::StartSession(std::int64_t session, const std::string& host_json) {
   Statement(db_,
             "UPDATE session SET status = 'running', attempts = attempts + 1, started_at = ?, finished_at = NULL, "
             "reason = '', host_json = ? WHERE id = ?")
@@ -363,6 +428,9 @@ void Store::StartSession(std::int64_t session, const std::string& host_json) {
       .Bind(2, host_json)
       .Bind(3, session)
       .Run();
+  Statement s(db_, "SELECT attempts FROM session WHERE id = ?");
+  s.Bind(1, session);
+  return s.Step() ? static_cast<int>(s.Int(0)) : 1;
 }
 
 void Store::FinishSession(std::int64_t session, const std::string& status, const std::string& reason, const std::string& served,

@@ -13,6 +13,18 @@ struct sqlite3_stmt;
 // recomputed from samples. Schema: docs/store-schema.md.
 namespace tandem::store {
 
+// How a command opens a store.
+enum class OpenMode {
+  // `tandem run`: a new (or empty) file gets the schema; an existing file must be a Tandem
+  // store, which is upgraded (columns added) if it is older.
+  kCreate,
+  // `tandem run --resume`: an existing Tandem store, upgraded if older; nothing is created.
+  kExisting,
+  // The reading commands: SQLITE_OPEN_READONLY, and nothing written — no schema, no journal
+  // mode, no upgrade (readers take an older store as it is: see HasColumn).
+  kReadOnly,
+};
+
 struct SessionRow {
   std::int64_t id = 0;
   int order_index = 0;
@@ -61,6 +73,7 @@ struct ArmRow {
 // One session as `tandem show` prints it.
 struct SessionDetail {
   int order_index = 0;
+  int attempts = 0;
   std::string layout, arm, runtime_revision, status, reason, started_at, finished_at;
   std::string host_json, served_json, processes_json;
 };
@@ -76,7 +89,10 @@ struct WorkloadSummary {
 
 class Store {
  public:
-  static Store Open(const std::filesystem::path& file);  // creates the schema when new
+  // Throws InputError naming the file: "FILE: no such store" (kExisting, kReadOnly: nothing
+  // is created), "FILE is not a Tandem store (no 'session' table)" for another program's
+  // database, an empty file read, or a file that is not SQLite.
+  static Store Open(const std::filesystem::path& file, OpenMode mode = OpenMode::kCreate);
   Store(Store&& other) noexcept;
   Store& operator=(Store&& other) noexcept;
   ~Store();
@@ -108,7 +124,9 @@ class Store {
   std::vector<SessionRow> Sessions(std::int64_t campaign) const;
   std::optional<SessionDetail> Session(std::int64_t session) const;
   std::vector<WorkloadSummary> WorkloadSummaries(std::int64_t session) const;  // in run order
-  void StartSession(std::int64_t session, const std::string& host_json);
+  // Marks it running; returns which attempt this is (1 for the first; retries and resumes
+  // count on), whose logs go to their own directory.
+  int StartSession(std::int64_t session, const std::string& host_json);
   void FinishSession(std::int64_t session, const std::string& status, const std::string& reason, const std::string& served_json,
                      const std::string& processes_json);
   // The processes a running session launched (pid = process group, start ticks), kept
@@ -138,13 +156,21 @@ class Store {
     }
   }
   void Exec(const std::string& sql);
+  // Whether a table has a column: stores written before a column was added lack it until
+  // a writing command opens them.
+  bool HasColumn(const std::string& table, const std::string& column) const;
   sqlite3* handle() const { return db_; }
   const std::filesystem::path& file() const { return file_; }
 
  private:
   Store(sqlite3* db, std::filesystem::path file) : db_(db), file_(std::move(file)) {}
+  void Close();
   sqlite3* db_ = nullptr;
   std::filesystem::path file_;
+  // A reader of a WAL store makes its -wal and -shm files when none are there; it cannot
+  // remove them itself (read-only), so Close() leaves that to SQLite on a connection that
+  // only reads, as the last one out would.
+  bool remove_wal_files_ = false;
 };
 
 // A prepared statement with typed binds and reads, for the store and its readers.

@@ -36,8 +36,14 @@ bool IsWord(const std::string& s) {
                                    [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.'; });
 }
 
+// A shell variable name: letters, digits and '_', not starting with a digit.
+bool IsEnvName(const std::string& s) {
+  return !s.empty() && !std::isdigit(static_cast<unsigned char>(s.front())) &&
+         std::all_of(s.begin(), s.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
+}
+
 ArmSpec ParseArm(const At& at, const std::filesystem::path& base) {
-  const Map m(at, {"label", "source", "options", "worker_options", "env", "revision", "coordinator_from", "worker_from"});
+  const Map m(at, {"label", "source", "options", "worker_options", "env", "revision", "coordinator_from", "worker_from", "api_key_env"});
   ArmSpec arm;
   arm.label = m.Get("label").String();
   if (arm.label.empty() || arm.label.find_first_of(" \t,") != std::string::npos) throw m.Get("label").Error("must be a word");
@@ -116,9 +122,25 @@ ArmSpec ParseArm(const At& at, const std::filesystem::path& base) {
   if (m.Has("env")) {
     const At env = m.Get("env");
     if (!env.node().IsMap()) throw env.Error("must be a mapping NAME: value");
-    for (const auto& kv : env.node()) arm.env[kv.first.Scalar()] = env.Child(kv.second, kv.first.Scalar()).String();
+    for (const auto& kv : env.node()) {
+      const std::string name = kv.first.Scalar();
+      // A name goes into a shell's `export` on other hosts: only what a shell variable can be.
+      if (!IsEnvName(name)) {
+        throw env.Child(kv.first, name).Error("is not an environment variable name (letters, digits and _, not starting with a digit)");
+      }
+      if (name == "TANDEM_WORKER_TOKEN") {
+        throw env.Child(kv.first, name).Error("is set by the harness, a fresh token for every session: leave it out");
+      }
+      arm.env[name] = env.Child(kv.second, name).String();
+    }
   }
   arm.declared_revision = m.String("revision", "");
+  if (m.Has("api_key_env")) {
+    arm.api_key_env = m.Get("api_key_env").String();
+    if (!IsEnvName(arm.api_key_env)) {
+      throw m.Get("api_key_env").Error(fmt::format("'{}' is not an environment variable name (letters, digits and _)", arm.api_key_env));
+    }
+  }
   return arm;
 }
 

@@ -54,6 +54,9 @@ struct ArmSpec {
   std::vector<std::string> worker_options;  // extra worker arguments
   std::map<std::string, std::string> env;
   std::string declared_revision;  // command / external arms may name their revision
+  // The environment variable (of the harness, at run time) holding the API key the arm's
+  // server wants: sent as `Authorization: Bearer KEY` on every request; never stored.
+  std::string api_key_env;
 };
 
 struct LayoutSpec {

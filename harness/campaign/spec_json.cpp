@@ -1,5 +1,7 @@
 #include "harness/campaign/spec_json.hpp"
 
+#include "common/redact.hpp"
+
 namespace tandem::harness {
 
 using nlohmann::json;
@@ -33,7 +35,7 @@ json LayoutSpecJson(const LayoutSpec& l) {
           {"coordinator_threads", l.coordinator_threads},
           {"worker_threads", l.worker_threads},
           {"emulated_rtt_us", l.emulated_rtt_us},
-          {"options", l.options},
+          {"options", RedactArgs(l.options)},
           {"coordinator_cpus", l.coordinator_cpus},
           {"worker_cpus", l.worker_cpus},
           {"coordinator_host", l.coordinator_host},

@@ -4,9 +4,11 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <future>
 #include <iostream>
 #include <map>
+#include <sstream>
 
 #include <fcntl.h>
 #include <sys/file.h>
@@ -16,16 +18,20 @@
 #include <nlohmann/json.hpp>
 
 #include "common/input_error.hpp"
+#include "common/redact.hpp"
 #include "common/sha256.hpp"
+#include "harness/campaign/campaign_secrets.hpp"
 #include "harness/campaign/corpus.hpp"
 #include "harness/campaign/nonce.hpp"
 #include "harness/campaign/session_plan.hpp"
 #include "harness/campaign/spec_json.hpp"
+#include "harness/commands/session_logs.hpp"
 #include "harness/launch/arm.hpp"
 #include "harness/launch/arm_instance.hpp"
 #include "harness/launch/cluster.hpp"
 #include "harness/launch/host_facts.hpp"
 #include "harness/launch/managed_process.hpp"
+#include "harness/launch/worker_token.hpp"
 #include "harness/traffic/sse_client.hpp"
 #include "harness/traffic/workload_runner.hpp"
 #include "runtime/model/cache_dir.hpp"
@@ -58,6 +64,8 @@ struct Prepared {
   std::vector<PlannedSession> plan;
   int requests_per_session = 0;
   std::unique_ptr<Cluster> cluster;  // null in a dry run that does not check hosts
+  // Every secret value the processes get: scrubbed from what is stored and printed.
+  std::vector<std::string> secrets;
 };
 
 std::filesystem::path BuildCache() { return rt::TandemCacheDir() / "builds"; }
@@ -100,6 +108,11 @@ std::filesystem::path PrepareModel(const Campaign& c, const std::vector<Resolved
 Prepared Prepare(const Campaign& c, bool dry_run, bool check_hosts, std::ostream& log) {
   Prepared p;
   p.campaign = &c;
+  p.secrets = CampaignSecretValues(c);
+  // Every arm's API key is in the environment before anything is built or started.
+  for (const ArmSpec& arm : c.arms) {
+    if (const std::string key = ReadApiKey(arm); !key.empty()) p.secrets.push_back(key);
+  }
   p.corpus = LoadCorpus(c.corpus);
   for (const auto* workloads : {&c.warmup, &c.workloads}) {
     for (const WorkloadSpec& w : *workloads) {
@@ -189,8 +202,14 @@ void PrintPlan(const Prepared& p, std::ostream& out) {
       }
     }
     if (!a.spec.base_url.empty()) out << fmt::format("           external server {} (not relaunched)\n", a.spec.base_url);
-    if (!a.spec.coordinator_command.empty()) out << fmt::format("           command {}\n", a.spec.coordinator_command);
-    if (!a.spec.options.empty()) out << fmt::format("           options {}\n", fmt::join(a.spec.options, " "));
+    if (!a.spec.api_key_env.empty())
+      out << fmt::format("           API key from ${} (sent as Authorization: Bearer)\n", a.spec.api_key_env);
+    if (!a.spec.coordinator_command.empty()) out << fmt::format("           command {}\n", RedactShellCommand(a.spec.coordinator_command));
+    if (!a.spec.worker_command.empty()) out << fmt::format("           worker command {}\n", RedactShellCommand(a.spec.worker_command));
+    if (!a.spec.options.empty()) out << fmt::format("           options {}\n", fmt::join(RedactArgs(a.spec.options), " "));
+    if (!a.spec.worker_options.empty()) {
+      out << fmt::format("           worker options {}\n", fmt::join(RedactArgs(a.spec.worker_options), " "));
+    }
   }
   out << "layouts\n";
   std::size_t width = 0;
@@ -297,17 +316,28 @@ std::string RunSession(store::Store& store, std::int64_t campaign, const Prepare
       }
     }
   }
-  store.StartSession(row.id, host.dump());
-  const std::filesystem::path logs =
-      c.store.parent_path() / (c.store.stem().string() + "-logs") / fmt::format("session-{}", row.order_index);
+  const int attempt = store.StartSession(row.id, host.dump());
+  const std::filesystem::path logs = AttemptLogDir(c.store, row.order_index, attempt);
   std::unique_ptr<ArmInstance> instance;
   json served = json::object();
   // Names this session's containers apart from any other campaign's on a shared host.
   const std::string tag =
       fmt::format("{}-c{}-s{}", Sha256Hex(std::filesystem::absolute(c.store).string()).substr(0, 8), campaign, row.order_index);
+  // A fresh shared secret for this session's coordinator and workers (in their
+  // environment only; scrubbed from whatever the session's failure quotes).
+  const std::string token = NewWorkerToken();
+  std::vector<std::string> secrets = p.secrets;
+  secrets.push_back(token);
+  // Each process is recorded as soon as it starts: a harness that dies during the launch
+  // leaves --resume what to clean up (and a failed launch, where its logs are).
+  json started = json::array();
+  const auto record = [&](const json& processes) {
+    started = processes;
+    store.SetSessionProcesses(row.id, processes.dump());
+  };
   try {
     if (!reason.empty()) throw std::runtime_error(reason);
-    instance = ArmInstance::Launch(arm, layout, *p.cluster, tag, logs, c.timeouts.launch_s);
+    instance = ArmInstance::Launch(arm, layout, *p.cluster, tag, logs, c.timeouts.launch_s, {{kWorkerTokenVariable, token}}, record);
     store.SetSessionProcesses(row.id, instance->Processes().dump());
     served = instance->served();
     store.SetArmModel(row.arm_id, served.value("id", ""), served.value("model_revision", ""), "");
@@ -321,7 +351,7 @@ std::string RunSession(store::Store& store, std::int64_t campaign, const Prepare
       for (const WorkloadSpec& w : *list) {
         const std::string where =
             fmt::format("[{}] session {}/{} · {} · {}", row.layout, row.order_index + 1, session_count, row.arm, w.name);
-        const std::string before = HttpGet(instance->base_url(), "/v1/stats", 30);
+        const std::string before = HttpGet(instance->base_url(), "/v1/stats", 30, nullptr, arm.api_key);
         const std::int64_t run =
             store.StartWorkloadRun(row.id, w.name, std::string(ToString(w.kind)), w.warmup, WorkloadSpecJson(w).dump(), before);
         WorkloadContext ctx{instance->base_url(),
@@ -333,9 +363,10 @@ std::string RunSession(store::Store& store, std::int64_t campaign, const Prepare
                             &*p.tokenizer,
                             c.quality.cache_bound,
                             [&](int done, int total) { progress.Update(where, done, total); },
-                            served.value("id", "tandem")};
+                            served.value("id", "tandem"),
+                            arm.api_key};
         WorkloadOutcome outcome = RunWorkload(w, ctx);
-        const std::string after = HttpGet(instance->base_url(), "/v1/stats", 30);
+        const std::string after = HttpGet(instance->base_url(), "/v1/stats", 30, nullptr, arm.api_key);
         store.Transaction([&] {
           for (const store::SampleRow& s : outcome.samples) store.AddSample(run, row.id, s);
           store.FinishWorkloadRun(run, after, outcome.result.dump());
@@ -354,11 +385,14 @@ std::string RunSession(store::Store& store, std::int64_t campaign, const Prepare
   } catch (const std::exception& e) {
     reason = e.what();
   }
-  const json processes = instance ? instance->Processes() : json::array();
+  const json processes = instance ? instance->Processes() : started;
   if (instance) {
     const std::string left = instance->Teardown(c.timeouts.teardown_grace_s);
     if (!left.empty() && reason.empty()) reason = "left running after teardown: " + left;
   }
+  // A reason may quote a process's output, which may quote its command line.
+  reason = ScrubSecrets(reason, secrets);
+  if (!reason.empty()) WriteAttemptFailure(logs, reason);
   store.FinishSession(row.id, reason.empty() ? "complete" : "failed", reason, served.dump(), processes.dump());
   return reason;
 }
@@ -488,7 +522,13 @@ int Execute(store::Store& store, std::int64_t campaign, const Prepared& p, const
   bool any_failed = false;
   for (store::SessionRow& s : sessions) {
     if (s.status == "complete" || s.status == "skipped") continue;
-    if (s.status == "running") KillLeftovers(store, *p.cluster, s, progress);     // the harness died during it
+    if (s.status == "running") {  // the harness died during it
+      KillLeftovers(store, *p.cluster, s, progress);
+      const std::filesystem::path interrupted = AttemptLogDir(c.store, s.order_index, s.attempts);
+      if (std::filesystem::exists(interrupted)) {
+        WriteAttemptFailure(interrupted, "interrupted: the harness ended during this attempt, and `tandem run --resume` redid the session");
+      }
+    }
     if (s.status == "running" || s.status == "failed") store.ResetSession(s.id);  // killed or retried: from scratch
     std::string reason;
     for (int attempt = 0; attempt <= c.sessions.retry; ++attempt) {
@@ -604,6 +644,26 @@ void Extend(store::Store& store, std::int64_t campaign, const Campaign& c, int m
   std::cerr << fmt::format("extended campaign {} by {} sessions per layout ({} → {})\n", campaign, more, have, have + more);
 }
 
+// The text a campaign started from: the stored one, unless its secrets were redacted
+// there; then the campaign file, which must still be that text (its sha256 is stored).
+std::string CampaignTextToResume(const store::Store& store, std::int64_t campaign) {
+  const std::string stored = store.CampaignYaml(campaign);
+  const std::string sha256 = store.CampaignField(campaign, "yaml_sha256");
+  if (Sha256Hex(stored) == sha256) return stored;
+  const std::filesystem::path file = store.CampaignField(campaign, "file");
+  std::ifstream in(file, std::ios::binary);
+  std::ostringstream text;
+  text << in.rdbuf();
+  const std::string why = !in ? "cannot be read" : Sha256Hex(text.str()) != sha256 ? "changed since the campaign started" : "";
+  if (!why.empty()) {
+    throw InputError(
+        fmt::format("{}: its campaign's secrets (arm env values, secret options) were not stored, so --resume reads them from "
+                    "the campaign file, but {} {}; restore that file as it was (sha256 {})",
+                    store.file().string(), file.string(), why, sha256.substr(0, 16)));
+  }
+  return text.str();
+}
+
 }  // namespace
 
 int RunCampaign(const Campaign& campaign, const RunOptions& options) {
@@ -620,8 +680,9 @@ int RunCampaign(const Campaign& campaign, const RunOptions& options) {
   const std::string host = HostFacts().dump();
   const std::string config_sha256 = FileSha256(p.model / "config.json");
   store.Transaction([&] {
-    id = store.CreateCampaign(c.name, std::filesystem::absolute(c.file).string(), c.yaml_text, c.yaml_sha256, p.model.string(),
-                              p.model_revision, host);
+    // The text without its secrets; its sha256 is the file's, which lets --resume find the secrets again.
+    id = store.CreateCampaign(c.name, std::filesystem::absolute(c.file).string(), RedactCampaignYaml(c.yaml_text), c.yaml_sha256,
+                              p.model.string(), p.model_revision, host);
     store.SetCampaignGate(id, GateJson(c).dump());
     std::map<std::string, std::int64_t> arms, layouts;
     for (std::size_t i = 0; i < p.arms.size(); ++i) {
@@ -645,14 +706,13 @@ int RunCampaign(const Campaign& campaign, const RunOptions& options) {
 }
 
 int ResumeCampaign(const std::filesystem::path& db, const RunOptions& options) {
-  if (!std::filesystem::exists(db)) throw InputError(fmt::format("{}: no such store", db.string()));
-  store::Store store = store::Store::Open(db);
+  store::Store store = store::Store::Open(db, store::OpenMode::kExisting);
   const StoreLock lock(db);
   const auto id = store.LatestCampaign();
   if (!id) throw InputError(fmt::format("{}: holds no campaign", db.string()));
   // The campaign as it was started (its stored text), its relative paths resolved
   // where its file was.
-  Campaign c = ParseCampaign(store.CampaignYaml(*id), store.CampaignField(*id, "file"));
+  Campaign c = ParseCampaign(CampaignTextToResume(store, *id), store.CampaignField(*id, "file"));
   c.store = db;
   const Prepared p = Prepare(c, false, false, std::cerr);
   // Images must be the ones the campaign started with.

@@ -10,6 +10,7 @@
 #include "common/input_error.hpp"
 #include "harness/campaign/campaign.hpp"
 #include "harness/commands/campaign_runner.hpp"
+#include "harness/commands/session_logs.hpp"
 #include "store/store.hpp"
 
 namespace tandem::harness {
@@ -26,11 +27,9 @@ struct RunFlags {
   int extend = 0;
 };
 
-// The readers never create a store: a mistyped path is an error, not an empty database.
-store::Store OpenExisting(const std::string& db) {
-  if (!std::filesystem::is_regular_file(db)) throw InputError(fmt::format("{}: no such store", db));
-  return store::Store::Open(db);
-}
+// The readers never create or change a store: a mistyped path is an error, not an empty
+// database, and another program's database is left as it is.
+store::Store OpenExisting(const std::string& db) { return store::Store::Open(db, store::OpenMode::kReadOnly); }
 
 void Sessions(const std::string& db) {
   store::Store store = OpenExisting(db);
@@ -61,9 +60,24 @@ void Show(const std::string& db, std::int64_t session) {
   const auto processes = nlohmann::json::parse(s->processes_json, nullptr, false);
   if (processes.is_array()) {
     for (const auto& p : processes) {
-      fmt::print("process  {:<12} pid {:<8} {:.2f} s CPU  log {}\n", p.value("role", "?"), p.value("pid", 0), p.value("cpu_seconds", 0.0),
-                 p.value("log", ""));
+      // A launch that failed recorded its processes as they started, without their CPU time.
+      const std::string cpu = p.contains("cpu_seconds") ? fmt::format("{:.2f} s CPU", p.value("cpu_seconds", 0.0)) : "CPU not read";
+      fmt::print("process  {:<12} pid {:<8} {}  log {}\n", p.value("role", "?"), p.value("pid", 0), cpu, p.value("log", ""));
     }
+  }
+  // Every attempt's logs are kept in a directory of their own; an earlier attempt's failure
+  // is known from the file the harness left there.
+  for (int attempt = 1; attempt <= s->attempts; ++attempt) {
+    const std::filesystem::path dir = AttemptLogDir(db, s->order_index, attempt);
+    std::string outcome;
+    if (attempt == s->attempts) {
+      outcome = s->status + (s->reason.empty() ? "" : ": " + s->reason);
+    } else if (const std::string failure = ReadAttemptFailure(dir); !failure.empty()) {
+      outcome = "failed: " + failure;
+    } else {
+      outcome = "failed (no reason recorded)";
+    }
+    fmt::print("attempt {} {}: {}{}\n", attempt, dir.string(), outcome, std::filesystem::exists(dir) ? "" : " (logs not found)");
   }
   fmt::print("workloads\n");
   for (const store::WorkloadSummary& w : store.WorkloadSummaries(session)) {

@@ -1,5 +1,6 @@
 #include "harness/launch/arm.hpp"
 
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 
@@ -7,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/input_error.hpp"
+#include "common/redact.hpp"
 #include "common/sha256.hpp"
 #include "harness/launch/managed_process.hpp"
 
@@ -53,36 +55,51 @@ std::string BinaryRevision(const std::filesystem::path& exe, const std::filesyst
 }  // namespace
 
 std::string ResolvedArm::LaunchJson() const {
+  // Secrets (common/redact.hpp) are replaced: this is stored, and the report prints it.
   nlohmann::json j = {{"kind", std::string(ToString(spec.kind))},
                       {"coordinator", coordinator.executable.string()},
                       {"worker", worker.executable.string()},
                       {"repository", spec.repository},
                       {"ref", spec.ref},
-                      {"cmake_flags", spec.cmake_flags},
-                      {"command", spec.coordinator_command},
-                      {"worker_command", spec.worker_command},
+                      {"cmake_flags", RedactArgs(spec.cmake_flags)},
+                      {"command", RedactShellCommand(spec.coordinator_command)},
+                      {"worker_command", RedactShellCommand(spec.worker_command)},
                       {"base_url", spec.base_url},
-                      {"options", coordinator.options},
-                      {"worker_options", worker.options},
-                      {"env", coordinator.env}};
+                      {"options", RedactArgs(coordinator.options)},
+                      {"worker_options", RedactArgs(worker.options)},
+                      {"env", RedactEnv(coordinator.env)}};
+  if (!spec.api_key_env.empty()) j["api_key_env"] = spec.api_key_env;  // the variable's name, never its value
   if (coordinator.container() || worker.container()) {
     j["engine"] = coordinator.container() ? coordinator.engine : worker.engine;
     j["coordinator_image"] = coordinator.image;
     j["worker_image"] = worker.image;
-    j["run_args"] = coordinator.container() ? coordinator.run_args : worker.run_args;
+    j["run_args"] = RedactArgs(coordinator.container() ? coordinator.run_args : worker.run_args);
     j["pull"] = coordinator.container() ? coordinator.pull : worker.pull;
   }
   if (spec.kind == ArmSourceKind::kMixed) {
     j["coordinator_from"] = spec.coordinator_from;
     j["worker_from"] = spec.worker_from;
-    if (worker.env != coordinator.env) j["worker_env"] = worker.env;
+    if (worker.env != coordinator.env) j["worker_env"] = RedactEnv(worker.env);
   }
   return j.dump();
+}
+
+std::string ReadApiKey(const ArmSpec& arm) {
+  if (arm.api_key_env.empty()) return "";
+  const char* value = std::getenv(arm.api_key_env.c_str());
+  if (value == nullptr || *value == '\0') {
+    throw InputError(
+        fmt::format("arm '{}': api_key_env: the environment variable {} is {}; export it with the API key of the arm's server (the harness "
+                    "sends it as 'Authorization: Bearer KEY')",
+                    arm.label, arm.api_key_env, value == nullptr ? "not set" : "empty"));
+  }
+  return value;
 }
 
 ResolvedArm ResolveArm(const ArmSpec& arm, const ResolveOptions& options) {
   ResolvedArm r;
   r.spec = arm;
+  r.api_key = ReadApiKey(arm);
   r.coordinator.options = arm.options;
   r.worker.options = arm.worker_options;
   r.coordinator.env = r.worker.env = arm.env;
@@ -185,6 +202,12 @@ ResolvedArm ComposeMixedArm(const ArmSpec& mixed, const ResolvedArm& coordinator
   if (!mixed.options.empty()) r.coordinator.options = mixed.options;
   if (!mixed.worker_options.empty()) r.worker.options = mixed.worker_options;
   if (!mixed.env.empty()) r.coordinator.env = r.worker.env = mixed.env;
+  if (mixed.api_key_env.empty()) {
+    r.spec.api_key_env = coordinator_side.spec.api_key_env;
+    r.api_key = coordinator_side.api_key;
+  } else {
+    r.api_key = ReadApiKey(mixed);
+  }
   r.built = coordinator_side.built && worker_side.built;
   r.revision = !mixed.declared_revision.empty()
                    ? mixed.declared_revision

@@ -36,6 +36,7 @@ struct ResolvedArm {
   RoleImage worker;
   std::string revision;  // git commit (+ "-dirty"), or what the binary says, or declared
   bool built = true;     // false: a git arm not built yet (dry run)
+  std::string api_key;   // from the environment variable spec.api_key_env; never stored or printed
 
   std::string LaunchJson() const;  // how it is launched, for the store
 };
@@ -46,12 +47,19 @@ struct ResolveOptions {
   std::chrono::seconds build_timeout{3600};
 };
 
+// The API key an arm's server wants, read from the environment variable its
+// `api_key_env` names ("" without one). Throws InputError naming the arm and the variable
+// when it is not set or empty.
+std::string ReadApiKey(const ArmSpec& arm);
+
 // Throws InputError naming the arm: a missing executable, an unknown git ref, a
-// failing build (with the end of its log). Not for mixed arms (ComposeMixedArm).
+// failing build (with the end of its log), an API key variable that is not set. Not for
+// mixed arms (ComposeMixedArm).
 ResolvedArm ResolveArm(const ArmSpec& arm, const ResolveOptions& options);
 
 // A mixed arm from its two resolved sides: the coordinator of one, the workers of the
-// other (options and environment from the mixed arm when it gives them, else each side's).
+// other (options and environment from the mixed arm when it gives them, else each side's;
+// the API key the mixed arm's, else the coordinator side's, whose server it is).
 ResolvedArm ComposeMixedArm(const ArmSpec& mixed, const ResolvedArm& coordinator_side, const ResolvedArm& worker_side);
 
 }  // namespace tandem::harness

@@ -21,11 +21,25 @@ std::string AddressOf(const std::string& listening_line) {
   return text;
 }
 
+// Why a process never said where it listens: it ended, or it is still quiet.
+std::string NotStarted(SessionProcess& process, double timeout_s) {
+  if (process.running()) {
+    return fmt::format("the {} did not report where it listens within {:.0f} s (see {})", process.role(), timeout_s,
+                       process.log().string());
+  }
+  return fmt::format("the {} did not start: {}", process.role(), process.DescribeExit());
+}
+
 }  // namespace
 
 std::unique_ptr<ArmInstance> ArmInstance::Launch(const ResolvedArm& arm, const LayoutSpec& layout, const Cluster& cluster,
-                                                 const std::string& tag, const std::filesystem::path& log_dir, double timeout_s) {
+                                                 const std::string& tag, const std::filesystem::path& log_dir, double timeout_s,
+                                                 const std::map<std::string, std::string>& session_env,
+                                                 const std::function<void(const nlohmann::json&)>& on_started) {
   std::unique_ptr<ArmInstance> self(new ArmInstance());
+  self->label_ = arm.spec.label;
+  self->api_key_ = arm.api_key;
+  self->api_key_env_ = arm.spec.api_key_env;
   const auto timeout = std::chrono::milliseconds(static_cast<std::int64_t>(timeout_s * 1000));
   const ArmSpec& s = arm.spec;
   const Host& local = cluster.host("local");
@@ -46,6 +60,7 @@ std::unique_ptr<ArmInstance> ArmInstance::Launch(const ResolvedArm& arm, const L
         p.role = name;
         p.host = &cluster.host(host_name);
         p.env = image.env;
+        for (const auto& [variable, value] : session_env) p.env[variable] = value;
         p.log = log_dir / (p.host->local() ? log_name : fmt::format("{}-{}", host_name, log_name));
         if (image.container()) {
           p.engine = image.engine;
@@ -75,9 +90,10 @@ std::unique_ptr<ArmInstance> ArmInstance::Launch(const ResolvedArm& arm, const L
         p.argv.insert(p.argv.end(), arm.worker.options.begin(), arm.worker.options.end());
         p.cpus = layout.worker_cpus;
         self->processes_.push_back(SessionProcess::Start(p, timeout));
+        if (on_started) on_started(self->Processes(false));
         SessionProcess& started = *self->processes_.back();
         const auto line = started.WaitForLine("listening on ", timeout);
-        if (!line) throw std::runtime_error(fmt::format("the {} did not start: {}", name, started.DescribeExit()));
+        if (!line) throw std::runtime_error(NotStarted(started, timeout_s));
         return AddressOf(*line);
       };
       if (layout.coordinator_ranks == 2) peer = start_worker("peer", 0, PeerHost(layout));
@@ -102,9 +118,10 @@ std::unique_ptr<ArmInstance> ArmInstance::Launch(const ResolvedArm& arm, const L
       p.argv.insert(p.argv.end(), arm.coordinator.options.begin(), arm.coordinator.options.end());
       p.cpus = layout.coordinator_cpus;
       self->processes_.push_back(SessionProcess::Start(p, timeout));
+      if (on_started) on_started(self->Processes(false));
       SessionProcess& coordinator = *self->processes_.back();
       const auto line = coordinator.WaitForLine("listening on ", timeout);
-      if (!line) throw std::runtime_error(fmt::format("the coordinator did not start: {}", coordinator.DescribeExit()));
+      if (!line) throw std::runtime_error(NotStarted(coordinator, timeout_s));
       self->base_url_ = "http://" + AddressOf(*line);
     } else {  // command: the templates name the port; workers first if there is a worker command
       const std::string model = cluster.model_dir("local");
@@ -114,9 +131,11 @@ std::unique_ptr<ArmInstance> ArmInstance::Launch(const ResolvedArm& arm, const L
         p.host = &local;
         p.argv = {"/bin/sh", "-c", cmd};
         p.env = s.env;
+        for (const auto& [variable, value] : session_env) p.env[variable] = value;
         p.cpus = cpus;
         p.log = log_dir / (role + ".log");
         self->processes_.push_back(SessionProcess::Start(p, timeout));
+        if (on_started) on_started(self->Processes(false));
       };
       if (!s.worker_command.empty()) {
         for (int i = 0; i < layout.workers; ++i) {
@@ -150,9 +169,12 @@ void ArmInstance::WaitReady(double timeout_s) {
     const std::string crashed = Crashed();
     if (!crashed.empty()) throw std::runtime_error(crashed);
     int status = 0;
-    HttpGet(base_url_, "/health", 5, &status);
+    HttpGet(base_url_, "/health", 5, &status, api_key_);
+    // Refused is definitive: waiting out launch_s would not change the answer.
+    if (status == 401 || status == 403) throw std::runtime_error(Refused("/health", status));
     if (status == 200) {
-      const std::string models = HttpGet(base_url_, "/v1/models", 10, &status);
+      const std::string models = HttpGet(base_url_, "/v1/models", 10, &status, api_key_);
+      if (status == 401 || status == 403) throw std::runtime_error(Refused("/v1/models", status));
       const auto j = nlohmann::json::parse(models, nullptr, false);
       if (!j.is_discarded() && j.is_object() && j.contains("data") && j["data"].is_array() && !j["data"].empty() &&
           j["data"][0].is_object() && j["data"][0].contains("id") && j["data"][0]["id"].is_string()) {
@@ -172,6 +194,17 @@ void ArmInstance::WaitReady(double timeout_s) {
   throw std::runtime_error(fmt::format("{} was not ready within {:.0f} s: {}", base_url_, timeout_s, last));
 }
 
+std::string ArmInstance::Refused(const std::string& path, int status) const {
+  if (api_key_.empty()) {
+    return fmt::format(
+        "{}{} answered {}: the server requires an API key; give arm '{}' `api_key_env: NAME` and export NAME with the key "
+        "(the harness then sends 'Authorization: Bearer KEY' on every request)",
+        base_url_, path, status, label_);
+  }
+  return fmt::format("{}{} answered {} to the API key from ${} (arm '{}'): the server does not accept that key", base_url_, path, status,
+                     api_key_env_, label_);
+}
+
 std::string ArmInstance::Crashed() {
   for (auto& p : processes_) {
     if (!p->running()) return p->DescribeExit();
@@ -179,9 +212,9 @@ std::string ArmInstance::Crashed() {
   return "";
 }
 
-nlohmann::json ArmInstance::Processes() const {
+nlohmann::json ArmInstance::Processes(bool cpu_seconds) const {
   nlohmann::json out = nlohmann::json::array();
-  for (const auto& p : processes_) out.push_back(p->Record());
+  for (const auto& p : processes_) out.push_back(p->Record(cpu_seconds));
   return out;
 }
 

@@ -1,6 +1,8 @@
 #pragma once
 
 #include <filesystem>
+#include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -19,18 +21,26 @@ namespace tandem::harness {
 // checked. Teardown (also on destruction) stops every process it started, on every host.
 class ArmInstance {
  public:
-  // `tag` names this session's containers (unique per campaign and session). Throws
+  // `tag` names this session's containers (unique per campaign and session);
+  // `session_env` goes into the environment of every process it starts (the session's
+  // worker token), over the arm's own; `on_started` gets the records (SessionProcess::
+  // Record, without CPU time) of every process started so far, each time one starts, so
+  // that a harness that dies during the launch leaves them for --resume to clean up. Throws
   // std::runtime_error when a process does not start, or the server is not healthy and
-  // serving the model within `launch_timeout_s`; everything started is torn down first.
+  // serving the model within `launch_timeout_s` (at once when it refuses the harness with
+  // 401 or 403: a server that wants an API key); everything started is torn down first.
   static std::unique_ptr<ArmInstance> Launch(const ResolvedArm& arm, const LayoutSpec& layout, const Cluster& cluster,
-                                             const std::string& tag, const std::filesystem::path& log_dir, double launch_timeout_s);
+                                             const std::string& tag, const std::filesystem::path& log_dir, double launch_timeout_s,
+                                             const std::map<std::string, std::string>& session_env = {},
+                                             const std::function<void(const nlohmann::json&)>& on_started = {});
   ~ArmInstance();
 
   const std::string& base_url() const { return base_url_; }
   // /v1/models as the server answered it once healthy (model id, revisions).
   const nlohmann::json& served() const { return served_; }
-  // role, host, pid, CPU seconds and log of every process (read now).
-  nlohmann::json Processes() const;
+  // role, host, pid, CPU seconds and log of every process (read now; without CPU seconds:
+  // no command on the hosts).
+  nlohmann::json Processes(bool cpu_seconds = true) const;
   // Why a process it started has ended; empty while every one runs.
   std::string Crashed();
   // Stops everything; returns what was found left on a host afterwards (empty: nothing).
@@ -39,8 +49,13 @@ class ArmInstance {
  private:
   ArmInstance() = default;
   void WaitReady(double timeout_s);
+  // Why the server refused the harness (401/403 on `path`): with no key, that it wants one.
+  std::string Refused(const std::string& path, int status) const;
 
   std::string base_url_;
+  std::string label_;
+  std::string api_key_;  // sent on every request; "" for a server that wants none
+  std::string api_key_env_;
   nlohmann::json served_;
   std::vector<std::unique_ptr<SessionProcess>> processes_;
 };

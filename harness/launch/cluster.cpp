@@ -137,6 +137,13 @@ std::vector<std::string> HostsUsed(const Campaign& c) {
   return out;
 }
 
+Cluster::~Cluster() {
+  hosts_.clear();  // each master connection ends, its socket removed
+  std::error_code ec;
+  // What ssh said is in the messages that needed it; nothing of a campaign stays in /tmp.
+  if (!control_dir_.empty()) std::filesystem::remove_all(control_dir_, ec);
+}
+
 std::unique_ptr<Cluster> Cluster::Prepare(const Campaign& c, std::vector<ResolvedArm>& arms, const std::filesystem::path& model,
                                           const std::string& model_revision, bool check_only, std::ostream& log) {
   std::unique_ptr<Cluster> cluster(new Cluster());

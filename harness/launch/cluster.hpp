@@ -50,6 +50,7 @@ class Cluster {
   const std::vector<PlacedImage>& images() const { return images_; }
   // Every connected host, "local" first.
   std::vector<const Host*> hosts() const;
+  ~Cluster();  // closes the connections and removes their directory (sockets, ssh logs)
 
  private:
   Cluster() = default;

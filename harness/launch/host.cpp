@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "common/input_error.hpp"
+#include "harness/launch/process_end.hpp"
 #include "harness/launch/shell.hpp"
 
 namespace tandem::harness {
@@ -77,7 +78,7 @@ std::unique_ptr<Host> Host::Connect(const HostSpec& spec, const std::filesystem:
     if (std::filesystem::exists(host->socket_) && RunCommand(check, std::chrono::seconds(10)).code == 0) break;
     if (!host->master_->running()) {
       std::string said = Trimmed(ReadText(log));
-      if (said.empty()) said = fmt::format("ssh exited with code {}", host->master_->ExitCode().value_or(-1));
+      if (said.empty()) said = "ssh " + (host->master_->End() ? host->master_->End()->Describe() : std::string("ended"));
       throw InputError(fmt::format("{}: cannot connect: {}", host->Describe(), said));
     }
     if (std::chrono::steady_clock::now() >= deadline) {
@@ -135,7 +136,8 @@ std::string Host::Check(const std::string& what, const std::string& script, std:
   const CommandResult r = Run(script, timeout, input);
   if (r.timed_out) throw std::runtime_error(fmt::format("{}: {}: no answer within {} s", Describe(), what, timeout.count() / 1000));
   if (r.code != 0) {
-    throw std::runtime_error(fmt::format("{}: {} failed (exit code {}): {}", Describe(), what, r.code, Trimmed(r.err.substr(0, 2000))));
+    const std::string how = r.signal != 0 ? "killed by " + DescribeSignal(r.signal) : fmt::format("exit code {}", r.code);
+    throw std::runtime_error(fmt::format("{}: {} failed ({}): {}", Describe(), what, how, Trimmed(r.err.substr(0, 2000))));
   }
   return r.out;
 }

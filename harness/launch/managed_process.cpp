@@ -72,11 +72,12 @@ struct ManagedProcess::Impl {
   std::condition_variable ready;
   std::deque<std::string> lines;
   bool closed = false;
-  std::optional<int> exit_code;
+  std::string last_line;
+  std::optional<ProcessEnd> end;
 };
 
 ManagedProcess::ManagedProcess(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env,
-                               const std::filesystem::path& log, const std::string& cpus)
+                               const std::filesystem::path& log, const std::string& cpus, const std::string& input)
     : impl_(std::make_unique<Impl>()) {
   if (argv.empty()) throw InputError("cannot start an empty command");
   Impl& s = *impl_;
@@ -103,9 +104,17 @@ ManagedProcess::ManagedProcess(const std::vector<std::string>& argv, const std::
       ::sched_setaffinity(0, sizeof set, &set);
     }
   };
+  // stdin: the input from an unlinked temporary file (nothing to block on, nothing named on
+  // disk), else /dev/null.
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> in(input.empty() ? std::fopen("/dev/null", "rb") : std::tmpfile(), std::fclose);
+  if (in == nullptr) throw std::runtime_error("cannot open a process's standard input");
+  if (!input.empty() && (std::fwrite(input.data(), 1, input.size(), in.get()) != input.size() || std::fflush(in.get()) != 0)) {
+    throw std::runtime_error("cannot write a process's standard input");
+  }
+  std::rewind(in.get());
   try {
     s.child = bp::child(bp::exe = program, bp::args = std::vector<std::string>(argv.begin() + 1, argv.end()), environment,
-                        bp::std_in.close(), bp::std_out > s.out, bp::std_err > log.string(), bp::extend::on_exec_setup = setup);
+                        bp::std_in<in.get(), bp::std_out> s.out, bp::std_err > log.string(), bp::extend::on_exec_setup = setup);
   } catch (const bp::process_error& e) {
     throw InputError(fmt::format("cannot start {}: {}", program, e.what()));
   }
@@ -114,6 +123,7 @@ ManagedProcess::ManagedProcess(const std::vector<std::string>& argv, const std::
     while (std::getline(s.out, line)) {
       { std::ofstream(s.log.string() + ".stdout", std::ios::app) << line << '\n'; }
       std::lock_guard lock(s.mutex);
+      s.last_line = line;
       s.lines.push_back(line);
       s.ready.notify_all();
     }
@@ -158,10 +168,19 @@ double ManagedProcess::CpuSeconds() const {
   return (std::stod(f[11]) + std::stod(f[12]) + std::stod(f[13]) + std::stod(f[14])) / ticks;
 }
 
-std::optional<int> ManagedProcess::ExitCode() {
+std::optional<ProcessEnd> ManagedProcess::End() {
   std::error_code ec;
-  if (!impl_->exit_code && impl_->child.valid() && !impl_->child.running(ec)) impl_->exit_code = impl_->child.exit_code();
-  return impl_->exit_code;
+  // native_exit_code: the wait status; Boost's exit_code() gives a killing signal's number
+  // as if it were an exit code.
+  if (!impl_->end && impl_->child.valid() && !impl_->child.running(ec))
+    impl_->end = ProcessEnd::FromWaitStatus(impl_->child.native_exit_code());
+  return impl_->end;
+}
+
+std::string ManagedProcess::LastLine(std::chrono::milliseconds wait) {
+  std::unique_lock lock(impl_->mutex);
+  impl_->ready.wait_for(lock, wait, [this] { return impl_->closed; });
+  return impl_->last_line;
 }
 
 void ManagedProcess::Terminate(std::chrono::milliseconds grace) {
@@ -176,7 +195,7 @@ void ManagedProcess::Terminate(std::chrono::milliseconds grace) {
   }
   if (s.child.valid()) {
     s.child.wait(ec);
-    if (!s.exit_code) s.exit_code = s.child.exit_code();
+    if (!s.end) s.end = ProcessEnd::FromWaitStatus(s.child.native_exit_code());
     ::kill(-s.child.id(), SIGKILL);  // anything the child left behind in its group
   }
   if (s.reader.joinable()) s.reader.join();
@@ -214,7 +233,9 @@ CommandResult RunCommand(const std::vector<std::string>& argv, std::chrono::mill
     throw InputError(fmt::format("cannot start {}: {}", program, e.what()));
   }
   if (WaitForExit(child, timeout)) {
-    r.code = child.exit_code();
+    const ProcessEnd end = ProcessEnd::FromWaitStatus(child.native_exit_code());
+    r.code = end.killed() ? -1 : end.code;
+    r.signal = end.signal;
   } else {
     r.timed_out = true;
     ::kill(-child.id(), SIGKILL);
@@ -247,7 +268,8 @@ int RunToCompletion(const std::vector<std::string>& argv, const std::filesystem:
       (bp::std_out & bp::std_err) > out, bp::extend::on_exec_setup = [](auto&) { ::setpgid(0, 0); });
   int code = -1;
   if (WaitForExit(child, timeout)) {
-    code = child.exit_code();
+    const ProcessEnd end = ProcessEnd::FromWaitStatus(child.native_exit_code());
+    code = end.killed() ? -1 : end.code;
   } else {
     ::kill(-child.id(), SIGKILL);
     child.wait(ec);

@@ -9,19 +9,23 @@
 #include <string>
 #include <vector>
 
+#include "harness/launch/process_end.hpp"
+
 namespace tandem::harness {
 
 // A child process the harness owns: its own process group (so teardown reaches
 // whatever it starts), optionally pinned to CPUs, stderr and stdout written to a log
-// file, stdout lines also readable. Terminate() sends SIGTERM to the group, waits up
+// file, stdout lines also readable; stdin reads `input` (or nothing). Terminate() sends SIGTERM to the group, waits up
 // to a grace period, then SIGKILLs the group; the child is always reaped. If the
 // harness itself dies (kill -9), the kernel kills the child (PR_SET_PDEATHSIG), and
 // `tandem run --resume` kills what is left of its group (KillLeftovers, session_process.hpp). Create
 // it on a thread that outlives it: the death signal follows the creating thread.
 class ManagedProcess {
  public:
+  // `input` never reaches a command line or a named file (an unlinked temporary file holds
+  // it): how secrets reach a process on another host.
   ManagedProcess(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env, const std::filesystem::path& log,
-                 const std::string& cpus = "");
+                 const std::string& cpus = "", const std::string& input = "");
   ~ManagedProcess();
   ManagedProcess(const ManagedProcess&) = delete;
   ManagedProcess& operator=(const ManagedProcess&) = delete;
@@ -35,8 +39,11 @@ class ManagedProcess {
   bool running();
   // User + system CPU seconds of the process and its reaped children, from /proc.
   double CpuSeconds() const;
-  // Exit code once it has ended; nullopt while it runs.
-  std::optional<int> ExitCode();
+  // How it ended, once it has; nullopt while it runs.
+  std::optional<ProcessEnd> End();
+  // The last line it wrote to stdout, once its stdout has closed (waiting up to `wait` for
+  // that); what a wrapper that outlives the process reports about it.
+  std::string LastLine(std::chrono::milliseconds wait);
   void Terminate(std::chrono::milliseconds grace);
   const std::filesystem::path& log() const;
 
@@ -47,7 +54,8 @@ class ManagedProcess {
 
 // What a short command printed, and how it ended.
 struct CommandResult {
-  int code = -1;  // exit code; -1 when it ran past its timeout (it was killed) or died of a signal
+  int code = -1;   // exit code; -1 when it ran past its timeout (it was killed) or died of a signal
+  int signal = 0;  // the signal that killed it (not after a timeout)
   bool timed_out = false;
   std::string out, err;
 };
@@ -57,7 +65,7 @@ struct CommandResult {
 CommandResult RunCommand(const std::vector<std::string>& argv, std::chrono::milliseconds timeout, const std::filesystem::path& input = {});
 
 // Runs a command to completion (a build step), output appended to `log`. Returns the
-// exit code; -1 when it ran past `timeout` (it is then killed).
+// exit code; -1 when it ran past `timeout` (it is then killed) or a signal killed it.
 int RunToCompletion(const std::vector<std::string>& argv, const std::filesystem::path& log, std::chrono::seconds timeout,
                     const std::filesystem::path& cwd = {});
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <chrono>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
@@ -61,45 +62,83 @@ std::string Tail(const std::filesystem::path& file, std::size_t bytes) {
 
 }  // namespace
 
+std::string RemoteProcessScript(const std::vector<std::string>& command) {
+  // The command's own session and group: setsid --fork --wait, whose complaint on stderr
+  // ("child PID did not exit normally") is the one sign that a signal ended it (it then
+  // exits with the signal's number, plus 128 for a core dump). That complaint is caught in
+  // `said`; the command's own output goes to the original stdout and stderr (fds 3 and 4).
+  const std::string inner =
+      "exec 1>&3 2>&4 3>&- 4>&- </dev/null; printf 'tandem-process %s %s\\n' \"$$\" \"$(cut -d' ' -f22 /proc/$$/stat)\"; exec \"$@\"";
+  return "env_text=$(cat) && eval \"$env_text\" || exit 125\n"
+         "exec 3>&1 4>&2\n"
+         "said=$(setsid -f -w sh -c " +
+         ShellQuote(inner) + " tandem-process " + ShellJoin(command) +
+         " 2>&1 >/dev/null)\n"
+         "s=$?\n"
+         "if [ -n \"$said\" ]; then\n"
+         "  printf '%s\\n' \"$said\" >&2\n"
+         "  if [ $((s & 128)) -ne 0 ]; then c=' core'; else c=''; fi\n"
+         "  echo \"tandem-ended signal $((s & 127))$c\"\n"
+         "else\n"
+         "  echo \"tandem-ended code $s\"\n"
+         "fi\n"
+         "exit $s\n";
+}
+
+std::string EnvironmentScript(const std::map<std::string, std::string>& env) {
+  std::string script;
+  for (const auto& [name, value] : env) {
+    const bool word = !name.empty() && !std::isdigit(static_cast<unsigned char>(name.front())) &&
+                      std::all_of(name.begin(), name.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
+    if (!word) throw std::invalid_argument(fmt::format("'{}' is not an environment variable name", name));
+    script += fmt::format("export {}={}\n", name, ShellQuote(value));
+  }
+  return script;
+}
+
+std::optional<ProcessEnd> ParseRemoteEnd(const std::string& line) {
+  std::istringstream fields(line);
+  std::string marker, kind, core;
+  int number = -1;
+  if (!(fields >> marker >> kind >> number) || marker != "tandem-ended" || number < 0) return std::nullopt;
+  fields >> core;
+  if (kind == "code") return ProcessEnd{.code = number};
+  if (kind == "signal" && number > 0) return ProcessEnd{.signal = number, .core_dumped = core == "core"};
+  return std::nullopt;
+}
+
+std::vector<std::string> ContainerCommand(const ProcessPlan& plan) {
+  std::vector<std::string> run = {
+      plan.engine, "run", "--rm", "--name", plan.container_name, "--label", "tandem.process=" + plan.container_name, "--network", "host"};
+  for (const std::string& dir : plan.read_only) run.insert(run.end(), {"-v", dir + ":" + dir + ":ro"});
+  if (!plan.cpus.empty()) run.insert(run.end(), {"--cpuset-cpus", plan.cpus});
+  for (const auto& [key, value] : plan.env) run.insert(run.end(), {"--env", key});
+  run.insert(run.end(), plan.run_args.begin(), plan.run_args.end());
+  run.push_back(plan.image);
+  run.insert(run.end(), plan.argv.begin(), plan.argv.end());
+  return run;
+}
+
 std::unique_ptr<SessionProcess> SessionProcess::Start(const ProcessPlan& plan, std::chrono::milliseconds timeout) {
   if (plan.host == nullptr || plan.argv.empty()) throw std::invalid_argument("a process plan needs a host and a command");
   std::unique_ptr<SessionProcess> self(new SessionProcess(plan));
   const Host& host = *plan.host;
-  std::vector<std::string> command = plan.argv;  // what runs on the host
-  if (!plan.engine.empty()) {
-    std::vector<std::string> run = {
-        plan.engine, "run", "--rm", "--name", plan.container_name, "--label", "tandem.process=" + plan.container_name, "--network", "host"};
-    for (const std::string& dir : plan.read_only) run.insert(run.end(), {"-v", dir + ":" + dir + ":ro"});
-    if (!plan.cpus.empty()) run.insert(run.end(), {"--cpuset-cpus", plan.cpus});
-    for (const auto& [key, value] : plan.env) run.insert(run.end(), {"-e", key + "=" + value});
-    run.insert(run.end(), plan.run_args.begin(), plan.run_args.end());
-    run.push_back(plan.image);
-    run.insert(run.end(), plan.argv.begin(), plan.argv.end());
-    command = std::move(run);
-  } else if (!host.local()) {
-    std::vector<std::string> prefix;
-    if (!plan.cpus.empty()) prefix = {"taskset", "-c", plan.cpus};
-    if (!plan.env.empty()) {
-      prefix.push_back("env");
-      for (const auto& [key, value] : plan.env) prefix.push_back(key + "=" + value);
-    }
-    command.insert(command.begin(), prefix.begin(), prefix.end());
-  }
+  const bool container = !plan.engine.empty();
+  std::vector<std::string> command = container ? ContainerCommand(plan) : plan.argv;  // what runs on the host
   if (host.local()) {
-    // Here the harness's own process group, pinning and death signal apply directly.
-    const bool container = !plan.engine.empty();
-    self->process_ = std::make_unique<ManagedProcess>(command, container ? std::map<std::string, std::string>{} : plan.env, plan.log,
-                                                      container ? "" : plan.cpus);
+    // Here the harness's own process group, pinning and death signal apply directly; the
+    // environment goes to the process (or to the engine client, which passes it on).
+    self->process_ = std::make_unique<ManagedProcess>(command, plan.env, plan.log, container ? "" : plan.cpus);
     self->pid_ = self->process_->pid();
     self->start_ticks_ = self->process_->start_ticks();
     return self;
   }
-  // On another host: its own session and process group there (setsid), which reports its
-  // pid and start time first, then becomes the command; the ssh client streams its output.
-  const std::string script = "exec setsid -w sh -c " +
-                             ShellQuote("printf 'tandem-process %s %s\\n' \"$$\" \"$(cut -d' ' -f22 /proc/$$/stat)\"; exec \"$@\"") +
-                             " tandem-process " + ShellJoin(command);
-  self->process_ = std::make_unique<ManagedProcess>(host.Command(script), std::map<std::string, std::string>{}, plan.log);
+  if (!container && !plan.cpus.empty()) command.insert(command.begin(), {"taskset", "-c", plan.cpus});
+  // On another host: its own session and process group there, which reports its pid and
+  // start time first, then becomes the command; the ssh client streams its output, and
+  // the environment goes over stdin.
+  self->process_ = std::make_unique<ManagedProcess>(host.Command(RemoteProcessScript(command)), std::map<std::string, std::string>{},
+                                                    plan.log, "", EnvironmentScript(plan.env));
   const auto line = self->process_->WaitForLine("tandem-process ", timeout);
   if (!line) {
     throw std::runtime_error(
@@ -125,15 +164,35 @@ std::optional<std::string> SessionProcess::WaitForLine(const std::string& needle
 
 bool SessionProcess::running() { return process_->running(); }
 
-std::optional<int> SessionProcess::ExitCode() { return process_->ExitCode(); }
-
 std::string SessionProcess::DescribeExit() {
-  const int code = ExitCode().value_or(-1);
-  if (!host().local() && code == 255) {
-    return fmt::format("the {} on {}: the SSH connection ended (ssh exit code 255; see {})", role(), host().Describe(), log().string());
+  const std::string who = fmt::format("the {}{}", role(), host().local() ? "" : " on " + host().Describe());
+  const std::string see = fmt::format(" (see {})", log().string());
+  const std::optional<ProcessEnd> client = process_->End();
+  if (!client) return fmt::format("{} is still running{}", who, see);
+  ProcessEnd end = *client;
+  if (!host().local()) {
+    // How it ended there, as the wrapper on the host saw it; without that line only ssh's
+    // end is known, and the process may still run there.
+    const std::optional<ProcessEnd> there = ParseRemoteEnd(process_->LastLine(std::chrono::seconds(2)));
+    if (!there) {
+      if (client->killed())
+        return fmt::format("the ssh client running {} {}; how it fared there is unknown{}", who, client->Describe(), see);
+      return fmt::format("{}: ssh exited with code {}{}, and how the process ended there is unknown{}", who, client->code,
+                         client->code == 255 ? " (the SSH connection failed or dropped)" : " without reporting how the process ended", see);
+    }
+    end = *there;
   }
-  return fmt::format("the {}{} exited with code {} (see {})", role(), host().local() ? "" : " on " + host().Describe(), code,
-                     log().string());
+  if (!plan_.engine.empty()) {
+    // A container's end is what `engine run` returns: 128+N both for a process killed by
+    // signal N and for one that exited with that code.
+    const std::string container = fmt::format("{} (container {})", who, plan_.container_name);
+    if (!end.killed() && end.code > 128 && end.code < 128 + 65) {
+      return fmt::format("{} ended with code {} as `{} run` reports it, the code it gives a process killed by {}{}", container, end.code,
+                         plan_.engine, DescribeSignal(end.code - 128), see);
+    }
+    return fmt::format("{}: `{} run` {}{}", container, plan_.engine, end.Describe(), see);
+  }
+  return fmt::format("{} {}{}", who, end.Describe(), see);
 }
 
 std::string SessionProcess::Terminate(std::chrono::milliseconds grace) {
@@ -180,9 +239,10 @@ std::string SessionProcess::Terminate(std::chrono::milliseconds grace) {
   return left;
 }
 
-nlohmann::json SessionProcess::Record() const {
+nlohmann::json SessionProcess::Record(bool cpu_seconds) const {
   double cpu = 0;
-  if (!plan_.engine.empty()) {
+  if (!cpu_seconds) {
+  } else if (!plan_.engine.empty()) {
     cpu = CpuSecondsOn(host(), fmt::format("$({} inspect --format '{{{{.State.Pid}}}}' {} 2>/dev/null)", ShellQuote(plan_.engine),
                                            ShellQuote(plan_.container_name)));
   } else if (host().local()) {
@@ -190,8 +250,9 @@ nlohmann::json SessionProcess::Record() const {
   } else {
     cpu = CpuSecondsOn(host(), std::to_string(pid_));
   }
-  nlohmann::json r = {{"role", plan_.role},          {"host", host().name()}, {"pid", pid_},
-                      {"start_ticks", start_ticks_}, {"cpu_seconds", cpu},    {"log", plan_.log.string()}};
+  nlohmann::json r = {
+      {"role", plan_.role}, {"host", host().name()}, {"pid", pid_}, {"start_ticks", start_ticks_}, {"log", plan_.log.string()}};
+  if (cpu_seconds) r["cpu_seconds"] = cpu;
   if (!plan_.engine.empty()) {
     r["container"] = plan_.container_name;
     r["engine"] = plan_.engine;

@@ -51,15 +51,16 @@ class SessionProcess {
   // The next output line containing `needle`, or nullopt on timeout or exit.
   std::optional<std::string> WaitForLine(const std::string& needle, std::chrono::milliseconds timeout);
   bool running();
-  // Once it has ended: its exit code (255 when the SSH connection to its host dropped).
-  std::optional<int> ExitCode();
-  // Why it ended, for a failed session: "the worker-2 on host dodo exited with code 1 (see LOG)".
+  // Why it ended, for a failed session: "the worker-2 on host dodo (ssh …) exited with code 1
+  // (see LOG)", "the coordinator was killed by signal 9 (SIGKILL) (see LOG)". On another host
+  // the wrapper there reports how the process ended; when the SSH connection ended first,
+  // the message says that, and that the process's fate there is unknown.
   std::string DescribeExit();
   // Stops it; returns "" when nothing of it is left on its host, else what is.
   std::string Terminate(std::chrono::milliseconds grace);
   // role, host, pid (its process group on its host), start_ticks, cpu_seconds, log, and
   // container (its name) for a container: what `tandem show` prints and resume needs.
-  nlohmann::json Record() const;
+  nlohmann::json Record(bool cpu_seconds = true) const;  // without: no cpu_seconds, no command on the host
 
  private:
   explicit SessionProcess(ProcessPlan plan) : plan_(std::move(plan)) {}
@@ -70,6 +71,22 @@ class SessionProcess {
   std::uint64_t start_ticks_ = 0;
   bool stopped_ = false;
 };
+
+// The script that runs `command` on another host (through Host::Command). It first reads its
+// environment from stdin (EnvironmentScript: secrets never stand on a command line, where
+// `ps` shows them), then runs the command in a session and process group of its own
+// (setsid), printing "tandem-process PID START_TICKS" as it starts, and once it has ended
+// "tandem-ended code N" or "tandem-ended signal N" ("… core" when it dumped core) as the
+// last line of stdout: ssh's own exit code cannot tell an exit with 137 from a SIGKILL.
+std::string RemoteProcessScript(const std::vector<std::string>& command);
+// `export NAME='value'` lines, the stdin of RemoteProcessScript. Throws std::invalid_argument
+// for a name that is not a shell variable name.
+std::string EnvironmentScript(const std::map<std::string, std::string>& env);
+// How the process ended, from RemoteProcessScript's last line; nullopt for any other line.
+std::optional<ProcessEnd> ParseRemoteEnd(const std::string& line);
+// The `engine run` command line of a container process: its environment by name only
+// (`--env NAME`: the engine client passes its own value on, so no value is on a command line).
+std::vector<std::string> ContainerCommand(const ProcessPlan& plan);
 
 // Kills (SIGKILL) what is left of a recorded process (Record()) on `host`: the members of
 // its process group started no earlier than it, or its container. Returns how many

@@ -70,9 +70,11 @@ StreamedCompletion StreamChat(const std::string& base_url, nlohmann::ordered_jso
   return out;
 }
 
-std::string HttpGet(const std::string& base_url, const std::string& path, double timeout_s, int* status) {
+std::string HttpGet(const std::string& base_url, const std::string& path, double timeout_s, int* status, const std::string& api_key) {
   httplib::Client client = MakeClient(base_url, timeout_s);
-  auto res = client.Get(path.c_str());
+  httplib::Headers headers;
+  if (!api_key.empty()) headers.emplace("Authorization", "Bearer " + api_key);
+  auto res = client.Get(path.c_str(), headers);
   if (status != nullptr) *status = res ? res->status : 0;
   if (!res || res->status != 200) return "";
   return res->body;

@@ -18,7 +18,9 @@ double MonotonicSeconds();
 // each read.
 StreamedCompletion StreamChat(const std::string& base_url, nlohmann::ordered_json body, double timeout_s, const std::string& api_key = "");
 
-// GETs base_url + path; the body on 200, empty otherwise (with `status` set).
-std::string HttpGet(const std::string& base_url, const std::string& path, double timeout_s, int* status = nullptr);
+// GETs base_url + path (with `Authorization: Bearer API_KEY` when a key is given); the body
+// on 200, empty otherwise (with `status` set).
+std::string HttpGet(const std::string& base_url, const std::string& path, double timeout_s, int* status = nullptr,
+                    const std::string& api_key = "");
 
 }  // namespace tandem::harness

@@ -86,14 +86,14 @@ class Runner {
   void Send(std::vector<Planned>& batch) {
     // The server's draft counters around the batch: per-case acceptance (a batch holds
     // one case, except in mixed traffic). Absent when the server has no /v1/stats.
-    const auto before = ReadDraftCounters(HttpGet(ctx_.base_url, "/v1/stats", 30));
+    const auto before = ReadDraftCounters(HttpGet(ctx_.base_url, "/v1/stats", 30, nullptr, ctx_.api_key));
     std::vector<StreamedCompletion> responses(batch.size());
     std::vector<std::thread> threads;
     for (std::size_t i = 0; i < batch.size(); ++i) {
-      threads.emplace_back([&, i] { responses[i] = StreamChat(ctx_.base_url, batch[i].body, ctx_.request_timeout_s); });
+      threads.emplace_back([&, i] { responses[i] = StreamChat(ctx_.base_url, batch[i].body, ctx_.request_timeout_s, ctx_.api_key); });
     }
     for (auto& t : threads) t.join();
-    const auto after = ReadDraftCounters(HttpGet(ctx_.base_url, "/v1/stats", 30));
+    const auto after = ReadDraftCounters(HttpGet(ctx_.base_url, "/v1/stats", 30, nullptr, ctx_.api_key));
     // None when the server has no counters. Counters that went backwards (the server
     // restarted, or a counter wrapped) are recorded as an error: the report then gives this
     // workload and case no acceptance figure instead of one computed without this batch.

@@ -28,6 +28,7 @@ struct WorkloadContext {
   int cache_bound = 4;
   std::function<void(int done, int total)> progress;  // may be empty
   std::string model = "tandem";                       // the model id the server lists first in /v1/models
+  std::string api_key;                                // sent as `Authorization: Bearer` on every request; may be empty
 };
 
 struct WorkloadOutcome {

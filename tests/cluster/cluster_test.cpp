@@ -170,6 +170,11 @@ timeouts: {{launch_s: 60, request_s: 60, teardown_grace_s: 5}}
 fs::path* ClusterCampaign::dir_ = nullptr;
 std::string* ClusterCampaign::hosts_yaml_ = nullptr;
 
+std::string ReadFailure(const fs::path& attempt) {
+  std::ifstream in(attempt / "failure.txt");
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
 std::int64_t Count(const store::Store& store, const std::string& sql) {
   store::Statement s(store.handle(), sql);
   return s.Step() ? s.Int(0) : -1;
@@ -206,7 +211,7 @@ TEST_F(ClusterCampaign, ACampaignRunsAcrossFiveHostsWithABinaryAndAContainerArm)
     EXPECT_EQ(hosts, (std::set<std::string>{"tt1", "tt2", "tt3", "tt4", "tt5"})) << s.Text(1);
   }
   // Logs came back per host and role.
-  EXPECT_TRUE(fs::exists(Dir() / "store-logs" / "session-0" / "tt3-worker-1.log"));
+  EXPECT_TRUE(fs::exists(Dir() / "store-logs" / "session-0" / "attempt-1" / "tt3-worker-1.log"));
   // The report shows where each image ran.
   const auto report = testing::RunCommand(TANDEM_BIN, {"report", (Dir() / "store.db").string()}, 120s);
   ASSERT_EQ(report.exit_code, 0) << report.err;
@@ -233,6 +238,11 @@ TEST_F(ClusterCampaign, AWorkerKilledMidSessionFailsThatSessionWhichIsRetriedLea
   const std::string err((std::istreambuf_iterator<char>(err_file)), std::istreambuf_iterator<char>());
   EXPECT_EQ(*code, 0) << err;  // the retry completed it
   EXPECT_NE(err.find("the worker-2 on host tt4"), std::string::npos) << err;
+  // How it ended, as the wrapper on tt4 saw it (ssh alone would have said "exited with code 9").
+  EXPECT_NE(err.find("was killed by signal 9 (SIGKILL)"), std::string::npos) << err;
+  // The failed attempt's logs and reason stay beside the retry's.
+  EXPECT_NE(ReadFailure(Dir() / "store-logs" / "session-0" / "attempt-1").find("the worker-2 on host tt4"), std::string::npos);
+  EXPECT_TRUE(fs::exists(Dir() / "store-logs" / "session-0" / "attempt-2" / "tt4-worker-2.log"));
   EXPECT_NE(err.find("retrying"), std::string::npos) << err;
   const store::Store store = store::Store::Open(Dir() / "store.db");
   EXPECT_EQ(Count(store, "SELECT attempts FROM session WHERE order_index = 0"), 2);

@@ -113,6 +113,30 @@ timeouts: {{launch_s: 60, request_s: 60, teardown_grace_s: 5}}
         fmt::arg("corpus", std::string(TANDEM_SOURCE_DIR) + "/campaigns/corpus.yaml"), fmt::arg("store", (Dir() / "store.db").string()));
     return file;
   }
+  // The shortest campaign that runs: the arms given, two sessions (AB), no workers unless
+  // asked, one request per session.
+  fs::path WriteShortCampaign(const std::string& arms, const std::string& sessions = "{per_layout: 2, order: AB, retry: 0}",
+                              int workers = 0) const {
+    const fs::path file = Dir() / "campaign.yaml";
+    std::ofstream(file) << fmt::format(
+        R"(name: short
+model: {{path: {model}}}
+arms:
+{arms}
+layouts:
+  - name: solo
+    workers: {workers}
+sessions: {sessions}
+workloads:
+  - {{name: battery, kind: battery, cases: [hello], repeats: 1, max_tokens: 8, counting: false}}
+corpus: {corpus}
+store: {store}
+timeouts: {{launch_s: 60, request_s: 60, teardown_grace_s: 5}}
+)",
+        fmt::arg("model", Model().string()), fmt::arg("arms", arms), fmt::arg("workers", workers), fmt::arg("sessions", sessions),
+        fmt::arg("corpus", std::string(TANDEM_SOURCE_DIR) + "/campaigns/corpus.yaml"), fmt::arg("store", (Dir() / "store.db").string()));
+    return file;
+  }
   static std::string BinaryArm() {
     return fmt::format("  - label: two\n    source: {{kind: binary, coordinator: {0}, worker: {0}}}\n    options: [--threads, \"2\"]",
                        TANDEM_RT_BIN);
@@ -144,6 +168,29 @@ std::int64_t Count(const store::Store& store, const std::string& sql) {
   store::Statement s(store.handle(), sql);
   return s.Step() ? s.Int(0) : -1;
 }
+
+std::string Text(const store::Store& store, const std::string& sql) {
+  store::Statement s(store.handle(), sql);
+  return s.Step() ? s.Text(0) : "";
+}
+
+std::string ReadFile(const fs::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+// Sets an environment variable of this test (and so of the `tandem` it starts) until the
+// end of the scope.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) { ::setenv(name, value, 1); }
+  ~ScopedEnv() { ::unsetenv(name_); }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  const char* name_;
+};
 
 TEST_F(Campaigns, RunCompletesWithEverySampleStoredAndNothingLeftRunning) {
   const fs::path file = WriteCampaign(BinaryArm());
@@ -467,6 +514,179 @@ TEST_F(Campaigns, ExternalArmIsMeasuredButNeverRelaunched) {
                   "SELECT COUNT(*) FROM sample x JOIN session a ON a.id = x.session_id JOIN sample y ON y.nonce = x.nonce "
                   "JOIN session b ON b.id = y.session_id WHERE a.order_index = 1 AND b.order_index = 2 AND x.nonce <> ''"),
             0);
+}
+
+TEST_F(Campaigns, ARetriedSessionKeepsEveryAttemptsLogsAndSaysWhichSignalEndedItsProcess) {
+  // A command arm whose first launch dies of SIGKILL before it serves (its shell kills
+  // itself); the retry serves.
+  const fs::path once = Dir() / "once";
+  const std::string arms = fmt::format(
+      "  - label: flaky\n    source: {{kind: command, command: 'if [ ! -e {once} ]; then touch {once}; echo first attempt >&2; "
+      "kill -9 $$; fi; exec {bin} serve --model {{model}} --listen 127.0.0.1:{{port}} --threads 1'}}\n"
+      "  - label: two\n    source: {{kind: binary, coordinator: {bin}}}\n    options: [--threads, \"1\"]",
+      fmt::arg("once", once.string()), fmt::arg("bin", TANDEM_RT_BIN));
+  const fs::path file = WriteShortCampaign(arms, "{per_layout: 2, order: AB, retry: 1}");
+  const auto r = testing::RunCommand(TANDEM_BIN, {"run", file.string(), "--quiet"}, 300s);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const fs::path first = Dir() / "store-logs" / "session-0" / "attempt-1";
+  const fs::path second = Dir() / "store-logs" / "session-0" / "attempt-2";
+  EXPECT_NE(r.err.find(fmt::format("session 1 (solo, flaky) failed: the coordinator was killed by signal 9 (SIGKILL) (see {}); retrying",
+                                   (first / "coordinator.log").string())),
+            std::string::npos)
+      << r.err;
+  // Each attempt's logs are kept apart: the failed one's output is still there.
+  EXPECT_NE(ReadFile(first / "coordinator.log").find("first attempt"), std::string::npos);
+  EXPECT_NE(ReadFile(first / "failure.txt").find("the coordinator was killed by signal 9 (SIGKILL)"), std::string::npos);
+  EXPECT_TRUE(fs::exists(second / "coordinator.log"));
+  EXPECT_EQ(ReadFile(second / "coordinator.log").find("first attempt"), std::string::npos);
+  EXPECT_FALSE(fs::exists(second / "failure.txt"));
+  EXPECT_TRUE(fs::exists(Dir() / "store-logs" / "session-1" / "attempt-1" / "coordinator.log"));
+  const store::Store store = store::Store::Open(Dir() / "store.db");
+  EXPECT_EQ(Count(store, "SELECT attempts FROM session WHERE order_index = 0"), 2);
+  EXPECT_EQ(Count(store, "SELECT COUNT(*) FROM session WHERE status = 'complete'"), 2);
+  EXPECT_EQ(Text(store, "SELECT json_extract(processes_json, '$[0].log') FROM session WHERE order_index = 0"),
+            (second / "coordinator.log").string());
+  // `tandem show` points at the last attempt's logs and says where the earlier one's are and why it failed.
+  const std::string id = std::to_string(Count(store, "SELECT id FROM session WHERE order_index = 0"));
+  const auto shown = testing::RunCommand(TANDEM_BIN, {"show", (Dir() / "store.db").string(), id});
+  EXPECT_EQ(shown.exit_code, 0) << shown.err;
+  EXPECT_NE(shown.out.find("log " + (second / "coordinator.log").string()), std::string::npos) << shown.out;
+  EXPECT_NE(shown.out.find(fmt::format("attempt 1 {}: failed: the coordinator was killed by signal 9 (SIGKILL)", first.string())),
+            std::string::npos)
+      << shown.out;
+  EXPECT_TRUE(LeftRunning(Model().string()).empty());
+}
+
+TEST_F(Campaigns, AnApiKeyComesFromTheEnvironmentAndNoSecretIsStoredOrPrinted) {
+  const std::string arms = fmt::format(
+      "  - label: keyed\n    source: {{kind: binary, coordinator: {0}}}\n"
+      "    options: [--threads, \"1\", --api-key, s3cr3t]\n"
+      "    env: {{HF_TOKEN: s3cr3t, OMP_NUM_THREADS: \"1\"}}\n"
+      "    api_key_env: TANDEM_TEST_API_KEY\n"
+      "  - label: cmd\n    source: {{kind: command, command: '{0} serve --model {{model}} --listen 127.0.0.1:{{port}} --threads 1 "
+      "--api-key=s3cr3t'}}\n"
+      "    api_key_env: TANDEM_TEST_API_KEY",
+      TANDEM_RT_BIN);
+  const fs::path file = WriteShortCampaign(arms);
+  const ScopedEnv key("TANDEM_TEST_API_KEY", "s3cr3t");
+  const auto dry = testing::RunCommand(TANDEM_BIN, {"run", file.string(), "--dry-run"}, 60s);
+  ASSERT_EQ(dry.exit_code, 0) << dry.out << dry.err;
+  EXPECT_EQ((dry.out + dry.err).find("s3cr3t"), std::string::npos) << dry.out << dry.err;
+  EXPECT_NE(dry.out.find("options --threads 1 --api-key <redacted>"), std::string::npos) << dry.out;
+  EXPECT_NE(dry.out.find("--api-key=<redacted>"), std::string::npos) << dry.out;
+  EXPECT_NE(dry.out.find("API key from $TANDEM_TEST_API_KEY"), std::string::npos) << dry.out;
+
+  const auto r = testing::RunCommand(TANDEM_BIN, {"run", file.string(), "--quiet"}, 300s);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_EQ((r.out + r.err).find("s3cr3t"), std::string::npos) << r.out << r.err;
+  const fs::path db = Dir() / "store.db";
+  {
+    const store::Store store = store::Store::Open(db);
+    EXPECT_EQ(Count(store, "SELECT COUNT(*) FROM session WHERE status = 'complete'"), 2);
+    EXPECT_EQ(Count(store, "SELECT COUNT(*) FROM sample WHERE valid = 1"), 2);
+    // What was stored says what was redacted, and keeps what was not.
+    const json launch = json::parse(Text(store, "SELECT launch_json FROM arm WHERE label = 'keyed'"));
+    EXPECT_EQ(launch["env"], (json{{"HF_TOKEN", "<redacted>"}, {"OMP_NUM_THREADS", "1"}})) << launch;
+    EXPECT_EQ(launch["options"], (json{"--threads", "1", "--api-key", "<redacted>"})) << launch;
+    EXPECT_EQ(launch["api_key_env"], "TANDEM_TEST_API_KEY") << launch;
+    const std::string yaml = Text(store, "SELECT yaml FROM campaign");
+    EXPECT_NE(yaml.find("env: {HF_TOKEN: \"<redacted>\", OMP_NUM_THREADS: \"1\"}"), std::string::npos) << yaml;
+  }
+  // No byte of the store (nor of anything beside it) holds the secret.
+  for (const auto& e : fs::recursive_directory_iterator(Dir())) {
+    if (e.is_regular_file() && e.path() != file) {
+      EXPECT_EQ(ReadFile(e.path()).find("s3cr3t"), std::string::npos) << e.path();
+    }
+  }
+  for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{{"report", db.string()},
+                                                                                    {"sessions", db.string()},
+                                                                                    {"show", db.string(), "1"},
+                                                                                    {"show", db.string(), "2"},
+                                                                                    {"gate", db.string(), "--json"},
+                                                                                    {"export", db.string(), "--format", "json"}}) {
+    const auto read = testing::RunCommand(TANDEM_BIN, args, 60s);
+    EXPECT_NE(read.out, "") << args[0] << read.err;
+    EXPECT_EQ((read.out + read.err).find("s3cr3t"), std::string::npos) << args[0] << ":\n" << read.out << read.err;
+  }
+  const auto report = testing::RunCommand(TANDEM_BIN, {"report", db.string()}, 60s);
+  EXPECT_NE(report.out.find("environment `HF_TOKEN=<redacted> OMP_NUM_THREADS=1`"), std::string::npos) << report.out;
+  // --resume reads the secrets from the campaign file, which must be the one the campaign started from.
+  const auto resumed = testing::RunCommand(TANDEM_BIN, {"run", "--resume", db.string(), "--quiet"}, 120s);
+  EXPECT_EQ(resumed.exit_code, 0) << resumed.out << resumed.err;
+  std::ofstream(file, std::ios::app) << "# edited\n";
+  const auto edited = testing::RunCommand(TANDEM_BIN, {"run", "--resume", db.string(), "--quiet"}, 120s);
+  EXPECT_EQ(edited.exit_code, 2) << edited.out << edited.err;
+  EXPECT_NE(edited.err.find(fmt::format("{} changed since the campaign started", file.string())), std::string::npos) << edited.err;
+  EXPECT_TRUE(LeftRunning(Model().string()).empty());
+}
+
+TEST_F(Campaigns, AServerThatWantsAnApiKeyFailsItsSessionAtOnceWhenTheArmGivesNone) {
+  const std::string arms = fmt::format(
+      "  - label: keyed\n    source: {{kind: binary, coordinator: {0}}}\n    options: [--threads, \"1\", --api-key, s3cr3t]\n"
+      "  - label: two\n    source: {{kind: binary, coordinator: {0}}}\n    options: [--threads, \"1\"]",
+      TANDEM_RT_BIN);
+  const auto start = std::chrono::steady_clock::now();
+  const auto r = testing::RunCommand(TANDEM_BIN, {"run", WriteShortCampaign(arms).string(), "--quiet"}, 300s);
+  const auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_LT(took, 40s) << "the harness waited for a server that had refused it";  // launch_s is 60
+  const store::Store store = store::Store::Open(Dir() / "store.db");
+  const std::string reason = Text(store, "SELECT reason FROM session WHERE order_index = 0");
+  EXPECT_NE(reason.find("answered 401: the server requires an API key"), std::string::npos) << reason;
+  EXPECT_NE(reason.find("api_key_env"), std::string::npos) << reason;
+  EXPECT_EQ(Count(store, "SELECT COUNT(*) FROM session WHERE status = 'complete'"), 1);
+  EXPECT_TRUE(LeftRunning(Model().string()).empty());
+}
+
+TEST_F(Campaigns, AnApiKeyVariableThatIsNotSetIsRefusedBeforeAnythingStarts) {
+  const std::string arms = fmt::format(
+      "  - label: keyed\n    source: {{kind: binary, coordinator: {0}}}\n    api_key_env: TANDEM_TEST_UNSET_VARIABLE\n"
+      "  - label: two\n    source: {{kind: binary, coordinator: {0}}}",
+      TANDEM_RT_BIN);
+  const auto r = testing::RunCommand(TANDEM_BIN, {"run", WriteShortCampaign(arms).string(), "--quiet"}, 60s);
+  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find("arm 'keyed': api_key_env: the environment variable TANDEM_TEST_UNSET_VARIABLE is not set"), std::string::npos)
+      << r.err;
+  EXPECT_FALSE(fs::exists(Dir() / "store.db"));
+  EXPECT_FALSE(fs::exists(Dir() / "store-logs"));
+}
+
+TEST_F(Campaigns, EveryProcessOfASessionGetsTheSessionsOwnWorkerTokenWhichIsNeverStored) {
+  // A binary arm through a wrapper that notes its role and token, and a command arm that does the same.
+  const fs::path tokens = Dir() / "tokens";
+  const fs::path fake = Dir() / "fake-rt";
+  std::ofstream(fake) << fmt::format(
+      "#!/bin/sh\n[ \"$1\" = --version ] || printf '%s %s\\n' \"$1\" \"${{TANDEM_WORKER_TOKEN-unset}}\" >> {}\nexec {} \"$@\"\n",
+      tokens.string(), TANDEM_RT_BIN);
+  fs::permissions(fake, fs::perms::owner_all);
+  const std::string arms = fmt::format(
+      "  - label: bin\n    source: {{kind: binary, coordinator: {fake}}}\n    options: [--threads, \"1\"]\n"
+      "  - label: cmd\n    source: {{kind: command, command: 'printf \"command %s\\n\" \"${{TANDEM_WORKER_TOKEN-unset}}\" >> {tokens}; "
+      "exec {bin} serve --model {{model}} --listen 127.0.0.1:{{port}} --threads 1'}}",
+      fmt::arg("fake", fake.string()), fmt::arg("tokens", tokens.string()), fmt::arg("bin", TANDEM_RT_BIN));
+  const auto r =
+      testing::RunCommand(TANDEM_BIN, {"run", WriteShortCampaign(arms, "{per_layout: 2, order: AB}", 2).string(), "--quiet"}, 300s);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  std::map<std::string, std::set<std::string>> by_role;
+  std::istringstream lines(ReadFile(tokens));
+  for (std::string role, token; lines >> role >> token;) by_role[role].insert(token);
+  // Session 1: two workers and the coordinator, one token; session 2 (the command arm): another.
+  ASSERT_EQ(by_role["expert"].size(), 1u) << ReadFile(tokens);
+  ASSERT_EQ(by_role["serve"], by_role["expert"]) << ReadFile(tokens);
+  ASSERT_EQ(by_role["command"].size(), 1u) << ReadFile(tokens);
+  const std::string first = *by_role["serve"].begin(), second = *by_role["command"].begin();
+  EXPECT_NE(first, second);
+  for (const std::string& token : {first, second}) {
+    EXPECT_EQ(token.size(), 64u) << token;
+    EXPECT_EQ(token.find_first_not_of("0123456789abcdef"), std::string::npos) << token;
+    for (const auto& e : fs::recursive_directory_iterator(Dir())) {
+      if (e.is_regular_file() && e.path() != tokens) {
+        EXPECT_EQ(ReadFile(e.path()).find(token), std::string::npos) << e.path();
+      }
+    }
+    EXPECT_EQ((r.out + r.err).find(token), std::string::npos);
+  }
+  EXPECT_TRUE(LeftRunning(Model().string()).empty());
 }
 
 }  // namespace

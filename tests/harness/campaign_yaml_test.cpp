@@ -10,6 +10,7 @@
 
 #include "common/input_error.hpp"
 #include "harness/campaign/campaign.hpp"
+#include "harness/campaign/campaign_secrets.hpp"
 #include "harness/campaign/session_plan.hpp"
 #include "harness/campaign/spec_json.hpp"
 #include "harness/launch/arm.hpp"
@@ -117,6 +118,12 @@ TEST(CampaignYaml, ErrorsNameFileLineColumnAndKey) {
                     "    source: {kind: command, command: 'server --port {port}'}"),
         ":12:22: layouts[0].emulated_rtt_us: arm 'b' is a command arm"}},
       {"not YAML", {ReplaceLine(Valid(), 10, "  - name: [l"), ": not valid YAML:"}},
+      {"API key variable that is no name",
+       {ReplaceLine(Valid(), 8, "    api_key_env: my key"), ":8:18: arms[1].api_key_env: 'my key' is not an environment variable name"}},
+      {"the worker token in env",
+       {ReplaceLine(Valid(), 8, "    env: {TANDEM_WORKER_TOKEN: x}"), ":8:11: arms[1].env.TANDEM_WORKER_TOKEN: is set by the harness"}},
+      {"env name that is no variable",
+       {ReplaceLine(Valid(), 8, "    env: {OK: x, 'A B': y}"), ":8:18: arms[1].env.A B: is not an environment variable name"}},
       {"one arm",
        {ReplaceLine(ReplaceLine(Valid(), 7,
                                 "    source: {kind: binary, coordinator: " + std::string(TANDEM_RT_BIN) +
@@ -129,6 +136,42 @@ TEST(CampaignYaml, ErrorsNameFileLineColumnAndKey) {
     EXPECT_EQ(error.rfind(kFile, 0), 0u) << what << ": " << error;
     EXPECT_NE(error.find(c.second), std::string::npos) << what << ":\n  got  " << error << "\n  want " << c.second;
   }
+}
+
+// The campaign text the store keeps: secrets replaced where they stand, everything else as
+// written (comments too); it still parses, to the same campaign but for the secrets.
+TEST(CampaignYaml, TheStoredTextHasItsSecretsRedactedInPlace) {
+  const std::string secret = ReplaceLine(Valid(), 8,
+                                         "    options: [--threads, '2', --api-key, s3cr3t]  # the key\n"
+                                         "    worker_options: '--worker-token=tok3n'\n"
+                                         "    env: {HF_TOKEN: \"s3cr3t\", OMP_NUM_THREADS: '1', DB_PASSWORD: 'it''s'}") +
+                             "    # end\n";
+  const std::string stored = RedactCampaignYaml(secret);
+  EXPECT_EQ(stored, ReplaceLine(Valid(), 8,
+                                "    options: [--threads, '2', --api-key, \"<redacted>\"]  # the key\n"
+                                "    worker_options: \"--worker-token=<redacted>\"\n"
+                                "    env: {HF_TOKEN: \"<redacted>\", OMP_NUM_THREADS: '1', DB_PASSWORD: \"<redacted>\"}") +
+                        "    # end\n");
+  const Campaign c = ParseCampaign(stored, kFile);
+  EXPECT_EQ(c.arms[1].options, (std::vector<std::string>{"--threads", "2", "--api-key", "<redacted>"}));
+  EXPECT_EQ(c.arms[1].env.at("OMP_NUM_THREADS"), "1");
+  // Nothing secret: the text as it was, byte for byte.
+  EXPECT_EQ(RedactCampaignYaml(Valid()), Valid());
+  // A block scalar cannot be replaced in place: the document is written anew, without the secret.
+  const std::string block = ReplaceLine(Valid(), 8, "    env:\n      HF_TOKEN: |\n        s3cr3t\n      LANG: C");
+  const std::string rewritten = RedactCampaignYaml(block);
+  EXPECT_EQ(rewritten.find("s3cr3t"), std::string::npos) << rewritten;
+  EXPECT_EQ(ParseCampaign(rewritten, kFile).arms[1].env.at("HF_TOKEN"), "<redacted>");
+  EXPECT_EQ(ParseCampaign(rewritten, kFile).arms[1].env.at("LANG"), "C");
+  // Command templates: the secret word only.
+  const std::string command = ReplaceLine(
+      Valid(), 7, "    source: {kind: command, command: 'srv --port {port} --api-key s3cr3t', worker_command: 'w --token=t0k {port}'}");
+  const std::string redacted = RedactCampaignYaml(command);
+  EXPECT_NE(redacted.find("command: \"srv --port {port} --api-key <redacted>\", worker_command: \"w --token=<redacted> {port}\"}"),
+            std::string::npos)
+      << redacted;
+  const Campaign parsed = ParseCampaign(command, kFile);
+  EXPECT_EQ(CampaignSecretValues(parsed), (std::vector<std::string>{"s3cr3t", "t0k"}));
 }
 
 // Hosts, placements, container and mixed arms (campaigns across machines).
