@@ -1,10 +1,9 @@
 #include <csignal>
 #include <cstdio>
-#include <cstdlib>
 #include <memory>
-#include <thread>
 
 #include <pthread.h>
+#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -14,6 +13,19 @@
 #include "runtime/kernels/cuda/cuda_device.hpp"
 
 namespace tandem::rt::cli {
+
+namespace {
+
+// Async-signal-safe: write(2) and _exit(2) only.
+void ExitOnSignal(int signal) {
+  static constexpr char kTerm[] = "tandem-rt expert: SIGTERM received; exiting\n";
+  static constexpr char kInt[] = "tandem-rt expert: SIGINT received; exiting\n";
+  [[maybe_unused]] const auto written =
+      signal == SIGTERM ? ::write(STDERR_FILENO, kTerm, sizeof kTerm - 1) : ::write(STDERR_FILENO, kInt, sizeof kInt - 1);
+  ::_exit(0);
+}
+
+}  // namespace
 
 void AddExpertCommand(CLI::App& app) {
   auto opt = std::make_shared<ExpertWorkerOptions>();
@@ -49,21 +61,20 @@ void AddExpertCommand(CLI::App& app) {
     if (opt->device == Device::kCuda) RequireCudaDevice();  // fail at start, not at the first handshake
     opt->frame_timeout = std::chrono::milliseconds(*frame_timeout_ms);
     // SIGTERM / SIGINT end the worker at once (it keeps nothing worth flushing), also as
-    // a container's PID 1, where an unhandled SIGTERM would be ignored. Blocked before
-    // any thread starts, so only the waiting thread below receives them.
+    // a container's PID 1, where a signal without a handler would be ignored. A handler,
+    // with both unblocked, rather than a sigwait thread with both blocked: a launcher's
+    // mask is inherited through exec, and one that blocked them (as serve does) must not
+    // leave a worker that ignores `kill -TERM`; nothing here blocks signals.
     sigset_t stop;
     sigemptyset(&stop);
     sigaddset(&stop, SIGTERM);
     sigaddset(&stop, SIGINT);
-    pthread_sigmask(SIG_BLOCK, &stop, nullptr);
-    std::thread([stop] {
-      int signal = 0;
-      sigwait(&stop, &signal);
-      fmt::print(stderr, "tandem-rt expert: {} received; exiting\n", signal == SIGTERM ? "SIGTERM" : "SIGINT");
-      std::fflush(stdout);
-      std::fflush(stderr);
-      std::_Exit(0);
-    }).detach();
+    pthread_sigmask(SIG_UNBLOCK, &stop, nullptr);
+    struct sigaction action {};
+    action.sa_handler = ExitOnSignal;
+    sigemptyset(&action.sa_mask);
+    sigaction(SIGTERM, &action, nullptr);
+    sigaction(SIGINT, &action, nullptr);
     ExpertWorker worker(*opt);
     fmt::print("tandem-rt expert: listening on {}\n", worker.address());
     std::fflush(stdout);

@@ -11,6 +11,9 @@ namespace tandem::rt {
 // Expert workers (and a peer) started on loopback, on ports the system picks, for a
 // one-command hybrid run (`--spawn-workers N`) and for benchmarks. Each is
 // `<tandem_rt> expert --listen 127.0.0.1:0 ...`; the destructor kills and reaps them.
+// They start with no signal blocked or ignored, and the kernel kills them when the
+// thread that built this object ends (build it on the main thread), so they never
+// outlive a coordinator that was SIGKILLed.
 class LocalWorkers {
  public:
   // `tandem_rt`: the executable to run; empty means this process's own (/proc/self/exe).
