@@ -80,7 +80,8 @@ struct LayerResponse {
 };
 
 // Partial rows travel as f64 (exact: ranks' parts add up to what one process
-// computes), f32 or bf16 (fewer bytes, rounded).
+// computes), f32 or bf16 (fewer bytes, rounded). The parser checks the framing, not
+// the values: the coordinator's reduce judges those and blames the rank that sent them.
 std::vector<std::byte> EncodeLayerResponse(std::uint64_t request_id, int layer, std::uint32_t rows, const double* partial, int hidden,
                                            Dtype dtype, std::uint64_t compute_ns);
 LayerResponse ParseLayerResponse(const FrameHeader& header, std::span<const std::byte> payload, std::uint32_t rows, int hidden);

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/model/synthetic_checkpoint.hpp"
+#include "tests/hybrid/fake_worker.hpp"
 #include "tests/runtime/eval_run.hpp"
 #include "tests/runtime/tiny_model.hpp"
 #include "tests/support/child_process.hpp"
@@ -24,6 +25,8 @@ namespace {
 using tandem::testing::ChildProcess;
 using tandem::testing::CommandResult;
 using tandem::testing::EvalRun;
+using tandem::testing::FakeFault;
+using tandem::testing::FakeWorker;
 using tandem::testing::MaxRelativeError;
 using tandem::testing::RunCommand;
 using tandem::testing::RunEval;
@@ -234,6 +237,40 @@ TEST(Hybrid, GarbageOnTheWireClosesThatConnectionOnly) {
   std::ifstream in(w.log);
   const std::string err((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   EXPECT_NE(err.find("bad magic"), std::string::npos) << err;
+}
+
+// The line of `tandem-rt`'s stderr that says why it failed.
+std::string ErrorLine(const std::string& err) {
+  const auto at = err.find("tandem-rt: error: ");
+  return at == std::string::npos ? "" : err.substr(at, err.find('\n', at) - at);
+}
+
+// A rank that answers with another request's id is a protocol error naming that rank:
+// the partials might belong to another layer or step.
+TEST(Hybrid, AResponseWithTheWrongRequestIdIsRefused) {
+  Worker healthy = StartWorker(ModelFor("tiny"));
+  FakeWorker fake(FakeFault::kWrongRequestId, 2);
+  const EvalRun r = RunEval(ModelFor("tiny"), {"--experts", healthy.address + "," + fake.address()}, 2);
+  EXPECT_EQ(r.run.exit_code, 3) << r.run.err;
+  EXPECT_NE(ErrorLine(r.run.err).find("expert worker rank 2 (" + fake.address() + "): protocol error: the response carries request id "),
+            std::string::npos)
+      << r.run.err;
+  EXPECT_EQ(ErrorLine(r.run.err).find("rank 1"), std::string::npos) << r.run.err;
+}
+
+// Bad numbers are blamed on the rank that sent them, before they reach the sum (where
+// they would surface later as a healthy rank refusing a non-finite request).
+TEST(Hybrid, ARankReturningNonFiniteOrAbsurdPartialsIsBlamed) {
+  for (const auto& [fault, what] : {std::pair{FakeFault::kNanPartials, "non-finite"}, std::pair{FakeFault::kHugePartials, "implausible"}}) {
+    Worker healthy = StartWorker(ModelFor("tiny"));
+    FakeWorker fake(fault, 3);
+    const EvalRun r = RunEval(ModelFor("tiny"), {"--experts", healthy.address + "," + fake.address()}, 2);
+    EXPECT_EQ(r.run.exit_code, 3) << r.run.err;
+    EXPECT_NE(ErrorLine(r.run.err).find(fmt::format("expert worker rank 2 ({}) returned {} partials for layer ", fake.address(), what)),
+              std::string::npos)
+        << r.run.err;
+    EXPECT_EQ(ErrorLine(r.run.err).find("rank 1"), std::string::npos) << r.run.err;
+  }
 }
 
 }  // namespace
