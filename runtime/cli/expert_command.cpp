@@ -10,6 +10,7 @@
 
 #include "runtime/cli/commands.hpp"
 #include "runtime/hybrid/expert_worker.hpp"
+#include "runtime/hybrid/worker_token.hpp"
 #include "runtime/kernels/cuda/cuda_device.hpp"
 
 namespace tandem::rt::cli {
@@ -33,6 +34,9 @@ void AddExpertCommand(CLI::App& app) {
   auto model = std::make_shared<std::string>();
   auto device = std::make_shared<std::string>("cpu");
   auto emulated_rtt_us = std::make_shared<int>(0);
+  auto token_file = std::make_shared<std::string>();
+  auto handshake_timeout_s = std::make_shared<int>(10);
+  auto idle_timeout_s = std::make_shared<int>(0);
   CLI::App* cmd = app.add_subcommand("expert", "Serve routed experts (or a coordinator's TP2 half, --role peer) over TCP");
   cmd->add_option("--listen", opt->listen, "HOST:PORT to listen on; port 0 picks a free one (printed on stdout)")->required();
   cmd->add_option("--model", *model, "Checkpoint directory (opened at the coordinator's handshake)")->required();
@@ -45,6 +49,20 @@ void AddExpertCommand(CLI::App& app) {
   cmd->add_option("--device", *device, "Where the experts are computed: cpu, or cuda (a CUDA build with a GPU)")
       ->check(CLI::IsMember({"cpu", "cuda"}))
       ->capture_default_str();
+  cmd->add_option("--worker-token-file", *token_file,
+                  "File whose first line is the token coordinators must prove (default: $TANDEM_WORKER_TOKEN); must not be "
+                  "readable by group or others");
+  cmd->add_flag("--allow-unauthenticated", opt->allow_unauthenticated,
+                "Without a token, serve anyone who connects also on a non-loopback --listen address");
+  cmd->add_option("--handshake-timeout-s", *handshake_timeout_s,
+                  "A connection must complete its handshake (prove the token) within this, else it is closed")
+      ->check(CLI::Range(1, 3600))
+      ->capture_default_str();
+  cmd->add_option("--idle-timeout-s", *idle_timeout_s,
+                  "Close a coordinator's session after this long without a request (0: never; a serving coordinator may be idle "
+                  "for hours, and TCP keep-alive notices one whose host is gone)")
+      ->check(CLI::Range(0, 1 << 30))
+      ->capture_default_str();
   cmd->add_flag("--transport-only", opt->transport_only,
                 "Benchmarking aid: hold no weights, answer every request with zeros (measures the transport alone)");
   cmd->add_flag("--map-weights", opt->map_weights,
@@ -54,7 +72,10 @@ void AddExpertCommand(CLI::App& app) {
                   "Benchmarking aid: handle each layer request this many microseconds after it arrives, as a network link's "
                   "round trip would (loopback stands in for a slower network)")
       ->check(CLI::Range(0, 1000000));
-  cmd->callback([opt, model, frame_timeout_ms, device, emulated_rtt_us] {
+  cmd->callback([opt, model, frame_timeout_ms, device, emulated_rtt_us, token_file, handshake_timeout_s, idle_timeout_s] {
+    opt->token = LoadWorkerToken(*token_file);
+    opt->handshake_timeout = std::chrono::seconds(*handshake_timeout_s);
+    opt->idle_timeout = std::chrono::seconds(*idle_timeout_s);
     opt->emulated_rtt = std::chrono::microseconds(*emulated_rtt_us);
     opt->model = *model;
     opt->device = ParseDevice(*device);

@@ -11,6 +11,8 @@
 #include <boost/process/extend.hpp>
 #include <fmt/format.h>
 
+#include "runtime/hybrid/worker_token.hpp"
+
 namespace tandem::rt {
 
 namespace bp = boost::process;
@@ -48,16 +50,23 @@ void StartClean(pid_t coordinator) {
 }  // namespace
 
 LocalWorkers::LocalWorkers(const std::filesystem::path& model, int workers, bool peer, int threads_each, std::filesystem::path tandem_rt,
-                           std::vector<std::string> extra_args, std::chrono::milliseconds start_timeout) {
+                           std::vector<std::string> extra_args, std::chrono::milliseconds start_timeout,
+                           const std::optional<std::string>& token) {
   const std::filesystem::path self = tandem_rt.empty() ? SelfExecutable() : tandem_rt;
   const pid_t coordinator = getpid();
+  bp::environment environment = boost::this_process::environment();
+  if (token) {
+    environment[kWorkerTokenEnv] = *token;
+  } else {
+    environment.erase(kWorkerTokenEnv);
+  }
   auto spawn = [&](const std::string& role) {
     auto child = std::make_unique<Child>();
     std::vector<std::string> args = {
         "expert", "--listen", "127.0.0.1:0", "--model", model.string(), "--threads", std::to_string(threads_each), "--role", role};
     args.insert(args.end(), extra_args.begin(), extra_args.end());
     child->process = bp::child(
-        bp::exe = self.string(), bp::args = args, bp::std_in.close(), bp::std_out > child->out,
+        bp::exe = self.string(), bp::args = args, environment, bp::std_in.close(), bp::std_out > child->out,
         bp::extend::on_exec_setup = [coordinator](auto&) { StartClean(coordinator); });
     // The first line says where it listens; a reader thread makes the wait bounded.
     auto line = std::async(std::launch::async, [&out = child->out] {

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,8 +18,12 @@ namespace tandem::rt {
 class LocalWorkers {
  public:
   // `tandem_rt`: the executable to run; empty means this process's own (/proc/self/exe).
+  // `token`: the worker token the children hold, handed over in their environment
+  // (TANDEM_WORKER_TOKEN), never on their command line; none: they hold none (the
+  // variable is removed from their environment) and warn that anyone local may connect.
   LocalWorkers(const std::filesystem::path& model, int workers, bool peer, int threads_each, std::filesystem::path tandem_rt = {},
-               std::vector<std::string> extra_args = {}, std::chrono::milliseconds start_timeout = std::chrono::seconds(30));
+               std::vector<std::string> extra_args = {}, std::chrono::milliseconds start_timeout = std::chrono::seconds(30),
+               const std::optional<std::string>& token = std::nullopt);
   ~LocalWorkers();
   LocalWorkers(const LocalWorkers&) = delete;
   LocalWorkers& operator=(const LocalWorkers&) = delete;

@@ -121,7 +121,7 @@ RemoteExpertExecutor::RemoteExpertExecutor(const Checkpoint& ckpt, PlacementPlan
     const Hello hello{wire::kVersion, revision, rank, world, r.role, s.shape, s.wire_dtype, wire::ToWire(layout.partial), r.slices};
     std::unique_ptr<FrameChannel> channel;
     try {
-      channel = ConnectAndHandshake(s.io, r.address, hello, options.connect_timeout);
+      channel = ConnectAndHandshake(s.io, r.address, hello, options.connect_timeout, nullptr, options.token);
     } catch (const std::exception& e) {
       throw RemoteExpertError(fmt::format("{}: {}", s.Name(rank), e.what()));
     }

@@ -55,11 +55,12 @@ struct FakeWorker::State {
     acceptor.accept(socket, ec);
     if (ec) return;
     connection = socket.native_handle();
+    Write(wire::EncodeTextFrame(wire::FrameType::kChallenge, rt::ChallengeJson({wire::kVersion, false, rt::NewNonce()})));
     wire::FrameHeader header;
     std::vector<std::byte> payload;
     if (!Read(header, payload) || header.type != wire::FrameType::kHello) return;
     const rt::Hello hello = rt::ParseHello(wire::PayloadText(payload));
-    Write(wire::EncodeTextFrame(wire::FrameType::kHelloAck, rt::HelloAckJson({hello.model_revision, 0, 0.0})));
+    Write(wire::EncodeTextFrame(wire::FrameType::kHelloAck, rt::HelloAckJson({hello.model_revision, 0, 0.0, std::nullopt})));
     while (Read(header, payload)) {
       const int n = requests++;
       const bool faulty = n >= fault_at;

@@ -1,6 +1,6 @@
 #pragma once
 
-// A stand-in expert worker inside the test process, speaking the wire protocol with the
+// A stand-in expert worker inside the test process (without a token), speaking the wire protocol with the
 // runtime's own codecs: it accepts one coordinator, answers its handshake, then answers
 // every layer request with zero partials — or misbehaves as told, to check that the
 // coordinator blames it (and only it).

@@ -113,6 +113,14 @@ TEST(SpawnedWorkers, DieWithTheirServerWhenItIsKilledAndStartWithNothingBlocked)
   std::vector<int> ports;
   for (int pid : workers) {
     EXPECT_EQ(StatusField(pid, "SigBlk").value_or("?"), "0000000000000000") << "worker " << pid;
+    // A fresh token, in the environment (private to the user), never on the command line.
+    std::string environ = "\n" + ReadFile(fmt::format("/proc/{}/environ", pid));
+    std::replace(environ.begin(), environ.end(), '\0', '\n');
+    const auto at = environ.find("\nTANDEM_WORKER_TOKEN=");
+    ASSERT_NE(at, std::string::npos) << "worker " << pid;
+    const std::string token = environ.substr(at + 21, environ.find('\n', at + 1) - at - 21);
+    EXPECT_EQ(token.size(), 64u);
+    EXPECT_EQ(ReadFile(fmt::format("/proc/{}/cmdline", pid)).find(token), std::string::npos);
     const auto listening = ListeningPorts(pid);
     ASSERT_EQ(listening.size(), 1u) << "worker " << pid;
     ports.push_back(listening[0]);
