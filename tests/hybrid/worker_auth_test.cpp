@@ -1,6 +1,8 @@
 // Who may use an expert worker: the shared token (proved, never sent), the handshake
 // deadline that closes connections which say nothing, and one coordinator at a time.
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <optional>
 #include <thread>
 
@@ -9,7 +11,6 @@
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
-#include <boost/asio/read.hpp>
 #include <boost/asio/write.hpp>
 #include <gtest/gtest.h>
 
@@ -71,7 +72,8 @@ tcp::endpoint Endpoint(const std::string& address) {
   return {asio::ip::make_address(host), port};
 }
 
-// A blocking client that speaks frames, with a receive limit so nothing hangs.
+// A blocking client that speaks frames. It reads with recv(2) under SO_RCVTIMEO, so
+// nothing hangs: asio's blocking reads would wait in poll() without end.
 struct RawPeer {
   asio::io_context io;
   tcp::socket socket{io};
@@ -81,21 +83,35 @@ struct RawPeer {
     const timeval limit{5, 0};
     ::setsockopt(socket.native_handle(), SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof limit);
   }
+  // Up to `n` bytes; 0 at the end of the stream; -errno on an error (-EAGAIN: 5 s passed).
+  ssize_t Receive(void* p, std::size_t n) {
+    const ssize_t got = ::recv(socket.native_handle(), p, n, 0);
+    return got < 0 ? -errno : got;
+  }
+  void ReceiveExactly(void* p, std::size_t n) {
+    for (std::size_t done = 0; done < n;) {
+      const ssize_t got = Receive(static_cast<char*>(p) + done, n - done);
+      if (got <= 0) throw std::runtime_error(got == 0 ? "the worker closed the connection" : "no frame from the worker");
+      done += static_cast<std::size_t>(got);
+    }
+  }
   std::pair<wire::FrameHeader, std::string> Read() {
     std::array<std::byte, wire::kHeaderBytes> head;
-    asio::read(socket, asio::buffer(head));
+    ReceiveExactly(head.data(), head.size());
     const wire::FrameHeader h = wire::DecodeHeader(head);
     std::string payload(h.payload_bytes, '\0');
-    asio::read(socket, asio::buffer(payload));
+    ReceiveExactly(payload.data(), payload.size());
     return {h, payload};
   }
   void Write(const std::vector<std::byte>& frame) { asio::write(socket, asio::buffer(frame)); }
-  // Reads until the worker closes; the error that ended it (eof when it closed).
-  boost::system::error_code DrainUntilClosed() {
+  // Reads until the worker closes: "closed", or how it ended otherwise.
+  std::string DrainUntilClosed() {
     char buffer[256];
-    boost::system::error_code ec;
-    while (!ec) socket.read_some(asio::buffer(buffer), ec);
-    return ec;
+    for (;;) {
+      const ssize_t got = Receive(buffer, sizeof buffer);
+      if (got == 0) return "closed";
+      if (got < 0) return got == -EAGAIN ? "still open after 5 s" : std::string("error: ") + std::strerror(static_cast<int>(-got));
+    }
   }
 };
 
@@ -181,7 +197,7 @@ TEST(WorkerAuth, AnUnauthenticatedPeerLearnsNothingLocal) {
     peer.Write(wire::EncodeTextFrame(wire::FrameType::kHello, HelloJson(h)));
     const auto [answer_head, answer] = peer.Read();
     EXPECT_EQ(answer_head.type, wire::FrameType::kError);
-    EXPECT_EQ(peer.DrainUntilClosed(), asio::error::eof);
+    EXPECT_EQ(peer.DrainUntilClosed(), "closed");
     for (const std::string& said : {text, answer}) {
       EXPECT_EQ(said.find(TinyCheckpoint().string()), std::string::npos) << said;
       EXPECT_EQ(said.find(revision), std::string::npos) << said;
@@ -233,7 +249,7 @@ TEST(WorkerAuth, AnIdleConnectionNeitherBlocksACoordinatorNorOutlivesTheHandshak
   const auto t0 = std::chrono::steady_clock::now();
   const EvalRun r = RunEval(TinyCheckpoint(), {"--experts", w.address, "--connect-timeout-ms", "5000"}, 2);
   EXPECT_EQ(r.run.exit_code, 0) << r.run.err;
-  EXPECT_EQ(idle.DrainUntilClosed(), asio::error::eof) << "the idle connection must be closed, not left open";
+  EXPECT_EQ(idle.DrainUntilClosed(), "closed") << "the idle connection must be closed, not left open";
   const auto held = std::chrono::steady_clock::now() - t0;
   EXPECT_GE(held, 900ms);
   EXPECT_LT(held, 4s);
