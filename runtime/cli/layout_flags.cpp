@@ -8,6 +8,7 @@
 #include "runtime/hybrid/local_workers.hpp"
 #include "runtime/hybrid/placement_plan.hpp"
 #include "runtime/hybrid/remote_expert_executor.hpp"
+#include "runtime/hybrid/worker_token.hpp"
 #include "runtime/model/checkpoint.hpp"
 
 namespace tandem::rt::cli {
@@ -59,6 +60,10 @@ void AddLayoutFlags(CLI::App* cmd, LayoutFlags& f) {
   cmd->add_option("--round-trip-timeout-ms", f.round_trip_timeout_ms, "Limit for one layer's partials")
       ->check(CLI::Range(1, 3600000))
       ->group(group);
+  cmd->add_option("--worker-token-file", f.worker_token_file,
+                  "File whose first line is the expert workers' token (default: $TANDEM_WORKER_TOKEN); must not be readable by "
+                  "group or others")
+      ->group(group);
   cmd->add_flag("--map-weights", f.map_weights,
                 "Read the weights where the checkpoint's files are mapped (also in spawned workers) instead of copying them "
                 "onto 2 MiB pages: less memory when processes share a file, slower decode from 4 KiB pages");
@@ -97,6 +102,8 @@ Engine::ExpertExecutorFactory MakeExpertExecutor(const Checkpoint& ckpt, const L
              ToString(layout.wire), ToString(layout.partial), plan.Summary());
   RemoteOptions options{std::chrono::milliseconds(f.connect_timeout_ms), std::chrono::milliseconds(f.round_trip_timeout_ms)};
   options.device = ParseDevice(f.device);  // a GPU coordinator computes its own share there too
+  options.token = LoadWorkerToken(f.worker_token_file);
+  if (!options.token) options.token = f.spawned_token;
   return [&ckpt, plan = std::move(plan), layout, options, remote](ThreadPool& pool) -> std::shared_ptr<ExpertExecutor> {
     auto executor = std::make_shared<RemoteExpertExecutor>(ckpt, plan, layout, &pool, options);
     if (remote != nullptr) *remote = executor;
@@ -110,7 +117,12 @@ std::unique_ptr<LocalWorkers> SpawnRequestedWorkers(const std::filesystem::path&
   std::vector<std::string> extra;
   if (f.spawned_device != "cpu") extra = {"--device", f.spawned_device};
   if (f.map_weights) extra.emplace_back("--map-weights");
-  auto spawned = std::make_unique<LocalWorkers>(model, f.spawn_workers, peer, f.spawned_threads, std::filesystem::path{}, std::move(extra));
+  // Loopback workers without a token could be used by any local process: a token per
+  // run, unless one is configured (which an external --peer may need as well).
+  std::optional<std::string> token = LoadWorkerToken(f.worker_token_file);
+  if (!token) token = f.spawned_token = NewWorkerToken();
+  auto spawned = std::make_unique<LocalWorkers>(model, f.spawn_workers, peer, f.spawned_threads, std::filesystem::path{}, std::move(extra),
+                                                std::chrono::seconds(30), token);
   std::string list;
   for (const std::string& a : spawned->worker_addresses()) list += (list.empty() ? "" : ",") + a;
   f.experts = list;

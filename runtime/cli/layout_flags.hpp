@@ -2,6 +2,7 @@
 
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "runtime/engine/engine.hpp"
@@ -36,17 +37,23 @@ struct LayoutFlags {
   std::string device = "cpu";          // where the coordinator computes
   std::string spawned_device = "cpu";  // where spawned workers compute
   bool map_weights = false;            // WeightPlacement::kMapped, here and in spawned workers
+  std::string worker_token_file;       // --worker-token-file; else $TANDEM_WORKER_TOKEN (worker_token.hpp)
+  // Set by SpawnRequestedWorkers when no token is configured: the fresh one its workers hold.
+  std::optional<std::string> spawned_token;
 };
 
 void AddLayoutFlags(CLI::App* command, LayoutFlags& flags);
 
 // Starts the workers `--spawn-workers` asks for (null when it is 0) and fills their
-// addresses into `flags`. Keep it alive as long as the engine.
+// addresses into `flags`. Keep it alive as long as the engine, and call it on the main
+// thread (the workers die with the thread that started them). They hold the configured
+// worker token, or else a fresh random one (`flags.spawned_token`).
 std::unique_ptr<LocalWorkers> SpawnRequestedWorkers(const std::filesystem::path& model, LayoutFlags& flags);
 
 // The factory for Engine: local experts when the flags name no other rank;
 // otherwise computes the placement plan, logs it (and writes --plan-out), connects
-// and hands every rank its slices. `remote` receives the executor, for its stats.
+// and hands every rank its slices, proving the worker token (the configured one, else
+// the spawned workers'). `remote` receives the executor, for its stats.
 Engine::ExpertExecutorFactory MakeExpertExecutor(const Checkpoint& ckpt, const LayoutFlags& flags,
                                                  std::shared_ptr<RemoteExpertExecutor>* remote = nullptr);
 

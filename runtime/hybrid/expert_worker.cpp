@@ -1,6 +1,10 @@
 #include "runtime/hybrid/expert_worker.hpp"
 
+#include <atomic>
+#include <condition_variable>
 #include <cstdio>
+#include <list>
+#include <mutex>
 #include <optional>
 #include <set>
 #include <thread>
@@ -24,62 +28,171 @@ namespace tandem::rt {
 namespace asio = boost::asio;
 using asio::ip::tcp;
 
+namespace {
+
+// Connections waiting for their handshake at once; more are closed as they arrive. Each
+// waits at most the handshake timeout, so a flood holds nothing for long, and a thread
+// per connection stays a bounded cost.
+constexpr int kMaxPending = 64;
+
+// How long an authenticated coordinator waits for another's session to end before it is
+// refused: long enough for a coordinator that was just killed and restarted, whose old
+// connection's end the worker may not have read yet.
+constexpr auto kSessionGrace = std::chrono::seconds(2);
+
+// One accepted connection: its own io_context, driven only by its own thread.
+struct Connection {
+  asio::io_context io;
+  std::optional<FrameChannel> channel;
+  std::thread thread;
+  std::atomic<bool> done{false};
+};
+
+// A Hello that passed authentication.
+struct Admitted {
+  Hello hello;
+  Challenge challenge;
+};
+
+}  // namespace
+
 struct ExpertWorker::State {
   ExpertWorkerOptions options;
-  asio::io_context io;
+  asio::io_context io;  // the acceptor's
   tcp::acceptor acceptor{io};
   ThreadPool pool;
-  std::optional<Checkpoint> checkpoint;  // opened at the first handshake
+  // Only the connection holding the session touches these.
+  std::optional<Checkpoint> checkpoint;  // opened at the first session
   std::string revision;
   std::unique_ptr<CudaMoeSlices> device_slices;  // --device cuda: the served slices on the GPU
 
+  std::mutex mutex;
+  std::condition_variable session_ended;
+  bool in_session = false;                             // a coordinator holds the worker
+  int pending = 0;                                     // connections not yet authenticated
+  std::list<std::unique_ptr<Connection>> connections;  // the accepting thread's
+
   explicit State(ExpertWorkerOptions o) : options(std::move(o)), pool(options.threads) {}
 
+  // One fwrite per line (stdio locks the stream), so threads' lines never interleave.
   void Log(const std::string& message) const {
     fmt::print(stderr, "tandem-rt expert ({} {}): {}\n", options.role, options.listen, message);
     std::fflush(stderr);
   }
 
-  // Waits as long as it takes for a frame to begin, then at most frame_timeout for the rest.
-  bool Receive(FrameChannel& channel) {
+  static bool Send(Connection& c, std::vector<std::byte> frame, Clock::time_point deadline, const std::string& late) {
+    c.channel->StartSend(std::make_shared<const std::vector<std::byte>>(std::move(frame)));
+    FrameChannel* one[] = {&*c.channel};
+    RunUntilIdle(c.io, one, deadline, late);
+    return !c.channel->error();
+  }
+
+  // A whole frame by `deadline` (the handshake's).
+  static bool ReceiveBy(Connection& c, Clock::time_point deadline, const std::string& late) {
+    c.channel->StartReceive();
+    FrameChannel* one[] = {&*c.channel};
+    RunUntilIdle(c.io, one, deadline, late);
+    return !c.channel->error();
+  }
+
+  // A request of the session: its header within the idle timeout (if any), the rest
+  // within the frame timeout.
+  bool ReceiveRequest(Connection& c) const {
+    FrameChannel& channel = *c.channel;
     channel.StartReceive();
-    io.restart();
+    c.io.restart();
+    const bool limited = options.idle_timeout.count() > 0;
+    const auto idle_deadline = Clock::now() + options.idle_timeout;
     while (channel.busy() && !channel.header_received()) {
-      if (io.run_one() == 0) break;
+      if ((limited ? c.io.run_one_until(idle_deadline) : c.io.run_one()) != 0) continue;
+      channel.Fail(limited && Clock::now() >= idle_deadline
+                       ? fmt::format("no request for {} s (--idle-timeout-s); closing the session",
+                                     std::chrono::duration_cast<std::chrono::seconds>(options.idle_timeout).count())
+                       : "the worker is stopping");
+      c.io.restart();
+      c.io.poll();  // run the cancelled handler
+      return false;
     }
     FrameChannel* one[] = {&channel};
-    RunUntilIdle(io, one, Clock::now() + options.frame_timeout,
+    RunUntilIdle(c.io, one, Clock::now() + options.frame_timeout,
                  fmt::format("a frame did not complete within {} ms", options.frame_timeout.count()));
     return !channel.error();
   }
 
-  bool Send(FrameChannel& channel, std::vector<std::byte> frame) {
-    channel.StartSend(std::make_shared<const std::vector<std::byte>>(std::move(frame)));
-    FrameChannel* one[] = {&channel};
-    RunUntilIdle(io, one, Clock::now() + options.frame_timeout,
-                 fmt::format("sending did not complete within {} ms", options.frame_timeout.count()));
-    return !channel.error();
+  // Tells the peer why (`said`), logs why in full (`logged`).
+  void Refuse(Connection& c, const std::string& said, const std::string& logged, Clock::time_point deadline) const {
+    Log(fmt::format("{}: refusing the handshake: {}", c.channel->peer(), logged));
+    Send(c, wire::EncodeTextFrame(wire::FrameType::kError, said), deadline, "sending the refusal timed out");
   }
 
-  // Returns the slices to serve, or nullopt after telling the coordinator why not.
-  std::optional<MoeSlices> Handshake(FrameChannel& channel, Hello& hello) {
-    if (!Receive(channel)) {
+  // The Challenge, then a Hello that proves the token, all within the handshake timeout.
+  // Everything said here goes to a peer that has not proved anything yet: no local
+  // details (paths, the model) — only what is wrong with what it sent.
+  std::optional<Admitted> Authenticate(Connection& c) const {
+    FrameChannel& channel = *c.channel;
+    const auto deadline = Clock::now() + options.handshake_timeout;
+    const std::string late =
+        fmt::format("no complete Hello within the {} ms handshake timeout; closing", options.handshake_timeout.count());
+    Admitted a;
+    a.challenge = Challenge{wire::kVersion, options.token.has_value(), NewNonce()};
+    if (!Send(c, wire::EncodeTextFrame(wire::FrameType::kChallenge, ChallengeJson(a.challenge)), deadline, late) ||
+        !ReceiveBy(c, deadline, late)) {
       Log(fmt::format("{}: {}", channel.peer(), *channel.error()));
       return std::nullopt;
     }
-    auto refuse = [&](const std::string& reason) {
-      Log(fmt::format("{}: refusing the handshake: {}", channel.peer(), reason));
-      Send(channel, wire::EncodeTextFrame(wire::FrameType::kError, reason));
+    auto refuse = [&](const std::string& reason) -> std::optional<Admitted> {
+      Refuse(c, reason, reason, deadline);
       return std::nullopt;
     };
     if (channel.header().type != wire::FrameType::kHello) return refuse("the first frame must be a Hello");
     try {
-      hello = ParseHello(wire::PayloadText(channel.payload()));
+      a.hello = ParseHello(wire::PayloadText(channel.payload()));
     } catch (const wire::WireError& e) {
       return refuse(e.what());
     }
+    if (options.token) {
+      if (!a.hello.auth) {
+        return refuse("worker requires a token (set TANDEM_WORKER_TOKEN or --worker-token-file on the coordinator to the worker's token)");
+      }
+      if (!SameMac(a.hello.auth->proof, CoordinatorProof(*options.token, a.challenge.nonce, a.hello.auth->nonce))) {
+        return refuse("worker token mismatch");
+      }
+    } else if (a.hello.auth) {
+      return refuse("worker token mismatch: this worker has no token, the coordinator has one");
+    }
+    return a;
+  }
+
+  // Takes the worker for this connection, waiting kSessionGrace for a running session to end.
+  bool TakeSession() {
+    std::unique_lock lock(mutex);
+    if (!session_ended.wait_for(lock, kSessionGrace, [&] { return !in_session; })) return false;
+    in_session = true;
+    return true;
+  }
+
+  void EndSession() {
+    {
+      std::lock_guard lock(mutex);
+      in_session = false;
+    }
+    session_ended.notify_all();
+  }
+
+  // Loads the slices the Hello names and answers HelloAck, or refuses. Only a peer that
+  // proved the token hears local details (the model's path, why it cannot be read).
+  std::optional<MoeSlices> Load(Connection& c, const Admitted& a) {
+    FrameChannel& channel = *c.channel;
+    const Hello& hello = a.hello;
+    const bool proved = options.token.has_value();
+    auto refuse = [&](const std::string& said, const std::string& detail) -> std::optional<MoeSlices> {
+      Refuse(c, proved ? detail : said, detail, Clock::now() + options.frame_timeout);
+      return std::nullopt;
+    };
     if (hello.role != options.role) {
-      return refuse(fmt::format("this process was started as --role {}, the coordinator expects a {}", options.role, hello.role));
+      const std::string reason =
+          fmt::format("this process was started as --role {}, the coordinator expects a {}", options.role, hello.role);
+      return refuse(reason, reason);
     }
     const auto t0 = Clock::now();
     try {
@@ -90,15 +203,17 @@ struct ExpertWorker::State {
         revision = ModelRevision(checkpoint->dir());
       }
     } catch (const ModelError& e) {
-      return refuse(fmt::format("cannot open the model: {}", e.what()));
+      return refuse("cannot open the model (the worker's log says why)", fmt::format("cannot open the model: {}", e.what()));
     }
     if (hello.model_revision != revision) {
-      return refuse(fmt::format("model revision mismatch: the coordinator has {}, this worker ({}) has {}", hello.model_revision,
+      return refuse(fmt::format("model revision mismatch: the coordinator has {}, this worker has {}", hello.model_revision, revision),
+                    fmt::format("model revision mismatch: the coordinator has {}, this worker ({}) has {}", hello.model_revision,
                                 options.model.string(), revision));
     }
-    const ModelConfig& c = checkpoint->config();
-    if (hello.shape.hidden != c.hidden_size || hello.shape.top_k != c.num_experts_per_tok || hello.shape.n_experts != c.n_routed_experts) {
-      return refuse("request shape does not match the model");
+    const ModelConfig& cfg = checkpoint->config();
+    if (hello.shape.hidden != cfg.hidden_size || hello.shape.top_k != cfg.num_experts_per_tok ||
+        hello.shape.n_experts != cfg.n_routed_experts) {
+      return refuse("request shape does not match the model", "request shape does not match the model");
     }
     try {
       // The GPU copies gate and up apart (CudaMoeSlices).
@@ -108,26 +223,32 @@ struct ExpertWorker::State {
       if (options.device == Device::kCuda) device_slices = CudaMoeSlices::Upload(slices);
       HelloAck ack{revision, device_slices ? device_slices->weight_bytes() : slices.weight_bytes(),
                    std::chrono::duration<double>(Clock::now() - t0).count()};
-      if (!Send(channel, wire::EncodeTextFrame(wire::FrameType::kHelloAck, HelloAckJson(ack)))) return std::nullopt;
+      if (options.token) ack.proof = WorkerProof(*options.token, a.challenge.nonce, hello.auth->nonce);
+      if (!Send(c, wire::EncodeTextFrame(wire::FrameType::kHelloAck, HelloAckJson(ack)), Clock::now() + options.frame_timeout,
+                fmt::format("sending did not complete within {} ms", options.frame_timeout.count()))) {
+        Log(fmt::format("{}: {}", channel.peer(), *channel.error()));
+        return std::nullopt;
+      }
       Log(fmt::format("{}: serving rank {} of {}: {} slices, {:.1f} MB of expert weights on the {}, loaded in {:.3f} s", channel.peer(),
                       hello.rank, hello.world, hello.slices.size(), static_cast<double>(ack.weight_bytes) / 1e6,
                       device_slices ? "GPU" : "CPU", ack.load_seconds));
       return slices;
     } catch (const std::exception& e) {
-      return refuse(fmt::format("cannot load the slices: {}", e.what()));
+      return refuse("cannot load the slices (the worker's log says why)", fmt::format("cannot load the slices: {}", e.what()));
     }
   }
 
-  void Serve(FrameChannel& channel) {
-    Hello hello;
-    std::optional<MoeSlices> slices = Handshake(channel, hello);
+  void Serve(Connection& c, const Admitted& a) {
+    FrameChannel& channel = *c.channel;
+    const Hello& hello = a.hello;
+    std::optional<MoeSlices> slices = Load(c, a);
     if (!slices) return;
     if (device_slices) slices.reset();  // the GPU holds them now; free the host's copies
     std::vector<double> partial;
     std::set<int> held;
     for (const LayerSlice& s : hello.slices) held.insert(s.layer);
     for (;;) {
-      if (!Receive(channel)) {
+      if (!ReceiveRequest(c)) {
         Log(fmt::format("{}: {}; waiting for the next coordinator", channel.peer(), *channel.error()));
         return;
       }
@@ -150,8 +271,11 @@ struct ExpertWorker::State {
           slices->Compute(layer, request.hidden.data(), request.header.rows, request.routes, hello.shape.top_k, partial.data());
         }
         const auto compute_ns = static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count());
-        if (!Send(channel, wire::EncodeLayerResponse(request.header.request_id, layer, request.header.rows, partial.data(),
-                                                     hello.shape.hidden, hello.partial_dtype, compute_ns))) {
+        if (!Send(c,
+                  wire::EncodeLayerResponse(request.header.request_id, layer, request.header.rows, partial.data(), hello.shape.hidden,
+                                            hello.partial_dtype, compute_ns),
+                  Clock::now() + options.frame_timeout,
+                  fmt::format("sending did not complete within {} ms", options.frame_timeout.count()))) {
           Log(fmt::format("{}: {}", channel.peer(), *channel.error()));
           return;
         }
@@ -166,6 +290,43 @@ struct ExpertWorker::State {
       }
     }
   }
+
+  void HandleConnection(Connection& c) {
+    std::optional<Admitted> admitted;
+    try {
+      admitted = Authenticate(c);
+    } catch (const std::exception& e) {
+      Log(fmt::format("{}: handshake failed: {}", c.channel->peer(), e.what()));
+    }
+    {
+      std::lock_guard lock(mutex);
+      --pending;
+    }
+    if (!admitted) return;
+    if (!TakeSession()) {
+      const std::string reason = "this worker already serves another coordinator (a worker serves one coordinator at a time)";
+      Refuse(c, reason, reason, Clock::now() + options.frame_timeout);
+      return;
+    }
+    try {
+      Serve(c, *admitted);
+    } catch (const std::exception& e) {
+      Log(fmt::format("{}: {}; closing the connection", c.channel->peer(), e.what()));
+    }
+    EndSession();
+  }
+
+  // Joins the threads of connections that have ended.
+  void Reap() {
+    for (auto it = connections.begin(); it != connections.end();) {
+      if ((*it)->done) {
+        (*it)->thread.join();
+        it = connections.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
 };
 
 ExpertWorker::ExpertWorker(ExpertWorkerOptions options) : state_(std::make_unique<State>(std::move(options))) {
@@ -174,10 +335,18 @@ ExpertWorker::ExpertWorker(ExpertWorkerOptions options) : state_(std::make_uniqu
     throw std::invalid_argument(fmt::format("--role must be worker or peer, got '{}'", s.options.role));
   }
   if (s.options.emulated_rtt.count() < 0) throw std::invalid_argument("--emulated-rtt-us must not be negative");
+  if (s.options.handshake_timeout.count() <= 0) throw std::invalid_argument("--handshake-timeout-s must be positive");
+  if (s.options.idle_timeout.count() < 0) throw std::invalid_argument("--idle-timeout-s must not be negative");
   const auto [host, port] = SplitHostPort(s.options.listen);
   boost::system::error_code ec;
   const auto address = asio::ip::make_address(host, ec);
   if (ec) throw std::invalid_argument(fmt::format("--listen {}: '{}' is not an IP address", s.options.listen, host));
+  if (!s.options.token && !address.is_loopback() && !s.options.allow_unauthenticated) {
+    throw std::invalid_argument(
+        fmt::format("--listen {} accepts connections from other machines, and no worker token is set: set TANDEM_WORKER_TOKEN or "
+                    "--worker-token-file (coordinators need the same token), or pass --allow-unauthenticated to serve anyone who connects",
+                    s.options.listen));
+  }
   const tcp::endpoint endpoint(address, port);
   s.acceptor.open(endpoint.protocol(), ec);
   if (!ec) s.acceptor.set_option(tcp::acceptor::reuse_address(true), ec);
@@ -185,11 +354,26 @@ ExpertWorker::ExpertWorker(ExpertWorkerOptions options) : state_(std::make_uniqu
   if (!ec) s.acceptor.listen(asio::socket_base::max_listen_connections, ec);
   if (ec) throw std::runtime_error(fmt::format("--listen {}: {}", s.options.listen, ec.message()));
   s.options.listen = this->address();
-  // The default 50 µs timer slack would lengthen every emulated round trip by as much.
+  if (!s.options.token) {
+    s.Log(address.is_loopback()
+              ? "warning: no worker token (TANDEM_WORKER_TOKEN or --worker-token-file): any local process can use this worker"
+              : "warning: no worker token and --allow-unauthenticated: anyone who can reach this address can use this worker");
+  }
+  // The default 50 µs timer slack would lengthen every emulated round trip by as much
+  // (connection threads, started from this one, inherit it).
   if (s.options.emulated_rtt.count() > 0) prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
 }
 
-ExpertWorker::~ExpertWorker() = default;
+// Run never returns; a worker destroyed without having run has no connections. Should
+// one have any, they are stopped and joined rather than left running on freed state.
+ExpertWorker::~ExpertWorker() {
+  boost::system::error_code ec;
+  state_->acceptor.close(ec);
+  for (auto& c : state_->connections) {
+    c->io.stop();
+    if (c->thread.joinable()) c->thread.join();
+  }
+}
 
 std::string ExpertWorker::address() const {
   const auto endpoint = state_->acceptor.local_endpoint();
@@ -199,17 +383,39 @@ std::string ExpertWorker::address() const {
 void ExpertWorker::Run() {
   State& s = *state_;
   for (;;) {
-    tcp::socket socket(s.io);
+    s.Reap();
+    auto c = std::make_unique<Connection>();
+    tcp::socket socket(c->io);
     boost::system::error_code ec;
     s.acceptor.accept(socket, ec);
     if (ec) {
       s.Log(fmt::format("accept failed: {}", ec.message()));
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));  // e.g. out of descriptors: do not spin
       continue;
     }
     const auto remote = socket.remote_endpoint(ec);
-    FrameChannel channel(s.io, std::move(socket), ec ? "?" : fmt::format("{}:{}", remote.address().to_string(), remote.port()));
-    s.Serve(channel);
-    channel.Close();
+    const std::string peer = ec ? "?" : fmt::format("{}:{}", remote.address().to_string(), remote.port());
+    bool admit = false;
+    {
+      std::lock_guard lock(s.mutex);
+      if (s.pending < kMaxPending) {
+        ++s.pending;
+        admit = true;
+      }
+    }
+    if (!admit) {
+      s.Log(fmt::format("{}: {} connections are already waiting for their handshake; closing this one", peer, kMaxPending));
+      socket.close(ec);
+      continue;
+    }
+    c->channel.emplace(c->io, std::move(socket), peer);
+    Connection* raw = c.get();
+    c->thread = std::thread([&s, raw] {
+      s.HandleConnection(*raw);
+      raw->channel->Close();
+      raw->done = true;
+    });
+    s.connections.push_back(std::move(c));
   }
 }
 

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "runtime/kernels/device.hpp"
@@ -16,6 +17,19 @@ struct ExpertWorkerOptions {
   int threads = 0;
   std::string role = "worker";                     // "worker" | "peer"
   std::chrono::milliseconds frame_timeout{30000};  // a frame that has started must finish within this
+  // The shared secret a coordinator must prove in the handshake (worker_token.hpp).
+  // None: anyone who can connect may use the worker, which the constructor allows on a
+  // loopback address (with a warning) and elsewhere only with allow_unauthenticated.
+  std::optional<std::string> token;
+  bool allow_unauthenticated = false;
+  // From accept to a complete Hello. A connection that has not proved itself by then is
+  // closed, so an idle or slow one never holds anything for longer.
+  std::chrono::milliseconds handshake_timeout{10000};
+  // A coordinator's session with no request for this long is closed; zero: never. A
+  // serving coordinator sends nothing between user requests, for hours perhaps, so the
+  // default waits; TCP keep-alive (frame_channel.cpp) still ends a session whose
+  // coordinator's host vanished within a minute.
+  std::chrono::milliseconds idle_timeout{0};
   // Benchmarking aid: load no weights and answer every request with zero partials,
   // so a round trip measures the transport alone. Never for real use.
   bool transport_only = false;
@@ -29,16 +43,23 @@ struct ExpertWorkerOptions {
   bool map_weights = false;
 };
 
-// `tandem-rt expert`: serves one coordinator connection at a time. The first frame
-// of a connection is the coordinator's Hello: the worker opens the checkpoint (only
-// then), checks the model revision, loads exactly its slices and answers HelloAck;
-// from then on it answers each layer request with one partial row per input row,
-// summed over the routes to the experts it holds (route-sum). A malformed frame or a
-// revision mismatch closes that connection with the reason logged (and sent, for the
-// handshake); the worker then waits for the next connection.
+// `tandem-rt expert`: serves one coordinator at a time (its session). Connections are
+// accepted concurrently: each gets the worker's Challenge at once and must answer with a
+// Hello that proves the token (when the worker has one) within the handshake timeout;
+// only then does it take the session, so a connection that says nothing, or the wrong
+// thing, never locks the real coordinator out. A second authenticated coordinator is
+// refused while a session runs. In its session, the worker opens the checkpoint (at the
+// first session), checks the model revision, loads exactly the slices the Hello names
+// and answers HelloAck; from then on it answers each layer request with one partial row
+// per input row, summed over the routes to the experts it holds (route-sum). A malformed
+// frame or a refused handshake closes that connection with the reason logged (and sent,
+// for the handshake: without local details such as the model path unless the peer
+// proved the token); the worker goes on serving.
 class ExpertWorker {
  public:
-  explicit ExpertWorker(ExpertWorkerOptions options);  // binds the listening socket
+  // Binds the listening socket. Throws std::invalid_argument for a non-loopback address
+  // without a token, unless allow_unauthenticated.
+  explicit ExpertWorker(ExpertWorkerOptions options);
   ~ExpertWorker();
 
   std::string address() const;  // host:port actually bound

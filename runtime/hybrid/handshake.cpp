@@ -64,6 +64,12 @@ wire::Dtype ParseDtype(const json& j, const char* key) {
   throw wire::WireError(fmt::format("handshake: '{}' is '{}', not f64, f32, bf16 or fp8", key, name));
 }
 
+Nonce Hex32(const json& j, const char* key) {
+  const auto bytes = FromHex<kNonceBytes>(String(j, key));
+  if (!bytes) throw wire::WireError(fmt::format("handshake: '{}' must be {} hex digits", key, 2 * kNonceBytes));
+  return *bytes;
+}
+
 json Parse(const std::string& text) {
   try {
     json j = json::parse(text);
@@ -76,6 +82,23 @@ json Parse(const std::string& text) {
 
 }  // namespace
 
+std::string ChallengeJson(const Challenge& c) {
+  return json{{"protocol", c.protocol}, {"auth", c.token_required ? "hmac-sha256" : "none"}, {"nonce", ToHex(c.nonce)}}.dump();
+}
+
+Challenge ParseChallenge(const std::string& text) {
+  const json j = Parse(text);
+  Challenge c;
+  c.protocol = Int(j, "protocol", 0, 65535);
+  if (c.protocol != wire::kVersion)
+    throw wire::WireError(fmt::format("handshake: protocol {} is not the supported {}", c.protocol, wire::kVersion));
+  const std::string auth = String(j, "auth");
+  if (auth != "hmac-sha256" && auth != "none") throw wire::WireError(fmt::format("handshake: auth '{}' is not hmac-sha256 or none", auth));
+  c.token_required = auth == "hmac-sha256";
+  c.nonce = Hex32(j, "nonce");
+  return c;
+}
+
 std::string HelloJson(const Hello& h) {
   json slices = json::array();
   for (const LayerSlice& s : h.slices) {
@@ -84,18 +107,19 @@ std::string HelloJson(const Hello& h) {
                       {"intermediate", {s.inter_begin, s.inter_end}},
                       {"shared_intermediate", {s.shared_begin, s.shared_end}}});
   }
-  return json{{"protocol", h.protocol},
-              {"model_revision", h.model_revision},
-              {"rank", h.rank},
-              {"world", h.world},
-              {"role", h.role},
-              {"hidden", h.shape.hidden},
-              {"top_k", h.shape.top_k},
-              {"n_experts", h.shape.n_experts},
-              {"wire_dtype", DtypeName(h.wire_dtype)},
-              {"partial_dtype", DtypeName(h.partial_dtype)},
-              {"slices", slices}}
-      .dump();
+  json j{{"protocol", h.protocol},
+         {"model_revision", h.model_revision},
+         {"rank", h.rank},
+         {"world", h.world},
+         {"role", h.role},
+         {"hidden", h.shape.hidden},
+         {"top_k", h.shape.top_k},
+         {"n_experts", h.shape.n_experts},
+         {"wire_dtype", DtypeName(h.wire_dtype)},
+         {"partial_dtype", DtypeName(h.partial_dtype)},
+         {"slices", slices}};
+  if (h.auth) j["auth"] = {{"nonce", ToHex(h.auth->nonce)}, {"proof", ToHex(h.auth->proof)}};
+  return j.dump();
 }
 
 Hello ParseHello(const std::string& text) {
@@ -125,11 +149,17 @@ Hello ParseHello(const std::string& text) {
     std::tie(slice.shared_begin, slice.shared_end) = Range(s, "shared_intermediate");
     h.slices.push_back(slice);
   }
+  if (const auto auth = j.find("auth"); auth != j.end()) {
+    if (!auth->is_object()) throw wire::WireError("handshake: 'auth' must be an object");
+    h.auth = HelloAuth{Hex32(*auth, "nonce"), Hex32(*auth, "proof")};
+  }
   return h;
 }
 
 std::string HelloAckJson(const HelloAck& a) {
-  return json{{"model_revision", a.model_revision}, {"weight_bytes", a.weight_bytes}, {"load_seconds", a.load_seconds}}.dump();
+  json j{{"model_revision", a.model_revision}, {"weight_bytes", a.weight_bytes}, {"load_seconds", a.load_seconds}};
+  if (a.proof) j["auth"] = {{"proof", ToHex(*a.proof)}};
+  return j.dump();
 }
 
 HelloAck ParseHelloAck(const std::string& text) {
@@ -142,16 +172,53 @@ HelloAck ParseHelloAck(const std::string& text) {
   const json& seconds = Field(j, "load_seconds");
   if (!seconds.is_number()) throw wire::WireError("handshake: 'load_seconds' must be a number");
   a.load_seconds = seconds.get<double>();
+  if (const auto auth = j.find("auth"); auth != j.end()) {
+    if (!auth->is_object()) throw wire::WireError("handshake: 'auth' must be an object");
+    a.proof = Hex32(*auth, "proof");
+  }
   return a;
 }
 
 std::unique_ptr<FrameChannel> ConnectAndHandshake(boost::asio::io_context& io, const std::string& address, const Hello& hello,
-                                                  std::chrono::milliseconds timeout, HelloAck* ack) {
+                                                  std::chrono::milliseconds timeout, HelloAck* ack,
+                                                  const std::optional<std::string>& token) {
   const auto deadline = Clock::now() + timeout;
   std::unique_ptr<FrameChannel> channel = FrameChannel::Connect(io, address, timeout);
-  channel->StartSend(std::make_shared<const std::vector<std::byte>>(wire::EncodeTextFrame(wire::FrameType::kHello, HelloJson(hello))));
-  channel->StartReceive();
   FrameChannel* one[] = {channel.get()};
+  // The worker speaks first: its Challenge says whether it holds a token.
+  channel->StartReceive();
+  RunUntilIdle(io, one, deadline, fmt::format("no handshake challenge within {} ms", timeout.count()));
+  if (channel->error()) throw std::runtime_error(*channel->error());
+  if (channel->header().type == wire::FrameType::kError) {
+    throw std::runtime_error(fmt::format("refused the connection: {}", wire::PayloadText(channel->payload())));
+  }
+  if (channel->header().type != wire::FrameType::kChallenge) {
+    throw std::runtime_error(
+        fmt::format("opened the handshake with frame type {} instead of a Challenge", static_cast<int>(channel->header().type)));
+  }
+  Challenge challenge;
+  try {
+    challenge = ParseChallenge(wire::PayloadText(channel->payload()));
+  } catch (const wire::WireError& e) {
+    throw std::runtime_error(e.what());
+  }
+  if (challenge.token_required && !token) {
+    throw std::runtime_error(
+        "worker requires a token: this coordinator has none (set TANDEM_WORKER_TOKEN or --worker-token-file to the workers' token)");
+  }
+  if (!challenge.token_required && token) {
+    throw std::runtime_error(
+        "worker token mismatch: this coordinator has a token, the worker has none (start it with TANDEM_WORKER_TOKEN or "
+        "--worker-token-file)");
+  }
+  Hello signed_hello = hello;
+  if (token) {
+    signed_hello.auth = HelloAuth{NewNonce(), {}};
+    signed_hello.auth->proof = CoordinatorProof(*token, challenge.nonce, signed_hello.auth->nonce);
+  }
+  channel->StartSend(
+      std::make_shared<const std::vector<std::byte>>(wire::EncodeTextFrame(wire::FrameType::kHello, HelloJson(signed_hello))));
+  channel->StartReceive();
   RunUntilIdle(io, one, deadline, fmt::format("no handshake answer within {} ms", timeout.count()));
   if (channel->error()) throw std::runtime_error(*channel->error());
   if (channel->header().type == wire::FrameType::kError) {
@@ -160,12 +227,18 @@ std::unique_ptr<FrameChannel> ConnectAndHandshake(boost::asio::io_context& io, c
   if (channel->header().type != wire::FrameType::kHelloAck) {
     throw std::runtime_error(fmt::format("answered the handshake with frame type {}", static_cast<int>(channel->header().type)));
   }
+  HelloAck parsed;
   try {
-    const HelloAck parsed = ParseHelloAck(wire::PayloadText(channel->payload()));
-    if (ack != nullptr) *ack = parsed;
+    parsed = ParseHelloAck(wire::PayloadText(channel->payload()));
   } catch (const wire::WireError& e) {
     throw std::runtime_error(e.what());
   }
+  // The worker proves the token too: partials from a process that merely answers on the
+  // address would otherwise be trusted.
+  if (token && (!parsed.proof || !SameMac(*parsed.proof, WorkerProof(*token, challenge.nonce, signed_hello.auth->nonce)))) {
+    throw std::runtime_error("worker token mismatch: the worker's HelloAck does not prove it holds this coordinator's token");
+  }
+  if (ack != nullptr) *ack = parsed;
   return channel;
 }
 

@@ -1,10 +1,17 @@
 #include "runtime/hybrid/local_workers.hpp"
 
+#include <csignal>
 #include <future>
 #include <stdexcept>
 
+#include <sys/prctl.h>
+#include <unistd.h>
+
 #include <boost/process.hpp>
+#include <boost/process/extend.hpp>
 #include <fmt/format.h>
+
+#include "runtime/hybrid/worker_token.hpp"
 
 namespace tandem::rt {
 
@@ -19,17 +26,48 @@ namespace {
 
 std::filesystem::path SelfExecutable() { return std::filesystem::read_symlink("/proc/self/exe"); }
 
+// Runs in the child between fork and exec, so only async-signal-safe calls. A signal
+// mask and ignored signals survive exec: `serve` blocks SIGTERM and SIGINT in every
+// thread to sigwait on them, and a worker must not start with them blocked. The
+// death signal makes the kernel kill the worker when the thread that forked it ends —
+// the spawning thread is the coordinator's main thread, so when the coordinator dies,
+// however it dies (SIGKILL included). If the coordinator died before the prctl took
+// effect, the worker has already been reparented: then it must not start at all.
+void StartClean(pid_t coordinator) {
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, nullptr);
+  struct sigaction default_action {};
+  default_action.sa_handler = SIG_DFL;
+  sigemptyset(&default_action.sa_mask);
+  for (int signal = 1; signal < NSIG; ++signal) {
+    if (signal != SIGKILL && signal != SIGSTOP) sigaction(signal, &default_action, nullptr);  // fails harmlessly for invalid ones
+  }
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() != coordinator) _exit(127);
+}
+
 }  // namespace
 
 LocalWorkers::LocalWorkers(const std::filesystem::path& model, int workers, bool peer, int threads_each, std::filesystem::path tandem_rt,
-                           std::vector<std::string> extra_args, std::chrono::milliseconds start_timeout) {
+                           std::vector<std::string> extra_args, std::chrono::milliseconds start_timeout,
+                           const std::optional<std::string>& token) {
   const std::filesystem::path self = tandem_rt.empty() ? SelfExecutable() : tandem_rt;
+  const pid_t coordinator = getpid();
+  bp::environment environment = boost::this_process::environment();
+  if (token) {
+    environment[kWorkerTokenEnv] = *token;
+  } else {
+    environment.erase(kWorkerTokenEnv);
+  }
   auto spawn = [&](const std::string& role) {
     auto child = std::make_unique<Child>();
     std::vector<std::string> args = {
         "expert", "--listen", "127.0.0.1:0", "--model", model.string(), "--threads", std::to_string(threads_each), "--role", role};
     args.insert(args.end(), extra_args.begin(), extra_args.end());
-    child->process = bp::child(bp::exe = self.string(), bp::args = args, bp::std_in.close(), bp::std_out > child->out);
+    child->process = bp::child(
+        bp::exe = self.string(), bp::args = args, environment, bp::std_in.close(), bp::std_out > child->out,
+        bp::extend::on_exec_setup = [coordinator](auto&) { StartClean(coordinator); });
     // The first line says where it listens; a reader thread makes the wait bounded.
     auto line = std::async(std::launch::async, [&out = child->out] {
       std::string l;

@@ -18,6 +18,15 @@
 
 namespace tandem::rt {
 
+namespace {
+
+// Far beyond any activation a model computes (bf16 models' hidden states stay within
+// ~1e5), and far enough below FLT_MAX that the sum over up to 4096 ranks, rounded to
+// fp32, stays finite.
+constexpr double kMaxPartial = 1e30;
+
+}  // namespace
+
 struct RemoteExpertExecutor::State {
   PlacementPlan plan;
   RemoteOptions options;
@@ -36,6 +45,7 @@ struct RemoteExpertExecutor::State {
 
   // The step in flight.
   int layer = -1;
+  std::uint64_t request_id = 0;  // of the request in flight; every response must carry it
   std::int64_t rows = 0;
   const float* x = nullptr;
   std::span<const ExpertRoute> routes;
@@ -54,6 +64,36 @@ struct RemoteExpertExecutor::State {
   std::string Name(int rank) const {
     const RankPlan& r = plan.ranks[static_cast<std::size_t>(rank)];
     return fmt::format("expert {} rank {} ({})", r.role, rank, r.address);
+  }
+
+  // A rank's connection failed. Rows that were not finite when we sent them make every
+  // worker refuse the request and close: then the fault is ours, not the rank's. Only
+  // looked at on failure, so the healthy path pays nothing for it.
+  [[noreturn]] void FailRank(int rank, const std::string& reason) {
+    const auto n = static_cast<std::size_t>(rows) * static_cast<std::size_t>(shape.hidden);
+    for (std::size_t i = 0; i < n; ++i) {
+      if (!std::isfinite(x_wire[i])) {
+        Fail(fmt::format("the coordinator's hidden rows entering layer {} are not finite (row {}, value {}: {}), so {} refused them: {}",
+                         layer, i / static_cast<std::size_t>(shape.hidden), i % static_cast<std::size_t>(shape.hidden), x_wire[i],
+                         Name(rank), reason));
+      }
+    }
+    Fail(fmt::format("{}: {}", Name(rank), reason));
+  }
+
+  // A partial row that is not finite, or beyond kMaxPartial, makes the step fail naming
+  // the rank that computed it (rank 0: this process), before it enters the sum where it
+  // would surface a layer later as a healthy rank refusing a non-finite request.
+  [[noreturn]] void FailImplausible(int rank, const double* values, std::size_t n) {
+    std::size_t i = 0;
+    while (i + 1 < n && std::fabs(values[i]) <= kMaxPartial) ++i;
+    const bool finite = std::isfinite(values[i]);
+    const std::string where = fmt::format("row {}, value {}: {}", i / static_cast<std::size_t>(shape.hidden),
+                                          i % static_cast<std::size_t>(shape.hidden), values[i]);
+    if (rank == 0)
+      Fail(fmt::format("the coordinator's own share of layer {} is {} ({})", layer, finite ? "implausible" : "not finite", where));
+    Fail(fmt::format("{} returned {} partials for layer {} ({}{})", Name(rank), finite ? "implausible" : "non-finite", layer, where,
+                     finite ? fmt::format("; no model's partial exceeds ±{:g}", kMaxPartial) : ""));
   }
 };
 
@@ -81,7 +121,7 @@ RemoteExpertExecutor::RemoteExpertExecutor(const Checkpoint& ckpt, PlacementPlan
     const Hello hello{wire::kVersion, revision, rank, world, r.role, s.shape, s.wire_dtype, wire::ToWire(layout.partial), r.slices};
     std::unique_ptr<FrameChannel> channel;
     try {
-      channel = ConnectAndHandshake(s.io, r.address, hello, options.connect_timeout);
+      channel = ConnectAndHandshake(s.io, r.address, hello, options.connect_timeout, nullptr, options.token);
     } catch (const std::exception& e) {
       throw RemoteExpertError(fmt::format("{}: {}", s.Name(rank), e.what()));
     }
@@ -143,8 +183,9 @@ void RemoteExpertExecutor::Start(int layer, std::span<const Row> rows, const flo
   }
   ++s.times.remote_layers;
   // One canonical request, the same bytes for every rank.
+  s.request_id = s.next_request++;
   const auto frame = std::make_shared<const std::vector<std::byte>>(
-      wire::EncodeLayerRequest(s.next_request++, layer, rows, routes, s.x, s.shape, s.wire_dtype));
+      wire::EncodeLayerRequest(s.request_id, layer, rows, routes, s.x, s.shape, s.wire_dtype));
   s.started = Clock::now();
   for (int rank : s.remote) {
     FrameChannel& channel = *s.channels.at(rank);
@@ -189,9 +230,14 @@ void RemoteExpertExecutor::Finish(float* out) {
     const double* partial = s.own.data();
     if (rank != 0) {
       FrameChannel& channel = *s.channels.at(rank);
-      if (channel.error()) s.Fail(fmt::format("{}: {}", s.Name(rank), *channel.error()));
+      if (channel.error()) s.FailRank(rank, *channel.error());
       if (channel.header().type == wire::FrameType::kError) {
         s.Fail(fmt::format("{}: {}", s.Name(rank), wire::PayloadText(channel.payload())));
+      }
+      if (channel.header().request_id != s.request_id) {
+        // Partials of another request could be another layer's or step's: never sum them.
+        s.Fail(fmt::format("{}: protocol error: the response carries request id {}, the request was {} (layer {})", s.Name(rank),
+                           channel.header().request_id, s.request_id, s.layer));
       }
       try {
         wire::LayerResponse response =
@@ -212,7 +258,12 @@ void RemoteExpertExecutor::Finish(float* out) {
       }
       partial = s.partial.data();
     }
-    for (std::size_t i = 0; i < n; ++i) s.sum[i] += partial[i];
+    bool implausible = false;
+    for (std::size_t i = 0; i < n; ++i) {
+      s.sum[i] += partial[i];
+      implausible |= !(std::fabs(partial[i]) <= kMaxPartial);  // NaN compares false
+    }
+    if (implausible) s.FailImplausible(rank, partial, n);
   }
   for (std::size_t i = 0; i < n; ++i) out[i] = static_cast<float>(s.sum[i]);  // rounded once
   s.times.reduce_ns += Since(t);

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -32,6 +33,9 @@ struct RemoteOptions {
   // kCuda: the coordinator's own slices (shared experts, coordinator-resident layers)
   // are computed on the GPU while the remote ranks work.
   Device device = Device::kCpu;
+  // The worker token (worker_token.hpp) this coordinator proves to every rank, and
+  // requires each rank to prove back; none: only ranks without a token are accepted.
+  std::optional<std::string> token;
 };
 
 // Where the coordinator's time in the MoE layers goes, summed over steps.

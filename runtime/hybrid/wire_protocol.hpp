@@ -18,13 +18,13 @@
 namespace tandem::rt::wire {
 
 constexpr std::uint32_t kMagic = 0x4D444E54;  // "TNDM" in memory order
-constexpr std::uint16_t kVersion = 1;
+constexpr std::uint16_t kVersion = 2;         // 2: the worker's Challenge and token proofs in the handshake
 constexpr std::size_t kHeaderBytes = 32;
 constexpr std::uint32_t kMaxRows = 1u << 16;
 constexpr std::uint32_t kMaxPayload = 256u << 20;
 constexpr int kFp8Block = 32;  // values sharing one power-of-two scale (kFp8BlockSize)
 
-enum class FrameType : std::uint16_t { kHello = 1, kHelloAck = 2, kLayerRequest = 3, kLayerResponse = 4, kError = 5 };
+enum class FrameType : std::uint16_t { kHello = 1, kHelloAck = 2, kLayerRequest = 3, kLayerResponse = 4, kError = 5, kChallenge = 6 };
 enum class RowKind : std::uint8_t { kDecode = 0, kPrefill = 1, kVerify = 2 };
 enum class Dtype : std::uint8_t { kF32 = 0, kBf16 = 1, kFp8Block32 = 2, kF64 = 3 };
 
@@ -80,12 +80,13 @@ struct LayerResponse {
 };
 
 // Partial rows travel as f64 (exact: ranks' parts add up to what one process
-// computes), f32 or bf16 (fewer bytes, rounded).
+// computes), f32 or bf16 (fewer bytes, rounded). The parser checks the framing, not
+// the values: the coordinator's reduce judges those and blames the rank that sent them.
 std::vector<std::byte> EncodeLayerResponse(std::uint64_t request_id, int layer, std::uint32_t rows, const double* partial, int hidden,
                                            Dtype dtype, std::uint64_t compute_ns);
 LayerResponse ParseLayerResponse(const FrameHeader& header, std::span<const std::byte> payload, std::uint32_t rows, int hidden);
 
-// Hello / HelloAck / Error frames carry text (JSON for the first two).
+// Challenge / Hello / HelloAck / Error frames carry text (JSON but for Error).
 std::vector<std::byte> EncodeTextFrame(FrameType type, const std::string& text);
 std::string PayloadText(std::span<const std::byte> payload);
 

@@ -1,10 +1,12 @@
 // Fuzzes everything a coordinator or an expert worker parses from the network: the
-// frame header, layer requests and responses, and the handshake JSON. Only
-// WireError may escape.
+// frame header, layer requests and responses, and the handshake JSON (the worker's
+// Challenge, the Hello with its token proof, the HelloAck with the worker's), and
+// checks a parsed proof the way each side does. Nothing but WireError may escape.
 #include <cstdint>
 #include <span>
 
 #include "runtime/hybrid/handshake.hpp"
+#include "runtime/hybrid/handshake_auth.hpp"
 #include "runtime/hybrid/wire_protocol.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
@@ -23,12 +25,19 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       case wire::FrameType::kLayerResponse:
         (void)wire::ParseLayerResponse(h, payload, h.rows, shape.hidden);
         break;
-      case wire::FrameType::kHello:
-        (void)ParseHello(wire::PayloadText(payload));
+      case wire::FrameType::kChallenge:
+        (void)CoordinatorProof("fuzz", ParseChallenge(wire::PayloadText(payload)).nonce, Nonce{});
         break;
-      case wire::FrameType::kHelloAck:
-        (void)ParseHelloAck(wire::PayloadText(payload));
+      case wire::FrameType::kHello: {
+        const Hello hello = ParseHello(wire::PayloadText(payload));
+        if (hello.auth) (void)SameMac(hello.auth->proof, CoordinatorProof("fuzz", Nonce{}, hello.auth->nonce));
         break;
+      }
+      case wire::FrameType::kHelloAck: {
+        const HelloAck ack = ParseHelloAck(wire::PayloadText(payload));
+        if (ack.proof) (void)SameMac(*ack.proof, WorkerProof("fuzz", Nonce{}, Nonce{}));
+        break;
+      }
       case wire::FrameType::kError:
         (void)wire::PayloadText(payload);
         break;

@@ -13,6 +13,8 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/model/synthetic_checkpoint.hpp"
+#include "tests/hybrid/fake_worker.hpp"
+#include "tests/hybrid/worker_process.hpp"
 #include "tests/runtime/eval_run.hpp"
 #include "tests/runtime/tiny_model.hpp"
 #include "tests/support/child_process.hpp"
@@ -24,35 +26,21 @@ namespace {
 using tandem::testing::ChildProcess;
 using tandem::testing::CommandResult;
 using tandem::testing::EvalRun;
+using tandem::testing::FakeFault;
+using tandem::testing::FakeWorker;
 using tandem::testing::MaxRelativeError;
 using tandem::testing::RunCommand;
 using tandem::testing::RunEval;
 using tandem::testing::TempDir;
 using namespace std::chrono_literals;
 
+using tandem::testing::ErrorLine;
 using tandem::testing::SmallCheckpoint;
+using tandem::testing::StartWorker;
+using Worker = tandem::testing::WorkerProcess;
 
 const std::filesystem::path& ModelFor(const std::string& preset) {
   return preset == "tiny" ? tandem::testing::TinyCheckpoint() : SmallCheckpoint();
-}
-
-struct Worker {
-  std::unique_ptr<ChildProcess> process;
-  std::string address;
-  std::filesystem::path log;
-};
-
-Worker StartWorker(const std::filesystem::path& model, const std::string& role = "worker", std::vector<std::string> extra = {}) {
-  Worker w;
-  w.log = TempDir("worker") / "stderr.log";
-  std::vector<std::string> argv = {"expert", "--listen", "127.0.0.1:0", "--model", model.string(), "--threads", "1", "--role", role};
-  argv.insert(argv.end(), extra.begin(), extra.end());
-  w.process = std::make_unique<ChildProcess>(TANDEM_RT_BIN, argv, w.log.string());
-  const auto line = w.process->ReadLine(20s);
-  if (!line || line->find("listening on ") == std::string::npos)
-    throw std::runtime_error("worker did not start: " + line.value_or("(nothing)"));
-  w.address = line->substr(line->rfind(' ') + 1);
-  return w;
 }
 
 std::string Join(const std::vector<Worker>& workers) {
@@ -203,12 +191,21 @@ TEST(Hybrid, AStalledWorkerTimesOut) {
 TEST(Hybrid, AWorkerWithAnotherModelIsRefusedAtHandshake) {
   const auto other = TempDir("other") / "tiny-seed2";
   WriteSyntheticCheckpoint(FindPreset("tiny"), 2, other, other / "none");
-  Worker w = StartWorker(other);
-  const EvalRun r = RunEval(ModelFor("tiny"), {"--experts", w.address}, 2);
+  // A coordinator that proved the token hears where the worker's checkpoint lives.
+  const auto token = tandem::testing::WriteTokenFile("a-token-for-this-test");
+  Worker w = StartWorker(other, "worker", {"--worker-token-file", token.string()});
+  const EvalRun r = RunEval(ModelFor("tiny"), {"--experts", w.address, "--worker-token-file", token.string()}, 2);
   EXPECT_EQ(r.run.exit_code, 3);
   EXPECT_NE(r.run.err.find("refused the handshake: model revision mismatch: the coordinator has "), std::string::npos) << r.run.err;
   EXPECT_NE(r.run.err.find("this worker (" + other.string() + ") has "), std::string::npos) << r.run.err;
   EXPECT_TRUE(w.process->running()) << "a refused handshake does not stop the worker";
+  // Without a token, anyone who connects is told the revisions, not the path.
+  Worker open = StartWorker(other);
+  const EvalRun anyone = RunEval(ModelFor("tiny"), {"--experts", open.address}, 2);
+  EXPECT_EQ(anyone.run.exit_code, 3);
+  EXPECT_NE(anyone.run.err.find("refused the handshake: model revision mismatch: the coordinator has "), std::string::npos)
+      << anyone.run.err;
+  EXPECT_EQ(anyone.run.err.find(other.string()), std::string::npos) << anyone.run.err;
 }
 
 TEST(Hybrid, GarbageOnTheWireClosesThatConnectionOnly) {
@@ -224,9 +221,9 @@ TEST(Hybrid, GarbageOnTheWireClosesThatConnectionOnly) {
         {asio::ip::make_address(w.address.substr(0, colon)), static_cast<unsigned short>(std::stoi(w.address.substr(colon + 1)))});
     const std::string junk = "GET / HTTP/1.1\r\nHost: x\r\n\r\n" + std::string(64, 'x');
     asio::write(socket, asio::buffer(junk));
-    char byte;
+    char buffer[256];
     boost::system::error_code ec;
-    socket.read_some(asio::buffer(&byte, 1), ec);  // the worker answers by closing
+    while (!ec) socket.read_some(asio::buffer(buffer), ec);  // the worker's Challenge, then it closes
     EXPECT_TRUE(ec == asio::error::eof || ec == asio::error::connection_reset) << ec.message();
   }
   const EvalRun ok = RunEval(model, {"--experts", w.address}, 2);
@@ -234,6 +231,34 @@ TEST(Hybrid, GarbageOnTheWireClosesThatConnectionOnly) {
   std::ifstream in(w.log);
   const std::string err((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   EXPECT_NE(err.find("bad magic"), std::string::npos) << err;
+}
+
+// A rank that answers with another request's id is a protocol error naming that rank:
+// the partials might belong to another layer or step.
+TEST(Hybrid, AResponseWithTheWrongRequestIdIsRefused) {
+  Worker healthy = StartWorker(ModelFor("tiny"));
+  FakeWorker fake(FakeFault::kWrongRequestId, 2);
+  const EvalRun r = RunEval(ModelFor("tiny"), {"--experts", healthy.address + "," + fake.address()}, 2);
+  EXPECT_EQ(r.run.exit_code, 3) << r.run.err;
+  EXPECT_NE(ErrorLine(r.run.err).find("expert worker rank 2 (" + fake.address() + "): protocol error: the response carries request id "),
+            std::string::npos)
+      << r.run.err;
+  EXPECT_EQ(ErrorLine(r.run.err).find("rank 1"), std::string::npos) << r.run.err;
+}
+
+// Bad numbers are blamed on the rank that sent them, before they reach the sum (where
+// they would surface later as a healthy rank refusing a non-finite request).
+TEST(Hybrid, ARankReturningNonFiniteOrAbsurdPartialsIsBlamed) {
+  for (const auto& [fault, what] : {std::pair{FakeFault::kNanPartials, "non-finite"}, std::pair{FakeFault::kHugePartials, "implausible"}}) {
+    Worker healthy = StartWorker(ModelFor("tiny"));
+    FakeWorker fake(fault, 3);
+    const EvalRun r = RunEval(ModelFor("tiny"), {"--experts", healthy.address + "," + fake.address()}, 2);
+    EXPECT_EQ(r.run.exit_code, 3) << r.run.err;
+    EXPECT_NE(ErrorLine(r.run.err).find(fmt::format("expert worker rank 2 ({}) returned {} partials for layer ", fake.address(), what)),
+              std::string::npos)
+        << r.run.err;
+    EXPECT_EQ(ErrorLine(r.run.err).find("rank 1"), std::string::npos) << r.run.err;
+  }
 }
 
 }  // namespace

@@ -1,0 +1,25 @@
+#pragma once
+
+#include <filesystem>
+#include <optional>
+#include <string>
+
+// The shared secret that lets a coordinator use an expert worker (docs/wire-protocol.md,
+// "Authentication"). Workers and coordinators read the same one; the handshake proves
+// it without sending it.
+namespace tandem::rt {
+
+inline constexpr char kWorkerTokenEnv[] = "TANDEM_WORKER_TOKEN";
+
+// The token of `--worker-token-file FILE` when `file` is not empty (its first line), else
+// $TANDEM_WORKER_TOKEN, else none; surrounding whitespace trimmed. Throws
+// std::invalid_argument (exit 2) for an empty token, a file that cannot be read, or one
+// that group or others may read (as ssh refuses such a key). Never logs the token.
+std::optional<std::string> LoadWorkerToken(const std::filesystem::path& file);
+
+// A fresh token for the workers this process spawns: 32 bytes from the CSPRNG, as 64
+// hex digits. Handed to them in their environment, never on a command line (which any
+// local user can read in /proc).
+std::string NewWorkerToken();
+
+}  // namespace tandem::rt

@@ -1,0 +1,342 @@
+// Who may use an expert worker: the shared token (proved, never sent), the handshake
+// deadline that closes connections which say nothing, and one coordinator at a time.
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <optional>
+#include <thread>
+
+#include <sys/socket.h>
+#include <sys/time.h>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/write.hpp>
+#include <gtest/gtest.h>
+
+#include "runtime/hybrid/frame_channel.hpp"
+#include "runtime/hybrid/handshake.hpp"
+#include "runtime/hybrid/placement_plan.hpp"
+#include "runtime/hybrid/worker_token.hpp"
+#include "runtime/model/checkpoint.hpp"
+#include "runtime/model/model_revision.hpp"
+#include "tests/hybrid/worker_process.hpp"
+#include "tests/runtime/eval_run.hpp"
+#include "tests/runtime/tiny_model.hpp"
+#include "tests/support/child_process.hpp"
+#include "tests/support/run_command.hpp"
+
+namespace tandem::rt {
+namespace {
+
+namespace asio = boost::asio;
+using asio::ip::tcp;
+using tandem::testing::ChildProcess;
+using tandem::testing::ErrorLine;
+using tandem::testing::EvalRun;
+using tandem::testing::ReadFile;
+using tandem::testing::RunCommand;
+using tandem::testing::RunEval;
+using tandem::testing::StartWorker;
+using tandem::testing::TempDir;
+using tandem::testing::TinyCheckpoint;
+using tandem::testing::WriteFile;
+using tandem::testing::WriteTokenFile;
+using Worker = tandem::testing::WorkerProcess;
+using namespace std::chrono_literals;
+
+// Sets an environment variable for a scope; children started meanwhile inherit it.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const std::string& value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    ::setenv(name, value.c_str(), 1);
+  }
+  ~ScopedEnv() {
+    if (old_) {
+      ::setenv(name_, old_->c_str(), 1);
+    } else {
+      ::unsetenv(name_);
+    }
+  }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
+
+tcp::endpoint Endpoint(const std::string& address) {
+  const auto [host, port] = SplitHostPort(address);
+  return {asio::ip::make_address(host), port};
+}
+
+// A blocking client that speaks frames. It reads with recv(2) under SO_RCVTIMEO, so
+// nothing hangs: asio's blocking reads would wait in poll() without end.
+struct RawPeer {
+  asio::io_context io;
+  tcp::socket socket{io};
+
+  explicit RawPeer(const std::string& address) {
+    socket.connect(Endpoint(address));
+    const timeval limit{5, 0};
+    ::setsockopt(socket.native_handle(), SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof limit);
+  }
+  // Up to `n` bytes; 0 at the end of the stream; -errno on an error (-EAGAIN: 5 s passed).
+  ssize_t Receive(void* p, std::size_t n) {
+    const ssize_t got = ::recv(socket.native_handle(), p, n, 0);
+    return got < 0 ? -errno : got;
+  }
+  void ReceiveExactly(void* p, std::size_t n) {
+    for (std::size_t done = 0; done < n;) {
+      const ssize_t got = Receive(static_cast<char*>(p) + done, n - done);
+      if (got <= 0) throw std::runtime_error(got == 0 ? "the worker closed the connection" : "no frame from the worker");
+      done += static_cast<std::size_t>(got);
+    }
+  }
+  std::pair<wire::FrameHeader, std::string> Read() {
+    std::array<std::byte, wire::kHeaderBytes> head;
+    ReceiveExactly(head.data(), head.size());
+    const wire::FrameHeader h = wire::DecodeHeader(head);
+    std::string payload(h.payload_bytes, '\0');
+    ReceiveExactly(payload.data(), payload.size());
+    return {h, payload};
+  }
+  void Write(const std::vector<std::byte>& frame) { asio::write(socket, asio::buffer(frame)); }
+  // Reads until the worker closes: "closed", or how it ended otherwise.
+  std::string DrainUntilClosed() {
+    char buffer[256];
+    for (;;) {
+      const ssize_t got = Receive(buffer, sizeof buffer);
+      if (got == 0) return "closed";
+      if (got < 0) return got == -EAGAIN ? "still open after 5 s" : std::string("error: ") + std::strerror(static_cast<int>(-got));
+    }
+  }
+};
+
+// The Hello a coordinator of the tiny model sends its only worker (rank 1 of 2).
+Hello TinyHello(const std::string& address) {
+  const Checkpoint ckpt = Checkpoint::Open(TinyCheckpoint());
+  const ModelConfig& c = ckpt.config();
+  Layout layout;
+  layout.workers = {address};
+  const PlacementPlan plan = PlacementPlan::Compute(c, layout);
+  return Hello{wire::kVersion,
+               ModelRevision(ckpt.dir()),
+               1,
+               2,
+               "worker",
+               {c.hidden_size, c.num_experts_per_tok, c.n_routed_experts},
+               wire::Dtype::kBf16,
+               wire::Dtype::kF64,
+               plan.ranks[1].slices};
+}
+
+// Whether the worker's log says `text` within a few seconds (it logs why it closed a
+// connection after closing it).
+bool LogSays(const Worker& w, const std::string& text) {
+  for (auto until = std::chrono::steady_clock::now() + 3s; std::chrono::steady_clock::now() < until; std::this_thread::sleep_for(20ms)) {
+    if (ReadFile(w.log).find(text) != std::string::npos) return true;
+  }
+  return false;
+}
+
+constexpr const char* kSecret = "correct-horse-battery-staple-4242";
+
+TEST(WorkerAuth, AWorkerWithATokenRefusesCoordinatorsWithoutItOrWithAnother) {
+  const auto& model = TinyCheckpoint();
+  Worker w = [] {
+    ScopedEnv env(kWorkerTokenEnv, kSecret);
+    return StartWorker(TinyCheckpoint());
+  }();
+  const auto wrong = WriteTokenFile("not-the-right-token");
+  const EvalRun none = RunEval(model, {"--experts", w.address}, 2);
+  const EvalRun other = RunEval(model, {"--experts", w.address, "--worker-token-file", wrong.string()}, 2);
+  EXPECT_EQ(none.run.exit_code, 3);
+  EXPECT_NE(ErrorLine(none.run.err).find("expert worker rank 1 (" + w.address + "): worker requires a token"), std::string::npos)
+      << none.run.err;
+  EXPECT_EQ(other.run.exit_code, 3);
+  EXPECT_NE(ErrorLine(other.run.err).find("expert worker rank 1 (" + w.address + "): refused the handshake: worker token mismatch"),
+            std::string::npos)
+      << other.run.err;
+  EXPECT_TRUE(LogSays(w, "refusing the handshake: worker token mismatch")) << ReadFile(w.log);
+  const std::string worker_log = ReadFile(w.log);
+  for (const std::string& text : {none.run.err, other.run.err, worker_log}) {
+    EXPECT_EQ(text.find(kSecret), std::string::npos) << text;
+    EXPECT_EQ(text.find("not-the-right-token"), std::string::npos) << text;
+  }
+  for (const std::string& text : {none.run.err, other.run.err}) EXPECT_EQ(text.find(model.string()), std::string::npos) << text;
+  EXPECT_TRUE(w.process->running());
+
+  // A coordinator with a token and a worker without one disagree just as much.
+  Worker open = StartWorker(model);
+  const EvalRun unexpected = RunEval(model, {"--experts", open.address, "--worker-token-file", wrong.string()}, 2);
+  EXPECT_EQ(unexpected.run.exit_code, 3);
+  EXPECT_NE(ErrorLine(unexpected.run.err).find("expert worker rank 1 (" + open.address + "): worker token mismatch"), std::string::npos)
+      << unexpected.run.err;
+}
+
+// What a worker with a token tells a peer that has not proved it: what it got wrong,
+// nothing about itself (no model path, no revision, no token).
+TEST(WorkerAuth, AnUnauthenticatedPeerLearnsNothingLocal) {
+  Worker w = [] {
+    ScopedEnv env(kWorkerTokenEnv, kSecret);
+    return StartWorker(TinyCheckpoint());
+  }();
+  const Hello hello = TinyHello(w.address);
+  const std::string revision = hello.model_revision;
+  auto ask = [&](const std::optional<HelloAuth>& auth) {
+    RawPeer peer(w.address);
+    const auto [head, text] = peer.Read();
+    EXPECT_EQ(head.type, wire::FrameType::kChallenge);
+    const Challenge challenge = ParseChallenge(text);
+    EXPECT_TRUE(challenge.token_required);
+    Hello h = hello;
+    h.auth = auth;
+    peer.Write(wire::EncodeTextFrame(wire::FrameType::kHello, HelloJson(h)));
+    const auto [answer_head, answer] = peer.Read();
+    EXPECT_EQ(answer_head.type, wire::FrameType::kError);
+    EXPECT_EQ(peer.DrainUntilClosed(), "closed");
+    for (const std::string& said : {text, answer}) {
+      EXPECT_EQ(said.find(TinyCheckpoint().string()), std::string::npos) << said;
+      EXPECT_EQ(said.find(revision), std::string::npos) << said;
+      EXPECT_EQ(said.find(kSecret), std::string::npos) << said;
+    }
+    return answer;
+  };
+  EXPECT_EQ(ask(std::nullopt).rfind("worker requires a token", 0), 0u);
+  EXPECT_EQ(ask(HelloAuth{NewNonce(), CoordinatorProof("a guess", NewNonce(), NewNonce())}), "worker token mismatch");
+  // A Hello for the wrong model with a wrong proof: refused for the proof, not the model.
+  Hello wrong_model = hello;
+  wrong_model.model_revision = "0000";
+  RawPeer peer(w.address);
+  const Challenge challenge = ParseChallenge(peer.Read().second);
+  wrong_model.auth = HelloAuth{NewNonce(), CoordinatorProof("a guess", challenge.nonce, NewNonce())};
+  peer.Write(wire::EncodeTextFrame(wire::FrameType::kHello, HelloJson(wrong_model)));
+  EXPECT_EQ(peer.Read().second, "worker token mismatch");
+}
+
+// The token changes who may connect, never what is computed.
+TEST(WorkerAuth, MatchingTokensDecodeExactlyAsWithoutOne) {
+  const auto& model = TinyCheckpoint();
+  std::vector<Worker> plain, guarded;
+  const auto token = WriteTokenFile(kSecret);
+  for (int i = 0; i < 2; ++i) {
+    plain.push_back(StartWorker(model));
+    guarded.push_back(StartWorker(model, "worker", {"--worker-token-file", token.string()}));
+  }
+  const EvalRun reference = RunEval(model, {"--experts", plain[0].address + "," + plain[1].address});
+  ASSERT_EQ(reference.run.exit_code, 0) << reference.run.err;
+  // The coordinator reads the same token from its environment.
+  const EvalRun with_token = [&] {
+    ScopedEnv env(kWorkerTokenEnv, std::string("  ") + kSecret + "\n");  // trimmed
+    return RunEval(model, {"--experts", guarded[0].address + "," + guarded[1].address});
+  }();
+  ASSERT_EQ(with_token.run.exit_code, 0) << with_token.run.err;
+  EXPECT_EQ(with_token.logits, reference.logits);
+  EXPECT_EQ(with_token.tokens, reference.tokens);
+  // Spawned workers: a fresh token of their own.
+  const EvalRun spawned = RunEval(model, {"--spawn-workers", "2"});
+  ASSERT_EQ(spawned.run.exit_code, 0) << spawned.run.err;
+  EXPECT_EQ(spawned.logits, reference.logits);
+  EXPECT_EQ(spawned.tokens, reference.tokens);
+}
+
+TEST(WorkerAuth, AnIdleConnectionNeitherBlocksACoordinatorNorOutlivesTheHandshakeTimeout) {
+  Worker w = StartWorker(TinyCheckpoint(), "worker", {"--handshake-timeout-s", "1"});
+  RawPeer idle(w.address);  // connects, then says nothing
+  const auto t0 = std::chrono::steady_clock::now();
+  const EvalRun r = RunEval(TinyCheckpoint(), {"--experts", w.address, "--connect-timeout-ms", "5000"}, 2);
+  EXPECT_EQ(r.run.exit_code, 0) << r.run.err;
+  EXPECT_EQ(idle.DrainUntilClosed(), "closed") << "the idle connection must be closed, not left open";
+  const auto held = std::chrono::steady_clock::now() - t0;
+  EXPECT_GE(held, 900ms);
+  EXPECT_LT(held, 4s);
+  EXPECT_TRUE(LogSays(w, "no complete Hello within the 1000 ms handshake timeout; closing")) << ReadFile(w.log);
+}
+
+TEST(WorkerAuth, ASecondCoordinatorIsRefusedWhileTheFirstHoldsTheWorker) {
+  Worker w = StartWorker(TinyCheckpoint());
+  asio::io_context io;
+  auto first = ConnectAndHandshake(io, w.address, TinyHello(w.address), 10s);
+  const auto t0 = std::chrono::steady_clock::now();
+  const EvalRun second = RunEval(TinyCheckpoint(), {"--experts", w.address}, 2);
+  EXPECT_EQ(second.run.exit_code, 3);
+  EXPECT_NE(ErrorLine(second.run.err)
+                .find("expert worker rank 1 (" + w.address + "): refused the handshake: this worker already serves another coordinator"),
+            std::string::npos)
+      << second.run.err;
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 8s);
+  first->Close();
+  const EvalRun after = RunEval(TinyCheckpoint(), {"--experts", w.address}, 2);
+  EXPECT_EQ(after.run.exit_code, 0) << after.run.err;
+}
+
+TEST(WorkerAuth, AnIdleSessionIsClosedAfterTheIdleTimeout) {
+  Worker w = StartWorker(TinyCheckpoint(), "worker", {"--idle-timeout-s", "1"});
+  asio::io_context io;
+  auto channel = ConnectAndHandshake(io, w.address, TinyHello(w.address), 10s);
+  const auto t0 = std::chrono::steady_clock::now();
+  channel->StartReceive();
+  FrameChannel* one[] = {channel.get()};
+  RunUntilIdle(io, one, Clock::now() + 5s, "the worker kept the idle session");
+  ASSERT_TRUE(channel->error().has_value());
+  EXPECT_EQ(*channel->error(), "closed the connection");
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, 900ms);
+  EXPECT_TRUE(LogSays(w, "no request for 1 s (--idle-timeout-s); closing the session")) << ReadFile(w.log);
+  const EvalRun next = RunEval(TinyCheckpoint(), {"--experts", w.address}, 2);
+  EXPECT_EQ(next.run.exit_code, 0) << next.run.err;
+}
+
+TEST(WorkerAuth, AWorkerOnANonLoopbackAddressNeedsATokenOrConsent) {
+  const auto refused = RunCommand(TANDEM_RT_BIN, {"expert", "--listen", "0.0.0.0:0", "--model", TinyCheckpoint().string()}, 20s);
+  EXPECT_EQ(refused.exit_code, 2) << refused.err;
+  EXPECT_NE(refused.err.find("TANDEM_WORKER_TOKEN"), std::string::npos) << refused.err;
+  EXPECT_NE(refused.err.find("--allow-unauthenticated"), std::string::npos) << refused.err;
+  for (const std::vector<std::string>& extra : {std::vector<std::string>{"--allow-unauthenticated"},
+                                                std::vector<std::string>{"--worker-token-file", WriteTokenFile(kSecret).string()}}) {
+    std::vector<std::string> args = {"expert", "--listen", "0.0.0.0:0", "--model", TinyCheckpoint().string()};
+    args.insert(args.end(), extra.begin(), extra.end());
+    ChildProcess worker(TANDEM_RT_BIN, args, (TempDir("worker") / "stderr.log").string());
+    const auto line = worker.ReadLine(20s);
+    EXPECT_TRUE(line && line->find("listening on 0.0.0.0:") != std::string::npos) << extra[0];
+  }
+  // On loopback without a token it starts, and says that anyone local may use it.
+  Worker local = StartWorker(TinyCheckpoint());
+  EXPECT_NE(ReadFile(local.log).find("warning: no worker token"), std::string::npos);
+}
+
+TEST(WorkerToken, ComesFromTheFileOrTheEnvironmentTrimmedAndNeverEmpty) {
+  ::unsetenv(kWorkerTokenEnv);
+  EXPECT_EQ(LoadWorkerToken({}), std::nullopt);
+  {
+    ScopedEnv env(kWorkerTokenEnv, " from-env \n");
+    EXPECT_EQ(LoadWorkerToken({}), "from-env");
+    EXPECT_EQ(LoadWorkerToken(WriteTokenFile("\tfrom-file  \nsecond line")), "from-file") << "the file wins";
+  }
+  {
+    ScopedEnv env(kWorkerTokenEnv, "  ");
+    EXPECT_THROW(LoadWorkerToken({}), std::invalid_argument);
+  }
+  EXPECT_THROW(LoadWorkerToken(WriteTokenFile("")), std::invalid_argument);
+  EXPECT_THROW(LoadWorkerToken(TempDir("token") / "missing"), std::invalid_argument);
+  const auto shared = TempDir("token") / "shared";
+  WriteFile(shared, "readable-by-all\n");
+  std::filesystem::permissions(shared, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write |
+                                           std::filesystem::perms::group_read | std::filesystem::perms::others_read);
+  try {
+    LoadWorkerToken(shared);
+    ADD_FAILURE() << "a token file others can read must be refused";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("chmod 600"), std::string::npos) << e.what();
+    EXPECT_EQ(std::string(e.what()).find("readable-by-all"), std::string::npos) << e.what();
+  }
+  const std::string a = NewWorkerToken(), b = NewWorkerToken();
+  EXPECT_EQ(a.size(), 64u);
+  EXPECT_EQ(a.find_first_not_of("0123456789abcdef"), std::string::npos);
+  EXPECT_NE(a, b);
+}
+
+}  // namespace
+}  // namespace tandem::rt
