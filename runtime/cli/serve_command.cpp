@@ -1,5 +1,6 @@
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <memory>
 
@@ -68,7 +69,15 @@ void Serve(Options opt) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   if (opt.api.served_model.empty()) opt.api.served_model = std::filesystem::path(opt.model).filename().string();
-  if (!opt.api_key_file.empty()) opt.api.api_key = ReadSecretFile(opt.api_key_file, "--api-key-file");
+  if (!opt.api_key_file.empty()) {
+    opt.api.api_key = ReadSecretFile(opt.api_key_file, "--api-key-file");
+  } else if (const char* env = std::getenv("TANDEM_API_KEY"); env != nullptr && opt.api.api_key.empty()) {
+    // Set but empty is a mistake to report, not a reason to serve without a key.
+    opt.api.api_key = env;
+    const auto first = opt.api.api_key.find_first_not_of(" \t\r\n");
+    if (first == std::string::npos) throw std::invalid_argument("TANDEM_API_KEY is set but empty: unset it to serve without a key");
+    opt.api.api_key = opt.api.api_key.substr(first, opt.api.api_key.find_last_not_of(" \t\r\n") - first + 1);
+  }
   opt.api.http.request_read = std::chrono::seconds(opt.request_timeout_s);
   // Room for a whole concurrent batch and the queue from one client (a benchmark runs on one machine).
   opt.api.http.max_connections_per_client =
@@ -124,18 +133,20 @@ void AddServeCommand(CLI::App& app) {
   cmd->add_option("--served-model-name", opt->api.served_model, "The model id clients use (default: the directory's name)");
   CLI::Option* key = cmd->add_option("--api-key", opt->api.api_key,
                                      "Require 'Authorization: Bearer KEY' on /v1/* (visible to local users in the process list: "
-                                     "prefer --api-key-file or TANDEM_API_KEY)")
-                         ->envname("TANDEM_API_KEY");
+                                     "prefer --api-key-file or the environment variable TANDEM_API_KEY)");
   cmd->add_option("--api-key-file", opt->api_key_file, "Read the API key from the first line of this file")
       ->check(CLI::ExistingFile)
       ->excludes(key);
   cmd->add_option("--allow-origin", opt->api.allow_origins,
                   "A browser origin (scheme://host[:port], or *) whose pages may call the API (CORS); repeatable. Default: none");
+  cmd->add_option("--allow-host", opt->api.allow_hosts,
+                  "A host name clients may address a loopback-bound server by, beyond localhost and 127.0.0.1 (DNS rebinding "
+                  "protection); repeatable");
   cmd->add_option("--request-timeout-s", opt->request_timeout_s, "A request's headers and body must arrive within this time")
       ->check(CLI::Range(1, 3600))
       ->capture_default_str();
-  cmd->add_option("--max-connections", opt->api.http.max_connections, "Open HTTP connections in all; beyond: 503")
-      ->check(CLI::Range(1, 65536))
+  cmd->add_option("--max-connections", opt->api.http.max_connections, "Open HTTP connections in all (a thread each); beyond: 503")
+      ->check(CLI::Range(1, 16384))
       ->capture_default_str();
   cmd->add_option("--max-connections-per-client", opt->max_connections_per_client,
                   "Open HTTP connections from one client address; beyond: 503 (default: concurrency + queue depth + 16)")

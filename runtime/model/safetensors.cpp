@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "runtime/model/json_bounds.hpp"
 #include "runtime/model/model_error.hpp"
 
 namespace tandem::rt {
@@ -79,21 +80,25 @@ TensorInfo ParseTensor(const std::string& name, const json& entry, std::uint64_t
   return info;
 }
 
-// The header's JSON, refusing deep nesting and too many entries while it is read
-// (before either costs stack or memory).
+// The header's JSON, refusing deep nesting and too many entries before it is built
+// (where either would cost stack or time).
 json ParseHeaderJson(const char* text, std::uint64_t size, std::string_view file) {
-  std::size_t entries = 0;
-  const json::parser_callback_t limits = [&](int depth, json::parse_event_t event, json&) {
-    if ((event == json::parse_event_t::object_start || event == json::parse_event_t::array_start) && depth >= kMaxJsonDepth) {
-      throw ModelError(fmt::format("{}: header nests deeper than {} levels; not a safetensors header", file, kMaxJsonDepth));
+  const std::string_view view(text, size);
+  const JsonBounds bounds{.max_depth = kMaxJsonDepth,
+                          .max_object_members = kMaxSafetensorsTensors + 1,  // + __metadata__
+                          .max_array_elements = kMaxSafetensorsTensors};
+  if (const std::optional<JsonExcess> excess = FindJsonExcess(view, bounds)) {
+    switch (excess->kind) {
+      case JsonExcess::Kind::kDepth:
+        throw ModelError(fmt::format("{}: header nests deeper than {} levels; not a safetensors header", file, kMaxJsonDepth));
+      case JsonExcess::Kind::kObjectMembers:
+        throw ModelError(fmt::format("{}: header declares more than {} tensors", file, kMaxSafetensorsTensors));
+      case JsonExcess::Kind::kArrayElements:
+        throw ModelError(fmt::format("{}: header has an array of more than {} elements", file, kMaxSafetensorsTensors));
     }
-    if (event == json::parse_event_t::key && depth == 1 && ++entries > kMaxSafetensorsTensors + 1) {  // + __metadata__
-      throw ModelError(fmt::format("{}: header declares more than {} tensors", file, kMaxSafetensorsTensors));
-    }
-    return true;
-  };
+  }
   try {
-    return json::parse(text, text + size, limits);
+    return json::parse(view);
   } catch (const json::exception& e) {
     throw ModelError(fmt::format("{}: header is not valid JSON: {}", file, e.what()));
   }

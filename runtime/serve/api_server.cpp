@@ -121,6 +121,8 @@ struct ApiServer::State {
   std::atomic<bool> draining{false};
   std::atomic<std::uint64_t> next_id{1};
   std::atomic<int> open_streams{0};  // streamed responses not yet ended
+  std::atomic<bool> listening_ended{false};
+  bool loopback = false;  // listening on a loopback address only
 
   Scheduler* Ready() {
     std::lock_guard lock(mutex);
@@ -140,6 +142,24 @@ struct ApiServer::State {
     return false;
   }
 
+  // Loopback servers answer only to names of this machine, so a page on a rebound
+  // domain (attacker.example resolving to 127.0.0.1) cannot use the user's browser as
+  // a same-origin client. A server on another address is reached by names Tandem cannot
+  // know; there the API key protects it.
+  bool HostAllowed(const std::string& host_header) const {
+    if (!loopback || host_header.empty()) return true;  // HTTP/1.0 clients may send none; browsers always do
+    std::string name = Lower(host_header);
+    if (!name.empty() && name.front() == '[') {
+      name = name.substr(0, name.find(']') + 1);
+    } else if (const auto colon = name.rfind(':'); colon != std::string::npos) {
+      name = name.substr(0, colon);
+    }
+    const bool ipv4_loopback = name.rfind("127.", 0) == 0 && name.find_first_not_of("0123456789.") == std::string::npos;
+    const bool dot_localhost = name.size() > 10 && name.compare(name.size() - 10, 10, ".localhost") == 0;  // browsers keep it local
+    if (name == "localhost" || name == "[::1]" || ipv4_loopback || dot_localhost) return true;
+    return std::find(options.allow_hosts.begin(), options.allow_hosts.end(), name) != options.allow_hosts.end();
+  }
+
   bool OriginAllowed(const std::string& origin) const {
     return std::any_of(options.allow_origins.begin(), options.allow_origins.end(),
                        [&](const std::string& allowed) { return allowed == "*" || allowed == origin; });
@@ -150,7 +170,7 @@ struct ApiServer::State {
   bool Screen(const httplib::Request& req, httplib::Response& res) {
     const std::string origin = req.get_header_value("Origin");
     const bool granted = !origin.empty() && OriginAllowed(origin);
-    if (granted) {
+    if (granted && !res.has_header("Access-Control-Allow-Origin")) {  // screened twice when the client sent Expect: 100-continue
       res.set_header("Access-Control-Allow-Origin", origin);
       res.set_header("Vary", "Origin");
     }
@@ -160,6 +180,16 @@ struct ApiServer::State {
       if (has_body) HttpServer::CloseConnectionAfterResponse(res);  // its body stays unread
       return false;
     };
+    // httplib reads no body of a GET: it would be taken for the next request.
+    if (has_body && req.method != "POST") HttpServer::CloseConnectionAfterResponse(res);
+    if (!HostAllowed(req.get_header_value("Host"))) {
+      return refuse(ApiError(403,
+                             fmt::format("Host '{}' does not name this server, which listens on {} (a page on another "
+                                         "domain resolving to this machine?); use http://127.0.0.1:{}, or allow the name with "
+                                         "--allow-host",
+                                         req.get_header_value("Host"), host, port),
+                             "permission_error", "host_not_allowed"));
+    }
     if (req.method == "OPTIONS") {
       if (!granted) {
         return refuse(ApiError(403,
@@ -182,6 +212,12 @@ struct ApiServer::State {
       const std::string type = req.get_header_value("Content-Type");
       std::string media = Lower(type.substr(0, type.find(';')));
       media.erase(std::remove(media.begin(), media.end(), ' '), media.end());
+      const std::string encoding = Lower(req.get_header_value("Content-Encoding"));
+      if (!encoding.empty() && encoding != "identity") {
+        // A compressed body is inflated before any bound on the request's size applies.
+        return refuse(ApiError(415, fmt::format("Content-Encoding '{}' is not supported: send the body uncompressed", encoding),
+                               "invalid_request_error", "unsupported_media_type"));
+      }
       if (media != "application/json") {
         return refuse(ApiError(415,
                                type.empty() ? "the request has no Content-Type: send the JSON body with 'Content-Type: application/json'"
@@ -418,6 +454,8 @@ ApiServer::ApiServer(ApiServerOptions options) : state_(std::make_unique<State>(
   s.options = std::move(options);
   const auto [host, wanted] = ListenAddress(s.options.listen);
   s.host = host;
+  s.loopback = host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
+  s.options.http.max_body_bytes = limits::kBodyBytes;
   s.server = std::make_unique<HttpServer>(s.options.http);
   httplib::Server& server = *s.server;
   server.set_payload_max_length(limits::kBodyBytes);
@@ -426,6 +464,10 @@ ApiServer::ApiServer(ApiServerOptions options) : state_(std::make_unique<State>(
   server.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
     return state_->Screen(req, res) ? httplib::Server::HandlerResponse::Unhandled : httplib::Server::HandlerResponse::Handled;
   });
+  // A client that asks before sending its body (curl does for large ones) is screened
+  // first: it hears 401 or 415 instead of "100 Continue" and never uploads.
+  server.set_expect_100_continue_handler(
+      [this](const httplib::Request& req, httplib::Response& res) { return state_->Screen(req, res) ? 100 : res.status; });
   server.Get("/health", [this](const httplib::Request&, httplib::Response& res) { state_->Health(res); });
   server.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) { state_->Models(res); });
   server.Get("/v1/stats", [this](const httplib::Request&, httplib::Response& res) { state_->Stats(res); });
@@ -467,7 +509,10 @@ ApiServer::ApiServer(ApiServerOptions options) : state_(std::make_unique<State>(
   }
   // Every client of a concurrency-C batch connects at once; room for all of them and the queue.
   backlog.Widen(std::max(1024, s.options.http.max_connections));
-  s.thread = std::thread([this] { state_->server->listen_after_bind(); });
+  s.thread = std::thread([this] {
+    state_->server->listen_after_bind();
+    state_->listening_ended = true;
+  });
 }
 
 ApiServer::~ApiServer() { Stop(); }
@@ -494,7 +539,11 @@ void ApiServer::Stop(std::chrono::milliseconds grace) {
   while (state_->open_streams > 0 && std::chrono::steady_clock::now() < until) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  state_->server->stop();
+  // httplib's stop() does nothing before its loop has begun: ask until it has ended.
+  while (!state_->listening_ended) {
+    state_->server->stop();
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
   state_->thread.join();
 }
 

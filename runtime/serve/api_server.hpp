@@ -20,6 +20,10 @@ struct ApiServerOptions {
   // Origins (scheme://host[:port], or "*") whose browser pages may call the API; none by
   // default, so a web page cannot drive a server on the user's machine.
   std::vector<std::string> allow_origins;
+  // Host names clients may address a loopback-bound server by, beyond localhost and the
+  // loopback addresses (DNS rebinding: a page whose name resolves to 127.0.0.1 is not a
+  // cross-origin page to the browser, so only the Host header tells it apart).
+  std::vector<std::string> allow_hosts;
   HttpLimits http;
 };
 

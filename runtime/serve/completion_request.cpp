@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "runtime/model/json_bounds.hpp"
 #include "runtime/serve/api_error.hpp"
 #include "runtime/serve/request_limits.hpp"
 
@@ -143,52 +144,28 @@ std::shared_ptr<const JsonGrammar> ResponseFormat(const json& body) {
   return nullptr;
 }
 
-// Parses a body within the limits of request_limits.hpp, checked while parsing: a
-// nesting depth or a member count beyond them is refused before it is built (deeply
-// nested values cost recursion when copied or destroyed; ordered_json's objects are
-// vectors, so their keys cost linear time each).
+// Parses a body within the limits of request_limits.hpp, checked in a first pass that
+// builds nothing (linear), so an over-deep or over-wide body is refused before it is
+// built: deeply nested values cost recursion when copied or destroyed, and
+// ordered_json's objects are vectors, whose keys cost time linear in their count each.
 json ParseBounded(std::string_view text) {
-  struct Level {
-    bool object;
-    std::size_t members;
-  };
-  std::vector<Level> levels;
-  const auto count_member = [&levels] {
-    if (levels.empty()) return;
-    Level& parent = levels.back();
-    if (++parent.members > (parent.object ? limits::kObjectMembers : limits::kArrayElements)) {
-      throw ApiError(400,
-                     parent.object ? fmt::format("a JSON object in the body has more than {} keys", limits::kObjectMembers)
-                                   : fmt::format("a JSON array in the body has more than {} elements", limits::kArrayElements),
-                     "invalid_request_error", "body_too_complex");
+  const JsonBounds bounds{
+      .max_depth = limits::kJsonDepth, .max_object_members = limits::kObjectMembers, .max_array_elements = limits::kArrayElements};
+  if (const std::optional<JsonExcess> excess = FindJsonExcess(text, bounds)) {
+    switch (excess->kind) {
+      case JsonExcess::Kind::kDepth:
+        throw ApiError(400, fmt::format("the body nests arrays and objects deeper than {} levels", excess->limit), "invalid_request_error",
+                       "body_too_deep");
+      case JsonExcess::Kind::kObjectMembers:
+        throw ApiError(400, fmt::format("a JSON object in the body has more than {} keys", excess->limit), "invalid_request_error",
+                       "body_too_complex");
+      case JsonExcess::Kind::kArrayElements:
+        throw ApiError(400, fmt::format("a JSON array in the body has more than {} elements", excess->limit), "invalid_request_error",
+                       "body_too_complex");
     }
-  };
-  const json::parser_callback_t limit = [&](int, json::parse_event_t event, json&) {
-    switch (event) {
-      case json::parse_event_t::object_start:
-      case json::parse_event_t::array_start:
-        if (!levels.empty() && !levels.back().object) count_member();
-        if (static_cast<int>(levels.size()) >= limits::kJsonDepth) {
-          throw ApiError(400, fmt::format("the body nests arrays and objects deeper than {} levels", limits::kJsonDepth),
-                         "invalid_request_error", "body_too_deep");
-        }
-        levels.push_back({event == json::parse_event_t::object_start, 0});
-        break;
-      case json::parse_event_t::object_end:
-      case json::parse_event_t::array_end:
-        levels.pop_back();
-        break;
-      case json::parse_event_t::key:
-        count_member();
-        break;
-      case json::parse_event_t::value:
-        if (!levels.empty() && !levels.back().object) count_member();
-        break;
-    }
-    return true;
-  };
+  }
   try {
-    return json::parse(text, limit);
+    return json::parse(text);
   } catch (const json::exception& e) {
     throw ApiError(400, fmt::format("the body is not valid JSON: {}", e.what()), "invalid_request_error", "invalid_json");
   }

@@ -5,6 +5,7 @@
 #include <deque>
 #include <map>
 #include <mutex>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -62,7 +63,12 @@ class SocketConnection final : public ConnectionStream {
     return false;
   }
 
-  void StartRequest(std::chrono::milliseconds budget) override { deadline_ = Clock::now() + budget; }
+  void StartRequest(std::chrono::milliseconds budget) override {
+    deadline_ = Clock::now() + budget;
+    in_headers_ = true;
+    line_end_ = 0;
+    header_bytes_ = body_bytes_ = 0;
+  }
 
   bool is_readable() const override {
     if (offset_ < size_) return true;
@@ -94,6 +100,7 @@ class SocketConnection final : public ConnectionStream {
       size_ = static_cast<std::size_t>(n);
     }
     const std::size_t n = std::min(size, size_ - offset_);
+    if (!Account(buffer_ + offset_, n)) return -1;
     std::copy_n(buffer_ + offset_, n, ptr);
     offset_ += n;
     return static_cast<ssize_t>(n);
@@ -112,6 +119,23 @@ class SocketConnection final : public ConnectionStream {
   void get_local_ip_and_port(std::string& ip, int& port) const override { Address(::getsockname, ip, port); }
   socket_t socket() const override { return sock_; }
 
+  // Half-closes, then reads and drops what the client still sends for a moment, so
+  // unread request bytes do not turn the close into a reset that discards the answer
+  // before the client reads it.
+  void LingeringClose() {
+    ::shutdown(sock_, SHUT_WR);
+    const auto until = Clock::now() + std::chrono::milliseconds(200);
+    std::size_t dropped = 0;
+    char sink[4096];
+    while (dropped < (1u << 20)) {
+      pollfd p{sock_, POLLIN, 0};
+      if (::poll(&p, 1, Millis(until - Clock::now())) <= 0) break;
+      const ssize_t n = ::recv(sock_, sink, sizeof sink, 0);
+      if (n <= 0) break;
+      dropped += static_cast<std::size_t>(n);
+    }
+  }
+
   // Answers without reading the request, then closes: for a connection over a cap.
   void Refuse(const std::string& message) {
     const std::string body =
@@ -121,13 +145,7 @@ class SocketConnection final : public ConnectionStream {
         "Connection: close\r\n\r\n{}",
         body.size(), body);
     (void)write(response.data(), response.size());
-    // Half-close and drain briefly, so unread request bytes do not turn the close into a
-    // reset that discards the answer before the client reads it.
-    ::shutdown(sock_, SHUT_WR);
-    StartRequest(std::chrono::milliseconds(200));
-    char sink[1024];
-    while (read(sink, sizeof sink) > 0) {
-    }
+    LingeringClose();
   }
 
  private:
@@ -146,9 +164,35 @@ class SocketConnection final : public ConnectionStream {
     }
   }
 
+  // Counts the bytes httplib takes of this request: its line and headers (up to the
+  // empty line) against max_header_bytes, the rest against max_body_bytes. httplib
+  // bounds a line only once it is whole, the number of headers not at all, and a
+  // chunked body not at all; false (a failed read) stops it at the bound.
+  bool Account(const char* bytes, std::size_t n) {
+    std::size_t i = 0;
+    for (; in_headers_ && i < n; ++i) {
+      const char c = bytes[i];
+      if (c == '\n') {
+        in_headers_ = line_end_ == 0;  // a line end right after one: the empty line
+        line_end_ = 1;
+      } else if (c == '\r' && line_end_ == 1) {
+        line_end_ = 2;
+      } else {
+        line_end_ = 0;
+      }
+      if (++header_bytes_ > limits_.max_header_bytes) return false;
+    }
+    body_bytes_ += n - i;
+    // Chunked framing adds a little to the body itself.
+    return body_bytes_ <= limits_.max_body_bytes + limits_.max_body_bytes / 16 + 4096;
+  }
+
   socket_t sock_;
   const HttpLimits& limits_;
   Clock::time_point deadline_ = Clock::now();
+  bool in_headers_ = true;
+  int line_end_ = 0;  // 0 in a line; 1 just after '\n'; 2 after "\n\r"
+  std::size_t header_bytes_ = 0, body_bytes_ = 0;
   char buffer_[4096];
   std::size_t offset_ = 0, size_ = 0;
 };
@@ -196,7 +240,20 @@ class ConnectionThreads final : public httplib::TaskQueue {
   void enqueue(std::function<void()> fn) override {
     std::lock_guard lock(mutex_);
     jobs_.push_back(std::move(fn));
-    if (idle_ < jobs_.size() && threads_.size() < max_threads_) threads_.emplace_back([this] { Work(); });
+    if (idle_ < jobs_.size() && threads_.size() < max_threads_) {
+      try {
+        threads_.emplace_back([this] { Work(); });
+      } catch (const std::system_error&) {
+        // Out of threads (a limit of the system's): the job waits for a running one. With
+        // none at all, serve it here rather than never.
+        if (threads_.empty()) {
+          std::function<void()> job = std::move(jobs_.back());
+          jobs_.pop_back();
+          job();
+          return;
+        }
+      }
+    }
     ready_.notify_one();
   }
 
@@ -220,7 +277,11 @@ class ConnectionThreads final : public httplib::TaskQueue {
       std::function<void()> job = std::move(jobs_.front());
       jobs_.pop_front();
       lock.unlock();
-      job();
+      try {
+        job();
+      } catch (...) {
+        // A connection's failure (out of memory, say) ends that connection, not the server.
+      }
       lock.lock();
     }
   }
@@ -292,14 +353,19 @@ bool HttpServer::process_and_close_socket(socket_t sock) {
     connection.Refuse(refusal);
   } else {
     t_close_after = &connection.close_after;
-    for (std::size_t left = keep_alive_max_count_; left > 0; --left) {
-      if (!connection.WaitForRequest(limits_.keep_alive, svr_sock_)) break;
-      connection.StartRequest(limits_.request_read);
-      bool closed = false;
-      served = process_request(connection, left == 1, closed, nullptr);
-      if (!served || closed || connection.close_after) break;
+    try {
+      for (std::size_t left = keep_alive_max_count_; left > 0; --left) {
+        if (!connection.WaitForRequest(limits_.keep_alive, svr_sock_)) break;
+        connection.StartRequest(limits_.request_read);
+        bool closed = false;
+        served = process_request(connection, left == 1, closed, nullptr);
+        if (!served || closed || connection.close_after) break;
+      }
+    } catch (...) {
+      served = false;  // outside httplib's own handler (a failed allocation): this connection ends
     }
     t_close_after = nullptr;
+    if (connection.close_after) connection.LingeringClose();
     connections_->Release(client);
   }
   ::shutdown(sock, SHUT_RDWR);

@@ -9,7 +9,7 @@ namespace tandem::rt::limits {
 
 inline constexpr std::size_t kBodyBytes = 16u << 20;     // request body (413 beyond)
 inline constexpr int kJsonDepth = 64;                    // nesting of arrays and objects in a body (400 beyond)
-inline constexpr std::size_t kObjectMembers = 4096;      // keys in one JSON object (400 beyond)
+inline constexpr std::size_t kObjectMembers = 256;       // keys in one JSON object (400 beyond); ordered objects insert in linear time
 inline constexpr std::size_t kArrayElements = 1u << 20;  // elements in one JSON array (400 beyond)
 // A response_format schema has its own bounds: JsonGrammar::kMaxDepth and kMaxNodes.
 

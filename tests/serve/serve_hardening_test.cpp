@@ -132,7 +132,7 @@ TEST_F(ServeHardening, ManyKeysOrManyRequiredPropertiesAreRefusedNotParsedForSec
   keys += R"("messages":[{"role":"user","content":"hi"}],"max_tokens":2})";
   const auto [keys_status, keys_reply] = Post(*server_, "/v1/chat/completions", keys);
   EXPECT_EQ(keys_status, 400);
-  EXPECT_NE(keys_reply.dump().find("more than 4096 keys"), std::string::npos) << keys_reply.dump();
+  EXPECT_NE(keys_reply.dump().find("more than 256 keys"), std::string::npos) << keys_reply.dump();
 
   // 40,000 properties, all required: each required name was looked for among all of
   // them (and every property compiled) before the count was checked.
@@ -148,7 +148,18 @@ TEST_F(ServeHardening, ManyKeysOrManyRequiredPropertiesAreRefusedNotParsedForSec
                              "}}}}";
   const auto [schema_status, schema_reply] = Post(*server_, "/v1/chat/completions", schema);
   EXPECT_EQ(schema_status, 400);
-  EXPECT_NE(schema_reply.dump().find("more than 4096 keys"), std::string::npos) << schema_reply.dump().substr(0, 300);
+  EXPECT_NE(schema_reply.dump().find("more than 256 keys"), std::string::npos) << schema_reply.dump().substr(0, 300);
+}
+
+TEST_F(ServeHardening, AnArrayOfAMillionObjectsIsParsedInLinearTime) {
+  // nlohmann's parser callback (the first depth check) rescanned an array at every
+  // object closing in it: a 3 MB body of 2^20 objects took minutes of CPU.
+  std::string body = R"({"max_tokens":2,"messages":[)";
+  for (int i = 0; i < (1 << 20) - 1; ++i) body += "{},";
+  body += "{}]}";
+  const auto [status, reply] = Post(*server_, "/v1/chat/completions", body);
+  EXPECT_EQ(status, 400) << "answered (within the client's 60 s)";
+  EXPECT_NE(reply.dump().find("messages[0].role"), std::string::npos) << reply.dump();
 }
 
 TEST_F(ServeHardening, BodiesNotSentAsJsonGet415NamingTheContentType) {
@@ -172,7 +183,8 @@ TEST_F(ServeHardening, BodiesNotSentAsJsonGet415NamingTheContentType) {
 
   RawClient raw(server_->address());
   const std::string small = kChatPrefix + R"("temperature":0})";
-  ASSERT_TRUE(raw.Send(fmt::format("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\n\r\n{}", small.size(), small)));
+  ASSERT_TRUE(
+      raw.Send(fmt::format("POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: {}\r\n\r\n{}", small.size(), small)));
   const std::string reply = raw.Receive(5s);
   EXPECT_EQ(reply.rfind("HTTP/1.1 415", 0), 0u) << reply;
   EXPECT_NE(reply.find("the request has no Content-Type"), std::string::npos) << reply;
@@ -203,6 +215,63 @@ TEST_F(ServeHardening, CrossOriginPagesGetNoGrantUnlessTheOriginIsAllowed) {
   EXPECT_FALSE(other_post->has_header("Access-Control-Allow-Origin")) << "the browser keeps the answer from that page";
 }
 
+TEST_F(ServeHardening, APageOnARebindingDomainIsNotThisServer) {
+  // attacker.example resolving to 127.0.0.1 is same-origin to the browser: no preflight,
+  // no Origin check; only the Host header names the page's domain.
+  const std::string body = kChatPrefix + R"("temperature":0})";
+  RawClient rebound(server_->address());
+  ASSERT_TRUE(
+      rebound.Send(fmt::format("POST /v1/chat/completions HTTP/1.1\r\nHost: attacker.example:8000\r\n"
+                               "Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{}",
+                               body.size(), body)));
+  const std::string refused = rebound.Receive(5s);
+  EXPECT_EQ(refused.rfind("HTTP/1.1 403", 0), 0u) << refused;
+  EXPECT_NE(refused.find("Host 'attacker.example:8000' does not name this server"), std::string::npos) << refused;
+  for (const std::string host : {"localhost", "127.0.0.1", "app.localhost:9", "[::1]:1"}) {
+    RawClient local(server_->address());
+    ASSERT_TRUE(local.Send(fmt::format("GET /health HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n\r\n", host)));
+    const std::string reply = local.Receive(5s);
+    EXPECT_EQ(reply.rfind("HTTP/1.1 200", 0), 0u) << host << ": " << reply;
+  }
+}
+
+TEST_F(ServeHardening, CompressedBodiesAndRefusedUploadsNeverReachTheServer) {
+  // gzip is inflated before any bound on the body applies: 16 MiB could become 16 GiB.
+  auto gzip = PostAs(*server_, "application/json", kChatPrefix + R"("temperature":0})", {{"Content-Encoding", "gzip"}});
+  ASSERT_TRUE(gzip);
+  EXPECT_EQ(gzip->status, 415);
+  EXPECT_NE(gzip->body.find("Content-Encoding 'gzip' is not supported"), std::string::npos) << gzip->body;
+
+  // A client that asks first (Expect: 100-continue, as curl does for large bodies) hears
+  // the refusal instead of "100 Continue".
+  RawClient asking(server_->address());
+  ASSERT_TRUE(
+      asking.Send("POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: text/plain\r\n"
+                  "Content-Length: 10000000\r\nExpect: 100-continue\r\n\r\n"));
+  const std::string reply = asking.Receive(5s);
+  EXPECT_EQ(reply.rfind("HTTP/1.1 415", 0), 0u) << reply;
+}
+
+TEST_F(ServeHardening, AHeaderThatNeverEndsIsCutNotBuffered) {
+  // httplib buffers a line until its newline, and takes any number of header lines.
+  RawClient endless_line(server_->address());
+  ASSERT_TRUE(endless_line.Send("GET /health HTTP/1.1\r\nX-Long: "));
+  const std::string piece(4096, 'a');
+  std::size_t sent = 0;
+  while (sent < (8u << 20) && endless_line.Send(piece)) sent += piece.size();
+  EXPECT_LT(sent, 8u << 20) << "the server stopped reading a header line long before 8 MiB";
+
+  RawClient endless_headers(server_->address());
+  ASSERT_TRUE(endless_headers.Send("GET /health HTTP/1.1\r\n"));
+  std::size_t lines = 0;
+  while (lines < 200000 && endless_headers.Send(fmt::format("X-Header-{}: {}\r\n", lines, std::string(40, 'b')))) ++lines;
+  EXPECT_LT(lines, 200000u) << "the server stopped reading headers long before 10 MB of them";
+
+  auto health = server_->Client().Get("/health");
+  ASSERT_TRUE(health);
+  EXPECT_EQ(health->status, 200);
+}
+
 TEST(ServeLimits, SlowClientsNeitherHoldTheirConnectionNorStarveHealth) {
   // A header line every second: httplib's read timeout restarted with each one, and 40
   // such clients held every handler thread, so /health went unanswered.
@@ -211,7 +280,7 @@ TEST(ServeLimits, SlowClientsNeitherHoldTheirConnectionNorStarveHealth) {
   for (int i = 0; i < 40; ++i) {
     slow.push_back(std::make_unique<RawClient>(server.address()));
     ASSERT_TRUE(slow.back()->connected());
-    ASSERT_TRUE(slow.back()->Send("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"));
+    ASSERT_TRUE(slow.back()->Send("POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"));
   }
   auto client = server.Client();
   client.set_read_timeout(2s);
@@ -236,7 +305,7 @@ TEST(ServeLimits, SlowClientsNeitherHoldTheirConnectionNorStarveHealth) {
   // A body shorter than its Content-Length waited 60 s for the rest.
   RawClient short_body(server.address());
   ASSERT_TRUE(
-      short_body.Send("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+      short_body.Send("POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
                       "Content-Length: 1000\r\n\r\n{\"messages\":"));
   bool closed = false;
   short_body.Receive(6s, &closed);
@@ -331,6 +400,24 @@ TEST(ServeLimits, AMalformedListenAddressIsAUsageError) {
     EXPECT_NE(r.err.find("--listen"), std::string::npos) << listen << ": " << r.err;
     EXPECT_EQ(r.out.find("listening"), std::string::npos) << listen << " must not bind anything: " << r.out;
   }
+}
+
+TEST(ServeLimits, AServerThatFailsToLoadExitsInsteadOfHanging) {
+  // The API listens before the model loads; a failed load stopped it before its loop had
+  // begun, which httplib ignores, and the process waited for that loop forever.
+  const auto r = tandem::testing::RunCommand(TANDEM_RT_BIN, {"serve", "--model", "/nonexistent/model", "--listen", "127.0.0.1:0"},
+                                             std::chrono::seconds(20));
+  EXPECT_FALSE(r.timed_out);
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+}
+
+TEST(ServeLimits, AnEmptyApiKeyInTheEnvironmentIsAnErrorNotAnOpenServer) {
+  ::setenv("TANDEM_API_KEY", "", 1);
+  const auto r = tandem::testing::RunCommand(
+      TANDEM_RT_BIN, {"serve", "--model", tandem::testing::TinyCheckpoint().string(), "--listen", "127.0.0.1:0"}, std::chrono::seconds(20));
+  ::unsetenv("TANDEM_API_KEY");
+  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find("TANDEM_API_KEY is set but empty"), std::string::npos) << r.err;
 }
 
 TEST(ServeLimits, TheApiKeyComesFromAFileOrTheEnvironmentAndBearerIsCaseInsensitive) {
