@@ -40,10 +40,44 @@ constexpr std::string_view kSecretWords[] = {"KEY",      "KEYS",      "TOKEN",  
 // stretch but harmless). KEY and TOKEN are not among them: KEYBOARD, TOKENIZERS.
 constexpr std::string_view kSecretStarts[] = {"SECRET", "PASSW", "CREDENTIAL", "AUTH"};
 
+// A word of a name (upper-cased) that makes it secret: it is or ends with one of
+// kSecretWords (OPENAI_APIKEY), or begins with one of kSecretStarts.
+bool IsSecretWord(std::string_view word) {
+  for (const std::string_view secret : kSecretWords) {
+    if (EndsWith(word, secret)) return true;
+  }
+  for (const std::string_view start : kSecretStarts) {
+    if (StartsWith(word, start)) return true;
+  }
+  return false;
+}
+
+// The last word of an option that counts keys or tokens (--max-tokens, --num-keys,
+// --tokens, --maxtokens), unlike a list of them: KEYS or TOKENS, on its own or at the end
+// of the word, after anything but API, ACCESS, AUTH or SECRET (--api-keys, --apikeys,
+// --access-tokens hold secrets). `before` is the word before it.
+bool IsCountWord(std::string_view word, std::string_view before) {
+  for (const std::string_view plural : {std::string_view("KEYS"), std::string_view("TOKENS")}) {
+    if (!EndsWith(word, plural)) continue;
+    const std::string_view qualifier = word.size() > plural.size() ? word.substr(0, word.size() - plural.size()) : before;
+    return qualifier != "API" && qualifier != "ACCESS" && qualifier != "AUTH" && qualifier != "SECRET";
+  }
+  return false;
+}
+
 // A shell-style NAME (what `env NAME=V` and `-e NAME=V` take).
 bool IsEnvName(std::string_view name) {
   if (name.empty() || std::isdigit(static_cast<unsigned char>(name.front()))) return false;
   return std::all_of(name.begin(), name.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
+}
+
+// Where the value of `text` starts when it is an assignment NAME=V with a secret NAME.
+std::optional<std::size_t> SecretAssignmentValue(std::string_view text) {
+  const std::size_t eq = text.find('=');
+  if (eq == std::string_view::npos) return std::nullopt;
+  const std::string_view name = text.substr(0, eq);
+  if (!IsEnvName(name) || !IsSecretName(name)) return std::nullopt;
+  return eq + 1;
 }
 
 // Where the secret of one word starts, given the word before it: nullopt when the word
@@ -55,9 +89,24 @@ std::optional<std::size_t> SecretStart(std::string_view word, std::string_view p
     return 0;
   }
   const std::size_t cut = word.find_first_of("= ");
-  if (cut == std::string_view::npos) return std::nullopt;
-  const std::string_view name = word.substr(0, cut);
-  if (StartsWith(name, "-") ? IsSecretOption(name) : word[cut] == '=' && IsEnvName(name) && IsSecretName(name)) return cut + 1;
+  if (!StartsWith(word, "-")) {
+    if (cut == std::string_view::npos || word[cut] != '=') return std::nullopt;
+    return SecretAssignmentValue(word);
+  }
+  // An option with its value in the word: `--api-key=V`, or one word "--api-key V".
+  if (cut != std::string_view::npos && IsSecretOption(word.substr(0, cut))) return cut + 1;
+  // An environment assignment inside an option word (container run arguments):
+  // `--env=NAME=V`, "--env NAME=V", "-e NAME=V", and after a short option's letter,
+  // `-eNAME=V`.
+  if (cut != std::string_view::npos) {
+    const std::size_t from = word.find_first_not_of(' ', cut + 1);
+    if (from != std::string_view::npos) {
+      if (const auto value = SecretAssignmentValue(word.substr(from))) return from + *value;
+    }
+  }
+  if (word.size() > 2 && std::isalpha(static_cast<unsigned char>(word[1]))) {
+    if (const auto value = SecretAssignmentValue(word.substr(2))) return 2 + *value;
+  }
   return std::nullopt;
 }
 
@@ -170,15 +219,8 @@ void ReplaceAll(std::string& text, std::string_view what) {
 }  // namespace
 
 bool IsSecretName(std::string_view name) {
-  for (const std::string& word : Words(name)) {
-    for (const std::string_view secret : kSecretWords) {
-      if (EndsWith(word, secret)) return true;
-    }
-    for (const std::string_view start : kSecretStarts) {
-      if (StartsWith(word, start)) return true;
-    }
-  }
-  return false;
+  const std::vector<std::string> words = Words(name);
+  return std::any_of(words.begin(), words.end(), [](const std::string& word) { return IsSecretWord(word); });
 }
 
 bool IsSecretOption(std::string_view option) {
@@ -187,8 +229,10 @@ bool IsSecretOption(std::string_view option) {
   const std::vector<std::string> words = Words(option);
   if (words.empty()) return false;
   const std::string& last = words.back();
-  return std::find(std::begin(kSecretWords), std::end(kSecretWords), last) != std::end(kSecretWords) && last != "KEYS" &&
-         last != "TOKENS";  // --max-tokens counts tokens
+  // A path is not secret: --api-key-file, --hf-token-path, --secrets-dir.
+  if (last == "FILE" || last == "FILES" || last == "PATH" || last == "DIR") return false;
+  if (IsCountWord(last, words.size() > 1 ? std::string_view(words[words.size() - 2]) : std::string_view())) return false;
+  return IsSecretWord(last);
 }
 
 std::vector<std::string> RedactArgs(const std::vector<std::string>& args) {

@@ -21,15 +21,19 @@ inline constexpr std::string_view kRedacted = "<redacted>";
 // TOKENIZERS_PARALLELISM and KEYBOARD are not secret.
 bool IsSecretName(std::string_view name);
 
-// An option whose value is secret: `--api-key`, `--token`, `--password`, `--worker-token`,
-// ... (its last word, split at '-' and '_', is key, token, secret, password, passwd,
-// credential(s) or auth). `--api-key-file` names a path and is not; `--max-tokens` is not.
-// `option` may carry its value (`--api-key=V`): only the name counts.
+// An option whose value is secret: `--api-key`, `--apikey`, `--token`, `--auth-token`,
+// `--password`, `--worker-token`, `--authorization`, ... — its last word (split at '-' and
+// '_') is secret as a word of a name is (IsSecretName). But a path is not: the last word
+// FILE, FILES, PATH or DIR (`--api-key-file`); nor a count: KEYS or TOKENS on their own or
+// after anything but API, ACCESS, AUTH or SECRET (`--max-tokens`, `--num-keys`, `--tokens`;
+// `--api-keys` is secret). `--tokenizer` and `--keyboard` are not. `option` may carry its
+// value (`--api-key=V`): only the name counts.
 bool IsSecretOption(std::string_view option);
 
 // Arguments with each secret value replaced: the word after a secret option
 // (`--api-key V`), the value of `--api-key=V`, and of `NAME=V` where NAME is secret (an
-// `env` or `-e` argument).
+// `env` or `-e` argument), also inside an option word: `--env=NAME=V`, `-eNAME=V`, and
+// `-e NAME=V` or `--env NAME=V` written as one word.
 std::vector<std::string> RedactArgs(const std::vector<std::string>& args);
 
 // An environment with the values of secret names replaced.

@@ -1,16 +1,23 @@
 #include "harness/launch/managed_process.hpp"
 
+#include <atomic>
+#include <cerrno>
 #include <condition_variable>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <deque>
 #include <fstream>
 #include <mutex>
 #include <sstream>
+#include <system_error>
 #include <thread>
 
+#include <fcntl.h>
 #include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
 #include <sched.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
@@ -44,6 +51,33 @@ std::vector<std::string> StatFields(int pid) {
   return f;
 }
 
+// Writes `input` to the non-blocking pipe end `fd`, then closes it: the reading process
+// sees its end of file. Stops early when the reader is gone (EPIPE; the SIGPIPE that comes
+// with it is blocked on this thread and taken, so it kills nothing) or when `stop` is set.
+void FeedPipe(int fd, const std::string& input, const std::atomic<bool>& stop) {
+  sigset_t pipe_signal;
+  sigemptyset(&pipe_signal);
+  sigaddset(&pipe_signal, SIGPIPE);
+  ::pthread_sigmask(SIG_BLOCK, &pipe_signal, nullptr);
+  std::size_t done = 0;
+  while (done < input.size() && !stop) {
+    pollfd p{.fd = fd, .events = POLLOUT, .revents = 0};
+    const int ready = ::poll(&p, 1, 100);
+    if (ready < 0 && errno != EINTR) break;
+    if (ready <= 0) continue;
+    const ssize_t n = ::write(fd, input.data() + done, input.size() - done);
+    if (n > 0) {
+      done += static_cast<std::size_t>(n);
+    } else if (n < 0 && errno != EAGAIN && errno != EINTR) {
+      break;
+    }
+  }
+  ::close(fd);
+  const timespec now{};
+  while (::sigtimedwait(&pipe_signal, nullptr, &now) == SIGPIPE) {
+  }
+}
+
 }  // namespace
 
 int FreeLoopbackPort() {
@@ -68,6 +102,8 @@ struct ManagedProcess::Impl {
   bp::ipstream out;
   bp::child child;
   std::thread reader;
+  std::thread writer;  // feeds stdin its input
+  std::atomic<bool> stop_writing = false;
   std::mutex mutex;
   std::condition_variable ready;
   std::deque<std::string> lines;
@@ -104,19 +140,42 @@ ManagedProcess::ManagedProcess(const std::vector<std::string>& argv, const std::
       ::sched_setaffinity(0, sizeof set, &set);
     }
   };
-  // stdin: the input from an unlinked temporary file (nothing to block on, nothing named on
-  // disk), else /dev/null.
-  std::unique_ptr<std::FILE, int (*)(std::FILE*)> in(input.empty() ? std::fopen("/dev/null", "rb") : std::tmpfile(), std::fclose);
-  if (in == nullptr) throw std::runtime_error("cannot open a process's standard input");
-  if (!input.empty() && (std::fwrite(input.data(), 1, input.size(), in.get()) != input.size() || std::fflush(in.get()) != 0)) {
-    throw std::runtime_error("cannot write a process's standard input");
+  // stdin: the input through a pipe that a thread here fills and closes once the process
+  // has started (a file, even an unlinked one, would reach the disk where /tmp is not a
+  // tmpfs; the thread, because the input may be more than the pipe holds), else /dev/null.
+  // Both ends close on exec, so no other process the harness starts meanwhile holds the
+  // write end open (the reader would never see its end of file).
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> in(nullptr, std::fclose);
+  int feed = -1;  // the write end
+  if (input.empty()) {
+    in.reset(std::fopen("/dev/null", "rb"));
+  } else {
+    int ends[2];
+    if (::pipe2(ends, O_CLOEXEC) != 0) throw std::runtime_error("cannot create a pipe for a process's standard input");
+    in.reset(::fdopen(ends[0], "rb"));
+    if (in == nullptr) ::close(ends[0]);
+    feed = ends[1];
+    ::fcntl(feed, F_SETFL, ::fcntl(feed, F_GETFL) | O_NONBLOCK);  // the write end only: the process reads as usual
   }
-  std::rewind(in.get());
+  if (in == nullptr) {
+    if (feed >= 0) ::close(feed);
+    throw std::runtime_error("cannot open a process's standard input");
+  }
   try {
     s.child = bp::child(bp::exe = program, bp::args = std::vector<std::string>(argv.begin() + 1, argv.end()), environment,
                         bp::std_in<in.get(), bp::std_out> s.out, bp::std_err > log.string(), bp::extend::on_exec_setup = setup);
   } catch (const bp::process_error& e) {
+    if (feed >= 0) ::close(feed);
     throw InputError(fmt::format("cannot start {}: {}", program, e.what()));
+  }
+  in.reset();  // the process holds the read end now: once it is gone, writing fails
+  if (feed >= 0) {
+    try {
+      s.writer = std::thread(FeedPipe, feed, input, std::cref(s.stop_writing));
+    } catch (const std::system_error&) {
+      ::close(feed);
+      throw;
+    }
   }
   s.reader = std::thread([&s] {
     std::string line;
@@ -198,6 +257,8 @@ void ManagedProcess::Terminate(std::chrono::milliseconds grace) {
     if (!s.end) s.end = ProcessEnd::FromWaitStatus(s.child.native_exit_code());
     ::kill(-s.child.id(), SIGKILL);  // anything the child left behind in its group
   }
+  s.stop_writing = true;  // in case something outside the group still holds the read end
+  if (s.writer.joinable()) s.writer.join();
   if (s.reader.joinable()) s.reader.join();
 }
 

@@ -22,8 +22,8 @@ namespace tandem::harness {
 // it on a thread that outlives it: the death signal follows the creating thread.
 class ManagedProcess {
  public:
-  // `input` never reaches a command line or a named file (an unlinked temporary file holds
-  // it): how secrets reach a process on another host.
+  // `input` never reaches a command line or a file (a pipe carries it, filled by a thread
+  // of the harness): how secrets reach a process on another host.
   ManagedProcess(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env, const std::filesystem::path& log,
                  const std::string& cpus = "", const std::string& input = "");
   ~ManagedProcess();

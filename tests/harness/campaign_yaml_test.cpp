@@ -174,6 +174,20 @@ TEST(CampaignYaml, TheStoredTextHasItsSecretsRedactedInPlace) {
   EXPECT_EQ(CampaignSecretValues(parsed), (std::vector<std::string>{"s3cr3t", "t0k"}));
 }
 
+// A container arm's run arguments may set the container's environment inside an option
+// word (`--env=NAME=V`, `-eNAME=V`): a secret there is redacted like any other.
+TEST(CampaignYaml, SecretsInContainerRunArgumentsAreRedacted) {
+  const std::string container = ReplaceLine(Valid(), 7,
+                                            "    source: {kind: container, engine: podman, coordinator_image: ds/c:1, run_args: "
+                                            "[--env=HF_TOKEN=s3cr3t, -eAPI_KEY=k3y0, '-e OMP_NUM_THREADS=1', --gpus, all]}");
+  const std::string stored = RedactCampaignYaml(container);
+  EXPECT_NE(stored.find("run_args: [\"--env=HF_TOKEN=<redacted>\", \"-eAPI_KEY=<redacted>\", '-e OMP_NUM_THREADS=1', --gpus, all]}"),
+            std::string::npos)
+      << stored;
+  const Campaign parsed = ParseCampaign(container, kFile);
+  EXPECT_EQ(CampaignSecretValues(parsed), (std::vector<std::string>{"s3cr3t", "k3y0"}));
+}
+
 // Hosts, placements, container and mixed arms (campaigns across machines).
 TEST(CampaignYaml, ClusterErrorsNameFileLineColumnAndKey) {
   const std::string hosts = Valid() + "hosts:\n  - {name: h1, ssh: root@10.0.0.1}\n";  // lines 17, 18

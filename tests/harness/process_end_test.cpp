@@ -130,6 +130,29 @@ TEST_F(ProcessEnds, AProcessOnAnotherHostGetsItsEnvironmentOverStdinNotOnAComman
   EXPECT_THROW(EnvironmentScript({{"A B", "x"}}), std::invalid_argument);
 }
 
+// The input (a remote process's environment, its worker token among it) goes through a
+// pipe: a temporary file, even unlinked, reaches the disk when /tmp is not a tmpfs. More
+// than a pipe holds arrives whole; a process that never reads it neither blocks the harness
+// nor kills it with SIGPIPE.
+TEST_F(ProcessEnds, AProcessInputGoesThroughAPipeNeverAFile) {
+  const std::string input = "export TANDEM_WORKER_TOKEN=0123abcd\n" + std::string(1 << 20, 'x');
+  std::string last;
+  // What its stdin is: pipe:[inode], or a file's path ("/tmp/#123 (deleted)").
+  const std::string what = "echo $(wc -c) $(readlink /proc/$$/fd/0)";
+  EXPECT_EQ(RunToEnd({"/bin/sh", "-c", what}, input, &last).code, 0);
+  EXPECT_EQ(last.substr(0, last.find('[')), fmt::format("{} pipe:", input.size())) << last;
+  EXPECT_EQ(RunToEnd({"/bin/sh", "-c", "exit 3"}, input).code, 3);
+  const auto start = std::chrono::steady_clock::now();
+  {
+    ManagedProcess unread({"/bin/sh", "-c", "exec sleep 30"}, {}, dir_ / "unread.log", "", input);
+    EXPECT_TRUE(unread.running());
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);
+  // Without input, stdin is /dev/null.
+  EXPECT_EQ(RunToEnd({"/bin/sh", "-c", what}, "", &last).code, 0);
+  EXPECT_EQ(last, "0 /dev/null");
+}
+
 TEST_F(ProcessEnds, AContainerGetsItsEnvironmentByNameOnly) {
   ProcessPlan plan;
   plan.engine = "podman";

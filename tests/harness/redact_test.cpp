@@ -54,6 +54,52 @@ TEST(Redact, ArgumentsKeepTheirShapeWithTheValuesReplaced) {
   EXPECT_EQ(RedactArgs({"--token", "--token", "x"}), (std::vector<std::string>{"--token", "<redacted>", "x"}));
 }
 
+// Options whose last word only ends with a secret word, or begins with one (as environment
+// names are judged), with counts and paths still left alone.
+TEST(Redact, SecretOptionsByTheSameWordRuleAsNames) {
+  for (const char* option :
+       {"--apikey", "--auth-token", "--access-token", "--hf-token", "--openai-api-key", "--openai-apikey", "--hftoken", "--authtoken",
+        "--authorization", "--client-secret", "--db-password", "--api-keys", "--apikeys", "-apikey", "--APIKEY=x", "--secret-access-key"}) {
+    EXPECT_TRUE(IsSecretOption(option)) << option;
+  }
+  for (const char* option : {"--max-tokens", "--tokens", "--keys", "--num-keys", "--max-new-tokens", "--prompt-tokens", "--api-key-file",
+                             "--apikey-file", "--hf-token-path", "--secrets-dir", "--tokenizer", "--tokenizer-json", "--keyboard",
+                             "--allow-unauthenticated", "--ssl-keyfile", "--author-name"}) {
+    EXPECT_FALSE(IsSecretOption(option)) << option;
+  }
+  EXPECT_EQ(RedactArgs({"--apikey", "s3cr3t", "--max-tokens", "16", "--openai-apikey=k3y"}),
+            (std::vector<std::string>{"--apikey", "<redacted>", "--max-tokens", "16", "--openai-apikey=<redacted>"}));
+  EXPECT_EQ(RedactShellCommand("srv --auth-token s3cr3t --tokens 8"), "srv --auth-token <redacted> --tokens 8");
+}
+
+// Container run arguments pass environment assignments inside an option word too:
+// `--env=NAME=V`, `-eNAME=V`, and as one word `-e NAME=V` / `--env NAME=V`.
+TEST(Redact, EnvironmentAssignmentsInsideAnOptionWord) {
+  const std::vector<std::string> args = {
+      "--env=HF_TOKEN=a1", "-eHF_TOKEN=b2",  "-e HF_TOKEN=c3",       "--env HF_TOKEN=d4",          "-e",
+      "HF_TOKEN=e5",       "--env",          "HF_TOKEN=f6",          "--env=OMP_NUM_THREADS=1",    "-eLANG=C",
+      "-e PATH=/bin",      "--env=HF_TOKEN", "-eSECRETS_DIR=/run/s", "--build-arg=GITHUB_TOKEN=g7"};
+  const std::vector<std::string> want = {"--env=HF_TOKEN=<redacted>",
+                                         "-eHF_TOKEN=<redacted>",
+                                         "-e HF_TOKEN=<redacted>",
+                                         "--env HF_TOKEN=<redacted>",
+                                         "-e",
+                                         "HF_TOKEN=<redacted>",
+                                         "--env",
+                                         "HF_TOKEN=<redacted>",
+                                         "--env=OMP_NUM_THREADS=1",
+                                         "-eLANG=C",
+                                         "-e PATH=/bin",
+                                         "--env=HF_TOKEN",
+                                         "-eSECRETS_DIR=<redacted>",
+                                         "--build-arg=GITHUB_TOKEN=<redacted>"};
+  EXPECT_EQ(RedactArgs(args), want);
+  EXPECT_EQ(SecretValuesOfArgs(args), (std::vector<std::string>{"a1", "b2", "c3", "d4", "e5", "f6", "/run/s", "g7"}));
+  EXPECT_EQ(RedactShellCommand("docker run --env=HF_TOKEN='a b' -eAPI_KEY=\"q\" -e OMP_NUM_THREADS=1 img"),
+            "docker run --env=HF_TOKEN=<redacted> -eAPI_KEY=<redacted> -e OMP_NUM_THREADS=1 img");
+  EXPECT_EQ(SecretValuesOfShellCommand("docker run --env=HF_TOKEN='a b' -eAPI_KEY=k1 img"), (std::vector<std::string>{"a b", "k1"}));
+}
+
 TEST(Redact, Environment) {
   const std::map<std::string, std::string> env = {{"HF_TOKEN", "s3cr3t"}, {"OMP_NUM_THREADS", "1"}};
   EXPECT_EQ(RedactEnv(env), (std::map<std::string, std::string>{{"HF_TOKEN", "<redacted>"}, {"OMP_NUM_THREADS", "1"}}));
