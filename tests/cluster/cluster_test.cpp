@@ -42,8 +42,7 @@ std::vector<std::string> ProcessesMentioning(const std::string& text) {
   while (const dirent* e = proc ? ::readdir(proc) : nullptr) {
     const int pid = std::atoi(e->d_name);
     if (pid <= 0 || pid == ::getpid()) continue;
-    std::ifstream in(fmt::format("/proc/{}/cmdline", pid), std::ios::binary);
-    std::string cmdline((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::string cmdline = testing::ReadProcFile(pid, "cmdline");
     if (cmdline.find(text) == std::string::npos || cmdline.rfind("/usr/sbin/sshd", 0) == 0 || cmdline.rfind("sshd:", 0) == 0) continue;
     for (char& c : cmdline) c = c == '\0' ? ' ' : c;
     out.push_back(fmt::format("{}: {}", pid, cmdline.substr(0, 200)));

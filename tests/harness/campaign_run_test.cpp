@@ -40,8 +40,7 @@ std::vector<int> ProcessesMentioning(const std::string& text) {
   while (const dirent* e = proc ? ::readdir(proc) : nullptr) {
     const int pid = std::atoi(e->d_name);
     if (pid <= 0 || pid == ::getpid()) continue;
-    std::ifstream in(fmt::format("/proc/{}/cmdline", pid), std::ios::binary);
-    const std::string cmdline((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const std::string cmdline = testing::ReadProcFile(pid, "cmdline");
     if (cmdline.find(text) != std::string::npos) out.push_back(pid);
   }
   if (proc) ::closedir(proc);

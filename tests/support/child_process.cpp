@@ -1,6 +1,10 @@
 #include "tests/support/child_process.hpp"
 
 #include <csignal>
+#include <string>
+
+#include <fcntl.h>
+#include <unistd.h>
 
 #include <boost/process.hpp>
 
@@ -73,5 +77,17 @@ void ChildProcess::Signal(int signal) { ::kill(impl_->child.id(), signal); }
 
 void ChildProcess::Pause() { ::kill(impl_->child.id(), SIGSTOP); }
 void ChildProcess::Resume() { ::kill(impl_->child.id(), SIGCONT); }
+
+std::string ReadProcFile(int pid, const char* name) {
+  const std::string path = "/proc/" + std::to_string(pid) + "/" + name;
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return "";
+  std::string out;
+  char buffer[4096];
+  ssize_t n;
+  while ((n = ::read(fd, buffer, sizeof buffer)) > 0) out.append(buffer, static_cast<std::size_t>(n));
+  ::close(fd);
+  return n < 0 ? "" : out;
+}
 
 }  // namespace tandem::testing

@@ -38,4 +38,9 @@ class ChildProcess {
   std::unique_ptr<Impl> impl_;
 };
 
+// A process's /proc file (cmdline, status, environ): empty when the process has gone
+// meanwhile. Reading one whose process exits mid-read fails with ESRCH, which
+// std::ifstream turns into an exception.
+std::string ReadProcFile(int pid, const char* name);
+
 }  // namespace tandem::testing
