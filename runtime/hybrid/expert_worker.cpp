@@ -135,15 +135,19 @@ struct ExpertWorker::State {
         fmt::format("no complete Hello within the {} ms handshake timeout; closing", options.handshake_timeout.count());
     Admitted a;
     a.challenge = Challenge{wire::kVersion, options.token.has_value(), NewNonce()};
-    if (!Send(c, wire::EncodeTextFrame(wire::FrameType::kChallenge, ChallengeJson(a.challenge)), deadline, late) ||
-        !ReceiveBy(c, deadline, late)) {
-      Log(fmt::format("{}: {}", channel.peer(), *channel.error()));
-      return std::nullopt;
-    }
     auto refuse = [&](const std::string& reason) -> std::optional<Admitted> {
       Refuse(c, reason, reason, deadline);
       return std::nullopt;
     };
+    // Nothing big is read from a peer that has proved nothing: a header announcing more
+    // than a Hello can need is refused before its payload.
+    channel.set_max_payload(wire::kMaxHandshakePayload, "during the handshake");
+    if (!Send(c, wire::EncodeTextFrame(wire::FrameType::kChallenge, ChallengeJson(a.challenge)), deadline, late) ||
+        !ReceiveBy(c, deadline, late)) {
+      if (channel.open()) return refuse(*channel.error());  // a frame over the limit, refused on its header
+      Log(fmt::format("{}: {}", channel.peer(), *channel.error()));
+      return std::nullopt;
+    }
     if (channel.header().type != wire::FrameType::kHello) return refuse("the first frame must be a Hello");
     try {
       a.hello = ParseHello(wire::PayloadText(channel.payload()));
@@ -160,6 +164,7 @@ struct ExpertWorker::State {
     } else if (a.hello.auth) {
       return refuse("worker token mismatch: this worker has no token, the coordinator has one");
     }
+    channel.set_max_payload(wire::kMaxPayload);  // a session's requests may be large
     return a;
   }
 

@@ -3,6 +3,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <optional>
 #include <thread>
 
@@ -11,7 +12,9 @@
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/read.hpp>
 #include <boost/asio/write.hpp>
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "runtime/hybrid/frame_channel.hpp"
@@ -142,6 +145,24 @@ bool LogSays(const Worker& w, const std::string& text) {
   return false;
 }
 
+// A field of /proc/PID/status in KiB ("VmRSS", "VmSize"); -1 if it cannot be read.
+long StatusKiB(int pid, const std::string& field) {
+  std::ifstream in(fmt::format("/proc/{}/status", pid));
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind(field + ":", 0) == 0) return std::stol(line.substr(field.size() + 1));
+  }
+  return -1;
+}
+
+// A frame header that announces `payload_bytes` (none of which follows).
+std::vector<std::byte> HeaderOnly(wire::FrameType type, std::uint32_t payload_bytes) {
+  wire::FrameHeader h;
+  h.type = type;
+  h.payload_bytes = payload_bytes;
+  const auto bytes = wire::EncodeHeader(h);
+  return {bytes.begin(), bytes.end()};
+}
+
 constexpr const char* kSecret = "correct-horse-battery-staple-4242";
 
 TEST(WorkerAuth, AWorkerWithATokenRefusesCoordinatorsWithoutItOrWithAnother) {
@@ -215,6 +236,108 @@ TEST(WorkerAuth, AnUnauthenticatedPeerLearnsNothingLocal) {
   wrong_model.auth = HelloAuth{NewNonce(), CoordinatorProof("a guess", challenge.nonce, NewNonce())};
   peer.Write(wire::EncodeTextFrame(wire::FrameType::kHello, HelloJson(wrong_model)));
   EXPECT_EQ(peer.Read().second, "worker token mismatch");
+}
+
+// A channel with a maximum refuses a bigger frame on its header alone, reads none of its
+// payload, and stays open so that its owner can still say why.
+TEST(FrameChannel, RefusesAFrameOverItsMaximumBeforeItsPayload) {
+  asio::io_context io;
+  tcp::acceptor acceptor(io, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
+  auto channel = FrameChannel::Connect(io, fmt::format("127.0.0.1:{}", acceptor.local_endpoint().port()), 5s);
+  tcp::socket other(io);
+  acceptor.accept(other);
+  FrameChannel* one[] = {channel.get()};
+  channel->set_max_payload(1024, "in this test");
+  asio::write(other, asio::buffer(wire::EncodeTextFrame(wire::FrameType::kHello, std::string(1024, 'x'))));
+  channel->StartReceive();
+  RunUntilIdle(io, one, Clock::now() + 5s, "no frame");
+  ASSERT_FALSE(channel->error()) << *channel->error();
+  EXPECT_EQ(channel->payload().size(), 1024u);
+
+  asio::write(other, asio::buffer(HeaderOnly(wire::FrameType::kHello, 1025)));
+  channel->StartReceive();
+  RunUntilIdle(io, one, Clock::now() + 5s, "no frame");
+  ASSERT_TRUE(channel->error());
+  EXPECT_EQ(*channel->error(), "frame type 1 announces 1025 payload bytes; at most 1024 are accepted in this test");
+  EXPECT_EQ(channel->header().payload_bytes, 1025u);
+  EXPECT_TRUE(channel->payload().empty());
+  EXPECT_EQ(channel->bytes_received(), 2 * wire::kHeaderBytes + 1024);
+  EXPECT_TRUE(channel->open());
+  channel->StartSend(std::make_shared<const std::vector<std::byte>>(wire::EncodeTextFrame(wire::FrameType::kError, "too big")));
+  RunUntilIdle(io, one, Clock::now() + 5s, "not sent");
+  std::array<std::byte, wire::kHeaderBytes> head;
+  asio::read(other, asio::buffer(head));
+  EXPECT_EQ(wire::DecodeHeader(head).type, wire::FrameType::kError);
+  EXPECT_EQ(wire::DecodeHeader(head).payload_bytes, 7u);
+  channel->Close();
+  EXPECT_FALSE(channel->open());
+}
+
+// Before a peer has proved anything, a worker reads only a small Hello: a header that
+// announces a big payload is refused as soon as it arrives, before any of the payload
+// is read or allocated (64 pending connections could otherwise make it commit 16 GiB).
+TEST(WorkerAuth, ABigFrameBeforeTheHandshakeIsRefusedBeforeItsPayload) {
+  Worker w = StartWorker(TinyCheckpoint());
+  const int pid = w.process->pid();
+  const long rss_before = StatusKiB(pid, "VmRSS");
+  std::vector<std::unique_ptr<RawPeer>> peers;
+  for (const wire::FrameType type : {wire::FrameType::kHello, wire::FrameType::kLayerRequest}) {
+    peers.push_back(std::make_unique<RawPeer>(w.address));
+    ASSERT_EQ(peers.back()->Read().first.type, wire::FrameType::kChallenge);
+    peers.back()->Write(HeaderOnly(type, 200u << 20));  // 200 MiB announced, never sent
+  }
+  for (auto& peer : peers) {
+    try {
+      const auto [head, text] = peer->Read();
+      EXPECT_EQ(head.type, wire::FrameType::kError);
+      EXPECT_NE(text.find("announces 209715200 payload bytes"), std::string::npos) << text;
+      EXPECT_EQ(peer->DrainUntilClosed(), "closed");
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "no refusal: " << e.what();
+    }
+  }
+  EXPECT_LT(StatusKiB(pid, "VmRSS") - rss_before, 64 * 1024) << "the worker allocated the announced payloads";
+  EXPECT_TRUE(LogSays(w, "refusing the handshake: frame type 1 announces 209715200 payload bytes")) << ReadFile(w.log);
+  const EvalRun after = RunEval(TinyCheckpoint(), {"--experts", w.address}, 2);
+  EXPECT_EQ(after.run.exit_code, 0) << after.run.err;
+}
+
+// Nor does a coordinator read a big frame from a "worker" that has not proved anything,
+// in its Challenge or in its HelloAck.
+TEST(WorkerAuth, ACoordinatorRefusesABigFrameDuringTheHandshake) {
+  for (const wire::FrameType big : {wire::FrameType::kChallenge, wire::FrameType::kHelloAck}) {
+    asio::io_context fake_io;
+    tcp::acceptor acceptor(fake_io, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
+    const std::string address = fmt::format("127.0.0.1:{}", acceptor.local_endpoint().port());
+    std::thread fake([&] {
+      tcp::socket s(fake_io);
+      acceptor.accept(s);
+      boost::system::error_code ec;
+      if (big == wire::FrameType::kHelloAck) {
+        asio::write(s, asio::buffer(wire::EncodeTextFrame(wire::FrameType::kChallenge, ChallengeJson({wire::kVersion, false, NewNonce()}))),
+                    ec);
+        std::array<std::byte, wire::kHeaderBytes> head;
+        asio::read(s, asio::buffer(head), ec);
+        std::vector<std::byte> hello(ec ? 0 : wire::DecodeHeader(head).payload_bytes);
+        asio::read(s, asio::buffer(hello), ec);
+      }
+      asio::write(s, asio::buffer(HeaderOnly(big, 200u << 20)), ec);
+      char byte;
+      s.read_some(asio::buffer(&byte, 1), ec);  // until the coordinator closes
+    });
+    asio::io_context io;
+    const auto t0 = Clock::now();
+    try {
+      ConnectAndHandshake(io, address, TinyHello(address), 4s);
+      ADD_FAILURE() << "the handshake succeeded";
+    } catch (const std::runtime_error& e) {
+      EXPECT_NE(std::string(e.what()).find(fmt::format("frame type {} announces 209715200 payload bytes", static_cast<int>(big))),
+                std::string::npos)
+          << e.what();
+    }
+    EXPECT_LT(Clock::now() - t0, 2s) << "the coordinator waited for the announced payload";
+    fake.join();
+  }
 }
 
 // The token changes who may connect, never what is computed.
