@@ -81,7 +81,12 @@ struct RawPeer {
   asio::io_context io;
   tcp::socket socket{io};
 
-  explicit RawPeer(const std::string& address) {
+  // From `from` (another loopback address, 127.x.y.z, stands for another host).
+  explicit RawPeer(const std::string& address, const std::string& from = "") {
+    if (!from.empty()) {
+      socket.open(tcp::v4());
+      socket.bind(tcp::endpoint(asio::ip::make_address(from), 0));
+    }
     socket.connect(Endpoint(address));
     const timeval limit{5, 0};
     ::setsockopt(socket.native_handle(), SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof limit);
@@ -377,6 +382,43 @@ TEST(WorkerAuth, AnIdleConnectionNeitherBlocksACoordinatorNorOutlivesTheHandshak
   EXPECT_GE(held, 900ms);
   EXPECT_LT(held, 4s);
   EXPECT_TRUE(LogSays(w, "no complete Hello within the 1000 ms handshake timeout; closing")) << ReadFile(w.log);
+}
+
+// Silent connections cannot lock the coordinator out: one address holds at most 8 of the
+// 64 pending places, and a newcomer evicts the oldest pending connection of its own
+// address (when that address holds 8) or of all (when 64 are pending). Other loopback
+// addresses (127.0.0.x) stand for other hosts.
+TEST(WorkerAuth, SilentConnectionsLockNoCoordinatorOut) {
+  Worker w = StartWorker(TinyCheckpoint());  // a 10 s handshake timeout: the silent ones stay pending
+  std::vector<std::unique_ptr<RawPeer>> silent;
+  auto flood = [&](const std::vector<std::string>& from, int each) {
+    for (const std::string& address : from) {
+      for (int i = 0; i < each; ++i) {
+        silent.push_back(std::make_unique<RawPeer>(w.address, address));
+        // Its Challenge: the worker has accepted it and it is pending.
+        ASSERT_EQ(silent.back()->Read().first.type, wire::FrameType::kChallenge);
+      }
+    }
+  };
+  auto coordinator = [&](const std::string& why) {
+    const EvalRun r = RunEval(TinyCheckpoint(), {"--experts", w.address, "--connect-timeout-ms", "5000"}, 2);
+    EXPECT_EQ(r.run.exit_code, 0) << why << ": " << r.run.err;
+  };
+  // One hostile address: it never holds more than 8, so the coordinator is admitted.
+  flood({"127.0.0.2"}, 64);
+  EXPECT_EQ(silent.front()->DrainUntilClosed(), "closed") << "the oldest of 127.0.0.2 must have been evicted";
+  coordinator("64 silent connections from another address");
+  EXPECT_TRUE(LogSays(w, "8 connections from 127.0.0.2 are waiting for their handshake; closing the oldest")) << ReadFile(w.log);
+  // The coordinator's own address flooded: it evicts that address's oldest.
+  flood({"127.0.0.1"}, 64);
+  coordinator("64 silent connections from the coordinator's address");
+  // Many addresses fill all 64 places: the newcomer evicts the oldest of all.
+  silent.clear();
+  std::vector<std::string> many;
+  for (int i = 10; i < 18; ++i) many.push_back(fmt::format("127.0.0.{}", i));
+  flood(many, 8);
+  coordinator("64 silent connections from 8 other addresses");
+  EXPECT_TRUE(LogSays(w, "64 connections are waiting for their handshake; closing the oldest")) << ReadFile(w.log);
 }
 
 TEST(WorkerAuth, ASecondCoordinatorIsRefusedWhileTheFirstHoldsTheWorker) {
