@@ -8,6 +8,7 @@
 #include <mutex>
 #include <optional>
 #include <set>
+#include <system_error>
 #include <thread>
 
 #include <sys/prctl.h>
@@ -488,12 +489,23 @@ void ExpertWorker::Run() {
     }
     c->channel.emplace(c->io, std::move(socket), peer);
     Connection* raw = c.get();
-    c->thread = std::thread([&s, raw] {
-      s.HandleConnection(*raw);
-      raw->channel->Close();
-      raw->done = true;
-    });
     s.connections.push_back(std::move(c));
+    try {
+      raw->thread = std::thread([&s, raw] {
+        s.HandleConnection(*raw);
+        raw->channel->Close();
+        raw->done = true;
+      });
+    } catch (const std::system_error& e) {
+      // Out of threads or memory for a stack: this connection is closed, the others go on.
+      {
+        std::lock_guard lock(s.mutex);
+        s.RemovePending(*raw);
+      }
+      s.Log(fmt::format("{}: cannot start a thread for this connection: {}; closing it", peer, e.what()));
+      raw->channel->Close();
+      s.connections.pop_back();
+    }
   }
 }
 

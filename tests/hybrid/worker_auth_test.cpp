@@ -7,6 +7,7 @@
 #include <optional>
 #include <thread>
 
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 
@@ -452,6 +453,37 @@ TEST(WorkerAuth, AnIdleSessionIsClosedAfterTheIdleTimeout) {
   EXPECT_TRUE(LogSays(w, "no request for 1 s (--idle-timeout-s); closing the session")) << ReadFile(w.log);
   const EvalRun next = RunEval(TinyCheckpoint(), {"--experts", w.address}, 2);
   EXPECT_EQ(next.run.exit_code, 0) << next.run.err;
+}
+
+// A connection whose thread cannot start (here: too little address space left for its
+// stack) is closed and logged; the worker goes on serving.
+TEST(WorkerAuth, AConnectionWhoseThreadCannotStartIsClosedAndTheWorkerGoesOn) {
+#if defined(__SANITIZE_ADDRESS__)
+  GTEST_SKIP() << "AddressSanitizer's allocator does not survive an address-space limit";
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+  GTEST_SKIP() << "AddressSanitizer's allocator does not survive an address-space limit";
+#endif
+#endif
+  Worker w = StartWorker(TinyCheckpoint());
+  const int pid = w.process->pid();
+  rlimit old{};
+  ASSERT_EQ(::prlimit(pid, RLIMIT_AS, nullptr, &old), 0) << std::strerror(errno);
+  const long size_kib = StatusKiB(pid, "VmSize");
+  ASSERT_GT(size_kib, 0);
+  // Room for small allocations, not for a thread's stack (8 MiB, or 2 MiB with an unlimited stack rlimit).
+  const rlimit tight{static_cast<rlim_t>(size_kib + 1024) * 1024, old.rlim_max};
+  ASSERT_EQ(::prlimit(pid, RLIMIT_AS, &tight, nullptr), 0) << std::strerror(errno);
+  {
+    RawPeer peer(w.address);
+    EXPECT_EQ(peer.DrainUntilClosed(), "closed");
+  }
+  EXPECT_TRUE(LogSays(w, "cannot start a thread for this connection")) << ReadFile(w.log);
+  EXPECT_TRUE(w.process->running()) << ReadFile(w.log);
+  if (!w.process->running()) return;
+  ASSERT_EQ(::prlimit(pid, RLIMIT_AS, &old, nullptr), 0) << std::strerror(errno);
+  const EvalRun after = RunEval(TinyCheckpoint(), {"--experts", w.address}, 2);
+  EXPECT_EQ(after.run.exit_code, 0) << after.run.err;
 }
 
 TEST(WorkerAuth, AWorkerOnANonLoopbackAddressNeedsATokenOrConsent) {
