@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <optional>
 #include <thread>
 
@@ -508,9 +509,9 @@ TEST(WorkerToken, ComesFromTheFileOrTheEnvironmentTrimmedAndNeverEmpty) {
   ::unsetenv(kWorkerTokenEnv);
   EXPECT_EQ(LoadWorkerToken({}), std::nullopt);
   {
-    ScopedEnv env(kWorkerTokenEnv, " from-env \n");
-    EXPECT_EQ(LoadWorkerToken({}), "from-env");
-    EXPECT_EQ(LoadWorkerToken(WriteTokenFile("\tfrom-file  \nsecond line")), "from-file") << "the file wins";
+    ScopedEnv env(kWorkerTokenEnv, " from-env-0123456789 \n");
+    EXPECT_EQ(LoadWorkerToken({}), "from-env-0123456789");
+    EXPECT_EQ(LoadWorkerToken(WriteTokenFile("\tfrom-file-0123456789  \nsecond line")), "from-file-0123456789") << "the file wins";
   }
   {
     ScopedEnv env(kWorkerTokenEnv, "  ");
@@ -533,6 +534,47 @@ TEST(WorkerToken, ComesFromTheFileOrTheEnvironmentTrimmedAndNeverEmpty) {
   EXPECT_EQ(a.size(), 64u);
   EXPECT_EQ(a.find_first_not_of("0123456789abcdef"), std::string::npos);
   EXPECT_NE(a, b);
+}
+
+// A recorded handshake lets anyone test guesses of the token offline: a token shorter
+// than 16 characters is refused (exit 2), naming where it came from, never itself.
+TEST(WorkerToken, AShortTokenIsRefusedNamingItsSource) {
+  auto refusal = [](const std::function<void()>& load) -> std::string {
+    try {
+      load();
+    } catch (const std::invalid_argument& e) {
+      return e.what();
+    }
+    return "(accepted)";
+  };
+  const auto short_file = WriteTokenFile("0123456789abcde");  // 15 characters
+  {
+    ScopedEnv env(kWorkerTokenEnv, "  short-token\n");
+    const std::string from_env = refusal([] { LoadWorkerToken({}); });
+    EXPECT_EQ(from_env.rfind("TANDEM_WORKER_TOKEN holds a token of 11 characters", 0), 0u) << from_env;
+    const std::string from_file = refusal([&] { LoadWorkerToken(short_file); });
+    EXPECT_EQ(from_file.rfind("--worker-token-file " + short_file.string() + " holds a token of 15 characters", 0), 0u) << from_file;
+    for (const std::string& what : {from_env, from_file}) {
+      EXPECT_NE(what.find("at least 16"), std::string::npos) << what;
+      EXPECT_NE(what.find("openssl rand -hex 32"), std::string::npos) << what;
+      EXPECT_EQ(what.find("short-token"), std::string::npos) << what;
+      EXPECT_EQ(what.find("0123456789abcde"), std::string::npos) << what;
+    }
+    EXPECT_EQ(LoadWorkerToken(WriteTokenFile("0123456789abcdef")), "0123456789abcdef") << "16 characters suffice (the file wins)";
+  }
+  // Both a worker and a coordinator stop at once (exit 2), before listening or connecting.
+  const auto worker = RunCommand(
+      TANDEM_RT_BIN,
+      {"expert", "--listen", "127.0.0.1:0", "--model", TinyCheckpoint().string(), "--worker-token-file", short_file.string()}, 20s);
+  EXPECT_EQ(worker.exit_code, 2) << worker.err;
+  EXPECT_NE(ErrorLine(worker.err).find("openssl rand -hex 32"), std::string::npos) << worker.err;
+  const EvalRun coordinator = [] {
+    ScopedEnv env(kWorkerTokenEnv, "short-token");
+    return RunEval(TinyCheckpoint(), {"--experts", "127.0.0.1:1"}, 2);
+  }();
+  EXPECT_EQ(coordinator.run.exit_code, 2) << coordinator.run.err;
+  EXPECT_NE(ErrorLine(coordinator.run.err).find("TANDEM_WORKER_TOKEN holds a token of 11 characters"), std::string::npos)
+      << coordinator.run.err;
 }
 
 }  // namespace
