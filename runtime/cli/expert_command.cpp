@@ -50,8 +50,8 @@ void AddExpertCommand(CLI::App& app) {
       ->check(CLI::IsMember({"cpu", "cuda"}))
       ->capture_default_str();
   cmd->add_option("--worker-token-file", *token_file,
-                  "File whose first line is the token coordinators must prove (default: $TANDEM_WORKER_TOKEN); must not be "
-                  "readable by group or others");
+                  "File whose first line is the token coordinators must prove (default: $TANDEM_WORKER_TOKEN): at least 16 "
+                  "random characters (openssl rand -hex 32); must not be readable by group or others");
   cmd->add_flag("--allow-unauthenticated", opt->allow_unauthenticated,
                 "Without a token, serve anyone who connects also on a non-loopback --listen address");
   cmd->add_option("--handshake-timeout-s", *handshake_timeout_s,

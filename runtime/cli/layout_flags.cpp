@@ -61,8 +61,8 @@ void AddLayoutFlags(CLI::App* cmd, LayoutFlags& f) {
       ->check(CLI::Range(1, 3600000))
       ->group(group);
   cmd->add_option("--worker-token-file", f.worker_token_file,
-                  "File whose first line is the expert workers' token (default: $TANDEM_WORKER_TOKEN); must not be readable by "
-                  "group or others")
+                  "File whose first line is the expert workers' token (default: $TANDEM_WORKER_TOKEN): at least 16 random "
+                  "characters (openssl rand -hex 32); must not be readable by group or others")
       ->group(group);
   cmd->add_flag("--map-weights", f.map_weights,
                 "Read the weights where the checkpoint's files are mapped (also in spawned workers) instead of copying them "

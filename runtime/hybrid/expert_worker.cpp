@@ -4,14 +4,17 @@
 #include <condition_variable>
 #include <cstdio>
 #include <list>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <set>
+#include <system_error>
 #include <thread>
 
 #include <sys/prctl.h>
 
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
 #include <fmt/format.h>
 
 #include "runtime/engine/cuda/cuda_experts.hpp"
@@ -30,10 +33,14 @@ using asio::ip::tcp;
 
 namespace {
 
-// Connections waiting for their handshake at once; more are closed as they arrive. Each
-// waits at most the handshake timeout, so a flood holds nothing for long, and a thread
-// per connection stays a bounded cost.
+// Connections waiting for their handshake at once, in all and from one source (an IPv4
+// address, an IPv6 /64). A newcomer is always admitted: when its source already holds
+// kMaxPendingPerSource, the oldest waiting connection of that source is closed to make
+// room, else when kMaxPending wait, the oldest of all. So one source can never fill the
+// worker, and a coordinator from another one always gets through; each connection waits
+// at most the handshake timeout, and a thread per connection stays a bounded cost.
 constexpr int kMaxPending = 64;
+constexpr int kMaxPendingPerSource = 8;
 
 // How long an authenticated coordinator waits for another's session to end before it is
 // refused: long enough for a coordinator that was just killed and restarted, whose old
@@ -46,7 +53,21 @@ struct Connection {
   std::optional<FrameChannel> channel;
   std::thread thread;
   std::atomic<bool> done{false};
+  std::string source;  // what kMaxPendingPerSource counts (SourceOf)
+  // Guarded by State::mutex.
+  bool pending = false;  // waiting for its handshake: counted in State::pending
+  bool evicted = false;  // closed to admit a newer connection; it must not take the session
 };
+
+// The unit a peer is counted by: its IPv4 address, or the /64 prefix of its IPv6 one (a
+// single host commonly holds a whole /64).
+std::string SourceOf(const asio::ip::address& address) {
+  if (address.is_v6() && address.to_v6().is_v4_mapped()) return address.to_v6().to_v4().to_string();
+  if (address.is_v4()) return address.to_string();
+  auto bytes = address.to_v6().to_bytes();
+  std::fill(bytes.begin() + 8, bytes.end(), 0);
+  return asio::ip::address_v6(bytes).to_string() + "/64";
+}
 
 // A Hello that passed authentication.
 struct Admitted {
@@ -69,8 +90,9 @@ struct ExpertWorker::State {
   std::mutex mutex;
   std::condition_variable session_ended;
   bool in_session = false;                             // a coordinator holds the worker
-  int pending = 0;                                     // connections not yet authenticated
-  std::list<std::unique_ptr<Connection>> connections;  // the accepting thread's
+  int pending = 0;                                     // connections waiting for their handshake
+  std::map<std::string, int> pending_from;             // the same by source (none: absent)
+  std::list<std::unique_ptr<Connection>> connections;  // the accepting thread's, oldest first
 
   explicit State(ExpertWorkerOptions o) : options(std::move(o)), pool(options.threads) {}
 
@@ -135,15 +157,19 @@ struct ExpertWorker::State {
         fmt::format("no complete Hello within the {} ms handshake timeout; closing", options.handshake_timeout.count());
     Admitted a;
     a.challenge = Challenge{wire::kVersion, options.token.has_value(), NewNonce()};
-    if (!Send(c, wire::EncodeTextFrame(wire::FrameType::kChallenge, ChallengeJson(a.challenge)), deadline, late) ||
-        !ReceiveBy(c, deadline, late)) {
-      Log(fmt::format("{}: {}", channel.peer(), *channel.error()));
-      return std::nullopt;
-    }
     auto refuse = [&](const std::string& reason) -> std::optional<Admitted> {
       Refuse(c, reason, reason, deadline);
       return std::nullopt;
     };
+    // Nothing big is read from a peer that has proved nothing: a header announcing more
+    // than a Hello can need is refused before its payload.
+    channel.set_max_payload(wire::kMaxHandshakePayload, "during the handshake");
+    if (!Send(c, wire::EncodeTextFrame(wire::FrameType::kChallenge, ChallengeJson(a.challenge)), deadline, late) ||
+        !ReceiveBy(c, deadline, late)) {
+      if (channel.open()) return refuse(*channel.error());  // a frame over the limit, refused on its header
+      Log(fmt::format("{}: {}", channel.peer(), *channel.error()));
+      return std::nullopt;
+    }
     if (channel.header().type != wire::FrameType::kHello) return refuse("the first frame must be a Hello");
     try {
       a.hello = ParseHello(wire::PayloadText(channel.payload()));
@@ -160,6 +186,7 @@ struct ExpertWorker::State {
     } else if (a.hello.auth) {
       return refuse("worker token mismatch: this worker has no token, the coordinator has one");
     }
+    channel.set_max_payload(wire::kMaxPayload);  // a session's requests may be large
     return a;
   }
 
@@ -291,6 +318,56 @@ struct ExpertWorker::State {
     }
   }
 
+  // Counts `c` as waiting for its handshake (mutex held).
+  void AddPending(Connection& c) {
+    c.pending = true;
+    ++pending;
+    ++pending_from[c.source];
+  }
+
+  // Counts `c` no longer (mutex held).
+  void RemovePending(Connection& c) {
+    if (!c.pending) return;
+    c.pending = false;
+    --pending;
+    if (--pending_from[c.source] == 0) pending_from.erase(c.source);
+  }
+
+  // The oldest connection still waiting for its handshake, of `source` or of all (mutex held).
+  Connection* OldestPending(const std::string* source) {
+    for (const auto& c : connections) {
+      if (c->pending && (source == nullptr || c->source == *source)) return c.get();
+    }
+    return nullptr;
+  }
+
+  // Makes room for a connection from `source`, about to be admitted: closes the oldest
+  // waiting connection of its source when that holds kMaxPendingPerSource, else the
+  // oldest of all when kMaxPending wait. Returns the one closed, whose thread then ends
+  // promptly (the caller joins it): Fail runs on that connection's own thread, which
+  // always runs its io_context while it waits for the peer.
+  Connection* Evict(const std::string& peer, const std::string& source) {
+    Connection* victim = nullptr;
+    std::string why;
+    {
+      std::lock_guard lock(mutex);
+      if (const auto it = pending_from.find(source); it != pending_from.end() && it->second >= kMaxPendingPerSource) {
+        victim = OldestPending(&source);
+        why = fmt::format("{} connections from {} are waiting for their handshake", it->second, source);
+      } else if (pending >= kMaxPending) {
+        victim = OldestPending(nullptr);
+        why = fmt::format("{} connections are waiting for their handshake", pending);
+      }
+      if (victim == nullptr) return nullptr;
+      RemovePending(*victim);
+      victim->evicted = true;
+      asio::post(victim->io,
+                 [victim] { victim->channel->Fail("closed to admit a newer connection: too many were waiting for their handshake"); });
+    }
+    Log(fmt::format("{}: {}; closing the oldest ({}) to admit this one", peer, why, victim->channel->peer()));
+    return victim;
+  }
+
   void HandleConnection(Connection& c) {
     std::optional<Admitted> admitted;
     try {
@@ -298,9 +375,17 @@ struct ExpertWorker::State {
     } catch (const std::exception& e) {
       Log(fmt::format("{}: handshake failed: {}", c.channel->peer(), e.what()));
     }
+    bool evicted = false;
     {
       std::lock_guard lock(mutex);
-      --pending;
+      RemovePending(c);
+      evicted = c.evicted;
+    }
+    if (evicted) {
+      // Closed to admit a newer connection while its handshake completed: that decision stands.
+      if (admitted)
+        Log(fmt::format("{}: closed to admit a newer connection: too many were waiting for their handshake", c.channel->peer()));
+      return;
     }
     if (!admitted) return;
     if (!TakeSession()) {
@@ -316,10 +401,10 @@ struct ExpertWorker::State {
     EndSession();
   }
 
-  // Joins the threads of connections that have ended.
-  void Reap() {
+  // Joins the threads of connections that have ended, and of `also` (ending).
+  void Reap(const Connection* also = nullptr) {
     for (auto it = connections.begin(); it != connections.end();) {
-      if ((*it)->done) {
+      if ((*it)->done || it->get() == also) {
         (*it)->thread.join();
         it = connections.erase(it);
       } else {
@@ -395,27 +480,32 @@ void ExpertWorker::Run() {
     }
     const auto remote = socket.remote_endpoint(ec);
     const std::string peer = ec ? "?" : fmt::format("{}:{}", remote.address().to_string(), remote.port());
-    bool admit = false;
+    c->source = ec ? "?" : SourceOf(remote.address());
+    // Joined at once, so that closed connections' threads never pile up.
+    if (const Connection* evicted = s.Evict(peer, c->source)) s.Reap(evicted);
     {
       std::lock_guard lock(s.mutex);
-      if (s.pending < kMaxPending) {
-        ++s.pending;
-        admit = true;
-      }
-    }
-    if (!admit) {
-      s.Log(fmt::format("{}: {} connections are already waiting for their handshake; closing this one", peer, kMaxPending));
-      socket.close(ec);
-      continue;
+      s.AddPending(*c);
     }
     c->channel.emplace(c->io, std::move(socket), peer);
     Connection* raw = c.get();
-    c->thread = std::thread([&s, raw] {
-      s.HandleConnection(*raw);
-      raw->channel->Close();
-      raw->done = true;
-    });
     s.connections.push_back(std::move(c));
+    try {
+      raw->thread = std::thread([&s, raw] {
+        s.HandleConnection(*raw);
+        raw->channel->Close();
+        raw->done = true;
+      });
+    } catch (const std::system_error& e) {
+      // Out of threads or memory for a stack: this connection is closed, the others go on.
+      {
+        std::lock_guard lock(s.mutex);
+        s.RemovePending(*raw);
+      }
+      s.Log(fmt::format("{}: cannot start a thread for this connection: {}; closing it", peer, e.what()));
+      raw->channel->Close();
+      s.connections.pop_back();
+    }
   }
 }
 

@@ -1,5 +1,6 @@
 #include "runtime/hybrid/frame_channel.hpp"
 
+#include <algorithm>
 #include <stdexcept>
 #include <thread>
 
@@ -88,8 +89,13 @@ void FrameChannel::Close() {
   }
 }
 
+void FrameChannel::set_max_payload(std::uint32_t bytes, std::string stage) {
+  max_payload_ = std::min(bytes, wire::kMaxPayload);
+  max_payload_stage_ = std::move(stage);
+}
+
 void FrameChannel::StartSend(std::shared_ptr<const std::vector<std::byte>> frame) {
-  if (error_) return;
+  if (error_ && !socket_.is_open()) return;
   sending_ = true;
   out_ = std::move(frame);
   asio::async_write(socket_, asio::buffer(out_->data(), out_->size()), [this](const boost::system::error_code& ec, std::size_t n) {
@@ -120,6 +126,16 @@ void FrameChannel::StartReceive() {
       return;
     }
     header_received_ = true;
+    if (header_.payload_bytes > max_payload_) {
+      // Refused on the header alone: nothing of the payload is read or allocated.
+      receiving_ = false;
+      payload_.clear();
+      if (!error_) {
+        error_ = fmt::format("frame type {} announces {} payload bytes; at most {} are accepted{}{}", static_cast<int>(header_.type),
+                             header_.payload_bytes, max_payload_, max_payload_stage_.empty() ? "" : " ", max_payload_stage_);
+      }
+      return;
+    }
     payload_.resize(header_.payload_bytes);
     asio::async_read(socket_, asio::buffer(payload_), [this](const boost::system::error_code& ec2, std::size_t n2) {
       receiving_ = false;

@@ -36,11 +36,17 @@ class FrameChannel {
 
   void StartSend(std::shared_ptr<const std::vector<std::byte>> frame);
   void StartReceive();
+  // Receives refuse a frame whose header announces more than `bytes` of payload
+  // (wire::kMaxPayload until set), before reading or allocating any of it: the receive
+  // ends with error() saying so ("... at most N are accepted STAGE") and header() set,
+  // but the connection stays open, so its owner can still send why before closing it.
+  void set_max_payload(std::uint32_t bytes, std::string stage = {});
   // The frame the last completed receive produced.
   const wire::FrameHeader& header() const { return header_; }
   std::span<const std::byte> payload() const { return payload_; }
 
   // Fails the channel: records `reason` (unless an error is already recorded) and closes it.
+  // Sends are refused once it is closed; one started after a refused frame (above) still goes out.
   void Fail(const std::string& reason);
   void Close();
 
@@ -58,6 +64,8 @@ class FrameChannel {
   std::array<std::byte, wire::kHeaderBytes> header_bytes_{};
   wire::FrameHeader header_;
   std::vector<std::byte> payload_;
+  std::uint32_t max_payload_ = wire::kMaxPayload;
+  std::string max_payload_stage_;
   std::uint64_t bytes_sent_ = 0;
   std::uint64_t bytes_received_ = 0;
 };

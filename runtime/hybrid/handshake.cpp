@@ -185,6 +185,8 @@ std::unique_ptr<FrameChannel> ConnectAndHandshake(boost::asio::io_context& io, c
   const auto deadline = Clock::now() + timeout;
   std::unique_ptr<FrameChannel> channel = FrameChannel::Connect(io, address, timeout);
   FrameChannel* one[] = {channel.get()};
+  // Until the worker has proved the token, nothing big is read from it.
+  channel->set_max_payload(wire::kMaxHandshakePayload, "during the handshake");
   // The worker speaks first: its Challenge says whether it holds a token.
   channel->StartReceive();
   RunUntilIdle(io, one, deadline, fmt::format("no handshake challenge within {} ms", timeout.count()));
@@ -216,8 +218,12 @@ std::unique_ptr<FrameChannel> ConnectAndHandshake(boost::asio::io_context& io, c
     signed_hello.auth = HelloAuth{NewNonce(), {}};
     signed_hello.auth->proof = CoordinatorProof(*token, challenge.nonce, signed_hello.auth->nonce);
   }
-  channel->StartSend(
-      std::make_shared<const std::vector<std::byte>>(wire::EncodeTextFrame(wire::FrameType::kHello, HelloJson(signed_hello))));
+  const std::string hello_json = HelloJson(signed_hello);
+  if (hello_json.size() > wire::kMaxHandshakePayload) {
+    throw std::runtime_error(fmt::format("the Hello for this rank is {} bytes, more than the {} a worker accepts", hello_json.size(),
+                                         wire::kMaxHandshakePayload));
+  }
+  channel->StartSend(std::make_shared<const std::vector<std::byte>>(wire::EncodeTextFrame(wire::FrameType::kHello, hello_json)));
   channel->StartReceive();
   RunUntilIdle(io, one, deadline, fmt::format("no handshake answer within {} ms", timeout.count()));
   if (channel->error()) throw std::runtime_error(*channel->error());
@@ -239,6 +245,7 @@ std::unique_ptr<FrameChannel> ConnectAndHandshake(boost::asio::io_context& io, c
     throw std::runtime_error("worker token mismatch: the worker's HelloAck does not prove it holds this coordinator's token");
   }
   if (ack != nullptr) *ack = parsed;
+  channel->set_max_payload(wire::kMaxPayload);  // layer responses may be large
   return channel;
 }
 

@@ -22,6 +22,12 @@ constexpr std::uint16_t kVersion = 2;         // 2: the worker's Challenge and t
 constexpr std::size_t kHeaderBytes = 32;
 constexpr std::uint32_t kMaxRows = 1u << 16;
 constexpr std::uint32_t kMaxPayload = 256u << 20;
+// The largest payload either side reads before the handshake has succeeded (Challenge,
+// Hello, HelloAck, a refusal): from a peer that has proved nothing, nothing large is
+// allocated or parsed. A Hello holds about 85 bytes per MoE layer the rank serves (at
+// most 135, with every number at its widest), so this fits over 480 layers even then;
+// real models have fewer than 100.
+constexpr std::uint32_t kMaxHandshakePayload = 64u << 10;
 constexpr int kFp8Block = 32;  // values sharing one power-of-two scale (kFp8BlockSize)
 
 enum class FrameType : std::uint16_t { kHello = 1, kHelloAck = 2, kLayerRequest = 3, kLayerResponse = 4, kError = 5, kChallenge = 6 };

@@ -205,6 +205,31 @@ TEST(Handshake, RoundTripsAndRejectsBadFields) {
   EXPECT_THROW(ParseHello(HelloJson(h)), WireError);
 }
 
+// Everything before the handshake succeeds is read under kMaxHandshakePayload: a
+// coordinator's Hello must fit it with room to spare, even for a rank serving 400 MoE
+// layers with every number at its widest (real models have fewer than 100).
+TEST(Handshake, AHelloForHundredsOfLayersFitsTheHandshakeLimit) {
+  Hello h;
+  h.model_revision = std::string(64, 'f');
+  h.rank = 4094;
+  h.world = 4095;
+  h.role = "worker";
+  h.shape = {1 << 20, 255, 1 << 20};
+  h.auth = HelloAuth{NewNonce(), NewNonce()};
+  for (int layer = (1 << 20) - 400; layer < (1 << 20); ++layer) {
+    h.slices.push_back({.layer = layer,
+                        .expert_begin = 999'999'999,
+                        .expert_end = 1'000'000'000,
+                        .inter_begin = 999'999'999,
+                        .inter_end = 1'000'000'000,
+                        .shared_begin = 999'999'999,
+                        .shared_end = 1'000'000'000});
+  }
+  const std::string json = HelloJson(h);
+  EXPECT_LE(json.size(), kMaxHandshakePayload);
+  EXPECT_EQ(ParseHello(json).slices.size(), 400u);
+}
+
 // Version 2's additions: the worker's Challenge, the coordinator's proof in its Hello and
 // the worker's in its HelloAck.
 TEST(Handshake, ChallengeAndProofsRoundTrip) {
