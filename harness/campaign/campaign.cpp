@@ -461,7 +461,8 @@ Campaign ParseCampaign(std::string_view text, const std::filesystem::path& file)
     if (arm.kind != ArmSourceKind::kMixed) continue;
     const At item = arms.Item(arms.node()[i], i);
     for (const auto& [key, label] : {std::pair{"coordinator_from", arm.coordinator_from}, std::pair{"worker_from", arm.worker_from}}) {
-      const auto side = std::find_if(c.arms.begin(), c.arms.end(), [&](const ArmSpec& a) { return a.label == label; });
+      const std::string& wanted = label;  // clang 14 cannot capture a structured binding
+      const auto side = std::find_if(c.arms.begin(), c.arms.end(), [&](const ArmSpec& a) { return a.label == wanted; });
       const At at = item.Child(item.node()[key], key);
       if (side == c.arms.end()) throw at.Error(fmt::format("'{}' is not an arm label", label));
       if (side->kind != ArmSourceKind::kBinary && side->kind != ArmSourceKind::kGit && side->kind != ArmSourceKind::kContainer) {
