@@ -39,6 +39,21 @@ TEST(TandemRtCli, InitModelThenGenerateInOneGo) {
   EXPECT_EQ(gen.out, again.out) << "a seeded request must give the same text at any thread count";
 }
 
+TEST(TandemRtCli, InitModelTokenizerMerges) {
+  const auto dir = TempDir("cli-merges") / "tiny";
+  const CommandResult init = Rt({"init-model", "--preset", "tiny", "--seed", "3", "--tokenizer-merges", "300", "--out", dir.string()});
+  ASSERT_EQ(init.exit_code, 0) << init.err;
+  // Without the DeepSeek-V3 tokenizer (no scripts/setup) the vocabulary is byte-level whatever the count.
+  const bool derived = init.out.find("byte-level") == std::string::npos;
+  if (derived) {
+    EXPECT_NE(init.out.find("cut to 300 merges"), std::string::npos) << init.out;
+  }
+  const auto config = nlohmann::json::parse(std::ifstream(dir / "config.json"));
+  if (derived) {
+    EXPECT_LT(config["vocab_size"].get<int>(), 600) << "256 bytes, 300 merges and the added tokens";
+  }
+}
+
 TEST(TandemRtCli, InspectTokenizeAndEval) {
   const auto dir = tandem::testing::TinyCheckpoint();
   const CommandResult inspect = Rt({"inspect", dir.string()});
