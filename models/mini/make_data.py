@@ -319,14 +319,14 @@ def main():
             s["tokens"] += len(toks)
             s["target_tokens"] += int(sum(targets))
 
-    # Raw documents: BOS + text (+ EOS at the end), cut into pieces that fit a row; one
-    # document in valid_every goes to the validation split.
+    # Raw documents: BOS + text (+ EOS at the end), cut into pieces of raw_chunk tokens; one
+    # document in raw_valid_every goes to the validation split.
     for kind, files in (("code", code), ("prose", prose)):
         for i, (path, text, _, _) in enumerate(files):
             body = ids[text] + eos
             split = "valid" if i % d["raw_valid_every"] == d["raw_valid_every"] - 1 else "train"
-            for start in range(0, len(body), seq_len - 1):
-                piece = body[start:start + seq_len - 1]
+            for start in range(0, len(body), d["raw_chunk"] - 1):
+                piece = body[start:start + d["raw_chunk"] - 1]
                 add(kind, split, bos + piece, [0] + [1] * len(piece))
     for split, exs in rendered.items():
         for family, segs in exs:

@@ -166,7 +166,7 @@ class Attention(nn.Module):
         self.o_proj = nn.Parameter(torch.empty(h, self.heads * self.v_dim))
 
     def forward(self, x, cos, sin, mask, softmax_scale):
-        """x [B, T, H]; mask [B, T, T] fp32: 0 where a position may attend, -inf elsewhere."""
+        """x [B, T, H]; mask [B, T, T] (compute dtype): 0 where a position may attend, -inf elsewhere."""
         B, T, _ = x.shape
         if self.q_lora:
             q = lin(self.q_a_layernorm(lin(x, self.q_a_proj)), self.q_b_proj)
@@ -180,13 +180,14 @@ class Attention(nn.Module):
         k_nope, v = torch.split(kvb, [self.nope, self.v_dim], dim=-1)
         q_pe = apply_rope(q_pe, cos, sin)
         k_pe = apply_rope(k_pe, cos, sin)
-        # One product over [nope | rope]: k_pe is shared by the heads.
-        qf = torch.cat([q_nope, q_pe], dim=-1).transpose(1, 2)                     # [B, h, T, d]
-        kf = torch.cat([k_nope, k_pe[:, :, None, :].expand(B, T, self.heads, self.rope)], dim=-1).transpose(1, 2)
-        dt, default = COMPUTE["dtype"], torch.get_default_dtype()
-        scores = torch.matmul(qf.to(dt), kf.to(dt).transpose(-1, -2)).to(default) * softmax_scale
-        probs = torch.softmax(scores + mask[:, None], dim=-1)
-        out = torch.matmul(probs.to(dt), v.transpose(1, 2).to(dt)).to(default)   # [B, h, T, v]
+        # One product over [nope | rope] (k_pe is shared by the heads), the softmax scale
+        # folded into q. Scores, softmax and probabilities stay in the compute dtype, as
+        # bf16 autocast would round them (the softmax accumulates in fp32 inside).
+        dt = COMPUTE["dtype"]
+        qf = (torch.cat([q_nope, q_pe], dim=-1) * softmax_scale).transpose(1, 2).to(dt)       # [B, h, T, d]
+        kf = torch.cat([k_nope, k_pe[:, :, None, :].expand(B, T, self.heads, self.rope)], dim=-1).transpose(1, 2).to(dt)
+        probs = torch.softmax(torch.matmul(qf, kf.transpose(-1, -2)) + mask[:, None], dim=-1)
+        out = torch.matmul(probs, v.transpose(1, 2).to(dt)).to(torch.get_default_dtype())   # [B, h, T, v]
         return lin(out.transpose(1, 2).reshape(B, T, self.heads * self.v_dim), self.o_proj)
 
 
@@ -296,8 +297,8 @@ class MtpLayer(nn.Module):
 
 
 def additive(allowed):
-    """bool mask -> 0 / -inf, added to attention scores."""
-    return torch.zeros(allowed.shape).masked_fill_(~allowed, float("-inf"))
+    """bool mask -> 0 / -inf in the compute dtype, added to attention scores."""
+    return torch.zeros(allowed.shape, dtype=COMPUTE["dtype"]).masked_fill_(~allowed, float("-inf"))
 
 
 class DeepseekV3(nn.Module):

@@ -129,13 +129,16 @@ def token_losses(model, tokens, positions, doc, target):
     """Per-position cross entropies (zero where not a target) and their masks, for the main
     head (position i predicts token i+1) and the MTP head (row i predicts token i+2)."""
     logits, mtp = model(tokens, positions, doc)
-    V = logits.shape[-1]
-    same1 = (doc[:, 1:] == doc[:, :-1]) & (doc[:, :-1] >= 0) & (target[:, 1:] > 0)
-    ce1 = F.cross_entropy(logits[:, :-1].reshape(-1, V), tokens[:, 1:].reshape(-1), reduction="none").view_as(same1)
+    B, T, V = logits.shape
+    pad = torch.zeros(B, 1, dtype=torch.bool)
+    same1 = torch.cat([(doc[:, 1:] == doc[:, :-1]) & (doc[:, :-1] >= 0) & (target[:, 1:] > 0), pad], dim=1)
+    next1 = torch.cat([tokens[:, 1:], tokens[:, :1]], dim=1)
+    ce1 = F.cross_entropy(logits.view(B * T, V), next1.reshape(-1), reduction="none").view(B, T)
     if mtp is None:
         return ce1 * same1, same1, None, None
-    same2 = (doc[:, 2:] == doc[:, :-2]) & (doc[:, :-2] >= 0) & (target[:, 2:] > 0)
-    ce2 = F.cross_entropy(mtp[:, :-1].reshape(-1, V), tokens[:, 2:].reshape(-1), reduction="none").view_as(same2)
+    same2 = torch.cat([(doc[:, 2:] == doc[:, :-2]) & (doc[:, :-2] >= 0) & (target[:, 2:] > 0), pad], dim=1)
+    next2 = torch.cat([tokens[:, 2:], tokens[:, :1]], dim=1)
+    ce2 = F.cross_entropy(mtp.reshape(B * (T - 1), V), next2.reshape(-1), reduction="none").view(B, T - 1)
     return ce1 * same1, same1, ce2 * same2, same2
 
 
@@ -156,7 +159,7 @@ def evaluate(model, data, cfg, valid_rows):
         for length, rows in valid_rows:
             tokens, positions, doc, target, family = batch_tensors(data, rows, length)
             l1, m1, l2, m2 = token_losses(model, tokens, positions, doc, target)
-            fam = family[:, 1:]
+            fam = torch.cat([family[:, 1:], family[:, :1]], dim=1)
             for f in range(len(data.families)):
                 sel = m1 & (fam == f)
                 sums[f] += float(l1[sel].sum())
