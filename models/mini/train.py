@@ -209,6 +209,19 @@ def plot(log_path, out_path, title):
         tmp.unlink()
 
 
+def export(model, mcfg, cfg, data_dir, out):
+    """The HF checkpoint tandem-rt loads: model.safetensors, config.json, the tokenizer
+    files and the data manifest. Returns the bytes of weights written."""
+    out.mkdir(parents=True, exist_ok=True)
+    weight_bytes = write_safetensors(out / "model.safetensors", model.hf_tensors(),
+                                     {"format": "pt", "tandem_recipe": "models/mini", "tandem_seed": str(cfg["seed"])})
+    with open(out / "config.json", "w") as f:
+        f.write(json.dumps(dict(mcfg), indent=2) + "\n")
+    for name in ("tokenizer.json", "tokenizer_config.json", "data_manifest.json"):
+        shutil.copyfile(Path(data_dir) / name, out / name)
+    return weight_bytes
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--config", required=True)
@@ -303,18 +316,17 @@ def main():
         if (step + 1) % t["eval_every"] == 0 or step + 1 == t["steps"]:
             e0 = time.monotonic()
             emit(dict({"step": step + 1}, **evaluate(model, data, cfg, valid_rows)))
+            if step + 1 < t["steps"]:
+                # A loadable snapshot of the weights so far (out/snapshot): a run cut short
+                # still leaves a model to look at.
+                export(model, mcfg, cfg, args.data, out / "snapshot")
             start += time.monotonic() - e0        # evaluation time is not training time
             last = time.monotonic()
     train_s = time.monotonic() - start
     log.close()
 
-    weight_bytes = write_safetensors(out / "model.safetensors", model.hf_tensors(),
-                                     {"format": "pt", "tandem_recipe": "models/mini", "tandem_seed": str(cfg["seed"])})
-    hf = dict(mcfg)
-    with open(out / "config.json", "w") as f:
-        f.write(json.dumps(hf, indent=2) + "\n")
-    for name in ("tokenizer.json", "tokenizer_config.json", "data_manifest.json"):
-        shutil.copyfile(Path(args.data) / name, out / name)
+    weight_bytes = export(model, mcfg, cfg, args.data, out)
+    shutil.rmtree(out / "snapshot", ignore_errors=True)
     plot(out / "training_log.jsonl", out / "loss.svg", f"mini model training ({Path(args.config).name})")
     recipe = {"config_file": str(Path(args.config).resolve().relative_to(REPO)) if str(Path(args.config).resolve()).startswith(str(REPO))
               else args.config, "config": cfg, "git": git_revision(), "torch": torch.__version__, "numpy": np.__version__,
