@@ -202,6 +202,7 @@ def render_text(segs):
 def generate(cfg, windows, words):
     """Instruction examples: {split: [(family, example)]}, and per-family rejection counts."""
     d = cfg["data"]
+    templates.INVENTED["fraction"] = d.get("invented_names_fraction", 0.0)
     out = {"train": [], "valid": []}
     rejected = {}
     for family, count in d["instructions"].items():

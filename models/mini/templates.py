@@ -14,6 +14,23 @@ from tables import (BOOKS, CITIES, FABLE_CHARACTERS, FABLE_EVENTS, FABLE_FRIENDS
                     SENTENCES, TOPICS)
 
 
+# The share of city and function names made up from syllables (make_data.py sets it from
+# data.invented_names_fraction; 0 draws nothing, so a config without it gives the same
+# examples as before it existed). A made-up name can only be got right by copying it from
+# the prompt: that is what teaches the model to read the prompt.
+INVENTED = {"fraction": 0.0}
+SYLLABLES = ["ka", "lo", "mi", "ve", "tor", "an", "bel", "ri", "sa", "dun", "el", "mar", "os", "pen", "ul", "zor", "fi",
+             "gra", "hal", "ist", "jo", "nu", "quen", "ras", "sel", "tam", "vik", "wen", "yar", "bo", "cre", "dor"]
+
+
+def invented(rng):
+    return rng.random() < INVENTED["fraction"] if INVENTED["fraction"] > 0 else False
+
+
+def made_up_word(rng, syllables=(2, 3)):
+    return "".join(pick(rng, SYLLABLES) for _ in range(rng.randint(*syllables)))
+
+
 def example(family, user, reply, system=None, think=None):
     return {"family": family, "system": system, "user": user, "reply": reply, "think": think}
 
@@ -125,6 +142,8 @@ def json_text(rng, obj, allow_fence=True):
 
 def json_city(rng):
     c = pick(rng, CITIES) if rng.random() < 0.8 else pick(rng, [x for x in CITIES if x[1] == "France"])
+    if invented(rng):
+        c = (made_up_word(rng).capitalize(),) + tuple(c[1:])
     keys = ["name", "country"]
     extra = [k for k in CITY_KEYS if k not in keys]
     rng.shuffle(extra)
@@ -414,6 +433,8 @@ PY_TEST_ASKS = [" Include two pytest tests.", " Add a few tests with pytest.", "
 
 
 def code_name(rng, kind):
+    if invented(rng):
+        return made_up_word(rng).capitalize() + pick(rng, NAME_WORDS_B)
     if rng.random() < 0.4:
         return pick(rng, NAME_WORDS_A) + pick(rng, NAME_WORDS_B)
     return pick(rng, kind["names"])
@@ -854,7 +875,43 @@ def fable(rng):
 
 
 # The families and how make_data.py names them in the config.
+# ---------------------------------------------------------------------------
+# Copying: say back made-up words, or put given items one per line
+# ---------------------------------------------------------------------------
+
+COPY_PROMPTS = [
+    "Repeat exactly: {text}", "Say this back to me, word for word: {text}", "Copy the following text: {text}",
+    "Echo these words and nothing else: {text}", "Write this again exactly as given: {text}",
+]
+LIST_PROMPTS = [
+    "Write {items}, one per line.", "Put each of these on its own line: {items}.", "List {items}, one item per line, nothing else.",
+    "One per line, please: {items}.",
+]
+
+
+def copy(rng):
+    words = [made_up_word(rng, (1, 3)) for _ in range(rng.randint(2, 12))]
+    if rng.random() < 0.3:
+        words[0] = words[0].capitalize()
+    text = " ".join(words)
+    return example("copy", pick(rng, COPY_PROMPTS).format(text=text), text)
+
+
+def list_lines(rng):
+    pool = rng.random()
+    n = rng.randint(2, 6)
+    if pool < 0.35:
+        items = rng.sample(LANGUAGES, min(n, len(LANGUAGES)))
+    elif pool < 0.6:
+        items = [c[0] for c in rng.sample(CITIES, n)]
+    else:
+        items = [made_up_word(rng).capitalize() for _ in range(n)]
+    return example("list_lines", pick(rng, LIST_PROMPTS).format(items=join_names(rng, items)), "\n".join(items))
+
+
 FAMILIES = {
+    "copy": copy,
+    "list_lines": list_lines,
     "counting": counting,
     "json_city": json_city,
     "json_book": json_book,

@@ -229,6 +229,7 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--threads", type=int, help="override train.threads (the weights depend on it)")
     ap.add_argument("--steps", type=int, help="override train.steps (for timing runs)")
+    ap.add_argument("--init", help="start from this exported checkpoint's weights (a second stage) instead of the seeded init")
     args = ap.parse_args()
     cfg = json.load(open(args.config))
     t = cfg["train"]
@@ -250,6 +251,15 @@ def main():
     mcfg = dict(cfg["model"], vocab_size=manifest["tokenizer"]["vocab_size"])
     model = DeepseekV3(mcfg)
     model.init_weights(torch.Generator().manual_seed(cfg["seed"]), std=t["init_std"])
+    if args.init:
+        # A later stage: the previous stage's exported weights (bf16, as committed) and
+        # its correction biases; the optimizer starts afresh.
+        from mini_model import load_checkpoint  # noqa: E402
+        previous = load_checkpoint(args.init)
+        with torch.no_grad():
+            for (name, target), (_, source) in zip(model.hf_tensors(), previous.hf_tensors()):
+                target.copy_(source)
+        print(f"init: the weights of {args.init}")
     n_params = sum(p.numel() for p in model.parameters())
     decay = [p for n, p in model.named_parameters() if p.dim() == 2 and n != "embed_tokens"]
     no_decay = [p for n, p in model.named_parameters() if not (p.dim() == 2 and n != "embed_tokens")]
@@ -327,8 +337,15 @@ def main():
 
     weight_bytes = export(model, mcfg, cfg, args.data, out)
     shutil.rmtree(out / "snapshot", ignore_errors=True)
+    if args.init:
+        # The earlier stage's record travels with the weights: its log, plot and data.
+        for name in ("training_log.jsonl", "loss.svg", "data_manifest.json"):
+            if (Path(args.init) / name).exists():
+                shutil.copyfile(Path(args.init) / name, out / ("previous_stage_" + name))
     plot(out / "training_log.jsonl", out / "loss.svg", f"mini model training ({Path(args.config).name})")
-    recipe = {"config_file": str(Path(args.config).resolve().relative_to(REPO)) if str(Path(args.config).resolve()).startswith(str(REPO))
+    previous_recipe = Path(args.init) / "recipe.json" if args.init else None
+    recipe = {"previous_stage": json.load(open(previous_recipe)) if previous_recipe and previous_recipe.exists() else None,
+              "config_file": str(Path(args.config).resolve().relative_to(REPO)) if str(Path(args.config).resolve()).startswith(str(REPO))
               else args.config, "config": cfg, "git": git_revision(), "torch": torch.__version__, "numpy": np.__version__,
               "threads": t["threads"], "parameters": n_params, "weight_bytes": weight_bytes,
               "train_seconds": round(train_s, 1), "train_tokens": total_tokens,
