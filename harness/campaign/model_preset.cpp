@@ -9,8 +9,6 @@
 
 namespace tandem::harness {
 
-bool IsSyntheticPreset(std::string_view name) { return name == "tiny" || name == "small"; }
-
 bool IsTrainedPreset(std::string_view name) { return name == "mini"; }
 
 std::filesystem::path TrainedPresetDir(std::string_view name) {

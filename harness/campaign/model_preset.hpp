@@ -8,8 +8,7 @@
 // language model committed under models/, for content checks, agreement and acceptance).
 namespace tandem::harness {
 
-bool IsSyntheticPreset(std::string_view name);  // tiny, small
-bool IsTrainedPreset(std::string_view name);    // mini
+bool IsTrainedPreset(std::string_view name);  // mini
 
 // A trained preset's checkpoint: $TANDEM_MODELS_DIR/<name> when that variable is set,
 // else models/<name>/checkpoint in the source tree this harness was built from. Throws
