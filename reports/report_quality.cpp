@@ -16,6 +16,58 @@ using store::SampleRecord;
 using store::SessionRecord;
 using store::WorkloadRecord;
 
+namespace {
+
+bool IsIntegrityCheck(const std::string& check) {
+  return check == "stream_complete" || check == "usage_consistent" || check == "cache_bound";
+}
+
+// Per workload and case: the samples that passed every content check, of those checked,
+// per arm. On a trained model this is the table that says the outputs are still right
+// (every case at greedy, most repeats when sampled); on random weights it only shows
+// that the checks ran.
+void ContentChecksByCase(const CampaignRecord& r, MarkdownDoc& d) {
+  struct Counts {
+    int passed = 0, checked = 0;
+  };
+  std::vector<std::pair<std::string, std::string>> rows;  // (workload, case) in run order
+  std::map<std::pair<std::string, std::string>, std::map<std::string, Counts>> counts;
+  for (const SampleRecord& x : r.samples) {
+    const WorkloadRecord* w = r.Workload(x.run);
+    const SessionRecord* s = r.Session(x.session);
+    if (w == nullptr || s == nullptr || w->warmup || !x.checks.is_object()) continue;
+    bool any = false, all = true;
+    for (const auto& [check, ok] : x.checks.items()) {
+      if (IsIntegrityCheck(check)) continue;
+      any = true;
+      all = all && ok.is_boolean() && ok.get<bool>();
+    }
+    if (!any) continue;
+    const std::pair<std::string, std::string> key = {x.workload, x.case_id};
+    if (!counts.contains(key)) rows.push_back(key);
+    Counts& c = counts[key][s->arm];
+    ++c.checked;
+    c.passed += all ? 1 : 0;
+  }
+  if (rows.empty()) return;
+  d.Line("Content checks by case: samples that passed every content check of their case / samples checked, measured workloads.");
+  d.Blank();
+  std::vector<std::string> head = {"workload", "case"};
+  for (const ArmRecord& a : r.arms) head.push_back(a.label);
+  d.Line("{}", Header(head, 2));
+  for (const auto& key : rows) {
+    std::vector<std::string> row = {Cell(key.first), Cell(key.second)};
+    for (const ArmRecord& a : r.arms) {
+      const auto it = counts[key].find(a.label);
+      row.push_back(it == counts[key].end() ? kNone : fmt::format("{} / {}", it->second.passed, it->second.checked));
+    }
+    d.Line("{}", Row(row));
+  }
+  d.Blank();
+}
+
+}  // namespace
+
 void QualitySection(const CampaignRecord& r, MarkdownDoc& d) {
   const Quality q = AssessQuality(r);
   d.Line("## Quality");
@@ -70,6 +122,7 @@ void QualitySection(const CampaignRecord& r, MarkdownDoc& d) {
     }
   }
   d.Blank();
+  ContentChecksByCase(r, d);
   std::vector<std::string> disclosed;
   if (q.failed_checks.contains("cache_bound")) {
     int n = 0;

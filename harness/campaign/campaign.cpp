@@ -15,6 +15,7 @@
 #include "common/sha256.hpp"
 #include "harness/campaign/corpus.hpp"
 #include "harness/campaign/cpu_list.hpp"
+#include "harness/campaign/model_preset.hpp"
 #include "harness/campaign/yaml_reader.hpp"
 
 namespace tandem::harness {
@@ -442,8 +443,19 @@ Campaign ParseCampaign(std::string_view text, const std::filesystem::path& file)
       throw model.Get("path").Error(fmt::format("{} is not a checkpoint directory (no config.json)", c.model.path.string()));
     }
   } else {
-    c.model.preset = OneOf(model.Get("preset"), {"tiny", "small"});
-    c.model.seed = model.Number<std::uint64_t>("seed", 1, 0, UINT64_MAX);
+    c.model.preset = OneOf(model.Get("preset"), {"tiny", "small", "mini"});
+    if (IsTrainedPreset(c.model.preset)) {
+      if (model.Has("seed"))
+        throw model.Get("seed").Error(
+            fmt::format("the {} preset is a trained checkpoint: seed applies only to the synthetic presets (tiny, small)", c.model.preset));
+      try {
+        c.model.trained = TrainedPresetDir(c.model.preset);
+      } catch (const InputError& e) {
+        throw model.Get("preset").Error(e.what());
+      }
+    } else {
+      c.model.seed = model.Number<std::uint64_t>("seed", 1, 0, UINT64_MAX);
+    }
   }
 
   const At arms = m.Get("arms");

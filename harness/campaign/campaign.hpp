@@ -138,9 +138,10 @@ struct TimeoutSpec {
 };
 
 struct ModelSpec {
-  std::filesystem::path path;  // a checkpoint directory, or
-  std::string preset;          // a synthetic preset written once into the cache
-  std::uint64_t seed = 1;
+  std::filesystem::path path;     // a checkpoint directory, or
+  std::string preset;             // a preset: synthetic (written once into the cache) or trained
+  std::uint64_t seed = 1;         // a synthetic preset's
+  std::filesystem::path trained;  // a trained preset's committed checkpoint (model_preset.hpp)
 };
 
 struct Campaign {

@@ -70,10 +70,11 @@ struct Prepared {
 
 std::filesystem::path BuildCache() { return rt::TandemCacheDir() / "builds"; }
 
-// The checkpoint: a path, or a preset written once into the cache by the first arm
-// that has a tandem-rt.
+// The checkpoint: a path, a trained preset's committed one, or a synthetic preset
+// written once into the cache by the first arm that has a tandem-rt.
 std::filesystem::path PrepareModel(const Campaign& c, const std::vector<ResolvedArm>& arms, bool dry_run) {
   if (!c.model.path.empty()) return c.model.path;
+  if (!c.model.trained.empty()) return c.model.trained;
   const auto dir = rt::TandemCacheDir() / "models" / fmt::format("{}-seed{}", c.model.preset, c.model.seed);
   if (std::filesystem::exists(dir / "model.safetensors") || dry_run) return dir;
   // A binary or git arm's tandem-rt, else a container arm's image run by the local engine.

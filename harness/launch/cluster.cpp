@@ -179,8 +179,9 @@ std::unique_ptr<Cluster> Cluster::Prepare(const Campaign& c, std::vector<Resolve
     }
   }
 
-  // The model on every host: a path must be there already; a preset (small and synthetic)
-  // is copied from the harness's machine, named by its revision and verified file by file.
+  // The model on every host: a path must be there already; a preset (synthetic, or the
+  // small trained one) is copied from the harness's machine, named by its revision and
+  // verified file by file.
   std::string archive;  // the preset as one tar file, made for the first host that needs it
   for (const auto& [name, host] : cluster->hosts_) {
     if (host->local()) {
@@ -198,7 +199,10 @@ std::unique_ptr<Cluster> Cluster::Prepare(const Campaign& c, std::vector<Resolve
       }
       continue;
     }
-    const std::string dir = fmt::format("{}/.cache/tandem/models/{}-seed{}-{}", host->home(), c.model.preset, c.model.seed,
+    const std::string preset = c.model.trained.empty() ? fmt::format("{} preset, seed {}", c.model.preset, c.model.seed)
+                                                       : fmt::format("{} preset", c.model.preset);
+    const std::string dir = fmt::format("{}/.cache/tandem/models/{}-{}", host->home(),
+                                        c.model.trained.empty() ? fmt::format("{}-seed{}", c.model.preset, c.model.seed) : c.model.preset,
                                         model_revision.empty() ? "unwritten" : model_revision.substr(0, 16));
     cluster->model_dirs_[name] = dir;
     // What the copy must hold: every file of the model, by sha256.
@@ -216,7 +220,7 @@ std::unique_ptr<Cluster> Cluster::Prepare(const Campaign& c, std::vector<Resolve
     const std::string verify = fmt::format("cd {} && sha256sum {}", ShellQuote(dir), ShellJoin(files));
     if (!files.empty() && host->Run(verify, seconds(300)).out == expected) continue;
     if (check_only || files.empty()) {
-      log << fmt::format("{}: the model ({} preset, seed {}) will be copied to {}\n", host->Describe(), c.model.preset, c.model.seed, dir);
+      log << fmt::format("{}: the model ({}) will be copied to {}\n", host->Describe(), preset, dir);
       continue;
     }
     if (archive.empty()) {
@@ -226,7 +230,7 @@ std::unique_ptr<Cluster> Cluster::Prepare(const Campaign& c, std::vector<Resolve
       const CommandResult r = RunCommand(tar, seconds(600));
       if (r.code != 0) throw InputError(fmt::format("cannot pack the model {} for the other hosts: {}", model.string(), r.err));
     }
-    log << fmt::format("{}: copying the model ({} preset, seed {}) to {}\n", host->Describe(), c.model.preset, c.model.seed, dir);
+    log << fmt::format("{}: copying the model ({}) to {}\n", host->Describe(), preset, dir);
     const std::string copied = Step(*host, "copying the model",
                                     fmt::format("rm -rf {0}.partial && mkdir -p {0}.partial && tar -C {0}.partial -xf - && cd {0}.partial "
                                                 "&& sha256sum {1} && rm -rf {0} && mv {0}.partial {0}",

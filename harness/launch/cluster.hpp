@@ -36,8 +36,9 @@ struct PlacedImage {
 class Cluster {
  public:
   // `model` is the campaign's checkpoint on the harness's machine, `model_revision` its
-  // revision. A preset model (small, synthetic) is copied to each other host under
-  // ~/.cache/tandem/models/PRESET-seedS-REVISION and verified file by file; a model path
+  // revision. A preset model (synthetic, or the small trained one) is copied to each other
+  // host under ~/.cache/tandem/models/PRESET-seedS-REVISION (a trained preset:
+  // PRESET-REVISION) and verified file by file; a model path
   // must exist at the same path on every host. `check_only` (a dry run): connect and
   // check, copy nothing.
   static std::unique_ptr<Cluster> Prepare(const Campaign& campaign, std::vector<ResolvedArm>& arms, const std::filesystem::path& model,

@@ -71,7 +71,8 @@ bool RunContentCheck(const ContentCheck& check, const std::string& content, int 
     case ContentCheck::Kind::kRegex:
       return std::regex_search(content, std::regex(check.pattern));
     case ContentCheck::Kind::kCounting: {
-      // The numbers 1, 2, ..., count in order, separated only by whitespace.
+      // Exactly the numbers 1, 2, ..., count in order, separated only by whitespace: the
+      // prompt says "nothing else", so a model that counts on past count fails.
       std::size_t pos = 0;
       for (int n = 1; n <= count; ++n) {
         pos = content.find_first_not_of(" \t\r\n", pos);
@@ -80,7 +81,7 @@ bool RunContentCheck(const ContentCheck& check, const std::string& content, int 
         pos += want.size();
         if (pos < content.size() && std::isdigit(static_cast<unsigned char>(content[pos]))) return false;
       }
-      return true;
+      return content.find_first_not_of(" \t\r\n", pos) == std::string::npos;
     }
     case ContentCheck::Kind::kJsonFields: {
       const auto object = FindJsonObject(content);

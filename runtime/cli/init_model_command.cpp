@@ -15,6 +15,7 @@ void AddInitModelCommand(CLI::App& app) {
     std::uint64_t seed = 0;
     std::string out;
     std::string tokenizer_source = DefaultTokenizerSource().string();
+    int tokenizer_merges = 0;
   };
   auto opt = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand("init-model", "Write a synthetic HF-layout checkpoint, bit-identical for a seed");
@@ -22,8 +23,14 @@ void AddInitModelCommand(CLI::App& app) {
   cmd->add_option("--seed", opt->seed, "Weight seed")->required();
   cmd->add_option("--out", opt->out, "Output directory")->required();
   cmd->add_option("--tokenizer-source", opt->tokenizer_source, "Directory with the DeepSeek-V3 tokenizer.json")->capture_default_str();
+  cmd->add_option("--tokenizer-merges", opt->tokenizer_merges,
+                  "Keep this many DeepSeek-V3 merges instead of the preset's (tiny 2000, small 16000): the vocabulary of a "
+                  "trained model (models/mini) is derived this way")
+      ->check(CLI::Range(1, 1 << 20));
   cmd->callback([opt] {
-    const SyntheticCheckpointReport r = WriteSyntheticCheckpoint(FindPreset(opt->preset), opt->seed, opt->out, opt->tokenizer_source);
+    SyntheticPreset preset = FindPreset(opt->preset);
+    if (opt->tokenizer_merges > 0) preset.tokenizer_merges = opt->tokenizer_merges;
+    const SyntheticCheckpointReport r = WriteSyntheticCheckpoint(preset, opt->seed, opt->out, opt->tokenizer_source);
     fmt::print("wrote {} ({} preset, seed {}): {} layers, hidden {}, {} routed experts, vocab {}, {:.1f} MB of weights\n", opt->out,
                opt->preset, opt->seed, r.config.num_hidden_layers, r.config.hidden_size, r.config.n_routed_experts, r.config.vocab_size,
                static_cast<double>(r.weight_bytes) / 1e6);

@@ -6,6 +6,8 @@
 #include <map>
 #include <string>
 
+#include <unistd.h>
+
 #include <gtest/gtest.h>
 
 #include "common/input_error.hpp"
@@ -90,6 +92,31 @@ TEST(CampaignYaml, TheStoredWorkloadSpecSaysWhetherABatteryCounts) {
   EXPECT_NE(said_with.find("plus the counting diagnostic"), std::string::npos) << said_with;
   EXPECT_EQ(said_without.find("counting"), std::string::npos) << said_without;
   EXPECT_NE(said_without.find("every weighted case; 2 repeats; greedy"), std::string::npos) << said_without;
+}
+
+// A trained preset is a committed checkpoint: no seed, found through TANDEM_MODELS_DIR
+// (or the source tree), and a clear error naming where it looked when it is not there.
+TEST(CampaignYaml, TheTrainedPresetIsFoundOrNamedWhereItWasLookedFor) {
+  const auto models = std::filesystem::temp_directory_path() / ("tandem-models-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(models);
+  std::filesystem::create_directories(models / "mini");
+  ::setenv("TANDEM_MODELS_DIR", models.c_str(), 1);
+  const std::string mini = ReplaceLine(Valid(), 2, "model: {preset: mini}");
+  const std::string missing = ErrorOf(mini);
+  EXPECT_NE(
+      missing.find(":2:17: model.preset: the mini preset's checkpoint is not at " + (models / "mini").string() + " (TANDEM_MODELS_DIR)"),
+      std::string::npos)
+      << missing;
+  std::ofstream(models / "mini" / "config.json") << "{}";
+  std::ofstream(models / "mini" / "model.safetensors") << "";
+  const Campaign c = ParseCampaign(mini, kFile);
+  EXPECT_EQ(c.model.preset, "mini");
+  EXPECT_EQ(c.model.trained, models / "mini");
+  EXPECT_TRUE(c.model.path.empty());
+  const std::string seeded = ErrorOf(ReplaceLine(Valid(), 2, "model: {preset: mini, seed: 2}"));
+  EXPECT_NE(seeded.find(":2:29: model.seed: the mini preset is a trained checkpoint"), std::string::npos) << seeded;
+  ::unsetenv("TANDEM_MODELS_DIR");
+  std::filesystem::remove_all(models);
 }
 
 TEST(CampaignYaml, ErrorsNameFileLineColumnAndKey) {

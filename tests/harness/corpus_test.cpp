@@ -69,5 +69,17 @@ TEST(Corpus, TheReleaseBatterysSchemaCaseSendsItsSchema) {
   EXPECT_EQ(rf["json_schema"]["schema"]["required"].size(), 5u);
 }
 
+// "Count from 1 to N ... nothing else": exactly 1..N, whitespace between and around.
+TEST(Corpus, CountingMeansExactlyOneToN) {
+  const ContentCheck counting{.kind = ContentCheck::Kind::kCounting};
+  EXPECT_TRUE(RunContentCheck(counting, "1\n2\n3", 3));
+  EXPECT_TRUE(RunContentCheck(counting, " 1\r\n2 \n3\n\n", 3));
+  EXPECT_FALSE(RunContentCheck(counting, "1\n2\n3\n4", 3)) << "counting on past N";
+  EXPECT_FALSE(RunContentCheck(counting, "1\n2\n3\nDone!", 3)) << "words after N";
+  EXPECT_FALSE(RunContentCheck(counting, "1\n2\n34", 3));
+  EXPECT_FALSE(RunContentCheck(counting, "1\n3\n2", 3));
+  EXPECT_FALSE(RunContentCheck(counting, "1\n2", 3));
+}
+
 }  // namespace
 }  // namespace tandem::harness

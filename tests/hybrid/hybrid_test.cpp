@@ -40,6 +40,7 @@ using tandem::testing::StartWorker;
 using Worker = tandem::testing::WorkerProcess;
 
 const std::filesystem::path& ModelFor(const std::string& preset) {
+  if (preset == "mini") return tandem::testing::MiniCheckpoint();
   return preset == "tiny" ? tandem::testing::TinyCheckpoint() : SmallCheckpoint();
 }
 
@@ -106,7 +107,7 @@ TEST(Hybrid, MappedAndCopiedWeightsGiveTheSameBits) {
 
 INSTANTIATE_TEST_SUITE_P(
     Layouts, HybridLayouts,
-    ::testing::Combine(::testing::Values("tiny", "small"),
+    ::testing::Combine(::testing::Values("tiny", "small", "mini"),
                        ::testing::Values(LayoutCase{"tp4", 4, {"--expert-parallel", "tp"}},
                                          LayoutCase{"ep4", 4, {"--expert-parallel", "ep"}},
                                          LayoutCase{"tp2_local2", 2, {"--expert-parallel", "tp", "--local-expert-layers", "2"}},

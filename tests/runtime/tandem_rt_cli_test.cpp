@@ -39,6 +39,21 @@ TEST(TandemRtCli, InitModelThenGenerateInOneGo) {
   EXPECT_EQ(gen.out, again.out) << "a seeded request must give the same text at any thread count";
 }
 
+TEST(TandemRtCli, InitModelTokenizerMerges) {
+  const auto dir = TempDir("cli-merges") / "tiny";
+  const CommandResult init = Rt({"init-model", "--preset", "tiny", "--seed", "3", "--tokenizer-merges", "300", "--out", dir.string()});
+  ASSERT_EQ(init.exit_code, 0) << init.err;
+  // Without the DeepSeek-V3 tokenizer (no scripts/setup) the vocabulary is byte-level whatever the count.
+  const bool derived = init.out.find("byte-level") == std::string::npos;
+  if (derived) {
+    EXPECT_NE(init.out.find("cut to 300 merges"), std::string::npos) << init.out;
+  }
+  const auto config = nlohmann::json::parse(std::ifstream(dir / "config.json"));
+  if (derived) {
+    EXPECT_LT(config["vocab_size"].get<int>(), 600) << "256 bytes, 300 merges and the added tokens";
+  }
+}
+
 TEST(TandemRtCli, InspectTokenizeAndEval) {
   const auto dir = tandem::testing::TinyCheckpoint();
   const CommandResult inspect = Rt({"inspect", dir.string()});
@@ -55,6 +70,20 @@ TEST(TandemRtCli, InspectTokenizeAndEval) {
   const auto chat_ids = nlohmann::json::parse(chat.out);
   EXPECT_EQ(chat_ids.front(), 0) << "chat starts with BOS";
   EXPECT_EQ(chat_ids.size(), 5u) << "BOS, <｜User｜>, h, i, <｜Assistant｜>";
+
+  // --jsonl: one JSON string per line in, one array of ids per line out, as --text gives them.
+  const auto lines = TempDir("tokenize") / "texts.jsonl";
+  std::ofstream(lines) << "\"hi\"\n\"\"\n\"<\uff5cUser\uff5c>x\"\n";
+  const CommandResult batch = Rt({"tokenize", "--model", dir.string(), "--jsonl", lines.string()});
+  ASSERT_EQ(batch.exit_code, 0) << batch.err;
+  EXPECT_EQ(batch.out, tok.out + "[]\n" + Rt({"tokenize", "--model", dir.string(), "--text", "<\uff5cUser\uff5c>x"}).out);
+  const CommandResult parsed = Rt({"tokenize", "--model", dir.string(), "--jsonl", lines.string(), "--parse-special"});
+  ASSERT_EQ(parsed.exit_code, 0) << parsed.err;
+  EXPECT_NE(parsed.out, batch.out) << "--parse-special reads <｜User｜> as its token";
+  std::ofstream(lines) << "\"ok\"\n42\n";
+  const CommandResult bad = Rt({"tokenize", "--model", dir.string(), "--jsonl", lines.string()});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find(":2: expected a JSON string"), std::string::npos) << bad.err;
 
   const auto logits = TempDir("eval") / "logits.bin";
   const CommandResult eval = Rt({"eval", "--model", dir.string(), "--tokens", "0,5,6", "--decode", "2", "--logits-out", logits.string()});
@@ -73,7 +102,7 @@ TEST(TandemRtCli, BadInputExitsTwoWithAMessage) {
       {{"eval", "--model", dir.string(), "--tokens", "0,a", "--logits-out", "/tmp/x.bin"}, "--tokens"},
       {{"generate", "--model", dir.string(), "--prompt", "x", "--max-tokens", "5000"}, "exceeds the model's context 2048"},
       {{"init-model", "--preset", "huge", "--seed", "1", "--out", "/tmp/x"}, "--preset"},
-      {{"tokenize", "--model", dir.string()}, "give --text or --file"},
+      {{"tokenize", "--model", dir.string()}, "give --text, --file or --jsonl"},
   };
   for (const auto& [args, message] : cases) {
     const CommandResult r = Rt(args);

@@ -55,4 +55,15 @@ const std::filesystem::path& SmallCheckpoint() {
   return dir;
 }
 
+const std::filesystem::path& MiniCheckpoint() {
+  static const std::filesystem::path dir = [] {
+    const std::filesystem::path d = std::filesystem::path(TANDEM_SOURCE_DIR) / "models" / "mini" / "checkpoint";
+    if (!std::filesystem::exists(d / "model.safetensors")) {
+      throw std::runtime_error("the trained mini checkpoint is not at " + d.string() + " (it is committed there: models/README.md)");
+    }
+    return d;
+  }();
+  return dir;
+}
+
 }  // namespace tandem::testing
