@@ -231,10 +231,19 @@ std::string SessionProcess::Terminate(std::chrono::milliseconds grace) {
   process_->Terminate(grace);  // the process itself here; the ssh or engine client otherwise
   if (left.empty() && h.local() && plan_.engine.empty()) {
     // Nothing of its group may be left (a child that ignored SIGTERM and escaped the wait).
-    const CommandResult r = h.Run(fmt::format("{}members {} {}", kMembers, pid_, start_ticks_), std::chrono::seconds(10));
+    // A child that dies with its parent (PR_SET_PDEATHSIG: spawned workers) needs a moment
+    // after the parent is gone, more on a loaded machine: members get 2 s to go on their
+    // own; whatever is left then is reported, and stopped.
+    const std::string wait = fmt::format(
+        "{}i=0; while [ $i -lt 20 ]; do m=$(members {} {}); [ -z \"$m\" ] && exit 0; sleep 0.1; i=$((i+1)); done; echo $m; exit 3\n",
+        kMembers, pid_, start_ticks_);
+    const CommandResult r = h.Run(wait, std::chrono::seconds(30));
     std::string survivors = r.out;
-    while (!survivors.empty() && survivors.back() == '\n') survivors.pop_back();
-    if (!survivors.empty()) left = fmt::format("the {}: processes still running: {}", role(), survivors);
+    while (!survivors.empty() && (survivors.back() == '\n' || survivors.back() == ' ')) survivors.pop_back();
+    if (!survivors.empty()) {
+      left = fmt::format("the {}: processes still running: {}", role(), survivors);
+      h.Run(StopScript(pid_, start_ticks_, 10), std::chrono::seconds(30));
+    }
   }
   return left;
 }
