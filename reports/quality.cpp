@@ -29,6 +29,10 @@ bool Greedy(const WorkloadRecord& w) { return w.spec.is_object() && w.spec.value
 
 }  // namespace
 
+bool IsContentCheck(const std::string& check) {
+  return check != "stream_complete" && check != "usage_consistent" && check != "cache_bound" && check != "greedy_match";
+}
+
 bool GreedyPrompt::AllAgree() const {
   std::set<std::string> shas;
   for (const auto& [arm, by_sha] : outputs) {
@@ -168,7 +172,7 @@ PairQuality AssessPair(const CampaignRecord& r, const std::string& baseline, con
     if (w == nullptr || s == nullptr || w->warmup || !Greedy(*w) || s->status != "complete" || !x.valid) continue;
     if (s->arm != baseline && s->arm != candidate) continue;
     for (const auto& [check, ok] : x.checks.items()) {
-      if (check == "stream_complete" || check == "usage_consistent" || check == "cache_bound" || check == "greedy_match") continue;
+      if (!IsContentCheck(check)) continue;
       if (!ok.is_boolean() || ok.get<bool>()) continue;
       (s->arm == baseline ? content[check].first : content[check].second) += 1;
       if (s->arm == candidate) candidate_failed[check].push_back(x.id);

@@ -38,6 +38,11 @@ struct Quality {
 
 Quality AssessQuality(const store::CampaignRecord& record);
 
+// Whether a stored check judges the text (non_empty, regex, json_fields, counting) rather
+// than the sample's integrity (stream_complete, usage_consistent, cache_bound) or its
+// agreement with other samples (greedy_match).
+bool IsContentCheck(const std::string& check);
+
 // The gate's reading of quality for one pair of arms: `failures` fail the gate (the
 // candidate lost or changed something), `doubts` make it inconclusive (the campaign
 // cannot tell). Each entry is a sentence naming sessions or sample ids.

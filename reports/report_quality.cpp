@@ -18,10 +18,6 @@ using store::WorkloadRecord;
 
 namespace {
 
-bool IsIntegrityCheck(const std::string& check) {
-  return check == "stream_complete" || check == "usage_consistent" || check == "cache_bound";
-}
-
 // Per workload and case: the samples that passed every content check, of those checked,
 // per arm. On a trained model this is the table that says the outputs are still right
 // (every case at greedy, most repeats when sampled); on random weights it only shows
@@ -38,7 +34,7 @@ void ContentChecksByCase(const CampaignRecord& r, MarkdownDoc& d) {
     if (w == nullptr || s == nullptr || w->warmup || !x.checks.is_object()) continue;
     bool any = false, all = true;
     for (const auto& [check, ok] : x.checks.items()) {
-      if (IsIntegrityCheck(check)) continue;
+      if (!IsContentCheck(check)) continue;
       any = true;
       all = all && ok.is_boolean() && ok.get<bool>();
     }

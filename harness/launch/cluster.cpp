@@ -199,10 +199,12 @@ std::unique_ptr<Cluster> Cluster::Prepare(const Campaign& c, std::vector<Resolve
       }
       continue;
     }
-    const std::string preset = c.model.trained.empty() ? fmt::format("{} preset, seed {}", c.model.preset, c.model.seed)
-                                                       : fmt::format("{} preset", c.model.preset);
-    const std::string dir = fmt::format("{}/.cache/tandem/models/{}-{}", host->home(),
-                                        c.model.trained.empty() ? fmt::format("{}-seed{}", c.model.preset, c.model.seed) : c.model.preset,
+    // A trained preset is one checkpoint; a synthetic one is named by its seed too.
+    const bool trained = !c.model.trained.empty();
+    const std::string preset =
+        trained ? fmt::format("{} preset", c.model.preset) : fmt::format("{} preset, seed {}", c.model.preset, c.model.seed);
+    const std::string stem = trained ? c.model.preset : fmt::format("{}-seed{}", c.model.preset, c.model.seed);
+    const std::string dir = fmt::format("{}/.cache/tandem/models/{}-{}", host->home(), stem,
                                         model_revision.empty() ? "unwritten" : model_revision.substr(0, 16));
     cluster->model_dirs_[name] = dir;
     // What the copy must hold: every file of the model, by sha256.

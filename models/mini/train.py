@@ -34,7 +34,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from mini_model import DeepseekV3, write_safetensors  # noqa: E402
+from mini_model import DeepseekV3, load_checkpoint, write_safetensors  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -254,7 +254,6 @@ def main():
     if args.init:
         # A later stage: the previous stage's exported weights (bf16, as committed) and
         # its correction biases; the optimizer starts afresh.
-        from mini_model import load_checkpoint  # noqa: E402
         previous = load_checkpoint(args.init)
         with torch.no_grad():
             for (name, target), (_, source) in zip(model.hf_tensors(), previous.hf_tensors()):

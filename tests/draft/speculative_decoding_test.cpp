@@ -16,6 +16,7 @@
 #include "runtime/engine/local_experts.hpp"
 #include "runtime/model/checkpoint.hpp"
 #include "runtime/serve/scheduler.hpp"
+#include "tests/draft/drafting_run.hpp"
 #include "tests/runtime/stream_output.hpp"
 #include "tests/runtime/tiny_model.hpp"
 
@@ -46,10 +47,7 @@ class RandomDrafter : public Drafter {
   std::mt19937 rng_{5};
 };
 
-struct Generated {
-  std::vector<testing::StreamOutput> outputs;
-  nlohmann::json draft;
-};
+using Generated = testing::DraftingRun;
 
 class SpeculativeDecoding : public ::testing::Test {
  protected:
@@ -77,21 +75,9 @@ class SpeculativeDecoding : public ::testing::Test {
   }
 
   // Every submission at once, through a scheduler with this drafter (null: none).
-  static Generated Generate(const std::function<std::unique_ptr<Drafter>(Engine&)>& make_drafter, const std::string& policy,
-                            bool keep_hidden = false, const std::vector<Submission>* submissions = nullptr) {
-    Engine engine(*ckpt_, EngineOptions{.threads = 2, .keep_hidden = keep_hidden});
-    SchedulerOptions options;
-    options.max_context = 512;
-    options.eos = static_cast<TokenId>(ckpt_->config().eos_token_id);
-    Scheduler scheduler(engine, *tokenizer_, options, make_drafter ? make_drafter(engine) : nullptr, MakeDraftPolicy(policy));
-    std::vector<std::shared_ptr<RequestStream>> streams;
-    for (const Submission& s : submissions ? *submissions : submissions_) streams.push_back(scheduler.Submit(s));
-    Generated run;
-    for (auto& stream : streams) {
-      run.outputs.push_back(testing::ReadToEnd(*stream));
-    }
-    run.draft = nlohmann::json::parse(scheduler.StatsJson())["draft"];
-    return run;
+  static Generated Generate(const testing::DrafterFactory& make_drafter, const std::string& policy, bool keep_hidden = false,
+                            const std::vector<Submission>* submissions = nullptr) {
+    return testing::RunDrafting(*ckpt_, *tokenizer_, submissions ? *submissions : submissions_, make_drafter, policy, keep_hidden, 512);
   }
 
   static const Generated& TargetOnly() {
@@ -100,17 +86,11 @@ class SpeculativeDecoding : public ::testing::Test {
   }
 
   static void ExpectSameOutputs(const Generated& run, const Generated& plain = TargetOnly()) {
-    ASSERT_EQ(run.outputs.size(), plain.outputs.size());
-    for (std::size_t i = 0; i < run.outputs.size(); ++i) {
-      EXPECT_EQ(run.outputs[i].text, plain.outputs[i].text) << "request " << i << (i % 2 ? " (sampled)" : " (greedy)");
-      EXPECT_EQ(run.outputs[i].completion_tokens, plain.outputs[i].completion_tokens) << "request " << i;
-      EXPECT_EQ(run.outputs[i].finish_reason, plain.outputs[i].finish_reason) << "request " << i;
-    }
+    testing::ExpectSameOutputs(run, plain,
+                               [](std::size_t i) { return "request " + std::to_string(i) + (i % 2 ? " (sampled)" : " (greedy)"); });
   }
 
-  static double Acceptance(const Generated& run) {
-    return run.draft["accepted_drafts"].get<double>() / std::max(1.0, run.draft["verified_drafts"].get<double>());
-  }
+  static double Acceptance(const Generated& run) { return testing::Acceptance(run); }
 
   static Checkpoint* ckpt_;
   static Tokenizer* tokenizer_;
@@ -180,13 +160,7 @@ TEST_F(SpeculativeDecoding, QuantizedReplicasAreLossless) {
   for (const auto& [format, policy] : {std::pair{QuantFormat::kInt8, "fixed:4"}, std::pair{QuantFormat::kInt4, "fixed:2"}}) {
     SCOPED_TRACE(std::string(ToString(format)) + " " + policy);
     const QuantFormat f = format;
-    const Generated run = Generate(
-        [f](Engine& target) {
-          const Checkpoint& ckpt = *ckpt_;
-          return std::make_unique<ReplicaDrafter>(
-              ckpt, &target.pool(), [&ckpt, f](ThreadPool& p) { return std::make_shared<QuantizedExpertExecutor>(ckpt, f, 32, &p); });
-        },
-        policy);
+    const Generated run = Generate(testing::ReplicaDrafterOf(*ckpt_, f), policy);
     ExpectSameOutputs(run);
     EXPECT_GT(run.draft["verified_drafts"].get<int>(), 50);
     // A quantized copy of the same weights agrees with the target most of the time.
@@ -201,16 +175,7 @@ TEST_F(SpeculativeDecoding, PromptLookupIsLossless) {
 }
 
 TEST_F(SpeculativeDecoding, TheMtpLayerIsLossless) {
-  const Generated run = Generate(
-      [](Engine& target) {
-        const Checkpoint& ckpt = *ckpt_;
-        const ModelConfig& c = ckpt.config();
-        const std::vector<LayerSlice> layer = {
-            {c.num_hidden_layers, 0, c.n_routed_experts, 0, c.moe_intermediate_size, 0, c.moe_intermediate_size * c.n_shared_experts}};
-        return std::make_unique<MtpDrafter>(
-            ckpt, &target.pool(), [&ckpt, layer](ThreadPool& p) { return std::make_shared<LocalExpertExecutor>(ckpt, &p, false, layer); });
-      },
-      "fixed:3", true);
+  const Generated run = Generate(testing::MtpDrafterOf(*ckpt_), "fixed:3", true);
   ExpectSameOutputs(run);
   EXPECT_EQ(run.draft["mode"], "mtp");
   // Random MTP weights predict nothing in particular, but it must draft every round.
@@ -228,14 +193,7 @@ TEST_F(SpeculativeDecoding, AnMtpDrafterNeedsTheTargetsHiddenStates) {
 }
 
 TEST_F(SpeculativeDecoding, StatsDescribeTheDrafting) {
-  const Generated run = Generate(
-      [](Engine& target) {
-        const Checkpoint& ckpt = *ckpt_;
-        return std::make_unique<ReplicaDrafter>(ckpt, &target.pool(), [&ckpt](ThreadPool& p) {
-          return std::make_shared<QuantizedExpertExecutor>(ckpt, QuantFormat::kInt8, 32, &p);
-        });
-      },
-      "adaptive");
+  const Generated run = Generate(testing::ReplicaDrafterOf(*ckpt_, QuantFormat::kInt8), "adaptive");
   const nlohmann::json& d = run.draft;
   EXPECT_EQ(d["mode"], "replica");
   EXPECT_EQ(d["policy"], "adaptive");

@@ -10,26 +10,16 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "runtime/draft/draft_policy.hpp"
-#include "runtime/draft/mtp_drafter.hpp"
 #include "runtime/draft/ngram_drafter.hpp"
-#include "runtime/draft/quantized_experts.hpp"
-#include "runtime/draft/replica_drafter.hpp"
-#include "runtime/engine/engine.hpp"
-#include "runtime/engine/local_experts.hpp"
 #include "runtime/model/chat_template.hpp"
 #include "runtime/model/checkpoint.hpp"
-#include "runtime/serve/scheduler.hpp"
-#include "tests/runtime/stream_output.hpp"
+#include "tests/draft/drafting_run.hpp"
 #include "tests/runtime/tiny_model.hpp"
 
 namespace tandem::rt {
 namespace {
 
-struct Generated {
-  std::vector<testing::StreamOutput> outputs;
-  nlohmann::json draft;
-};
+using Generated = testing::DraftingRun;
 
 // Chat prompts in the formats the model was trained on (none is a corpus prompt).
 const std::vector<std::string> kPrompts = {
@@ -62,36 +52,17 @@ class TrainedDrafting : public ::testing::Test {
     delete ckpt_;
   }
 
-  static Generated Generate(const std::function<std::unique_ptr<Drafter>(Engine&)>& make_drafter, const std::string& policy,
-                            bool keep_hidden = false) {
-    Engine engine(*ckpt_, EngineOptions{.threads = 2, .keep_hidden = keep_hidden});
-    SchedulerOptions options;
-    options.max_context = 1024;
-    options.eos = static_cast<TokenId>(ckpt_->config().eos_token_id);
-    Scheduler scheduler(engine, *tokenizer_, options, make_drafter ? make_drafter(engine) : nullptr, MakeDraftPolicy(policy));
-    std::vector<std::shared_ptr<RequestStream>> streams;
-    for (const Submission& s : submissions_) streams.push_back(scheduler.Submit(s));
-    Generated run;
-    for (auto& stream : streams) run.outputs.push_back(testing::ReadToEnd(*stream));
-    run.draft = nlohmann::json::parse(scheduler.StatsJson())["draft"];
-    return run;
+  static Generated Generate(const testing::DrafterFactory& make_drafter, const std::string& policy, bool keep_hidden = false) {
+    return testing::RunDrafting(*ckpt_, *tokenizer_, submissions_, make_drafter, policy, keep_hidden, 1024);
   }
   static const Generated& TargetOnly() {
     static const Generated run = Generate(nullptr, "adaptive");
     return run;
   }
   static void ExpectSameOutputs(const Generated& run) {
-    const Generated& plain = TargetOnly();
-    ASSERT_EQ(run.outputs.size(), plain.outputs.size());
-    for (std::size_t i = 0; i < run.outputs.size(); ++i) {
-      const std::string what = kPrompts[i % kPrompts.size()] + (i < kPrompts.size() ? " (greedy)" : " (sampled)");
-      EXPECT_EQ(run.outputs[i].text, plain.outputs[i].text) << what;
-      EXPECT_EQ(run.outputs[i].completion_tokens, plain.outputs[i].completion_tokens) << what;
-      EXPECT_EQ(run.outputs[i].finish_reason, plain.outputs[i].finish_reason) << what;
-    }
-  }
-  static double Acceptance(const Generated& run) {
-    return run.draft["accepted_drafts"].get<double>() / std::max(1.0, run.draft["verified_drafts"].get<double>());
+    testing::ExpectSameOutputs(run, TargetOnly(), [](std::size_t i) {
+      return kPrompts[i % kPrompts.size()] + (i < kPrompts.size() ? " (greedy)" : " (sampled)");
+    });
   }
 
   static Checkpoint* ckpt_;
@@ -116,34 +87,18 @@ TEST_F(TrainedDrafting, TheModelAnswersInTheTrainedFormats) {
 }
 
 TEST_F(TrainedDrafting, TheTrainedMtpLayerIsLosslessAndOftenRight) {
-  const Generated run = Generate(
-      [](Engine& target) {
-        const Checkpoint& ckpt = *ckpt_;
-        const ModelConfig& c = ckpt.config();
-        const std::vector<LayerSlice> layer = {
-            {c.num_hidden_layers, 0, c.n_routed_experts, 0, c.moe_intermediate_size, 0, c.moe_intermediate_size * c.n_shared_experts}};
-        return std::make_unique<MtpDrafter>(
-            ckpt, &target.pool(), [&ckpt, layer](ThreadPool& p) { return std::make_shared<LocalExpertExecutor>(ckpt, &p, false, layer); });
-      },
-      "fixed:1", true);
+  const Generated run = Generate(testing::MtpDrafterOf(*ckpt_), "fixed:1", true);
   ExpectSameOutputs(run);
   EXPECT_GT(run.draft["verified_drafts"].get<int>(), 300) << run.draft.dump();
   // The next-next token of counting, JSON keys and code is mostly predictable; random
   // MTP weights score near 0 here.
-  EXPECT_GT(Acceptance(run), 0.5) << run.draft.dump();
+  EXPECT_GT(testing::Acceptance(run), 0.5) << run.draft.dump();
 }
 
 TEST_F(TrainedDrafting, AnInt8ReplicaIsLosslessAndAgreesWithTheTarget) {
-  const Generated run = Generate(
-      [](Engine& target) {
-        const Checkpoint& ckpt = *ckpt_;
-        return std::make_unique<ReplicaDrafter>(ckpt, &target.pool(), [&ckpt](ThreadPool& p) {
-          return std::make_shared<QuantizedExpertExecutor>(ckpt, QuantFormat::kInt8, 32, &p);
-        });
-      },
-      "fixed:4");
+  const Generated run = Generate(testing::ReplicaDrafterOf(*ckpt_, QuantFormat::kInt8), "fixed:4");
   ExpectSameOutputs(run);
-  EXPECT_GT(Acceptance(run), 0.8) << run.draft.dump();
+  EXPECT_GT(testing::Acceptance(run), 0.8) << run.draft.dump();
 }
 
 TEST_F(TrainedDrafting, PromptLookupIsLossless) {
