@@ -20,6 +20,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "common/input_error.hpp"
 #include "harness/launch/arm_instance.hpp"
 #include "store/store.hpp"
 #include "tests/support/child_process.hpp"
@@ -262,10 +263,16 @@ TEST_F(Campaigns, KillDuringASessionThenResumeLosesAndDuplicatesNothing) {
     for (int i = 0; i < 2400 && !midway && run.running(); ++i) {
       std::this_thread::sleep_for(50ms);
       if (!fs::exists(db)) continue;
-      const store::Store store = store::Store::Open(db);
-      midway = Count(store,
-                     "SELECT COUNT(*) FROM workload_run w JOIN session se ON se.id = w.session_id "
-                     "WHERE se.order_index = 1 AND se.status = 'running' AND w.name = 'battery'") > 0;
+      // Read-only, as `tandem sessions` would: the harness may be creating the file right now,
+      // and a store without its tables yet is "not a Tandem store" to a reader.
+      try {
+        const store::Store store = store::Store::Open(db, store::OpenMode::kReadOnly);
+        midway = Count(store,
+                       "SELECT COUNT(*) FROM workload_run w JOIN session se ON se.id = w.session_id "
+                       "WHERE se.order_index = 1 AND se.status = 'running' AND w.name = 'battery'") > 0;
+      } catch (const InputError&) {
+        continue;
+      }
     }
     ASSERT_TRUE(midway) << "the campaign never reached its second session";
     run.Kill();
