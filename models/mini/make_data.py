@@ -164,6 +164,30 @@ def select_files(candidates, budget, max_bytes):
     return chosen
 
 
+def listed_sources(manifest_path):
+    """The raw files a data manifest lists, each checked against its recorded sha256: the same
+    raw text on a machine whose installed packages differ (a package added or removed changes
+    which /usr/share/doc files fill the byte budget)."""
+    try:
+        listed = json.load(open(manifest_path))["sources"]
+    except (OSError, ValueError, KeyError) as e:
+        sys.exit(f"make_data: --sources {manifest_path}: not a data manifest with a 'sources' list ({e})")
+    picked = {"code": [], "prose": []}
+    for s in listed:
+        path = Path(s["path"])
+        try:
+            data = path.read_bytes()
+        except OSError as e:
+            package = path.parts[4] if path.parts[:4] == ("/", "usr", "share", "doc") else None
+            sys.exit(f"make_data: --sources {manifest_path}: {path} cannot be read ({e.strerror})"
+                     + (f"; it comes with the Debian package {package}" if package else ""))
+        if sha256_bytes(data) != s["sha256"]:
+            sys.exit(f"make_data: --sources {manifest_path}: {path} is not the file the manifest lists "
+                     f"(sha256 {sha256_bytes(data)[:12]}…, listed {s['sha256'][:12]}…): another package version")
+        picked[s["kind"]].append((str(path), data.decode("utf-8"), len(data), s["sha256"]))
+    return picked["code"], picked["prose"]
+
+
 def raw_sources(cfg):
     py = Path("/usr/lib/python3.11")
     skip = re.compile(r"/(test|tests|idle_test|site-packages|dist-packages|__pycache__)/")
@@ -203,11 +227,13 @@ def generate(cfg, windows, words):
     """Instruction examples: {split: [(family, example)]}, and per-family rejection counts."""
     d = cfg["data"]
     templates.INVENTED["fraction"] = d.get("invented_names_fraction", 0.0)
+    templates.VOCABULARY["words"] = words
+    templates.VOCABULARY["names_fraction"] = d.get("vocabulary_names_fraction", 0.0)
     out = {"train": [], "valid": []}
     rejected = {}
     for family, count in d["instructions"].items():
         gen = templates.FAMILIES[family]
-        nonce_p = d["counting_nonce_fraction"] if family == "counting" else d["nonce_fraction"]
+        nonce_p = d["counting_nonce_fraction"] if family in ("counting", "count_range") else d["nonce_fraction"]
         for split, n in (("train", count), ("valid", d["valid_per_family"] if count else 0)):
             rng = random.Random(f"{cfg['seed']}:{split}:{family}")
             made = 0
@@ -262,6 +288,9 @@ def main():
     ap.add_argument("--tandem-rt", required=True)
     ap.add_argument("--out", required=True)
     ap.add_argument("--tokenizer-source", default=str(default_tokenizer_source()))
+    ap.add_argument("--sources", metavar="MANIFEST",
+                    help="take exactly the raw files this data manifest lists (checked by sha256) instead of selecting "
+                         "them from what this machine has installed")
     args = ap.parse_args()
     cfg = json.load(open(args.config))
     d = cfg["data"]
@@ -274,7 +303,7 @@ def main():
     print(f"tokenizer: {description}; {len(words)} nonce-style words")
 
     strings, windows = corpus_windows(REPO / "campaigns" / "corpus.yaml")
-    code, prose = raw_sources(cfg)
+    code, prose = listed_sources(args.sources) if args.sources else raw_sources(cfg)
     print(f"raw text: {len(code)} code files ({sum(c[2] for c in code)} bytes), "
           f"{len(prose)} prose files ({sum(p[2] for p in prose)} bytes)")
     examples, rejected = generate(cfg, windows, words)
