@@ -23,6 +23,16 @@ SYLLABLES = ["ka", "lo", "mi", "ve", "tor", "an", "bel", "ri", "sa", "dun", "el"
              "gra", "hal", "ist", "jo", "nu", "quen", "ras", "sel", "tam", "vik", "wen", "yar", "bo", "cre", "dor"]
 
 
+# Whole-word vocabulary tokens (make_data.py fills this from the tokenizer when a config asks
+# for the "echo" family or data.vocabulary_names_fraction): text no template can predict, so
+# only copying it from the prompt brings the loss down.
+VOCABULARY = {"words": [], "names_fraction": 0.0}
+
+
+def vocabulary_name(rng, words=2):
+    return "".join(pick(rng, VOCABULARY["words"]).strip().capitalize() for _ in range(words))
+
+
 def invented(rng):
     return rng.random() < INVENTED["fraction"] if INVENTED["fraction"] > 0 else False
 
@@ -143,7 +153,9 @@ def json_text(rng, obj, allow_fence=True):
 def json_city(rng):
     c = pick(rng, CITIES) if rng.random() < 0.8 else pick(rng, [x for x in CITIES if x[1] == "France"])
     if invented(rng):
-        c = (made_up_word(rng).capitalize(),) + tuple(c[1:])
+        name = (vocabulary_name(rng, 1) if VOCABULARY["names_fraction"] and rng.random() < VOCABULARY["names_fraction"]
+                else made_up_word(rng).capitalize())
+        c = (name,) + tuple(c[1:])
     keys = ["name", "country"]
     extra = [k for k in CITY_KEYS if k not in keys]
     rng.shuffle(extra)
@@ -434,6 +446,8 @@ PY_TEST_ASKS = [" Include two pytest tests.", " Add a few tests with pytest.", "
 
 def code_name(rng, kind):
     if invented(rng):
+        if VOCABULARY["names_fraction"] and rng.random() < VOCABULARY["names_fraction"]:
+            return vocabulary_name(rng)
         return made_up_word(rng).capitalize() + pick(rng, NAME_WORDS_B)
     if rng.random() < 0.4:
         return pick(rng, NAME_WORDS_A) + pick(rng, NAME_WORDS_B)
@@ -909,8 +923,69 @@ def list_lines(rng):
     return example("list_lines", pick(rng, LIST_PROMPTS).format(items=join_names(rng, items)), "\n".join(items))
 
 
+# ---------------------------------------------------------------------------
+# Reading the prompt densely (stage 3): say back mixed text, stop where the prompt says
+# ---------------------------------------------------------------------------
+
+REPEAT_PROMPTS = COPY_PROMPTS + [
+    "Repeat after me: {text}", "Type this out again, unchanged: {text}", "Say back exactly the following.\n\n{text}",
+    "Here is some text:\n{text}\n\nWrite it out again exactly.", "Give me back this text as it is: {text}",
+]
+
+
+def prompt_piece(rng):
+    """One of the things prompts name and answers must reuse: a made-up word, a function name,
+    a number, a city, a language, a JSON key."""
+    r = rng.random()
+    if r < 0.3:
+        w = made_up_word(rng, (1, 3))
+        return w.capitalize() if rng.random() < 0.3 else w
+    if r < 0.5:
+        name = (pick(rng, NAME_WORDS_A) if rng.random() < 0.6 else made_up_word(rng).capitalize()) + pick(rng, NAME_WORDS_B)
+        return snake(name) if rng.random() < 0.3 else name
+    if r < 0.62:
+        return str(rng.randint(0, 10 ** rng.randint(1, 6)))
+    if r < 0.77:
+        return pick(rng, CITIES)[0]
+    if r < 0.9:
+        return pick(rng, LANGUAGES)
+    return pick(rng, list(CITY_KEYS) + list(BOOK_FIELDS))
+
+
+def repeat(rng):
+    pieces = [prompt_piece(rng) for _ in range(rng.randint(3, 20))]
+    text = pick(rng, [" ", " ", ", ", "\n"]).join(pieces)
+    return example("repeat", pick(rng, REPEAT_PROMPTS).format(text=text), text)
+
+
+def echo(rng):
+    """Say back a run of vocabulary words, some joined into CamelCase names, some numbers."""
+    pieces = []
+    for _ in range(rng.randint(4, 30)):
+        r = rng.random()
+        if r < 0.7:
+            pieces.append(pick(rng, VOCABULARY["words"]).strip())
+        elif r < 0.9:
+            pieces.append(vocabulary_name(rng, rng.randint(2, 3)))
+        else:
+            pieces.append(str(rng.randint(0, 10 ** rng.randint(1, 5))))
+    text = pick(rng, [" ", " ", ", ", "\n"]).join(pieces)
+    return example("echo", pick(rng, REPEAT_PROMPTS).format(text=text), text)
+
+
+def count_range(rng):
+    """Short counts that end at large bounds: many places to learn to stop at the number asked."""
+    b = rng.randint(100, 320) if rng.random() < 0.7 else rng.randint(3, 100)
+    a = max(1, b - rng.randint(1, 25))
+    user = pick(rng, COUNT_PROMPTS).format(a=a, a1=a + 1, b=b)
+    return example("count_range", user, "\n".join(str(i) for i in range(a, b + 1)))
+
+
 FAMILIES = {
     "copy": copy,
+    "repeat": repeat,
+    "echo": echo,
+    "count_range": count_range,
     "list_lines": list_lines,
     "counting": counting,
     "json_city": json_city,
