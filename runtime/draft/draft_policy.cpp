@@ -32,15 +32,15 @@ class RoundTimeModel {
       ++error_count_;
     }
     ++rounds_;
-    for (double* s : {&w_, &wx_, &wy_, &wxx_, &wxy_}) *s *= kDecay;
+    for (double* s : {&w_, &wx_, &wy_, &wxx_, &wxy_, &first_weight_, &chained_weight_}) *s *= kDecay;
     const double x = t.rows, y = t.verify_s;
     w_ += 1;
     wx_ += x;
     wy_ += y;
     wxx_ += x * x;
     wxy_ += x * y;
-    if (t.work.chained > 0) Average(chained_, chained_samples_, t.work.chained_s / t.work.chained);
-    if (t.work.catchup_rows > 0 && t.work.catchup_rows <= kSteadyCatchup) Average(first_, first_samples_, t.work.first_s);
+    if (t.work.chained > 0) Average(chained_, chained_weight_, chained_samples_, t.work.chained_s / t.work.chained);
+    if (t.work.catchup_rows > 0 && t.work.catchup_rows <= kSteadyCatchup) Average(first_, first_weight_, first_samples_, t.work.first_s);
   }
 
   // The drafter's time for a round of k drafts: its first forward (which also catches
@@ -84,14 +84,18 @@ class RoundTimeModel {
   static constexpr int kSteadyCatchup = 16;  // first-forward rows that still measure d
 
   double w_ = 0, wx_ = 0, wy_ = 0, wxx_ = 0, wxy_ = 0;
-  // A running mean at first, then exponentially weighted: rare measurements (a
-  // policy that seldom drafts) still count fully.
-  static void Average(double& mean, std::uint64_t& samples, double value) {
+  // A running mean at first, then exponentially weighted. The weight of what was
+  // measured fades per round, like the fitted step times: a policy that drafts again
+  // after a long pause trusts what it measures now, not forwards timed long ago (cold
+  // first rounds would otherwise keep drafting off for good).
+  static void Average(double& mean, double& weight, std::uint64_t& samples, double value) {
     ++samples;
-    mean += std::max(1.0 / static_cast<double>(samples), 1 - kDecay) * (value - mean);
+    weight += 1;
+    mean += std::max(1.0 / weight, 1 - kDecay) * (value - mean);
   }
 
   double first_ = 0, chained_ = 0;
+  double first_weight_ = 0, chained_weight_ = 0;
   std::uint64_t first_samples_ = 0, chained_samples_ = 0;
   std::uint64_t rounds_ = 0;
   double error_sum_ = 0;
@@ -135,8 +139,13 @@ class AdaptivePolicy : public DraftPolicy {
     const std::size_t j = so_far.tokens.size();
     if (static_cast<int>(j) >= max_) return false;
     // Now and then two drafts regardless, verified, so what drafting costs and gains
-    // is measured again rather than remembered from long ago.
-    if (j == 0 && rounds_without_drafts_ >= explore_every_) exploring_ = true;
+    // is measured again rather than remembered from long ago. For two rounds: the first
+    // round's first forward catches up on the whole pause, which says nothing about the
+    // steady draft cost; the second's measures it.
+    if (j == 0) {
+      if (explore_left_ == 0 && rounds_without_drafts_ >= explore_every_) explore_left_ = kExploreRounds;
+      if (explore_left_ > 0) exploring_ = true;
+    }
     if (exploring_) return j < 2;
     // Starting to draft must promise a clear gain: near break-even, the fitted times'
     // noise would flip the decision back and forth, and each flip costs a catch-up.
@@ -182,8 +191,8 @@ class AdaptivePolicy : public DraftPolicy {
     time_.Observe(t);
     // An exploratory round costs a catch-up on everything since the last draft, so
     // while exploring keeps showing that drafting does not pay, explore half as often.
-    if (t.drafted > 0 && !exploring_) explore_every_ = kExploreEvery;
-    if (exploring_) explore_every_ = std::min(2 * explore_every_, kExploreAtMost);
+    if (t.drafted > 0 && !exploring_ && explore_left_ == 0) explore_every_ = kExploreEvery;
+    if (exploring_ && --explore_left_ == 0) explore_every_ = std::min(2 * explore_every_, kExploreAtMost);
     rounds_without_drafts_ = t.drafted > 0 ? 0 : rounds_without_drafts_ + 1;
     exploring_ = false;
     // Acceptance evidence fades too, so a policy that stopped drafting drifts back to
@@ -211,6 +220,7 @@ class AdaptivePolicy : public DraftPolicy {
   static constexpr double kPrior = 4;        // drafts of evidence the overall rate counts for in each bin
   static constexpr int kExploreEvery = 256;  // rounds, doubling up to
   static constexpr int kExploreAtMost = 16384;
+  static constexpr int kExploreRounds = 2;
   static constexpr double kMargin = 0.10;  // expected gain needed to draft at all
   static constexpr int kMaxLookahead = 8;
 
@@ -260,6 +270,7 @@ class AdaptivePolicy : public DraftPolicy {
   int rounds_without_drafts_ = 0;
   int explore_every_ = kExploreEvery;
   mutable bool exploring_ = false;  // this round drafts and verifies two, whatever the model says
+  mutable int explore_left_ = 0;    // exploratory rounds still to come
 };
 
 }  // namespace

@@ -82,5 +82,47 @@ TEST(DraftPolicy, AdaptiveDraftsLongWhenDraftsAreAcceptedAndStopsWhenNot) {
   EXPECT_NEAR(stats["round_time_model"]["draft_chained_forward_ms"].get<double>(), 0.2, 0.01) << stats.dump();
 }
 
+// A drafter whose first rounds were slow (cold weights: 20 ms a forward) and then cost
+// 0.3 ms (plus 0.05 ms per row a first forward catches up on), every draft accepted, in
+// steps of 1 ms + 0.1 ms per row. Drafting stops after the cold rounds; the policy must
+// find out on its own that it pays again. It did not: an exploratory round's first
+// forward catches up on the whole pause and is not counted as the draft cost, so the
+// cold estimate stayed, and exploring grew ever rarer.
+TEST(DraftPolicy, AdaptiveDraftsAgainOnceItHasMeasuredTheSteadyDraftCost) {
+  const auto p = MakeDraftPolicy("adaptive", 4);
+  for (int r = 0; r < 8; ++r) {
+    p->ObserveAcceptance(Confident(2, 0.5f), 2, 2);
+    p->ObserveRound({.rows = 3,
+                     .verify_s = 0.0013,
+                     .draft_s = 0.04,
+                     .work = {.catchup_rows = 3, .first_s = 0.02, .chained = 1, .chained_s = 0.02},
+                     .drafted = 2});
+  }
+  ASSERT_FALSE(p->More(Draft{}, StepShape{})) << "20 ms drafts do not pay for 1 ms steps";
+
+  int drafting_rounds = 0, behind = 3;  // rows the drafter has not seen yet
+  for (int r = 0; r < 4000; ++r) {
+    Draft d;
+    while (p->More(d, StepShape{})) {
+      d.tokens.push_back(5);
+      d.confidence.push_back(0.5f);
+    }
+    const auto drafted = static_cast<int>(d.tokens.size());
+    const auto verified = static_cast<int>(p->Choose(d, StepShape{}));
+    DraftWork work;
+    if (drafted > 0) {
+      p->ObserveAcceptance(d, static_cast<std::size_t>(verified), static_cast<std::size_t>(verified));
+      ++drafting_rounds;
+      work = {.catchup_rows = behind, .first_s = 0.0003 + 0.00005 * behind, .chained = drafted - 1, .chained_s = 0.0003 * (drafted - 1)};
+    }
+    const int rows = 1 + verified;
+    p->ObserveRound(
+        {.rows = rows, .verify_s = 0.001 + 0.0001 * rows, .draft_s = work.first_s + work.chained_s, .work = work, .drafted = drafted});
+    behind = drafted > 0 ? verified + 1 : behind + 1;
+  }
+  EXPECT_GT(drafting_rounds, 3000) << "drafting nearly doubles the rate here; the policy drafted in " << drafting_rounds
+                                   << " of 4000 rounds";
+}
+
 }  // namespace
 }  // namespace tandem::rt
