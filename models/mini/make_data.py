@@ -8,7 +8,9 @@
    `tandem-rt init-model --tokenizer-merges` (the derivation the synthetic presets use).
 2. Raw text every Debian machine with python3.11 has: Python standard library sources
    (code) and /usr/share/common-licenses plus /usr/share/doc/*/copyright (prose); files
-   in the order of sha256(path), each at most max_file_bytes, until the byte budgets.
+   in the order of sha256(path), each at most max_file_bytes, until the byte budgets;
+   or, with --sources MANIFEST, exactly the files an earlier data manifest lists (checked
+   by sha256), since which doc files fill the budget depends on the installed packages.
 3. Instruction conversations from templates.py, rendered exactly as tandem-rt's chat
    template renders them (runtime/model/chat_template.cpp); most user prompts start with
    a nonce marker "Word: " as the campaign harness sends them (harness/campaign/nonce.cpp).
