@@ -232,16 +232,11 @@ Store Store::Open(const std::filesystem::path& file, OpenMode mode) {
   store.Exec("PRAGMA synchronous=NORMAL");
   store.Exec("PRAGMA foreign_keys=ON");
   // One transaction, so a reader opening the file meanwhile sees all the tables or none.
-  store.Exec("BEGIN IMMEDIATE");
-  try {
+  store.Transaction([&] {
     store.Exec(kSchema);
     // Stores written before inter-token gaps were recorded: the column, empty for their samples.
     if (!store.HasColumn("sample", "gaps_json")) store.Exec("ALTER TABLE sample ADD COLUMN gaps_json TEXT NOT NULL DEFAULT '[]'");
-    store.Exec("COMMIT");
-  } catch (...) {
-    sqlite3_exec(store.db_, "ROLLBACK", nullptr, nullptr, nullptr);
-    throw;
-  }
+  });
   return store;
 }
 

@@ -183,9 +183,10 @@ def listed_sources(manifest_path):
             package = path.parts[4] if path.parts[:4] == ("/", "usr", "share", "doc") else None
             sys.exit(f"make_data: --sources {manifest_path}: {path} cannot be read ({e.strerror})"
                      + (f"; it comes with the Debian package {package}" if package else ""))
-        if sha256_bytes(data) != s["sha256"]:
+        digest = sha256_bytes(data)
+        if digest != s["sha256"]:
             sys.exit(f"make_data: --sources {manifest_path}: {path} is not the file the manifest lists "
-                     f"(sha256 {sha256_bytes(data)[:12]}…, listed {s['sha256'][:12]}…): another package version")
+                     f"(sha256 {digest[:12]}…, listed {s['sha256'][:12]}…): another package version")
         picked[s["kind"]].append((str(path), data.decode("utf-8"), len(data), s["sha256"]))
     return picked["code"], picked["prose"]
 

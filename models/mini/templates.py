@@ -33,6 +33,11 @@ def vocabulary_name(rng, words=2):
     return "".join(pick(rng, VOCABULARY["words"]).strip().capitalize() for _ in range(words))
 
 
+def from_vocabulary(rng):
+    """Whether a made-up name is made of vocabulary words rather than syllables."""
+    return rng.random() < VOCABULARY["names_fraction"] if VOCABULARY["names_fraction"] > 0 else False
+
+
 def invented(rng):
     return rng.random() < INVENTED["fraction"] if INVENTED["fraction"] > 0 else False
 
@@ -153,9 +158,7 @@ def json_text(rng, obj, allow_fence=True):
 def json_city(rng):
     c = pick(rng, CITIES) if rng.random() < 0.8 else pick(rng, [x for x in CITIES if x[1] == "France"])
     if invented(rng):
-        name = (vocabulary_name(rng, 1) if VOCABULARY["names_fraction"] and rng.random() < VOCABULARY["names_fraction"]
-                else made_up_word(rng).capitalize())
-        c = (name,) + tuple(c[1:])
+        c = (vocabulary_name(rng, 1) if from_vocabulary(rng) else made_up_word(rng).capitalize(),) + tuple(c[1:])
     keys = ["name", "country"]
     extra = [k for k in CITY_KEYS if k not in keys]
     rng.shuffle(extra)
@@ -446,7 +449,7 @@ PY_TEST_ASKS = [" Include two pytest tests.", " Add a few tests with pytest.", "
 
 def code_name(rng, kind):
     if invented(rng):
-        if VOCABULARY["names_fraction"] and rng.random() < VOCABULARY["names_fraction"]:
+        if from_vocabulary(rng):
             return vocabulary_name(rng)
         return made_up_word(rng).capitalize() + pick(rng, NAME_WORDS_B)
     if rng.random() < 0.4:
@@ -952,10 +955,13 @@ def prompt_piece(rng):
     return pick(rng, list(CITY_KEYS) + list(BOOK_FIELDS))
 
 
-def repeat(rng):
-    pieces = [prompt_piece(rng) for _ in range(rng.randint(3, 20))]
+def say_back(family, rng, pieces):
     text = pick(rng, [" ", " ", ", ", "\n"]).join(pieces)
-    return example("repeat", pick(rng, REPEAT_PROMPTS).format(text=text), text)
+    return example(family, pick(rng, REPEAT_PROMPTS).format(text=text), text)
+
+
+def repeat(rng):
+    return say_back("repeat", rng, [prompt_piece(rng) for _ in range(rng.randint(3, 20))])
 
 
 def echo(rng):
@@ -969,8 +975,7 @@ def echo(rng):
             pieces.append(vocabulary_name(rng, rng.randint(2, 3)))
         else:
             pieces.append(str(rng.randint(0, 10 ** rng.randint(1, 5))))
-    text = pick(rng, [" ", " ", ", ", "\n"]).join(pieces)
-    return example("echo", pick(rng, REPEAT_PROMPTS).format(text=text), text)
+    return say_back("echo", rng, pieces)
 
 
 def count_range(rng):

@@ -142,11 +142,8 @@ class AdaptivePolicy : public DraftPolicy {
     // is measured again rather than remembered from long ago. For two rounds: the first
     // round's first forward catches up on the whole pause, which says nothing about the
     // steady draft cost; the second's measures it.
-    if (j == 0) {
-      if (explore_left_ == 0 && rounds_without_drafts_ >= explore_every_) explore_left_ = kExploreRounds;
-      if (explore_left_ > 0) exploring_ = true;
-    }
-    if (exploring_) return j < 2;
+    if (j == 0 && explore_left_ == 0 && rounds_without_drafts_ >= explore_every_) explore_left_ = kExploreRounds;
+    if (explore_left_ > 0) return j < 2;
     // Starting to draft must promise a clear gain: near break-even, the fitted times'
     // noise would flip the decision back and forth, and each flip costs a catch-up.
     if (j == 0) return BestRate(step, kMaxLookahead, Overall()) > (1 + kMargin) * Rate(step, 0, 0, 1);
@@ -158,7 +155,7 @@ class AdaptivePolicy : public DraftPolicy {
   }
 
   std::size_t Choose(const Draft& draft, const StepShape& step) const override {
-    if (exploring_) return draft.tokens.size();
+    if (explore_left_ > 0) return draft.tokens.size();
     const auto drafted = static_cast<int>(draft.tokens.size());
     double e = 1, p = 1;
     double best = (1 + kMargin) * Rate(step, 0, drafted, 1);  // verifying must clearly pay too
@@ -191,10 +188,9 @@ class AdaptivePolicy : public DraftPolicy {
     time_.Observe(t);
     // An exploratory round costs a catch-up on everything since the last draft, so
     // while exploring keeps showing that drafting does not pay, explore half as often.
-    if (t.drafted > 0 && !exploring_ && explore_left_ == 0) explore_every_ = kExploreEvery;
-    if (exploring_ && --explore_left_ == 0) explore_every_ = std::min(2 * explore_every_, kExploreAtMost);
+    if (t.drafted > 0 && explore_left_ == 0) explore_every_ = kExploreEvery;
+    if (explore_left_ > 0 && --explore_left_ == 0) explore_every_ = std::min(2 * explore_every_, kExploreAtMost);
     rounds_without_drafts_ = t.drafted > 0 ? 0 : rounds_without_drafts_ + 1;
-    exploring_ = false;
     // Acceptance evidence fades too, so a policy that stopped drafting drifts back to
     // its prior and tries again.
     first_.Decay();
@@ -269,8 +265,9 @@ class AdaptivePolicy : public DraftPolicy {
   RoundTimeModel time_;
   int rounds_without_drafts_ = 0;
   int explore_every_ = kExploreEvery;
-  mutable bool exploring_ = false;  // this round drafts and verifies two, whatever the model says
-  mutable int explore_left_ = 0;    // exploratory rounds still to come
+  // Exploratory rounds left, this one included: each drafts and verifies two, whatever
+  // the model says. Set when the round's first draft is asked for.
+  mutable int explore_left_ = 0;
 };
 
 }  // namespace
