@@ -12,9 +12,6 @@
 
 #include <pthread.h>
 
-#include <boost/asio/connect.hpp>
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/ip/tcp.hpp>
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -46,10 +43,16 @@ std::optional<std::string> StatusField(int pid, const std::string& field) {
 }
 
 // Gone: no /proc entry, or a zombie nobody reaps (a reparented child under an init
-// that does not reap, as in some sandboxes: it holds no socket and runs no code).
+// that does not reap, as in some sandboxes: it holds no socket and runs no code). A
+// multi-threaded process's leader shows 'Z' as soon as it exits, while its other threads
+// are still exiting and its descriptors still open: gone only once it is the last task.
 bool Gone(int pid) {
   const auto state = StatusField(pid, "State");
-  return !state || state->front() == 'Z';
+  if (!state) return true;
+  if (state->front() != 'Z') return false;
+  std::error_code ec;
+  const auto tasks = std::filesystem::directory_iterator(fmt::format("/proc/{}/task", pid), ec);
+  return ec || std::distance(std::filesystem::begin(tasks), std::filesystem::end(tasks)) <= 1;
 }
 
 // The processes whose parent is `parent` and whose command line contains `word`.
@@ -68,15 +71,9 @@ std::vector<int> ChildrenOf(int parent, const std::string& word) {
   return out;
 }
 
-// The TCP ports `pid` listens on, from its socket inodes and /proc/net/tcp.
-std::vector<int> ListeningPorts(int pid) {
+// The inodes of the TCP sockets in LISTEN state, from /proc/net/tcp.
+std::set<std::string> ListeningInodes() {
   std::set<std::string> inodes;
-  std::error_code ec;
-  for (const auto& fd : std::filesystem::directory_iterator(fmt::format("/proc/{}/fd", pid), ec)) {
-    const auto target = std::filesystem::read_symlink(fd.path(), ec).string();
-    if (target.rfind("socket:[", 0) == 0) inodes.insert(target.substr(8, target.size() - 9));
-  }
-  std::vector<int> ports;
   std::istringstream table(ReadFile("/proc/net/tcp"));
   std::string line;
   std::getline(table, line);  // the heading
@@ -84,17 +81,23 @@ std::vector<int> ListeningPorts(int pid) {
     std::istringstream f(line);
     std::string slot, local, remote, state, queues, timer, retransmits, uid, timeout, inode;
     f >> slot >> local >> remote >> state >> queues >> timer >> retransmits >> uid >> timeout >> inode;
-    if (state == "0A" && inodes.contains(inode)) ports.push_back(std::stoi(local.substr(local.find(':') + 1), nullptr, 16));
+    if (state == "0A") inodes.insert(inode);
   }
-  return ports;
+  return inodes;
 }
 
-bool Accepts(int port) {
-  boost::asio::io_context io;
-  boost::asio::ip::tcp::socket socket(io);
-  boost::system::error_code ec;
-  socket.connect({boost::asio::ip::make_address("127.0.0.1"), static_cast<unsigned short>(port)}, ec);
-  return !ec;
+// The inodes of the listening sockets `pid` holds open.
+std::vector<std::string> ListeningSocketsOf(int pid) {
+  const auto listening = ListeningInodes();
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (const auto& fd : std::filesystem::directory_iterator(fmt::format("/proc/{}/fd", pid), ec)) {
+    const auto target = std::filesystem::read_symlink(fd.path(), ec).string();
+    if (target.rfind("socket:[", 0) != 0) continue;
+    const auto inode = target.substr(8, target.size() - 9);
+    if (listening.contains(inode)) out.push_back(inode);
+  }
+  return out;
 }
 
 // `tandem-rt serve` blocks SIGTERM and SIGINT in every thread (to sigwait on them); its
@@ -110,7 +113,9 @@ TEST(SpawnedWorkers, DieWithTheirServerWhenItIsKilledAndStartWithNothingBlocked)
   ASSERT_TRUE(ready && ready->find("ready") != std::string::npos) << ReadFile(log);
   const std::vector<int> workers = ChildrenOf(server.pid(), " expert ");
   ASSERT_EQ(workers.size(), 2u) << ReadFile(log);
-  std::vector<int> ports;
+  // The workers' listening sockets, by inode rather than port: once they are closed, another
+  // test running in parallel may bind the same port number.
+  std::vector<std::string> sockets;
   for (int pid : workers) {
     EXPECT_EQ(StatusField(pid, "SigBlk").value_or("?"), "0000000000000000") << "worker " << pid;
     // A fresh token, in the environment (private to the user), never on the command line.
@@ -121,9 +126,9 @@ TEST(SpawnedWorkers, DieWithTheirServerWhenItIsKilledAndStartWithNothingBlocked)
     const std::string token = environ.substr(at + 21, environ.find('\n', at + 1) - at - 21);
     EXPECT_EQ(token.size(), 64u);
     EXPECT_EQ(ReadFile(fmt::format("/proc/{}/cmdline", pid)).find(token), std::string::npos);
-    const auto listening = ListeningPorts(pid);
+    const auto listening = ListeningSocketsOf(pid);
     ASSERT_EQ(listening.size(), 1u) << "worker " << pid;
-    ports.push_back(listening[0]);
+    sockets.push_back(listening[0]);
   }
   server.Kill();  // SIGKILL: no destructor runs, nothing reaps the workers
   const auto deadline = std::chrono::steady_clock::now() + 5s;
@@ -134,7 +139,9 @@ TEST(SpawnedWorkers, DieWithTheirServerWhenItIsKilledAndStartWithNothingBlocked)
     if (!Gone(pid)) ::kill(pid, SIGKILL);  // leave nothing running, whatever the verdict
   }
   EXPECT_TRUE(gone) << "spawned workers outlived their SIGKILLed server";
-  for (int port : ports) EXPECT_FALSE(gone && Accepts(port)) << "port " << port << " still accepts";
+  // Nothing else (a grandchild that inherited the descriptor) keeps a worker's socket listening.
+  const auto still_listening = ListeningInodes();
+  for (const auto& inode : sockets) EXPECT_FALSE(gone && still_listening.contains(inode)) << "socket " << inode << " still listens";
 }
 
 // A stand-in for tandem-rt: records its signal mask and ignored set, then announces
