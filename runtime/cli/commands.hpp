@@ -16,5 +16,6 @@ void AddGenerateCommand(CLI::App& app);
 void AddExpertCommand(CLI::App& app);
 void AddServeCommand(CLI::App& app);
 void AddQuantizeCommand(CLI::App& app);
+void AddExportCommand(CLI::App& app);
 
 }  // namespace tandem::rt::cli

@@ -22,6 +22,7 @@ int main(int argc, char** argv) {
   tandem::rt::cli::AddExpertCommand(app);
   tandem::rt::cli::AddServeCommand(app);
   tandem::rt::cli::AddQuantizeCommand(app);
+  tandem::rt::cli::AddExportCommand(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

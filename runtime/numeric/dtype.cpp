@@ -57,6 +57,22 @@ float F16ToF32(std::uint16_t bits) {
   return sign * std::ldexp(static_cast<float>(mantissa | 0x400), exponent - 25);
 }
 
+std::uint16_t F32ToF16(float value) {
+  const std::uint32_t bits = std::bit_cast<std::uint32_t>(value);
+  const auto sign = static_cast<std::uint16_t>((bits >> 16) & 0x8000u);
+  const std::uint32_t magnitude = bits & 0x7fffffffu;
+  if (magnitude > 0x7f800000u) return sign | 0x7e00u;                    // NaN
+  if (magnitude >= 0x477ff000u) return sign | 0x7c00u;                   // from 65520 (halfway past 65504) up: infinity
+  if (magnitude < 0x38800000u) {                                         // below 2^-14: a subnormal half, units of 2^-24
+    const float scaled = std::bit_cast<float>(magnitude) * 16777216.0f;  // exact: a power of two
+    return sign | static_cast<std::uint16_t>(std::nearbyint(scaled));    // ties to even (the default mode); 1024 is the smallest normal
+  }
+  std::uint32_t half = ((((magnitude >> 23) - 127 + 15) << 10) | ((magnitude >> 13) & 0x3ffu));
+  const std::uint32_t rest = magnitude & 0x1fffu;
+  if (rest > 0x1000u || (rest == 0x1000u && (half & 1u))) ++half;  // a carry into the exponent is right
+  return sign | static_cast<std::uint16_t>(half);
+}
+
 float F8E4M3ToF32(std::uint8_t bits) {
   const float sign = (bits & 0x80u) ? -1.0f : 1.0f;
   const int exponent = (bits >> 3) & 0xf;

@@ -26,6 +26,8 @@ inline std::uint16_t F32ToBf16(float value) {
 }
 
 float F16ToF32(std::uint16_t bits);
+// Round to nearest even (subnormals included; beyond 65504 rounds to infinity); NaN stays NaN.
+std::uint16_t F32ToF16(float value);
 // OCP FP8 E4M3 ("e4m3fn"): no infinities, 0x7f/0xff are NaN.
 float F8E4M3ToF32(std::uint8_t bits);
 // Round to nearest even, saturating at ±448; NaN → 0x7f.
