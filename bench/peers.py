@@ -1,0 +1,139 @@
+#!/usr/bin/python3
+"""Tandem against llama.cpp-family runtimes on the same weights, interleaved in one sitting.
+
+    bench/peers.py --tandem-rt build/bin/tandem-rt --model DIR \\
+        --peer llama.cpp=/path/to/llama-bench --peer "ik=/path/to/ik/llama-bench -rtr 1 -thp 1 -ger 1" \\
+        [--types bf16,q8_0,q4_0] [--threads 1,2] [--rounds 3] [--work DIR]
+
+For each type the checkpoint is exported once with `tandem-rt export --format gguf`
+(the peers' weights) and, for q8_0 / q4_0, quantized with `tandem-rt quantize --format
+int8|int4 --experts all` (Tandem's own 8-/4-bit weights: today experts only, the rest
+bf16). Every round then runs, for each type and thread count, each runtime once, in an
+order that alternates between rounds (ABC, CBA, ...): Tandem's prompt rate from a
+512-token prompt (`generate --max-tokens 1`) and its decode rate over 128 tokens after a
+one-token prompt (`--ignore-eos`), each peer's `llama-bench -p 512 -n 128 -r 1`. The
+table gives medians over rounds and Tandem's ratio to each peer. Peer executables are
+the user's: this script builds nothing.
+"""
+
+import argparse
+import json
+import os
+import re
+import shlex
+import statistics
+import subprocess
+import sys
+
+RATE = re.compile(r"\[prompt: (\d+) tokens in [\d.]+ s, ([\d.]+) tok/s \| decode: (\d+) tokens in [\d.]+ s, ([\d.]+) tok/s\]")
+
+
+class Failed(Exception):
+    pass
+
+
+def run(cmd, timeout=600):
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    if r.returncode != 0:
+        raise Failed(f"{shlex.join(cmd)} exited {r.returncode}: {(r.stderr.strip().splitlines() or [''])[-1][:300]}")
+    return r.stdout + r.stderr
+
+
+def prompt_of(rt, model, n):
+    """A text that tokenizes to exactly n tokens (BOS included)."""
+    words = "the quick brown fox jumps over a lazy dog while seven wizards quietly judge boxing matches".split()
+    text = ""
+    i = 0
+    while True:
+        ids = json.loads(run([rt, "tokenize", "--model", model, "--text", text + " " + words[i % len(words)]]))
+        if len(ids) > n:
+            return text
+        text += " " + words[i % len(words)]
+        i += 1
+
+
+def tandem(rt, model, threads, prompt):
+    pp = RATE.search(run([rt, "generate", "--model", model, "--threads", str(threads), "--max-tokens", "1", "--prompt", prompt]))
+    tg = RATE.search(run([rt, "generate", "--model", model, "--threads", str(threads), "--max-tokens", "128", "--ignore-eos", "--prompt", "the"]))
+    if not pp or not tg:
+        raise Failed("tandem-rt generate printed no rate line")
+    return float(pp.group(2)), float(tg.group(4))
+
+
+def peer(cmd, gguf, threads):
+    out = run(shlex.split(cmd) + ["-m", gguf, "-t", str(threads), "-p", "512", "-n", "128", "-r", "1", "-o", "json"])
+    rows = json.loads(out[out.index("["):out.rindex("]") + 1])
+    pp = next(r["avg_ts"] for r in rows if r["n_prompt"] == 512 and r["n_gen"] == 0)
+    tg = next(r["avg_ts"] for r in rows if r["n_gen"] == 128 and r["n_prompt"] == 0)
+    return float(pp), float(tg)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--tandem-rt", required=True)
+    ap.add_argument("--model", required=True)
+    ap.add_argument("--peer", action="append", default=[], help="NAME=COMMAND (a llama-bench and its flags)")
+    ap.add_argument("--types", default="bf16,q8_0,q4_0")
+    ap.add_argument("--threads", default="1,2")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--work", default="build/peers")
+    a = ap.parse_args()
+    peers = [tuple(p.split("=", 1)) for p in a.peer]
+    if any(len(p) != 2 for p in peers):
+        sys.exit("peers.py: --peer takes NAME=COMMAND")
+    os.makedirs(a.work, exist_ok=True)
+    types, threads = a.types.split(","), [int(t) for t in a.threads.split(",")]
+    models = {}
+    for t in types:
+        gguf = os.path.join(a.work, f"model.{t}.gguf")
+        if not os.path.exists(gguf):
+            run([a.tandem_rt, "export", "--format", "gguf", "--in", a.model, "--out", gguf, "--type", t])
+        own = a.model
+        if t in ("q8_0", "q4_0"):
+            own = os.path.join(a.work, f"tandem.{t}")
+            if not os.path.exists(own):
+                run([a.tandem_rt, "quantize", "--in", a.model, "--out", own, "--format", "int8" if t == "q8_0" else "int4", "--experts", "all"])
+        models[t] = (own, gguf)
+    prompt = prompt_of(a.tandem_rt, a.model, 512)
+    arms = ["tandem"] + [name for name, _ in peers]
+    samples, failed = {}, {}
+    for r in range(a.rounds):
+        order = arms if r % 2 == 0 else arms[::-1]
+        for t in types:
+            for th in threads:
+                for arm in order:
+                    own, gguf = models[t]
+                    try:
+                        got = tandem(a.tandem_rt, own, th, prompt) if arm == "tandem" else peer(dict(peers)[arm], gguf, th)
+                    except Failed as e:
+                        if arm == "tandem":
+                            raise
+                        failed[(t, arm)] = str(e)  # a peer that crashes on a type is a result, not a stop
+                        print(f"round {r + 1} {t} {th}t {arm}: failed: {e}", file=sys.stderr)
+                        continue
+                    samples.setdefault((t, th, arm), []).append(got)
+                    print(f"round {r + 1} {t} {th}t {arm}: pp512 {got[0]:.1f} tg128 {got[1]:.1f} tok/s", file=sys.stderr)
+    size = {t: (sum(os.path.getsize(os.path.join(d, f)) for f in os.listdir(d) if f.endswith(".safetensors")), os.path.getsize(g))
+            for t, (d, g) in models.items()}
+    print("| type | threads | runtime | bytes | pp512 tok/s | tg128 tok/s | Tandem pp / it | Tandem tg / it |")
+    print("|---|---:|---|---:|---:|---:|---:|---:|")
+    for t in types:
+        for th in threads:
+            mine = [statistics.median(x) for x in zip(*samples[(t, th, "tandem")])]
+            for arm in arms:
+                if (t, th, arm) not in samples:
+                    print(f"| {t} | {th} | {arm} | | failed | failed | | |")
+                    continue
+                pp, tg = [statistics.median(x) for x in zip(*samples[(t, th, arm)])]
+                b = size[t][0] if arm == "tandem" else size[t][1]
+                ratio = "" if arm == "tandem" else f"{mine[0] / pp:.2f} | {mine[1] / tg:.2f}"
+                print(f"| {t} | {th} | {arm} | {b / 1e6:.0f} MB | {pp:.1f} | {tg:.1f} | {ratio or ' | '} |")
+    for (t, arm), why in sorted(failed.items()):
+        print(f"\n{arm} failed on {t}: {why}")
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except Failed as e:
+        sys.exit(f"peers.py: {e}")
