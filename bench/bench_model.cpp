@@ -36,7 +36,10 @@ const std::filesystem::path& BenchModelQuantized(rt::QuantFormat format, bool al
         std::filesystem::temp_directory_path() /
         fmt::format("tandem-bench-{}-{}{}-{}", source.filename().string(), rt::ToString(format), all_experts ? "-all" : "", ::getpid()));
     std::filesystem::remove_all(*d);
-    rt::QuantizeCheckpoint(source, *d, format, 32, all_experts);
+    rt::CheckpointQuantization what;
+    what.format = format;
+    what.tensors = all_experts ? rt::QuantizedTensors::kExperts : rt::QuantizedTensors::kRoutedExperts;
+    rt::QuantizeCheckpoint(source, *d, what);
     model = d;
     std::atexit([] {
       for (const std::filesystem::path* m : models) {

@@ -63,7 +63,12 @@ RegionCosts CostsPerToken(const Checkpoint& ckpt, int context) {
     if (info.shape.size() == 2 && (name.ends_with(".weight") || name.ends_with(".qweight"))) {
       values = static_cast<double>(info.elements()) * (info.dtype == DType::kU8 ? 2 : 1);
     }
-    if (name == "model.embed_tokens.weight") {  // one row copied; a tied LM head reads all of it
+    // A quantized matrix's values and scales count where its X.weight would.
+    std::string as_weight = name;
+    for (const char* suffix : {".qweight", ".qscales"}) {
+      if (name.ends_with(suffix)) as_weight = name.substr(0, name.size() - std::string_view(suffix).size()) + ".weight";
+    }
+    if (as_weight == "model.embed_tokens.weight") {  // one row copied; a tied LM head reads all of it
       costs[StepProfile::kOther].bytes += size / static_cast<double>(c.vocab_size);
       if (c.tie_word_embeddings) {
         costs[StepProfile::kLmHead].bytes += size;
@@ -71,7 +76,7 @@ RegionCosts CostsPerToken(const Checkpoint& ckpt, int context) {
       }
       continue;
     }
-    RegionCost& r = costs[region_of(name)];
+    RegionCost& r = costs[region_of(as_weight)];
     r.bytes += size;
     r.flops += 2 * values;
   }
@@ -228,7 +233,7 @@ void BM_ExpertDecode(benchmark::State& state) {
   double per_value = 2.0;
   if (c.quantization) per_value = (c.quantization->format == QuantFormat::kInt8 ? 1.0 : 0.5) + 4.0 / c.quantization->group_size;
   const double expert_values = 3.0 * c.hidden_size * c.moe_intermediate_size;
-  const double shared_per_value = c.quantization && c.quantization->shared_experts ? per_value : 2.0;
+  const double shared_per_value = c.quantization && c.quantization->shared_experts() ? per_value : 2.0;
   const double bytes = static_cast<double>(experts.slices().size()) *
                        (c.num_experts_per_tok * expert_values * per_value + c.n_shared_experts * expert_values * shared_per_value);
   const double bandwidth = tandem::bench::MeasureReadBandwidth(pool);

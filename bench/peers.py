@@ -77,6 +77,8 @@ def main():
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--work", default="build/peers")
+    ap.add_argument("--tandem-layers", default="all", choices=["all", "experts"],
+                    help="what Tandem's 8-/4-bit checkpoints quantize (tandem-rt quantize --layers)")
     a = ap.parse_args()
     peers = [tuple(p.split("=", 1)) for p in a.peer]
     if any(len(p) != 2 for p in peers):
@@ -90,9 +92,10 @@ def main():
             run([a.tandem_rt, "export", "--format", "gguf", "--in", a.model, "--out", gguf, "--type", t])
         own = a.model
         if t in ("q8_0", "q4_0"):
-            own = os.path.join(a.work, f"tandem.{t}")
+            own = os.path.join(a.work, f"tandem.{a.tandem_layers}.{t}")
             if not os.path.exists(own):
-                run([a.tandem_rt, "quantize", "--in", a.model, "--out", own, "--format", "int8" if t == "q8_0" else "int4", "--experts", "all"])
+                scope = ["--layers", "all"] if a.tandem_layers == "all" else ["--experts", "all"]
+                run([a.tandem_rt, "quantize", "--in", a.model, "--out", own, "--format", "int8" if t == "q8_0" else "int4"] + scope)
         models[t] = (own, gguf)
     prompt = prompt_of(a.tandem_rt, a.model, 512)
     arms = ["tandem"] + [name for name, _ in peers]

@@ -60,7 +60,12 @@ void Inspect(const std::string& dir) {
              Millions(active));
   for (const auto& [dtype, n] : by_dtype) fmt::print("dtype         {}: {:.3f} M parameters\n", dtype, Millions(n));
   if (c.quantization) {
-    fmt::print("quantization  routed experts {}, group {} ({:.1f} MB)\n", ToString(c.quantization->format), c.quantization->group_size,
+    const QuantizedTensors t = c.quantization->tensors;
+    fmt::print("quantization  {}{} {}, group {} ({:.1f} MB)\n",
+               t == QuantizedTensors::kRoutedExperts ? "routed experts"
+               : t == QuantizedTensors::kExperts     ? "experts"
+                                                     : "linear layers",
+               c.quantization->embedding ? " and embeddings" : "", ToString(c.quantization->format), c.quantization->group_size,
                static_cast<double>(quantized_bytes) / 1e6);
   }
   fmt::print("weights       {:.1f} MB\n", static_cast<double>(bytes) / 1e6);

@@ -68,7 +68,7 @@ PlacementPlan PlacementPlan::Compute(const ModelConfig& c, const Layout& layout)
     // Two coordinator ranks split the routed experts of the layers they keep.
     if (layout.coordinator_ranks == 2 && (workers == 0 || layout.local_expert_layers > 0)) check(2, "--coordinator-ranks 2");
     // Quantized shared experts are split between coordinator ranks the same way.
-    if (c.quantization->shared_experts && layout.coordinator_ranks == 2) {
+    if (c.quantization->shared_experts() && layout.coordinator_ranks == 2) {
       const int cut = Part(shared, 2, 1).first;
       if (cut % group != 0) {
         throw std::invalid_argument(

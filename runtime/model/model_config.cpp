@@ -136,11 +136,17 @@ std::optional<CheckpointQuantization> ParseQuantization(const ConfigReader& in) 
                    fmt::format("must be a multiple of 32 (the kernels' input block), got {}", out.group_size));
   }
   const std::string tensors = q.String("tensors");
-  if (tensors != kRoutedExpertTensors && tensors != kAllExpertTensors) {
+  if (tensors == kRoutedExpertTensors) {
+    out.tensors = QuantizedTensors::kRoutedExperts;
+  } else if (tensors == kAllExpertTensors) {
+    out.tensors = QuantizedTensors::kExperts;
+  } else if (tensors == kLinearTensors) {
+    out.tensors = QuantizedTensors::kLinear;
+  } else {
     throw in.Error("tandem_quantization.tensors",
-                   fmt::format("'{}' is not one of '{}', '{}'", tensors, kRoutedExpertTensors, kAllExpertTensors));
+                   fmt::format("'{}' is not one of '{}', '{}', '{}'", tensors, kRoutedExpertTensors, kAllExpertTensors, kLinearTensors));
   }
-  out.shared_experts = tensors == kAllExpertTensors;
+  out.embedding = q.Bool("embedding", false);
   return out;
 }
 
@@ -264,11 +270,22 @@ ModelConfig LoadModelConfig(const std::filesystem::path& checkpoint_dir) {
   return ParseModelConfig(ReadTextFile(path), path.string());
 }
 
+std::string_view ToString(QuantizedTensors tensors) {
+  switch (tensors) {
+    case QuantizedTensors::kRoutedExperts:
+      return kRoutedExpertTensors;
+    case QuantizedTensors::kExperts:
+      return kAllExpertTensors;
+    case QuantizedTensors::kLinear:
+      return kLinearTensors;
+  }
+  return "?";
+}
+
 std::string QuantizationJson(const CheckpointQuantization& q) {
-  return json{{"format", ToString(q.format)},
-              {"group_size", q.group_size},
-              {"tensors", q.shared_experts ? kAllExpertTensors : kRoutedExpertTensors}}
-      .dump();
+  json j{{"format", ToString(q.format)}, {"group_size", q.group_size}, {"tensors", ToString(q.tensors)}};
+  if (q.embedding) j["embedding"] = true;
+  return j.dump();
 }
 
 std::string ModelConfigJson(const ModelConfig& c) {

@@ -25,14 +25,25 @@ struct YarnScaling {
   double mscale_all_dim = 0;
 };
 
+// Which matrices `tandem-rt quantize` group-quantized.
+enum class QuantizedTensors {
+  kRoutedExperts,  // "routed_experts"
+  kExperts,        // "experts": the shared experts too
+  kLinear,         // "linear": every linear layer but the router and kv_b_proj (see quantize_checkpoint.hpp)
+};
+
 // `tandem_quantization` in config.json, written by `tandem-rt quantize`:
-// {"format": "int8"|"int4", "group_size": G, "tensors": "routed_experts"|"experts"}.
-// The quantized experts' `X.weight` (routed ones; with "experts" the shared ones too)
-// are stored as `X.qweight` + `X.qscales` (see Checkpoint::Matrix).
+// {"format": "int8"|"int4", "group_size": G, "tensors": "routed_experts"|"experts"|"linear",
+//  "embedding": bool (optional, default false)}.
+// The quantized matrices' `X.weight` are stored as `X.qweight` + `X.qscales` (see
+// Checkpoint::Matrix).
 struct CheckpointQuantization {
   QuantFormat format = QuantFormat::kInt8;
   int group_size = 32;
-  bool shared_experts = false;  // "tensors": "experts"
+  QuantizedTensors tensors = QuantizedTensors::kRoutedExperts;
+  bool embedding = false;  // the token embeddings too
+
+  bool shared_experts() const { return tensors != QuantizedTensors::kRoutedExperts; }
 };
 
 struct ModelConfig {
@@ -83,6 +94,8 @@ ModelConfig LoadModelConfig(const std::filesystem::path& checkpoint_dir);
 std::string QuantizationJson(const CheckpointQuantization& q);
 inline constexpr std::string_view kRoutedExpertTensors = "routed_experts";
 inline constexpr std::string_view kAllExpertTensors = "experts";
+inline constexpr std::string_view kLinearTensors = "linear";
+std::string_view ToString(QuantizedTensors tensors);
 
 // The config.json text for `config` (used by the synthetic checkpoint writer).
 std::string ModelConfigJson(const ModelConfig& config);

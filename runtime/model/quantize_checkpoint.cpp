@@ -62,6 +62,29 @@ bool IsSharedExpert(std::string_view name) {
   return Take(name, "model.layers.") && TakeNumber(name) && Take(name, ".mlp.shared_experts.") && IsProjection(name);
 }
 
+// model.layers.L.self_attn.{q_a_proj,q_b_proj,q_proj,kv_a_proj_with_mqa,o_proj}.weight,
+// model.layers.L.mlp.{gate,up,down}_proj.weight (a dense layer), the MTP layer's
+// eh_proj and shared_head.head, and lm_head: the linear layers a "linear" checkpoint
+// quantizes besides the experts. Not kv_b_proj (attention reads its per-head slices
+// column by column, which a quantized matrix serves one value at a time) and not the
+// router's gate (routing decisions are where precision matters most: llama.cpp's
+// converter keeps it F32 too).
+bool IsOtherLinear(std::string_view name) {
+  if (name == "lm_head.weight") return true;
+  if (!Take(name, "model.layers.") || !TakeNumber(name) || !Take(name, ".")) return false;
+  if (Take(name, "self_attn.")) {
+    return name == "q_a_proj.weight" || name == "q_b_proj.weight" || name == "q_proj.weight" || name == "kv_a_proj_with_mqa.weight" ||
+           name == "o_proj.weight";
+  }
+  if (Take(name, "mlp.")) return IsProjection(name);
+  return name == "eh_proj.weight" || name == "shared_head.head.weight";
+}
+
+// model.embed_tokens.weight and the MTP layer's model.layers.L.embed_tokens.weight.
+bool IsEmbedding(std::string_view name) {
+  return name == "model.embed_tokens.weight" || (Take(name, "model.layers.") && TakeNumber(name) && name == ".embed_tokens.weight");
+}
+
 // "X" of "X.weight".
 std::string Base(const std::string& weight_name) { return weight_name.substr(0, weight_name.size() - kWeightSuffix.size()); }
 
@@ -106,15 +129,17 @@ class TempDir {
   std::filesystem::path path_;
 };
 
-struct ExpertTensor {
+struct Selected {
   std::int64_t rows = 0;
   std::int64_t cols = 0;
 };
 
 }  // namespace
 
-QuantizeCheckpointReport QuantizeCheckpoint(const std::filesystem::path& in_dir, const std::filesystem::path& out_arg, QuantFormat format,
-                                            int group, bool shared_experts, const std::function<void(const std::string&)>& progress) {
+QuantizeCheckpointReport QuantizeCheckpoint(const std::filesystem::path& in_dir, const std::filesystem::path& out_arg,
+                                            const CheckpointQuantization& what, const std::function<void(const std::string&)>& progress) {
+  const QuantFormat format = what.format;
+  const int group = what.group_size;
   // Options first: nothing is read or written for a bad flag.
   if (group <= 0 || group % 32 != 0) {
     throw std::invalid_argument(fmt::format("--group {} is not a positive multiple of 32, the kernels' input block", group));
@@ -139,29 +164,38 @@ QuantizeCheckpointReport QuantizeCheckpoint(const std::filesystem::path& in_dir,
                     config_path.string(), ToString(config.quantization->format), config.quantization->group_size));
   }
 
-  // Every expert to quantize, checked before anything is written.
-  std::map<std::string, ExpertTensor> experts;  // by X.weight
+  // Every matrix to quantize, checked before anything is written.
+  std::map<std::string, Selected> selected;  // by X.weight
+  QuantizeCheckpointReport report;
+  int routed = 0;
   for (const std::string& name : ckpt.TensorNames()) {
     if (name.ends_with(".qweight") || name.ends_with(".qscales")) {
       throw ModelError(
           fmt::format("{}: tensor '{}' is already group-quantized; quantize the original checkpoint instead", in_dir.string(), name));
     }
-    if (!IsRoutedExpert(name) && !(shared_experts && IsSharedExpert(name))) continue;
+    const bool expert = IsRoutedExpert(name) || (what.shared_experts() && IsSharedExpert(name));
+    const bool other = (what.tensors == QuantizedTensors::kLinear && IsOtherLinear(name)) || (what.embedding && IsEmbedding(name));
+    if (!expert && !other) continue;
     const TensorInfo& info = ckpt.Info(name);
     if (info.shape.size() != 2) {
-      throw ModelError(fmt::format("{}: tensor '{}' has shape [{}]; an expert projection is a matrix", in_dir.string(), name,
-                                   fmt::join(info.shape, ", ")));
+      throw ModelError(
+          fmt::format("{}: tensor '{}' has shape [{}]; a linear layer is a matrix", in_dir.string(), name, fmt::join(info.shape, ", ")));
     }
-    const ExpertTensor t{info.shape[0], info.shape[1]};
+    const Selected t{info.shape[0], info.shape[1]};
+    routed += IsRoutedExpert(name) ? 1 : 0;
+    if (other && t.cols % group != 0) {
+      report.left_unquantized.push_back(fmt::format("{} ({} columns)", name, t.cols));  // kept as stored
+      continue;
+    }
     if (t.cols % group != 0) {
       throw std::invalid_argument(
           fmt::format("--group {} does not divide the {} columns of '{}' (hidden_size {}, "
                       "moe_intermediate_size {}); choose a group that divides both",
                       group, t.cols, name, config.hidden_size, config.moe_intermediate_size));
     }
-    experts.emplace(name, t);
+    selected.emplace(name, t);
   }
-  if (experts.empty()) {
+  if (routed == 0) {
     throw ModelError(
         fmt::format("{}: has no routed expert tensors (model.layers.L.mlp.experts.E.{{gate,up,down}}_proj.weight) "
                     "to quantize",
@@ -170,11 +204,10 @@ QuantizeCheckpointReport QuantizeCheckpoint(const std::filesystem::path& in_dir,
 
   // The new config.json, validated as a reader will see it.
   ordered_json config_json = ParseJson(config_path);
-  config_json["tandem_quantization"] = ordered_json::parse(QuantizationJson(CheckpointQuantization{format, group, shared_experts}));
+  config_json["tandem_quantization"] = ordered_json::parse(QuantizationJson(what));
   const std::string config_text = config_json.dump(2) + "\n";
   (void)ParseModelConfig(config_text, config_path.string() + " (with tandem_quantization)");
 
-  QuantizeCheckpointReport report;
   TempDir tmp(out);
   const ShardIndex index = ReadShardIndex(in_dir);
   std::map<std::string, std::string> new_weight_map;
@@ -184,7 +217,7 @@ QuantizeCheckpointReport QuantizeCheckpoint(const std::filesystem::path& in_dir,
   QuantizedMatrix cached;
   const auto quantized = [&](const std::string& base) -> const QuantizedMatrix& {
     if (base != cached_base) {
-      const ExpertTensor& t = experts.at(base + std::string(kWeightSuffix));
+      const Selected& t = selected.at(base + std::string(kWeightSuffix));
       cached = QuantizedMatrix::Quantize(ckpt.Matrix(base + std::string(kWeightSuffix), t.rows, t.cols), format, group);
       cached_base = base;
     }
@@ -203,20 +236,20 @@ QuantizeCheckpointReport QuantizeCheckpoint(const std::filesystem::path& in_dir,
         const auto it = index.weight_map.find(name);
         if (it == index.weight_map.end() || it->second != file) continue;  // the index assigns it elsewhere: not loaded
       }
-      if (experts.contains(name)) {
-        const ExpertTensor& t = experts.at(name);
+      if (selected.contains(name)) {
+        const Selected& t = selected.at(name);
         const std::string base = Base(name);
         writer.Add(base + ".qweight", format == QuantFormat::kInt8 ? DType::kI8 : DType::kU8,
                    {t.rows, format == QuantFormat::kInt8 ? t.cols : t.cols / 2});
         writer.Add(base + ".qscales", DType::kF32, {t.rows, t.cols / group});
         new_weight_map[base + ".qweight"] = file;
         new_weight_map[base + ".qscales"] = file;
-        report.expert_bytes_in += info.end - info.begin;
+        report.quantized_bytes_in += info.end - info.begin;
         ++quantized_here;
         continue;
       }
-      if (name.ends_with(kScaleInvSuffix) && experts.contains(name.substr(0, name.size() - kScaleInvSuffix.size()))) {
-        report.expert_bytes_in += info.end - info.begin;  // an expert's fp8 block scales: replaced by its qscales
+      if (name.ends_with(kScaleInvSuffix) && selected.contains(name.substr(0, name.size() - kScaleInvSuffix.size()))) {
+        report.quantized_bytes_in += info.end - info.begin;  // a quantized matrix's fp8 block scales: replaced by its qscales
         continue;
       }
       writer.Add(name, info.dtype, info.shape);
@@ -233,14 +266,14 @@ QuantizeCheckpointReport QuantizeCheckpoint(const std::filesystem::path& in_dir,
       return {data + info.begin, static_cast<std::size_t>(info.end - info.begin)};
     });
     for (const auto& [name, size] : writer.Layout()) {
-      if (name.ends_with(".qweight") || name.ends_with(".qscales")) report.expert_bytes_out += size;
+      if (name.ends_with(".qweight") || name.ends_with(".qscales")) report.quantized_bytes_out += size;
     }
     report.quantized_matrices += quantized_here;
     report.copied_tensors += copied_here;
     report.weight_bytes_out += writer.DataBytes();
     report.weight_files.push_back(file);
     if (progress) {
-      progress(fmt::format("{}: {} expert matrices quantized, {} tensors copied, {:.1f} MB", file, quantized_here, copied_here,
+      progress(fmt::format("{}: {} matrices quantized, {} tensors copied, {:.1f} MB", file, quantized_here, copied_here,
                            static_cast<double>(writer.DataBytes()) / 1e6));
     }
   }

@@ -276,7 +276,7 @@ TEST(QuantizedCheckpoint, AllExpertsQuantizesTheSharedExpertsToo) {
   const Checkpoint q = Checkpoint::Open(out);
   const ModelConfig& c = q.config();
   ASSERT_TRUE(c.quantization.has_value());
-  EXPECT_TRUE(c.quantization->shared_experts);
+  EXPECT_TRUE(c.quantization->shared_experts());
   EXPECT_NE(ReadFile(out / "config.json").find(R"("tensors": "experts")"), std::string::npos);
   const std::int64_t shared = static_cast<std::int64_t>(c.moe_intermediate_size) * c.n_shared_experts;
   for (int l = 0; l < c.num_hidden_layers; ++l) {
@@ -294,6 +294,65 @@ TEST(QuantizedCheckpoint, AllExpertsQuantizesTheSharedExpertsToo) {
   EXPECT_GT(all, 0.0);
   EXPECT_LT(all, 0.02);
   EXPECT_NE(all, routed_only);
+}
+
+// --layers all: every linear layer but kv_b_proj and the router, the MTP layer's and
+// lm_head included; --embedding adds the embeddings.
+TEST(QuantizedCheckpoint, AllLayersQuantizesEveryLinearLayerButKvBAndTheRouter) {
+  const auto base = TempDir("quantized-layers");
+  const auto out = base / "tiny-int8-linear";
+  const CommandResult r = Rt({"quantize", "--in", TinyCheckpoint().string(), "--out", out.string(), "--format", "int8", "--layers", "all"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const Checkpoint src = Checkpoint::Open(TinyCheckpoint());
+  const Checkpoint q = Checkpoint::Open(out);
+  const ModelConfig& c = q.config();
+  ASSERT_TRUE(c.quantization.has_value());
+  EXPECT_EQ(c.quantization->tensors, QuantizedTensors::kLinear);
+  EXPECT_TRUE(c.quantization->shared_experts());
+  EXPECT_FALSE(c.quantization->embedding);
+  EXPECT_NE(ReadFile(out / "config.json").find(R"("tensors": "linear")"), std::string::npos);
+  const int mtp = c.num_hidden_layers;
+  for (const std::string& name :
+       {std::string("lm_head.weight"), std::string("model.layers.0.self_attn.q_a_proj.weight"),
+        std::string("model.layers.0.self_attn.q_b_proj.weight"), std::string("model.layers.1.self_attn.kv_a_proj_with_mqa.weight"),
+        std::string("model.layers.1.self_attn.o_proj.weight"), std::string("model.layers.0.mlp.down_proj.weight"),
+        std::string("model.layers.1.mlp.shared_experts.up_proj.weight"), "model.layers." + std::to_string(mtp) + ".eh_proj.weight",
+        "model.layers." + std::to_string(mtp) + ".shared_head.head.weight"}) {
+    const std::string stem = name.substr(0, name.size() - 7);
+    EXPECT_TRUE(q.Has(stem + ".qweight") && !q.Has(name)) << name << " is not quantized";
+    const TensorInfo& info = src.Info(name);
+    const WeightMatrix m = q.Matrix(name, info.shape[0], info.shape[1]);
+    ASSERT_EQ(m.type, WeightMatrix::Type::kQuantized) << name;
+    EXPECT_EQ(m.quantized->values, QuantizedMatrix::Quantize(src.Matrix(name, info.shape[0], info.shape[1]), QuantFormat::kInt8, 32).values)
+        << name;
+  }
+  for (const char* kept : {"model.embed_tokens.weight", "model.layers.1.self_attn.kv_b_proj.weight", "model.layers.1.mlp.gate.weight",
+                           "model.layers.1.input_layernorm.weight"}) {
+    EXPECT_TRUE(q.Has(kept)) << kept << " should be kept as stored";
+    EXPECT_EQ(q.Info(kept).dtype, src.Info(kept).dtype) << kept;
+  }
+  // The engine reads them all; int8 moves the logits more than experts alone do, little.
+  const double experts_only = RmsRelativeError(PromptLogits(Checkpoint::Open(QuantizedTiny("int8"))), PromptLogits(src));
+  const double linear = RmsRelativeError(PromptLogits(q), PromptLogits(src));
+  std::printf("int8 routed experts: %.5f, every linear layer: %.5f\n", experts_only, linear);
+  EXPECT_GT(linear, experts_only);
+  EXPECT_LT(linear, 0.03);
+
+  // --embedding quantizes the embeddings (the MTP layer's too, where it has its own).
+  const auto with_embedding = base / "tiny-int4-linear-embedding";
+  const CommandResult e = Rt({"quantize", "--in", TinyCheckpoint().string(), "--out", with_embedding.string(), "--format", "int4",
+                              "--layers", "all", "--embedding"});
+  ASSERT_EQ(e.exit_code, 0) << e.err;
+  const Checkpoint qe = Checkpoint::Open(with_embedding);
+  EXPECT_TRUE(qe.config().quantization->embedding);
+  EXPECT_TRUE(qe.Has("model.embed_tokens.qweight"));
+  EXPECT_EQ(Rt({"inspect", with_embedding.string()}).out.find("linear layers and embeddings int4") != std::string::npos, true);
+  EXPECT_LT(RmsRelativeError(PromptLogits(qe), PromptLogits(src)), 0.5);
+  // --experts routed contradicts --layers all.
+  const CommandResult bad = Rt({"quantize", "--in", TinyCheckpoint().string(), "--out", (base / "bad").string(), "--format", "int8",
+                                "--layers", "all", "--experts", "routed"});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("drop --experts routed"), std::string::npos) << bad.err;
 }
 
 TEST(QuantizedCheckpoint, QuantizeErrorsNameTheFlagOrTheInput) {
@@ -379,7 +438,8 @@ TEST(QuantizedCheckpoint, ShardedInputGivesOneOutputFilePerShard) {
 
   const auto out = TempDir("sharded-out") / "q";
   std::filesystem::create_directories(out);  // an existing empty --out is fine
-  const QuantizeCheckpointReport report = QuantizeCheckpoint(in, out, QuantFormat::kInt4, 32);
+  const QuantizeCheckpointReport report =
+      QuantizeCheckpoint(in, out, CheckpointQuantization{.format = QuantFormat::kInt4, .group_size = 32});
   EXPECT_EQ(report.weight_files, shards);
   EXPECT_EQ(report.copied_files, (std::vector<std::string>{"generation_config.json", "tokenizer.json", "tokenizer_config.json"}));
   for (const auto& s : shards) EXPECT_TRUE(std::filesystem::exists(out / s)) << s;
@@ -423,10 +483,11 @@ TEST(QuantizedCheckpoint, Fp8InputKeepsItsFp8TensorsAndQuantizesItsFp8Experts) {
   });
 
   const auto out = TempDir("fp8-out") / "q";
-  const QuantizeCheckpointReport report = QuantizeCheckpoint(in, out, QuantFormat::kInt8, 32);
+  const QuantizeCheckpointReport report =
+      QuantizeCheckpoint(in, out, CheckpointQuantization{.format = QuantFormat::kInt8, .group_size = 32});
   EXPECT_EQ(report.quantized_matrices, 1);
   EXPECT_EQ(report.copied_tensors, 2);
-  EXPECT_EQ(report.expert_bytes_in, 128u * 64u + 4u);
+  EXPECT_EQ(report.quantized_bytes_in, 128u * 64u + 4u);
   const Checkpoint src = Checkpoint::Open(in), dst = Checkpoint::Open(out);
   EXPECT_EQ(dst.TensorNames(),
             (std::vector<std::string>{"model.layers.1.mlp.experts.3.down_proj.qscales", "model.layers.1.mlp.experts.3.down_proj.qweight",
