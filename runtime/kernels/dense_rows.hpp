@@ -91,8 +91,11 @@ void RowsF32Avx2(const float* w, std::int64_t cols, const float* x, std::int64_t
 void RowsFp8Avx2(const std::uint8_t* w, std::int64_t cols, const float* x, std::int64_t batch, float* y, std::int64_t y_stride,
                  std::int64_t begin, std::int64_t end);
 
-// AVX-512 F/BW/VL (matmul_avx512.cpp): x in natural order. No bf16 kernel: the
-// AVX2 one is faster on AVX-512 machines too (see matmul_avx512.cpp).
+// AVX-512 F/BW/VL (matmul_avx512.cpp): x in natural order. bf16 only for four
+// inputs or more (RowsBf16ManyAvx512, 4 × 4 tiles): for fewer the AVX2 kernel is
+// faster on AVX-512 machines too (see matmul_avx512.cpp). Same bits as the AVX2 path.
+void RowsBf16ManyAvx512(const std::uint16_t* w, std::int64_t cols, const float* x, std::int64_t batch, float* y, std::int64_t y_stride,
+                        std::int64_t begin, std::int64_t end);
 void RowsF32Avx512(const float* w, std::int64_t cols, const float* x, std::int64_t batch, float* y, std::int64_t y_stride,
                    std::int64_t begin, std::int64_t end);
 void RowsFp8Avx512(const std::uint8_t* w, std::int64_t cols, const float* x, std::int64_t batch, float* y, std::int64_t y_stride,

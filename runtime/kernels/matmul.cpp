@@ -73,6 +73,10 @@ float ReduceLanes(float* lanes) {
 
 namespace {
 
+// bf16 with four inputs or more on AVX-512: the 4 × 4-tile kernel, which reads x in
+// natural order (the same bits as the AVX2 kernel's).
+bool ManyBf16Inputs(Isa isa, std::int64_t batch) { return isa == Isa::kAvx512 && batch >= 4; }
+
 // Rows [begin, end) of one product with fp32 output; `x` as PrepareInput left it.
 // Returns whether the kernel prefetched the head of `stream.next` (only the AVX2
 // bf16 kernel follows a stream across products).
@@ -82,6 +86,10 @@ bool RowsOf(const WeightMatrix& w, Isa isa, const float* x, std::int64_t batch, 
   switch (w.type) {
     case WeightMatrix::Type::kBF16: {
       const auto* data = static_cast<const std::uint16_t*>(w.data);
+      if (ManyBf16Inputs(isa, batch)) {
+        kernels::RowsBf16ManyAvx512(data, cols, x, batch, y, rows, begin, end);
+        return false;
+      }
       if (isa >= Isa::kAvx2) return kernels::RowsBf16Avx2(data, cols, x, batch, y, rows, begin, end, stream);
       if (isa == Isa::kAvxFma) {
         kernels::RowsBf16AvxFma(data, cols, x, batch, y, rows, begin, end);
@@ -152,7 +160,7 @@ void RowsOfF64(const WeightMatrix& w, Isa isa, const float* x, std::int64_t batc
 // Whether a product's fp32 kernel wants its input rearranged (AVX2 bf16: see
 // PrepareBf16InputAvx2).
 bool NeedsPreparedInput(const MatMulTask& t, Isa isa) {
-  return isa >= Isa::kAvx2 && t.y != nullptr && t.w->type == WeightMatrix::Type::kBF16 && !t.w->quantized;
+  return isa >= Isa::kAvx2 && t.y != nullptr && t.w->type == WeightMatrix::Type::kBF16 && !t.w->quantized && !ManyBf16Inputs(isa, t.batch);
 }
 
 }  // namespace

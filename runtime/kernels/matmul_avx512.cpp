@@ -1,8 +1,10 @@
-// The AVX-512 row kernels for fp32 and fp8 weights (see dense_rows.hpp for the
-// order they share): one 16-lane register is exactly the sixteen canonical lanes,
-// so inputs stay in their natural order. bf16 has no AVX-512 kernel: widening it
-// with vpmovzxwd measured 10–20% slower on the CI machines' EPYC (family 26) than the AVX2 kernel, which needs
-// no shuffles, so AVX-512 machines run that one. Compiled for that target only through the pragma; nothing here
+// The AVX-512 row kernels for fp32 and fp8 weights, and bf16 for many inputs (see
+// dense_rows.hpp for the order they share): one 16-lane register is exactly the
+// sixteen canonical lanes, so inputs stay in their natural order. bf16 for a few
+// inputs stays on the AVX2 kernel: widening with vpmovzxwd measured 10–20% slower on
+// the CI machines' EPYC (family 26) for decode than the AVX2 kernel, which needs no
+// shuffles; with four inputs or more the 32 registers' 4 × 4 tiles win (the results
+// are the same bits: same lanes, same order). Compiled for that target only through the pragma; nothing here
 // may be reached unless DetectedIsa() says the CPU has it. No standard-library
 // templates in this file (see matmul_avx2.cpp).
 #if !defined(__clang__)
@@ -37,6 +39,22 @@ struct F32 {
   using T = float;
   static __m512 Load(const T* p) { return _mm512_loadu_ps(p); }
   static float Scalar(const T* p) { return *p; }
+};
+
+// bf16 widened by zero-extending each value into the high half of its lane: the
+// sixteen columns land in their canonical lanes, x stays in natural order.
+struct Bf16 {
+  using T = std::uint16_t;
+  static __m512 Load(const T* p) {
+    const __m512i v = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(v, 16));
+  }
+  static float Scalar(const T* p) {
+    const std::uint32_t bits = static_cast<std::uint32_t>(*p) << 16;
+    float f;
+    std::memcpy(&f, &bits, 4);
+    return f;
+  }
 };
 
 // As in matmul_avx2.cpp: e4m3 bits shifted into a half is the value / 256.
@@ -119,7 +137,41 @@ void Rows(const typename F::T* w, std::int64_t cols, const float* x, std::int64_
   }
 }
 
+// Many inputs (prefill, verification, batched decode): tiles of 4 weight rows × 4
+// inputs keep 16 accumulators in registers, so each weight block is widened once for
+// four inputs and each input block loaded once for four rows. Rows go in blocks of
+// about 64 KiB of weights, which stay in L2 while every input passes over them: the
+// weights come from memory once, the inputs from cache once per block.
+template <class F>
+void ManyRows(const typename F::T* w, std::int64_t cols, const float* x, std::int64_t batch, float* y, std::int64_t y_stride,
+              std::int64_t begin, std::int64_t end) {
+  const char* stop = reinterpret_cast<const char*>(w + end * cols);
+  const std::int64_t row_bytes = cols * static_cast<std::int64_t>(sizeof(typename F::T));
+  std::int64_t block = (64 * 1024 / (row_bytes > 0 ? row_bytes : 1)) / 4 * 4;
+  if (block < 4) block = 4;
+  for (std::int64_t first = begin; first < end; first += block) {
+    const std::int64_t last = end - first < block ? end : first + block;
+    PrefetchHead(w + first * cols, stop);
+    std::int64_t b = 0;
+    for (; b + 4 <= batch; b += 4) {
+      std::int64_t o = first;
+      for (; o + 4 <= last; o += 4) Tile<F, 4, 4>(w + o * cols, cols, x + b * cols, y + b * y_stride + o, y_stride, stop);
+      for (; o < last; ++o) Tile<F, 1, 4>(w + o * cols, cols, x + b * cols, y + b * y_stride + o, y_stride, stop);
+    }
+    for (; b < batch; ++b) {
+      std::int64_t o = first;
+      for (; o + 4 <= last; o += 4) Tile<F, 4, 1>(w + o * cols, cols, x + b * cols, y + b * y_stride + o, y_stride, stop);
+      for (; o < last; ++o) Tile<F, 1, 1>(w + o * cols, cols, x + b * cols, y + b * y_stride + o, y_stride, stop);
+    }
+  }
+}
+
 }  // namespace
+
+void RowsBf16ManyAvx512(const std::uint16_t* w, std::int64_t cols, const float* x, std::int64_t batch, float* y, std::int64_t y_stride,
+                        std::int64_t begin, std::int64_t end) {
+  ManyRows<Bf16>(w, cols, x, batch, y, y_stride, begin, end);
+}
 
 void RowsF32Avx512(const float* w, std::int64_t cols, const float* x, std::int64_t batch, float* y, std::int64_t y_stride,
                    std::int64_t begin, std::int64_t end) {
