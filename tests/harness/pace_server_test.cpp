@@ -59,8 +59,8 @@ struct PaceServer {
 TEST_F(PaceCampaign, ThePaceServerIsMeasuredAtItsExactPace) {
   // Two servers streaming at exactly 40 and 50 tokens/s after a 40 ms first token: every
   // figure the harness derives is known in advance. 65 tokens: 1.3–1.6 s of decode, so the
-  // few milliseconds a 2-core machine may take to wake a client thread stay under 0.5% (with
-  // 33 tokens one request in 224 once came out 0.61% off).
+  // few milliseconds a 2-core machine may take to wake a client thread stay small (with 33
+  // tokens one request in 224 once came out 0.61% off); the median request is held to 0.25%.
   constexpr double kFirstMs = 40;
   PaceServer slow(40, kFirstMs, dir_ / "slow.err"), fast(50, kFirstMs, dir_ / "fast.err");
   ASSERT_FALSE(slow.url.empty());
@@ -97,6 +97,7 @@ timeouts: {{launch_s: 30, request_s: 30, teardown_grace_s: 5}}
   std::map<std::tuple<std::string, std::int64_t, int>, std::vector<std::array<double, 3>>> c16;  // (arm, session, batch) → timings
   std::map<std::string, std::vector<double>> ttft_c1, ttft_c16;
   double worst_rate = 0;
+  std::map<std::string, std::vector<double>> rate_errors;  // per arm, rate / pace − 1
   int samples = 0;
   while (s.Step()) {
     ++samples;
@@ -106,7 +107,11 @@ timeouts: {{launch_s: 30, request_s: 30, teardown_grace_s: 5}}
     EXPECT_EQ(ct, 65);
     const double rate = (ct - 1) / (finish - first);
     worst_rate = std::max(worst_rate, std::abs(rate / rate_of[arm] - 1));
-    EXPECT_NEAR(rate / rate_of[arm], 1.0, 0.005) << arm << " request rate " << rate;
+    // Each request within 2%: a shared 2-core VM once took ~10 ms to wake the client for
+    // some last tokens (0.88% off on an otherwise idle CI machine); the median, below, is
+    // what must be exact.
+    EXPECT_NEAR(rate / rate_of[arm], 1.0, 0.02) << arm << " request rate " << rate << " at C" << s.Int(1);
+    rate_errors[arm].push_back(rate / rate_of[arm] - 1);
     (s.Int(1) == 16 ? ttft_c16 : ttft_c1)[arm].push_back(first - t0);
     if (s.Int(1) == 16) c16[{arm, s.Int(3), static_cast<int>(s.Int(2))}].push_back({ct, first, finish});
   }
@@ -114,6 +119,10 @@ timeouts: {{launch_s: 30, request_s: 30, teardown_grace_s: 5}}
   for (auto& [arm, v] : ttft_c1) {
     std::sort(v.begin(), v.end());
     EXPECT_NEAR(1e3 * v[v.size() / 2], kFirstMs, 2.0) << arm << " median TTFT, one request at a time";
+  }
+  for (auto& [arm, errors] : rate_errors) {
+    std::sort(errors.begin(), errors.end());
+    EXPECT_NEAR(errors[errors.size() / 2], 0.0, 0.0025) << arm << ": the median request's rate is not the server's pace";
   }
   double worst_c16 = 0;
   for (const auto& [key, batch] : c16) {
