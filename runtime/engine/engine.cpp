@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 #include <map>
+#include <numeric>
 #include <optional>
 #include <stdexcept>
 
@@ -73,6 +74,7 @@ struct Engine::State {
 
   // Workspace, reused between steps.
   std::vector<float> x, xn, attn, mlp, q, q_a, kv_a, q_abs, latent, o, router_logits, mlp_scratch, logits_in, mtp_in;
+  std::vector<std::int64_t> by_length, attention_order;  // rows by context length; in the order attention takes them
   std::vector<ExpertRoute> routes;
   std::unique_ptr<CudaForward> cuda;  // set when the pass runs on the GPU
   std::uint64_t passes = 0;
@@ -195,10 +197,22 @@ void Engine::State::Attention(int layer, std::span<const Row> rows) {
   q_abs.resize(static_cast<std::size_t>(b_rows * heads * kvl));
   latent.resize(static_cast<std::size_t>(b_rows * heads * kvl));
   o.resize(static_cast<std::size_t>(b_rows * heads * v_dim));
+  // A row's attention costs its context length, and the pool gives each thread one
+  // contiguous share: rows by length, longest and shortest alternating, so that every
+  // share holds as much context as another (a prompt chunk's rows in position order
+  // left the first thread the short half, idle half the time).
+  by_length.resize(static_cast<std::size_t>(b_rows));
+  std::iota(by_length.begin(), by_length.end(), std::int64_t{0});
+  std::stable_sort(by_length.begin(), by_length.end(), [&](std::int64_t a, std::int64_t c) { return rows[a].position < rows[c].position; });
+  attention_order.resize(by_length.size());
+  for (std::size_t k = 0, lo = 0, hi = by_length.size(); k < by_length.size(); ++k) {
+    attention_order[k] = k % 2 == 0 ? by_length[--hi] : by_length[lo++];
+  }
   const auto per_head = [&](std::int64_t begin, std::int64_t end) {
     thread_local std::vector<float> s;
-    for (std::int64_t i = begin; i < end;) {
-      const std::int64_t b = i / heads, h0 = i % heads, n = std::min(heads - h0, end - i);
+    for (std::int64_t j = begin; j < end;) {
+      const std::int64_t b = attention_order[static_cast<std::size_t>(j / heads)], h0 = j % heads, n = std::min(heads - h0, end - j);
+      const std::int64_t i = b * heads + h0;
       for (std::int64_t h = h0; h < h0 + n; ++h) {
         MatMulTransposed(w.key_up[static_cast<std::size_t>(h)], q.data() + (b * heads + h) * q_head, 1,
                          q_abs.data() + (b * heads + h) * kvl, nullptr);
@@ -211,7 +225,7 @@ void Engine::State::Attention(int layer, std::span<const Row> rows) {
         MatMul(w.value_up[static_cast<std::size_t>(h)], latent.data() + (b * heads + h) * kvl, 1, o.data() + (b * heads + h) * v_dim,
                nullptr);
       }
-      i += n;
+      j += n;
     }
   };
   // Capturing one reference keeps the pool's std::function from allocating.
