@@ -91,9 +91,10 @@ void RowsF32Avx2(const float* w, std::int64_t cols, const float* x, std::int64_t
 void RowsFp8Avx2(const std::uint8_t* w, std::int64_t cols, const float* x, std::int64_t batch, float* y, std::int64_t y_stride,
                  std::int64_t begin, std::int64_t end);
 
-// AVX-512 F/BW/VL (matmul_avx512.cpp): x in natural order. bf16 only for four
-// inputs or more (RowsBf16ManyAvx512, 4 × 4 tiles): for fewer the AVX2 kernel is
-// faster on AVX-512 machines too (see matmul_avx512.cpp). Same bits as the AVX2 path.
+// AVX-512 F/BW/VL (matmul_avx512.cpp): x in natural order. bf16 only for two
+// inputs or more (RowsBf16ManyAvx512, 4 × 4 tiles, the last 1–3 inputs together): for
+// one the AVX2 kernel is faster on AVX-512 machines too (see matmul_avx512.cpp). Same
+// bits as the AVX2 path.
 void RowsBf16ManyAvx512(const std::uint16_t* w, std::int64_t cols, const float* x, std::int64_t batch, float* y, std::int64_t y_stride,
                         std::int64_t begin, std::int64_t end);
 void RowsF32Avx512(const float* w, std::int64_t cols, const float* x, std::int64_t batch, float* y, std::int64_t y_stride,

@@ -73,9 +73,12 @@ float ReduceLanes(float* lanes) {
 
 namespace {
 
-// bf16 with four inputs or more on AVX-512: the 4 × 4-tile kernel, which reads x in
-// natural order (the same bits as the AVX2 kernel's).
-bool ManyBf16Inputs(Isa isa, std::int64_t batch) { return isa == Isa::kAvx512 && batch >= 4; }
+// bf16 with two inputs or more on AVX-512: the register-tile kernel, which reads x in
+// natural order and the weights once for all inputs (the same bits as the AVX2
+// kernel's, which passes over the weights once per input). One input stays on AVX2.
+constexpr std::int64_t kManyBf16Inputs = 2;
+
+bool ManyBf16Inputs(Isa isa, std::int64_t batch) { return isa == Isa::kAvx512 && batch >= kManyBf16Inputs; }
 
 // Rows [begin, end) of one product with fp32 output; `x` as PrepareInput left it.
 // Returns whether the kernel prefetched the head of `stream.next` (only the AVX2

@@ -1,12 +1,11 @@
-// The AVX-512 row kernels for fp32 and fp8 weights, and bf16 for many inputs (see
-// dense_rows.hpp for the order they share): one 16-lane register is exactly the
-// sixteen canonical lanes, so inputs stay in their natural order. bf16 for a few
-// inputs stays on the AVX2 kernel: widening with vpmovzxwd measured 10–20% slower on
-// the CI machines' EPYC (family 26) for decode than the AVX2 kernel, which needs no
-// shuffles; with four inputs or more the 32 registers' 4 × 4 tiles win (the results
-// are the same bits: same lanes, same order). Compiled for that target only through the pragma; nothing here
-// may be reached unless DetectedIsa() says the CPU has it. No standard-library
-// templates in this file (see matmul_avx2.cpp).
+// The AVX-512 row kernels for fp32 and fp8 weights, and bf16 for two inputs or more
+// (see dense_rows.hpp for the order they share): one 16-lane register is exactly the
+// sixteen canonical lanes, so inputs stay in their natural order. bf16 for one input
+// stays on the AVX2 kernel: widening with vpmovzxwd measured 10–20% slower on the CI
+// machines' EPYC (family 26) for decode than the AVX2 kernel, which needs no shuffles;
+// with two inputs or more the 32 registers' tiles, which widen each weight block once
+// for all inputs, win (the results are the same bits: same lanes, same order). Compiled for that target only through the pragma; nothing
+// here may be reached unless DetectedIsa() says the CPU has it. No standard-library templates in this file (see matmul_avx2.cpp).
 #if !defined(__clang__)
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx2,fma,f16c")
 #endif
@@ -137,7 +136,7 @@ void Rows(const typename F::T* w, std::int64_t cols, const float* x, std::int64_
   }
 }
 
-// Many inputs (prefill, verification, batched decode): tiles of 4 weight rows × 4
+// Several inputs (prefill, verification, batched decode): tiles of 4 weight rows × 4
 // inputs keep 16 accumulators in registers, so each weight block is widened once for
 // four inputs and each input block loaded once for four rows. Rows go in blocks of
 // about 64 KiB of weights, which stay in L2 while every input passes over them: the
@@ -158,10 +157,20 @@ void ManyRows(const typename F::T* w, std::int64_t cols, const float* x, std::in
       for (; o + 4 <= last; o += 4) Tile<F, 4, 4>(w + o * cols, cols, x + b * cols, y + b * y_stride + o, y_stride, stop);
       for (; o < last; ++o) Tile<F, 1, 4>(w + o * cols, cols, x + b * cols, y + b * y_stride + o, y_stride, stop);
     }
-    for (; b < batch; ++b) {
-      std::int64_t o = first;
-      for (; o + 4 <= last; o += 4) Tile<F, 4, 1>(w + o * cols, cols, x + b * cols, y + b * y_stride + o, y_stride, stop);
-      for (; o < last; ++o) Tile<F, 1, 1>(w + o * cols, cols, x + b * cols, y + b * y_stride + o, y_stride, stop);
+    // The last one to three inputs together, so the weights are widened once for them too.
+    const std::int64_t left = batch - b;
+    const float* xb = x + b * cols;
+    float* yb = y + b * y_stride;
+    std::int64_t o = first;
+    if (left == 3) {
+      for (; o + 4 <= last; o += 4) Tile<F, 4, 3>(w + o * cols, cols, xb, yb + o, y_stride, stop);
+      for (; o < last; ++o) Tile<F, 1, 3>(w + o * cols, cols, xb, yb + o, y_stride, stop);
+    } else if (left == 2) {
+      for (; o + 4 <= last; o += 4) Tile<F, 4, 2>(w + o * cols, cols, xb, yb + o, y_stride, stop);
+      for (; o < last; ++o) Tile<F, 1, 2>(w + o * cols, cols, xb, yb + o, y_stride, stop);
+    } else if (left == 1) {
+      for (; o + 4 <= last; o += 4) Tile<F, 4, 1>(w + o * cols, cols, xb, yb + o, y_stride, stop);
+      for (; o < last; ++o) Tile<F, 1, 1>(w + o * cols, cols, xb, yb + o, y_stride, stop);
     }
   }
 }
