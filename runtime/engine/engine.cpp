@@ -74,7 +74,7 @@ struct Engine::State {
 
   // Workspace, reused between steps.
   std::vector<float> x, xn, attn, mlp, q, q_a, kv_a, q_abs, latent, o, router_logits, mlp_scratch, logits_in, mtp_in;
-  std::vector<std::int64_t> by_length, attention_order;  // rows by context length; in the order attention takes them
+  std::vector<std::int64_t> by_length, attention_order;  // a step's rows by context length; in the order attention takes them
   std::vector<ExpertRoute> routes;
   std::unique_ptr<CudaForward> cuda;  // set when the pass runs on the GPU
   std::uint64_t passes = 0;
@@ -130,6 +130,7 @@ struct Engine::State {
     return slices;
   }
 
+  void OrderAttention(std::span<const Row> rows);
   void Attention(int layer, std::span<const Row> rows);
   void Validate(std::span<const Row> rows, std::map<SequenceId, int>& next_position);
 };
@@ -151,6 +152,21 @@ void Engine::State::Validate(std::span<const Row> rows, std::map<SequenceId, int
                                               kv.Get(r.sequence).capacity()));
     }
     ++it->second;
+  }
+}
+
+// A row's attention costs its context length, and the pool gives each thread one
+// contiguous share: rows by length, longest and shortest alternating, so that every
+// share holds as much context as another (a prompt chunk's rows in position order
+// left the first thread the short half, idle half the time). Once per step: every
+// layer attends over the same rows.
+void Engine::State::OrderAttention(std::span<const Row> rows) {
+  by_length.resize(rows.size());
+  std::iota(by_length.begin(), by_length.end(), std::int64_t{0});
+  std::stable_sort(by_length.begin(), by_length.end(), [&](std::int64_t a, std::int64_t c) { return rows[a].position < rows[c].position; });
+  attention_order.resize(by_length.size());
+  for (std::size_t k = 0, lo = 0, hi = by_length.size(); k < by_length.size(); ++k) {
+    attention_order[k] = k % 2 == 0 ? by_length[--hi] : by_length[lo++];
   }
 }
 
@@ -197,17 +213,6 @@ void Engine::State::Attention(int layer, std::span<const Row> rows) {
   q_abs.resize(static_cast<std::size_t>(b_rows * heads * kvl));
   latent.resize(static_cast<std::size_t>(b_rows * heads * kvl));
   o.resize(static_cast<std::size_t>(b_rows * heads * v_dim));
-  // A row's attention costs its context length, and the pool gives each thread one
-  // contiguous share: rows by length, longest and shortest alternating, so that every
-  // share holds as much context as another (a prompt chunk's rows in position order
-  // left the first thread the short half, idle half the time).
-  by_length.resize(static_cast<std::size_t>(b_rows));
-  std::iota(by_length.begin(), by_length.end(), std::int64_t{0});
-  std::stable_sort(by_length.begin(), by_length.end(), [&](std::int64_t a, std::int64_t c) { return rows[a].position < rows[c].position; });
-  attention_order.resize(by_length.size());
-  for (std::size_t k = 0, lo = 0, hi = by_length.size(); k < by_length.size(); ++k) {
-    attention_order[k] = k % 2 == 0 ? by_length[--hi] : by_length[lo++];
-  }
   const auto per_head = [&](std::int64_t begin, std::int64_t end) {
     thread_local std::vector<float> s;
     for (std::int64_t j = begin; j < end;) {
@@ -290,6 +295,7 @@ void Engine::Forward(std::span<const Row> rows, ForwardOutput& out, const float*
     MatMul(m.eh_proj, s.mtp_in.data(), b_rows, s.x.data(), &s.pool);
   }
 
+  s.OrderAttention(rows);
   for (int l = 0; l < static_cast<int>(s.weights.layers.size()); ++l) {
     const LayerWeights& lw = s.weights.layers[static_cast<std::size_t>(l)];
     RmsNorm(s.x.data(), lw.input_norm.data(), b_rows, hidden, eps, s.xn.data());
