@@ -2,14 +2,15 @@
 
 #include <algorithm>
 #include <cstring>
-#include <fstream>
 #include <limits>
+#include <ostream>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "runtime/model/json_bounds.hpp"
 #include "runtime/model/model_error.hpp"
+#include "runtime/model/text_file.hpp"
 
 namespace tandem::rt {
 
@@ -212,12 +213,7 @@ std::uint64_t SafetensorsWriter::DataBytes() const {
 }
 
 void SafetensorsWriter::Write(const std::filesystem::path& path, const TensorBytes& bytes_of) const {
-  std::filesystem::path tmp = path;
-  tmp += ".partial";
-  std::error_code ec;
-  try {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw ModelError(fmt::format("{}: cannot write", tmp.string()));
+  WriteFileWhole(path, [&](std::ostream& out) {
     const std::string header = HeaderBytes();
     out.write(header.data(), static_cast<std::streamsize>(header.size()));
     for (const auto& [name, size] : Layout()) {
@@ -228,14 +224,7 @@ void SafetensorsWriter::Write(const std::filesystem::path& path, const TensorByt
       out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
       if (!out) break;
     }
-    out.flush();
-    if (!out) throw ModelError(fmt::format("{}: write failed (disk full?)", tmp.string()));
-  } catch (...) {
-    std::filesystem::remove(tmp, ec);
-    throw;
-  }
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) throw ModelError(fmt::format("{}: cannot rename {} to it: {}", path.string(), tmp.filename().string(), ec.message()));
+  });
 }
 
 std::string SafetensorsWriter::HeaderBytes() const {

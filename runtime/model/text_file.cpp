@@ -24,4 +24,22 @@ void WriteTextFile(const std::filesystem::path& path, const std::string& text) {
   if (!out) throw ModelError(fmt::format("{}: cannot write", path.string()));
 }
 
+void WriteFileWhole(const std::filesystem::path& path, const std::function<void(std::ostream&)>& write) {
+  std::filesystem::path tmp = path;
+  tmp += ".partial";
+  std::error_code ec;
+  try {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) throw ModelError(fmt::format("{}: cannot write", tmp.string()));
+    write(out);
+    out.flush();
+    if (!out) throw ModelError(fmt::format("{}: write failed (disk full?)", tmp.string()));
+  } catch (...) {
+    std::filesystem::remove(tmp, ec);
+    throw;
+  }
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) throw ModelError(fmt::format("{}: cannot rename {} to it: {}", path.string(), tmp.filename().string(), ec.message()));
+}
+
 }  // namespace tandem::rt
