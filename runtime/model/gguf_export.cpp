@@ -24,23 +24,6 @@ namespace {
 using json = nlohmann::json;
 using Emit = GgufWriter::Emit;
 
-// ggml's `enum llama_ftype` values for general.file_type.
-std::uint32_t FileType(GgmlType type) {
-  switch (type) {
-    case GgmlType::kF32:
-      return 0;
-    case GgmlType::kF16:
-      return 1;
-    case GgmlType::kQ4_0:
-      return 2;
-    case GgmlType::kQ8_0:
-      return 7;
-    case GgmlType::kBF16:
-      return 32;
-  }
-  return 0;
-}
-
 // One row of fp32 values in `type`, appended to `out`.
 void EncodeRow(std::span<const float> row, GgmlType type, std::vector<std::byte>& out) {
   const std::size_t at = out.size();
@@ -128,7 +111,8 @@ class Plan {
  private:
   // Has() sees the tensors as stored: a quantized matrix is X.qweight.
   void Require(const std::string& name) const {
-    const bool quantized = name.ends_with(".weight") && ckpt_.Has(name.substr(0, name.size() - 7) + ".qweight");
+    constexpr std::string_view kWeight = ".weight";
+    const bool quantized = name.ends_with(kWeight) && ckpt_.Has(name.substr(0, name.size() - kWeight.size()) + ".qweight");
     if (!ckpt_.Has(name) && !quantized) throw ModelError(fmt::format("{}: no tensor '{}'", ckpt_.dir().string(), name));
   }
 
@@ -185,16 +169,22 @@ void PlanTensors(Plan& plan, const Checkpoint& ckpt) {
   plan.Matrix("output.weight", {c.tie_word_embeddings ? "model.embed_tokens.weight" : "lm_head.weight"}, c.vocab_size, hidden);
 }
 
+// A JSON object from a file, within the project's nesting and size bounds.
+json ReadJsonObject(const std::filesystem::path& path) {
+  const std::string text = ReadTextFile(path);
+  if (FindJsonExcess(text, JsonBounds{})) throw ModelError(fmt::format("{}: nested or sized beyond limits", path.string()));
+  json doc = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded() || !doc.is_object()) throw ModelError(fmt::format("{}: not a JSON object", path.string()));
+  return doc;
+}
+
 // tokenizer.json's vocabulary as GGUF lists: tokens (byte-level strings, by id; ids
 // nothing names become "[PAD<id>]"), their types and the merges.
 void SetTokenizer(GgufWriter& w, const std::filesystem::path& dir, const ModelConfig& c, const GgufExportOptions& options) {
   const std::filesystem::path path = dir / "tokenizer.json";
   if (!std::filesystem::exists(path)) throw ModelError(fmt::format("{}: no tokenizer.json (a GGUF carries its tokenizer)", dir.string()));
   (void)Tokenizer::Load(path);  // the checks the runtime makes of it
-  const std::string text = ReadTextFile(path);
-  if (const auto excess = FindJsonExcess(text, JsonBounds{}))
-    throw ModelError(fmt::format("{}: nested or sized beyond limits", path.string()));
-  const json doc = json::parse(text);
+  const json doc = ReadJsonObject(path);
   // GGUF token types (llama.cpp's llama_token_type): normal, control, user-defined, unused.
   constexpr std::int32_t kNormal = 1, kControl = 3, kUserDefined = 4, kUnused = 5;
   std::vector<std::string> tokens(static_cast<std::size_t>(c.vocab_size));
@@ -228,10 +218,7 @@ void SetTokenizer(GgufWriter& w, const std::filesystem::path& dir, const ModelCo
   bool add_bos = true;
   const std::filesystem::path config_path = dir / "tokenizer_config.json";
   if (std::filesystem::exists(config_path)) {
-    const std::string config_text = ReadTextFile(config_path);
-    if (FindJsonExcess(config_text, JsonBounds{})) throw ModelError(fmt::format("{}: nested or sized beyond limits", config_path.string()));
-    const json config = json::parse(config_text, nullptr, /*allow_exceptions=*/false);
-    if (config.is_discarded() || !config.is_object()) throw ModelError(fmt::format("{}: not a JSON object", config_path.string()));
+    const json config = ReadJsonObject(config_path);
     if (config.contains("add_bos_token") && config["add_bos_token"].is_boolean()) add_bos = config["add_bos_token"].get<bool>();
     if (config.contains("chat_template") && config["chat_template"].is_string()) {
       w.Set("tokenizer.chat_template", config["chat_template"].get<std::string>());
@@ -246,7 +233,7 @@ void SetHyperparameters(GgufWriter& w, const ModelConfig& c, GgmlType type, cons
   auto u32 = [](auto v) { return static_cast<std::uint32_t>(v); };
   w.Set("general.architecture", std::string("deepseek2"));
   w.Set("general.name", name);
-  w.Set("general.file_type", FileType(type));
+  w.Set("general.file_type", GgmlFileType(type));
   if (type == GgmlType::kQ8_0 || type == GgmlType::kQ4_0) w.Set("general.quantization_version", std::uint32_t{2});
   w.Set("tandem.model_revision", revision);
   w.Set(a + "block_count", u32(c.num_hidden_layers));
@@ -287,30 +274,6 @@ void SetHyperparameters(GgufWriter& w, const ModelConfig& c, GgmlType type, cons
 }
 
 }  // namespace
-
-GgmlType GgmlTypeFromName(const std::string& name) {
-  static const std::map<std::string, GgmlType> kTypes{
-      {"f32", GgmlType::kF32}, {"f16", GgmlType::kF16}, {"bf16", GgmlType::kBF16}, {"q8_0", GgmlType::kQ8_0}, {"q4_0", GgmlType::kQ4_0}};
-  const auto it = kTypes.find(name);
-  if (it == kTypes.end()) throw std::invalid_argument(fmt::format("unknown GGUF type '{}' (f32, f16, bf16, q8_0, q4_0)", name));
-  return it->second;
-}
-
-std::string GgmlTypeName(GgmlType type) {
-  switch (type) {
-    case GgmlType::kF32:
-      return "f32";
-    case GgmlType::kF16:
-      return "f16";
-    case GgmlType::kBF16:
-      return "bf16";
-    case GgmlType::kQ8_0:
-      return "q8_0";
-    case GgmlType::kQ4_0:
-      return "q4_0";
-  }
-  return "?";
-}
 
 GgufExportReport ExportGguf(const std::filesystem::path& in, const std::filesystem::path& out, const GgufExportOptions& options,
                             const std::function<void(const std::string&)>& progress) {

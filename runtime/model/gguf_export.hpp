@@ -37,8 +37,4 @@ struct GgufExportReport {
 GgufExportReport ExportGguf(const std::filesystem::path& in, const std::filesystem::path& out, const GgufExportOptions& options,
                             const std::function<void(const std::string&)>& progress = {});
 
-// "f32", "f16", "bf16", "q8_0", "q4_0" (and back); nullopt-like: throws std::invalid_argument.
-GgmlType GgmlTypeFromName(const std::string& name);
-std::string GgmlTypeName(GgmlType type);
-
 }  // namespace tandem::rt

@@ -2,12 +2,14 @@
 
 #include <algorithm>
 #include <bit>
-#include <fstream>
+#include <ostream>
 #include <stdexcept>
 
 #include <fmt/format.h>
 
+#include "runtime/model/ggml_blocks.hpp"
 #include "runtime/model/model_error.hpp"
+#include "runtime/model/text_file.hpp"
 
 namespace tandem::rt {
 
@@ -69,21 +71,44 @@ void PutValue(HeaderBytes& h, const GgufWriter::Value& value) {
 
 }  // namespace
 
-std::int64_t GgmlBlockValues(GgmlType type) { return type == GgmlType::kQ4_0 || type == GgmlType::kQ8_0 ? 32 : 1; }
+namespace {
 
-std::int64_t GgmlBlockBytes(GgmlType type) {
-  switch (type) {
-    case GgmlType::kF32:
-      return 4;
-    case GgmlType::kF16:
-    case GgmlType::kBF16:
-      return 2;
-    case GgmlType::kQ4_0:
-      return 2 + 16;
-    case GgmlType::kQ8_0:
-      return 2 + 32;
+// Each type's name, llama.cpp's general.file_type for files mostly of that type, and block.
+struct GgmlTypeInfo {
+  GgmlType type;
+  std::string_view name;
+  std::uint32_t file_type;
+  std::int64_t block_values;
+  std::int64_t block_bytes;
+};
+
+constexpr GgmlTypeInfo kGgmlTypes[] = {
+    {GgmlType::kF32, "f32", 0, 1, 4},
+    {GgmlType::kF16, "f16", 1, 1, 2},
+    {GgmlType::kBF16, "bf16", 32, 1, 2},
+    {GgmlType::kQ8_0, "q8_0", 7, kGgmlBlockValues, kQ8_0BlockBytes},
+    {GgmlType::kQ4_0, "q4_0", 2, kGgmlBlockValues, kQ4_0BlockBytes},
+};
+
+const GgmlTypeInfo& InfoOf(GgmlType type) {
+  for (const GgmlTypeInfo& t : kGgmlTypes) {
+    if (t.type == type) return t;
   }
   throw std::invalid_argument("unknown ggml type");
+}
+
+}  // namespace
+
+std::int64_t GgmlBlockValues(GgmlType type) { return InfoOf(type).block_values; }
+std::int64_t GgmlBlockBytes(GgmlType type) { return InfoOf(type).block_bytes; }
+std::uint32_t GgmlFileType(GgmlType type) { return InfoOf(type).file_type; }
+std::string GgmlTypeName(GgmlType type) { return std::string(InfoOf(type).name); }
+
+GgmlType GgmlTypeFromName(const std::string& name) {
+  for (const GgmlTypeInfo& t : kGgmlTypes) {
+    if (t.name == name) return t.type;
+  }
+  throw std::invalid_argument(fmt::format("unknown GGUF type '{}' (f32, f16, bf16, q8_0, q4_0)", name));
 }
 
 std::uint64_t GgmlTensorBytes(GgmlType type, std::span<const std::uint64_t> ne) {
@@ -146,12 +171,7 @@ void GgufWriter::Write(const std::filesystem::path& path, const TensorProducer& 
   }
   h.Pad(kAlignment);
 
-  std::filesystem::path tmp = path;
-  tmp += ".partial";
-  std::error_code ec;
-  try {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw ModelError(fmt::format("{}: cannot write", tmp.string()));
+  WriteFileWhole(path, [&](std::ostream& out) {
     out.write(h.bytes().data(), static_cast<std::streamsize>(h.bytes().size()));
     static const char kZeros[kAlignment] = {};
     for (const Tensor& t : tensors_) {
@@ -169,14 +189,7 @@ void GgufWriter::Write(const std::filesystem::path& path, const TensorProducer& 
       out.write(kZeros, static_cast<std::streamsize>((kAlignment - t.bytes % kAlignment) % kAlignment));
       if (!out) break;
     }
-    out.flush();
-    if (!out) throw ModelError(fmt::format("{}: write failed (disk full?)", tmp.string()));
-  } catch (...) {
-    std::filesystem::remove(tmp, ec);
-    throw;
-  }
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) throw ModelError(fmt::format("{}: cannot rename {} to it: {}", path.string(), tmp.filename().string(), ec.message()));
+  });
 }
 
 }  // namespace tandem::rt

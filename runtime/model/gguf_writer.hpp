@@ -19,6 +19,11 @@ enum class GgmlType : std::uint32_t { kF32 = 0, kF16 = 1, kQ4_0 = 2, kQ8_0 = 8, 
 // Values per block and bytes per block (1 value, or a 32-value block with its fp16 scale).
 std::int64_t GgmlBlockValues(GgmlType type);
 std::int64_t GgmlBlockBytes(GgmlType type);
+// llama.cpp's general.file_type for a file whose weights are mostly `type`.
+std::uint32_t GgmlFileType(GgmlType type);
+// "f32", "f16", "bf16", "q8_0", "q4_0" and back; an unknown name is std::invalid_argument.
+std::string GgmlTypeName(GgmlType type);
+GgmlType GgmlTypeFromName(const std::string& name);
 // Bytes of a tensor of `ne` values of `type`; ne[0] must be a whole number of blocks.
 std::uint64_t GgmlTensorBytes(GgmlType type, std::span<const std::uint64_t> ne);
 
