@@ -3,14 +3,14 @@
 
     bench/peers.py --tandem-rt build/bin/tandem-rt --model DIR \\
         --peer llama.cpp=/path/to/llama-bench --peer "ik=/path/to/ik/llama-bench -rtr 1 -thp 1 -ger 1" \\
-        [--types bf16,q8_0,q4_0] [--threads 1,2] [--rounds 3] [--work DIR]
+        [--types bf16,q8_0,q4_0] [--threads 1,2] [--rounds 3] [--work DIR] [--tandem-layers all|experts]
 
 For each type the checkpoint is exported once with `tandem-rt export --format gguf`
 (the peers' weights) and, for q8_0 / q4_0, quantized with `tandem-rt quantize --format
-int8|int4 --experts all` (Tandem's own 8-/4-bit weights: today experts only, the rest
-bf16). Every round then runs, for each type and thread count, each runtime once, in an
+int8|int4 --layers all` (Tandem's own 8-/4-bit weights: every linear layer but kv_b_proj
+and the router; `--tandem-layers experts` quantizes the experts alone). Every round then runs, for each type and thread count, each runtime once, in an
 order that alternates between rounds (ABC, CBA, ...): Tandem's prompt rate from a
-512-token prompt (`generate --max-tokens 1`) and its decode rate over 128 tokens after a
+prompt of 508–512 tokens (`generate --max-tokens 1`) and its decode rate over 128 tokens after a
 one-token prompt (`--ignore-eos`), each peer's `llama-bench -p 512 -n 128 -r 1`. The
 table gives medians over rounds and Tandem's ratio to each peer. Peer executables are
 the user's: this script builds nothing.
@@ -40,16 +40,16 @@ def run(cmd, timeout=600):
 
 
 def prompt_of(rt, model, n):
-    """A text that tokenizes to exactly n tokens (BOS included)."""
+    """The longest run of filler words that tokenizes to at most n tokens (BOS
+    included): 508–512 for n = 512. A binary search over the word count."""
     words = "the quick brown fox jumps over a lazy dog while seven wizards quietly judge boxing matches".split()
-    text = ""
-    i = 0
-    while True:
-        ids = json.loads(run([rt, "tokenize", "--model", model, "--text", text + " " + words[i % len(words)]]))
-        if len(ids) > n:
-            return text
-        text += " " + words[i % len(words)]
-        i += 1
+    text_of = lambda k: " ".join(words[i % len(words)] for i in range(k))
+    tokens = lambda k: len(json.loads(run([rt, "tokenize", "--model", model, "--text", text_of(k)])))
+    lo, hi = 0, 4 * n  # tokens(lo) <= n < tokens(hi): every word is at least one token
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if tokens(mid) <= n else (lo, mid)
+    return text_of(lo)
 
 
 def tandem(rt, model, threads, prompt):

@@ -93,8 +93,8 @@ def parse(path):
     for _ in range(n_kv):
         key = r.string()
         expect(key not in meta, f"metadata key {key} twice")
-        meta[key] = (r.u("I"), None)
-        meta[key] = (meta[key][0], r.value(meta[key][0]))
+        t = r.u("I")
+        meta[key] = (t, r.value(t))
     tensors = {}
     for _ in range(n_tensors):
         name = r.string()
