@@ -20,12 +20,14 @@ std::string_view ToString(Isa isa) {
       return "avx2";
     case Isa::kAvx512:
       return "avx512";
+    case Isa::kAvx512Bf16:
+      return "avx512-bf16";
   }
   return "?";
 }
 
 std::optional<Isa> ParseIsa(std::string_view name) {
-  for (Isa isa : {Isa::kPortable, Isa::kAvxFma, Isa::kAvx2, Isa::kAvx512}) {
+  for (Isa isa : {Isa::kPortable, Isa::kAvxFma, Isa::kAvx2, Isa::kAvx512, Isa::kAvx512Bf16}) {
     if (ToString(isa) == name) return isa;
   }
   return std::nullopt;
@@ -40,6 +42,12 @@ bool HasF16c() {
   return __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & bit_F16C) != 0;
 }
 
+// CPUID leaf 7 subleaf 1, EAX bit 5 (GCC 12 and clang 14 name no such feature).
+bool HasAvx512Bf16() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  return __get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx) != 0 && (eax & (1u << 5)) != 0;
+}
+
 }  // namespace
 #endif
 
@@ -51,7 +59,7 @@ Isa DetectedIsa() {
     if (!avx_fma) return Isa::kPortable;
     if (!__builtin_cpu_supports("avx2")) return Isa::kAvxFma;
     if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl")) {
-      return Isa::kAvx512;
+      return HasAvx512Bf16() ? Isa::kAvx512Bf16 : Isa::kAvx512;
     }
     return Isa::kAvx2;
   }();
@@ -63,7 +71,7 @@ Isa DetectedIsa() {
 
 bool HasAvx512Vnni() {
 #if defined(__x86_64__)
-  static const bool vnni = DetectedIsa() == Isa::kAvx512 && __builtin_cpu_supports("avx512vnni");
+  static const bool vnni = DetectedIsa() >= Isa::kAvx512 && __builtin_cpu_supports("avx512vnni");
   return vnni;
 #else
   return false;
@@ -78,7 +86,7 @@ Isa FromEnvironment() {
   if (name == nullptr || *name == '\0') return detected;
   const std::optional<Isa> wanted = ParseIsa(name);
   if (!wanted) {
-    std::fprintf(stderr, "tandem: TANDEM_ISA=%s is not one of portable, avx-fma, avx2, avx512; using %s\n", name,
+    std::fprintf(stderr, "tandem: TANDEM_ISA=%s is not one of portable, avx-fma, avx2, avx512, avx512-bf16; using %s\n", name,
                  ToString(detected).data());
     return detected;
   }

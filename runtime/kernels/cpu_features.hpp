@@ -6,17 +6,21 @@
 namespace tandem::rt {
 
 // The instruction sets the kernels have code paths for, in increasing order.
-// Every path computes the same fixed-lane sums in the same order, so switching
-// paths changes speed, not results (FMA aside: the portable path multiplies and
-// adds separately unless the compiler contracts them).
+// Every path up to kAvx512 computes the same fixed-lane sums in the same order, so
+// switching among them changes speed, not results (FMA aside: the portable path
+// multiplies and adds separately unless the compiler contracts them). kAvx512Bf16
+// gives up that identity for bf16 weights: it rounds their inputs to bf16 to
+// multiply pairs at twice the rate (dense_rows.hpp); everything else runs as on
+// kAvx512. TANDEM_ISA=avx512 on such a CPU gives the other paths' bits.
 enum class Isa {
-  kPortable,  // plain C++ (whatever the compiler vectorises for the baseline target)
-  kAvxFma,    // AVX + FMA + F16C, no AVX2 (older AMD machines of the CI kind)
-  kAvx2,      // AVX2 + FMA + F16C
-  kAvx512,    // AVX-512 F/BW/VL (+ VNNI when present, for the quantized kernels)
+  kPortable,    // plain C++ (whatever the compiler vectorises for the baseline target)
+  kAvxFma,      // AVX + FMA + F16C, no AVX2 (older AMD machines of the CI kind)
+  kAvx2,        // AVX2 + FMA + F16C
+  kAvx512,      // AVX-512 F/BW/VL (+ VNNI when present, for the quantized kernels)
+  kAvx512Bf16,  // kAvx512 + AVX512_BF16 (Zen 4 and later, Intel Cooper Lake and Sapphire Rapids on)
 };
 
-std::string_view ToString(Isa isa);  // "portable" | "avx-fma" | "avx2" | "avx512"
+std::string_view ToString(Isa isa);  // "portable" | "avx-fma" | "avx2" | "avx512" | "avx512-bf16"
 std::optional<Isa> ParseIsa(std::string_view name);
 
 // What this CPU supports.

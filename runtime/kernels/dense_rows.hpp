@@ -8,7 +8,7 @@
 // products of columns i ≡ l (mod 16) in increasing i with fused multiply-adds,
 // then the lanes combined pairwise (l + 8, then + 4, + 2, + 1). Hence a row's
 // result depends neither on the batch around it, nor on the thread, nor on which
-// of these paths ran it.
+// of these paths ran it (the AVX-512 BF16 path aside, which rounds x to bf16: below).
 //
 // `x` is [batch × cols] fp32 in the layout the kernel's Prepare function wrote.
 
@@ -101,5 +101,16 @@ void RowsF32Avx512(const float* w, std::int64_t cols, const float* x, std::int64
                    std::int64_t begin, std::int64_t end);
 void RowsFp8Avx512(const std::uint8_t* w, std::int64_t cols, const float* x, std::int64_t batch, float* y, std::int64_t y_stride,
                    std::int64_t begin, std::int64_t end);
+
+// AVX-512 BF16 (matmul_avx512_bf16.cpp): bf16 weights by dot products of bf16 pairs
+// (vdpbf16ps), for every batch size; x rounded to bf16 by PrepareBf16InputDpbf16, each
+// input Bf16DotStride(cols) values apart and zero-padded. Its own order (lane l sums
+// columns 2l and 2l + 1 of each block of 32; the lanes combined as ReduceLanes), so
+// its results are not the other paths' bits: they differ by at most the rounding of
+// x, 2^-9 of Σ|w·x|, plus fp32 summation error. Batch and threads still change nothing.
+std::int64_t Bf16DotStride(std::int64_t cols);
+void PrepareBf16InputDpbf16(const float* x, std::int64_t batch, std::int64_t cols, std::uint16_t* out);
+bool RowsBf16Dpbf16(const std::uint16_t* w, std::int64_t cols, const std::uint16_t* x, std::int64_t batch, float* y, std::int64_t y_stride,
+                    std::int64_t begin, std::int64_t end, const RowStream& stream);
 
 }  // namespace tandem::rt::kernels

@@ -80,15 +80,23 @@ constexpr std::int64_t kManyBf16Inputs = 2;
 
 bool ManyBf16Inputs(Isa isa, std::int64_t batch) { return isa == Isa::kAvx512 && batch >= kManyBf16Inputs; }
 
+// bf16 by dot products of bf16 pairs (AVX-512 BF16), for every batch: inputs rounded
+// to bf16 once per product (dense_rows.hpp).
+bool Bf16Dots(Isa isa) { return isa == Isa::kAvx512Bf16; }
+
 // Rows [begin, end) of one product with fp32 output; `x` as PrepareInput left it.
-// Returns whether the kernel prefetched the head of `stream.next` (only the AVX2
-// bf16 kernel follows a stream across products).
+// Returns whether the kernel prefetched the head of `stream.next` (only the bf16
+// kernels of AVX2 and AVX-512 BF16 follow a stream across products).
 bool RowsOf(const WeightMatrix& w, Isa isa, const float* x, std::int64_t batch, float* y, std::int64_t begin, std::int64_t end,
             const kernels::RowStream& stream) {
   const std::int64_t rows = w.rows, cols = w.cols;
   switch (w.type) {
     case WeightMatrix::Type::kBF16: {
       const auto* data = static_cast<const std::uint16_t*>(w.data);
+      if (Bf16Dots(isa)) {
+        // x as PrepareBf16InputDpbf16 wrote it into the float scratch.
+        return kernels::RowsBf16Dpbf16(data, cols, reinterpret_cast<const std::uint16_t*>(x), batch, y, rows, begin, end, stream);
+      }
       if (ManyBf16Inputs(isa, batch)) {
         kernels::RowsBf16ManyAvx512(data, cols, x, batch, y, rows, begin, end);
         return false;
@@ -103,7 +111,7 @@ bool RowsOf(const WeightMatrix& w, Isa isa, const float* x, std::int64_t batch, 
     }
     case WeightMatrix::Type::kF32: {
       const auto* data = static_cast<const float*>(w.data);
-      if (isa == Isa::kAvx512) {
+      if (isa >= Isa::kAvx512) {
         kernels::RowsF32Avx512(data, cols, x, batch, y, rows, begin, end);
       } else if (isa == Isa::kAvx2) {
         kernels::RowsF32Avx2(data, cols, x, batch, y, rows, begin, end);
@@ -118,7 +126,7 @@ bool RowsOf(const WeightMatrix& w, Isa isa, const float* x, std::int64_t batch, 
       const auto* data = static_cast<const std::uint8_t*>(w.data);
       thread_local std::vector<float> scaled;
       Fp8Rows(w, x, batch, begin, end, isa >= Isa::kAvx2 ? 256.0f : 1.0f, scaled, [&](const float* xs, std::int64_t b, std::int64_t e) {
-        if (isa == Isa::kAvx512) return kernels::RowsFp8Avx512(data, cols, xs, batch, y, rows, b, e);
+        if (isa >= Isa::kAvx512) return kernels::RowsFp8Avx512(data, cols, xs, batch, y, rows, b, e);
         if (isa == Isa::kAvx2) return kernels::RowsFp8Avx2(data, cols, xs, batch, y, rows, b, e);
         if (isa == Isa::kAvxFma) return kernels::RowsFp8AvxFma(data, cols, xs, batch, y, rows, b, e);
         kernels::RowsFp8Portable(data, cols, xs, batch, y, rows, b, e);
@@ -161,9 +169,24 @@ void RowsOfF64(const WeightMatrix& w, Isa isa, const float* x, std::int64_t batc
 }
 
 // Whether a product's fp32 kernel wants its input rearranged (AVX2 bf16: see
-// PrepareBf16InputAvx2).
+// PrepareBf16InputAvx2) or rounded to bf16 (PrepareBf16InputDpbf16).
 bool NeedsPreparedInput(const MatMulTask& t, Isa isa) {
   return isa >= Isa::kAvx2 && t.y != nullptr && t.w->type == WeightMatrix::Type::kBF16 && !t.w->quantized && !ManyBf16Inputs(isa, t.batch);
+}
+
+// The floats of scratch a prepared input takes (bf16 values, two to a float, for
+// the dot-product path).
+std::size_t PreparedFloats(const MatMulTask& t, Isa isa) {
+  if (Bf16Dots(isa)) return static_cast<std::size_t>(t.batch * kernels::Bf16DotStride(t.w->cols) / 2);
+  return static_cast<std::size_t>(t.batch * t.w->cols);
+}
+
+void PrepareInput(const MatMulTask& t, Isa isa, float* out) {
+  if (Bf16Dots(isa)) {
+    kernels::PrepareBf16InputDpbf16(t.x, t.batch, t.w->cols, reinterpret_cast<std::uint16_t*>(out));
+  } else {
+    kernels::PrepareBf16InputAvx2(t.x, t.batch, t.w->cols, out);
+  }
 }
 
 }  // namespace
@@ -177,7 +200,7 @@ void MatMulMany(std::span<const MatMulTask> tasks, ThreadPool* pool) {
   std::vector<float>& scratch = InputScratch();
   std::size_t scratch_size = 0;
   for (const MatMulTask& t : tasks) {
-    if (NeedsPreparedInput(t, isa)) scratch_size += static_cast<std::size_t>(t.batch * t.w->cols);
+    if (NeedsPreparedInput(t, isa)) scratch_size += PreparedFloats(t, isa);
   }
   scratch.resize(scratch_size);
   thread_local std::vector<const float*> inputs;
@@ -217,9 +240,9 @@ void MatMulMany(std::span<const MatMulTask> tasks, ThreadPool* pool) {
       }
       if (inputs[i] == t.x) {
         float* prepared = scratch.data() + offset;
-        kernels::PrepareBf16InputAvx2(t.x, t.batch, t.w->cols, prepared);
+        PrepareInput(t, isa, prepared);
         inputs[i] = prepared;
-        offset += static_cast<std::size_t>(t.batch * t.w->cols);
+        offset += PreparedFloats(t, isa);
       }
     }
     first_row[i + 1] = first_row[i] + t.w->rows;

@@ -295,12 +295,12 @@ void QuantizedRows(const QuantizedMatrix& w, const PreparedQuantizedInput& in, f
   const QuantizedInput* x = in.rows.data();
   if (w.format == QuantFormat::kInt8) {
     const auto* values = reinterpret_cast<const std::int8_t*>(w.values.data()) + begin * w.cols;
-    if (isa == Isa::kAvx512 && HasAvx512Vnni()) return RowsInt8Vnni(values, scales, w.cols, w.group, x, batch, y, y_stride, 0, n);
+    if (isa >= Isa::kAvx512 && HasAvx512Vnni()) return RowsInt8Vnni(values, scales, w.cols, w.group, x, batch, y, y_stride, 0, n);
     if (isa >= Isa::kAvx2) return RowsInt8Avx2(values, scales, w.cols, w.group, x, batch, y, y_stride, 0, n);
     return RowsInt8Portable(values, scales, w.cols, w.group, x, batch, y, y_stride, 0, n);
   }
   const std::uint8_t* values = w.values.data() + begin * w.cols / 2;
-  if (isa == Isa::kAvx512 && HasAvx512Vnni()) return RowsInt4Vnni(values, scales, w.cols, w.group, x, batch, y, y_stride, 0, n);
+  if (isa >= Isa::kAvx512 && HasAvx512Vnni()) return RowsInt4Vnni(values, scales, w.cols, w.group, x, batch, y, y_stride, 0, n);
   if (isa >= Isa::kAvx2) return RowsInt4Avx2(values, scales, w.cols, w.group, x, batch, y, y_stride, 0, n);
   RowsInt4Portable(values, scales, w.cols, w.group, x, batch, y, y_stride, 0, n);
 }

@@ -9,7 +9,8 @@ checks the engine against it:
   * logits:  per position i, max_j |cpp[i,j] - ref[i,j]| / max_j |ref[i,j]|
              must be <= --tolerance;
   * routing: the experts chosen at every MoE layer and position must be the
-             same set;
+             same set (--routing-margin M: except where the reference's own
+             selection margin is below M, a near-tie that rounding may flip);
   * greedy:  every fed decode token must be the reference argmax of the row
              before it, up to a near-tie (within 1e-5 of the row's max
              |logit|), and the argmax of the engine's own logits.
@@ -618,7 +619,8 @@ def relative_errors(cpp, ref):
     return err
 
 
-def compare(cfg, prompt_len, tokens, cpp, ref, cpp_routes, ref_routes, margins, tolerance):
+def compare(cfg, prompt_len, tokens, cpp, ref, cpp_routes, ref_routes, margins, tolerance,
+            routing_margin=0.0):
     """Prints the report; returns the list of failure messages."""
     failures = []
     T = len(tokens)
@@ -661,9 +663,13 @@ def compare(cfg, prompt_len, tokens, cpp, ref, cpp_routes, ref_routes, margins, 
     for layer, t, got, want, margin in mismatches[:SHOW_MAX]:
         print(f"  layer {layer} pos {t}: engine {list(got)} reference {list(want)} "
               f"(reference margin {margin:.3e})")
-    if mismatches:
-        failures.append(f"routing: {len(mismatches)} mismatches, first at layer "
-                        f"{mismatches[0][0]} position {mismatches[0][1]}")
+    decided = [m for m in mismatches if not m[4] < routing_margin]
+    if mismatches and len(decided) < len(mismatches):
+        print(f"routing: {len(mismatches) - len(decided)} mismatches at reference margins below "
+              f"--routing-margin {routing_margin:g} tolerated")
+    if decided:
+        failures.append(f"routing: {len(decided)} mismatches, first at layer "
+                        f"{decided[0][0]} position {decided[0][1]}")
 
     # Greedy tokens: tokens[P+j] was chosen from row P+j-1.
     wrong, self_wrong, near_ties = [], [], []
@@ -710,6 +716,10 @@ def parse_args(argv):
     parser.add_argument("--decode", type=int, default=32, help="greedy decode steps (default 32)")
     parser.add_argument("--tolerance", type=float, default=1e-4,
                         help="max per-position relative logit error (default 1e-4)")
+    parser.add_argument("--routing-margin", type=float, default=0.0,
+                        help="tolerate routing mismatches where the reference's selection margin "
+                             "is below this (default 0: none); for engine paths that round "
+                             "activations (bf16 inputs)")
     parser.add_argument("--engine-args", default="",
                         help="extra tandem-rt eval arguments, space-separated (e.g. a hybrid layout: "
                              "'--spawn-workers 2')")
@@ -727,6 +737,8 @@ def parse_args(argv):
         raise UsageError("--decode must be >= 0")
     if not args.tolerance > 0:
         raise UsageError("--tolerance must be > 0")
+    if not args.routing_margin >= 0:
+        raise UsageError("--routing-margin must be >= 0")
     if not (os.path.isfile(args.tandem_rt) and os.access(args.tandem_rt, os.X_OK)):
         raise UsageError(f"--tandem-rt {args.tandem_rt} is not an executable file")
     return args
@@ -768,7 +780,7 @@ def main(argv=None):
     print(f"engine {engine_s:.2f} s, reference {ref_s:.2f} s")
 
     failures = compare(cfg, len(args.prompt), tokens, cpp, ref, cpp_routes, ref_routes,
-                       margins, args.tolerance)
+                       margins, args.tolerance, args.routing_margin)
     if args.mtp:
         err = relative_errors(cpp_mtp, ref_mtp)
         print(f"{'mtp':>12} {len(err):>6} {err.max():>12.3e} {np.median(err):>10.3e} {int(np.argmax(err)):>10}")

@@ -1,5 +1,7 @@
 // The dense kernels on every instruction-set path this CPU has: the same bits on
-// every path, in every batch, on any thread count, and the right values.
+// every path, in every batch, on any thread count, and the right values. The one
+// path that rounds inputs (AVX-512 BF16 for bf16 weights) is checked against the
+// exact paths within that rounding, and for its own batch and thread invariance.
 #include <algorithm>
 #include <cmath>
 #include <memory>
@@ -53,11 +55,14 @@ std::vector<float> RandomInputs(std::int64_t n, unsigned seed) {
 
 std::vector<Isa> AvailablePaths() {
   std::vector<Isa> paths;
-  for (Isa isa : {Isa::kPortable, Isa::kAvxFma, Isa::kAvx2, Isa::kAvx512}) {
+  for (Isa isa : {Isa::kPortable, Isa::kAvxFma, Isa::kAvx2, Isa::kAvx512, Isa::kAvx512Bf16}) {
     if (isa <= DetectedIsa()) paths.push_back(isa);
   }
   return paths;
 }
+
+// The highest path whose results are the shared fixed-lane sums of fp32 inputs.
+Isa ExactPath() { return std::min(DetectedIsa(), Isa::kAvx512); }
 
 std::vector<float> Product(const WeightMatrix& w, const std::vector<float>& x, std::int64_t batch, ThreadPool* pool, Isa isa) {
   const Isa before = SetActiveIsa(isa);
@@ -77,7 +82,7 @@ TEST_P(DensePaths, EveryPathBatchAndThreadCountGivesTheSameBitsAndTheRightValues
     const WeightMatrix w = RandomMatrix(GetParam(), 300, cols, static_cast<unsigned>(cols));
     constexpr std::int64_t kBatch = 9;
     const std::vector<float> x = RandomInputs(kBatch * cols, 7);
-    const std::vector<float> reference = Product(w, x, kBatch, &pool, DetectedIsa());
+    const std::vector<float> reference = Product(w, x, kBatch, &pool, ExactPath());
     for (std::int64_t b = 0; b < kBatch; ++b) {
       for (std::int64_t o = 0; o < w.rows; ++o) {
         double exact = 0, magnitude = 0;
@@ -94,7 +99,25 @@ TEST_P(DensePaths, EveryPathBatchAndThreadCountGivesTheSameBitsAndTheRightValues
       // reads e4m3 through a table) are only close: the compiler decides where it
       // fuses multiply-adds there. Every hand-written SIMD path is exact to the bit.
       const std::vector<float> y = Product(w, x, kBatch, nullptr, isa);
-      if (isa == Isa::kPortable || (isa == Isa::kAvxFma && GetParam() == Format::kFp8)) {
+      if (isa == Isa::kAvx512Bf16 && GetParam() == Format::kBf16) {
+        // Products of bf16 weights and bf16-rounded inputs: right to fp32 summation
+        // error, and within the inputs' rounding (2^-9 of Σ|w·x|) of the exact paths.
+        for (std::int64_t b = 0; b < kBatch; ++b) {
+          for (std::int64_t o = 0; o < w.rows; ++o) {
+            double exact = 0, magnitude = 0;
+            for (std::int64_t i = 0; i < cols; ++i) {
+              const double xi = Bf16ToF32(F32ToBf16(x[static_cast<std::size_t>(b * cols + i)]));
+              exact += static_cast<double>(w.At(o, i)) * xi;
+              magnitude += std::abs(static_cast<double>(w.At(o, i)) * x[static_cast<std::size_t>(b * cols + i)]);
+            }
+            const auto at = static_cast<std::size_t>(b * w.rows + o);
+            ASSERT_NEAR(y[at], exact, 1e-5 * magnitude + 1e-7) << cols << " cols, row " << o;
+            ASSERT_NEAR(y[at], reference[at], (std::ldexp(1.0, -9) + 1e-5) * magnitude + 1e-7) << cols << " cols, row " << o;
+          }
+        }
+        // Not the exact paths' bits: rounding the inputs must show somewhere.
+        EXPECT_NE(y, reference);
+      } else if (isa == Isa::kPortable || (isa == Isa::kAvxFma && GetParam() == Format::kFp8)) {
         for (std::size_t i = 0; i < y.size(); ++i) ASSERT_NEAR(y[i], reference[i], 1e-5f * (1 + std::abs(reference[i])));
       } else {
         EXPECT_EQ(y, reference) << ToString(isa) << ", " << cols << " columns";
@@ -116,10 +139,13 @@ TEST_P(DensePaths, EveryPathBatchAndThreadCountGivesTheSameBitsAndTheRightValues
 TEST_P(DensePaths, RowSlicesReadTheFullMatrixsScales) {
   const WeightMatrix w = RandomMatrix(GetParam(), 300, 256, 3);
   const std::vector<float> x = RandomInputs(256, 4);
-  const std::vector<float> full = Product(w, x, 1, nullptr, DetectedIsa());
-  const WeightMatrix slice = w.RowSlice(100, 150);  // crosses the fp8 row block at 128
-  const std::vector<float> part = Product(slice, x, 1, nullptr, DetectedIsa());
-  for (std::int64_t o = 0; o < 150; ++o) EXPECT_EQ(part[static_cast<std::size_t>(o)], full[static_cast<std::size_t>(100 + o)]);
+  for (Isa isa : AvailablePaths()) {
+    const std::vector<float> full = Product(w, x, 1, nullptr, isa);
+    const WeightMatrix slice = w.RowSlice(100, 150);  // crosses the fp8 row block at 128
+    const std::vector<float> part = Product(slice, x, 1, nullptr, isa);
+    for (std::int64_t o = 0; o < 150; ++o)
+      EXPECT_EQ(part[static_cast<std::size_t>(o)], full[static_cast<std::size_t>(100 + o)]) << ToString(isa);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Formats, DensePaths, ::testing::Values(Format::kF32, Format::kBf16, Format::kFp8), [](const auto& p) {
