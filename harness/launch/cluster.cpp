@@ -1,6 +1,7 @@
 #include "harness/launch/cluster.hpp"
 
 #include <algorithm>
+#include <filesystem>
 #include <set>
 #include <stdexcept>
 
@@ -54,15 +55,51 @@ std::set<std::string> HostsOf(const Campaign& c, Role role) {
 // podman prints image IDs without the algorithm; docker with it.
 std::string NormalisedImageId(const std::string& id) { return id.rfind("sha256:", 0) == 0 ? id : "sha256:" + id; }
 
+// On the harness's own machine too, a campaign runs a content-addressed copy of each
+// executable, taken when it starts: the file it was given (often a build directory's
+// output) may be rebuilt while sessions run, and a session must run what was hashed.
+PlacedImage PlaceLocalExecutable(const Host& host, const RoleImage& image, bool check_only, std::ostream& log) {
+  PlacedImage p;
+  p.host = host.name();
+  p.id = image.id;
+  const std::filesystem::path dir = std::filesystem::path(host.home()) / ".cache" / "tandem" / "images" / image.id;
+  const std::filesystem::path copy = dir / image.executable.filename();
+  p.executable = copy.string();
+  std::error_code ec;
+  const bool present = std::filesystem::exists(copy, ec) && FileSha256(copy) == image.id;
+  if (present) return p;
+  if (check_only) {
+    log << fmt::format("{}: {} will be copied to {}\n", host.Describe(), image.executable.string(), p.executable);
+    return p;
+  }
+  std::filesystem::create_directories(dir, ec);
+  if (ec) throw InputError(fmt::format("cannot create {}: {}", dir.string(), ec.message()));
+  const std::filesystem::path partial = dir / fmt::format("{}.partial.{}", image.executable.filename().string(), ::getpid());
+  std::filesystem::copy_file(image.executable, partial, std::filesystem::copy_options::overwrite_existing, ec);
+  if (ec) throw InputError(fmt::format("cannot copy {} to {}: {}", image.executable.string(), partial.string(), ec.message()));
+  const std::string copied = FileSha256(partial);
+  if (copied != image.id) {
+    std::filesystem::remove(partial, ec);
+    throw InputError(
+        fmt::format("{} changed while the campaign started (sha256 {} when hashed, {} when copied): wait for the build "
+                    "that writes it to finish, then start again",
+                    image.executable.string(), image.id.substr(0, 16), copied.substr(0, 16)));
+  }
+  std::filesystem::permissions(partial,
+                               std::filesystem::perms::owner_all | std::filesystem::perms::group_read | std::filesystem::perms::group_exec |
+                                   std::filesystem::perms::others_read | std::filesystem::perms::others_exec,
+                               ec);
+  std::filesystem::rename(partial, copy, ec);
+  if (ec) throw InputError(fmt::format("cannot move {} to {}: {}", partial.string(), copy.string(), ec.message()));
+  log << fmt::format("{}: {} (sha256 {}) copied to {}\n", host.Describe(), image.executable.string(), image.id.substr(0, 16), p.executable);
+  return p;
+}
+
 // The content-addressed copy of a local executable on a host, verified there.
 PlacedImage PlaceExecutable(const Host& host, const RoleImage& image, bool check_only, std::ostream& log) {
   PlacedImage p;
   p.host = host.name();
-  if (host.local()) {
-    p.executable = image.executable.string();
-    p.id = image.id;
-    return p;
-  }
+  if (host.local()) return PlaceLocalExecutable(host, image, check_only, log);
   const std::string dir = fmt::format("{}/.cache/tandem/images/{}", host.home(), image.id);
   p.executable = dir + "/" + image.executable.filename().string();
   const std::string file = ShellQuote(p.executable);

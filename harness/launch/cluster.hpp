@@ -16,9 +16,10 @@ namespace tandem::harness {
 enum class Role { kCoordinator, kWorker };  // the peer rank runs the worker image
 std::string_view ToString(Role role);
 
-// Where one role of one arm runs from on one host: the executable there (a binary arm's
-// content-addressed copy, ~/.cache/tandem/images/SHA256/NAME, or the harness's own file on
-// the harness's machine) or the container image, and its identity as read on that host.
+// Where one role of one arm runs from on one host: the executable there (a binary or git
+// arm's content-addressed copy, ~/.cache/tandem/images/SHA256/NAME, taken when the campaign
+// starts, on the harness's machine too) or the container image, and its identity as read
+// on that host.
 struct PlacedImage {
   std::string arm;
   Role role = Role::kCoordinator;

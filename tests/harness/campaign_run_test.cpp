@@ -21,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/input_error.hpp"
+#include "common/sha256.hpp"
 #include "harness/launch/arm_instance.hpp"
 #include "store/store.hpp"
 #include "tests/support/child_process.hpp"
@@ -483,6 +484,48 @@ TEST_F(Campaigns, TeardownKillsWhatIgnoresSigterm) {
   const auto start = std::chrono::steady_clock::now();
   instance->Teardown(2.0);
   EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);
+  EXPECT_TRUE(LeftRunning(Model().string()).empty());
+}
+
+// A binary arm runs the copy of its executable taken when the campaign started: the
+// file it names (often a build directory's output) may be rebuilt while sessions run,
+// and a session must run what was hashed and stored as the arm's image.
+TEST_F(Campaigns, ABinaryArmRunsTheExecutableItHashedEvenIfTheFileIsRebuiltMeanwhile) {
+  const fs::path exe = Dir() / "build" / "bin" / "tandem-rt";
+  fs::create_directories(exe.parent_path());
+  fs::copy_file(TANDEM_RT_BIN, exe, fs::copy_options::overwrite_existing);
+  ArmSpec spec;
+  spec.label = "built";
+  spec.coordinator = spec.worker = exe;
+  spec.declared_revision = "v-built";
+  std::vector<ResolvedArm> arms = {ResolveArm(spec, {.build = false, .build_cache = Dir() / "cache"})};
+  LayoutSpec layout;
+  layout.workers = 0;
+  Campaign campaign;  // the harness's machine only
+  campaign.hosts = {HostSpec{.name = "local", .address = "127.0.0.1"}};
+  campaign.layouts = {layout};
+  std::ostringstream log;
+  const auto cluster = Cluster::Prepare(campaign, arms, Model(), "", false, log);
+  const PlacedImage& placed = cluster->image("built", Role::kCoordinator, "local");
+  EXPECT_NE(placed.executable, exe.string());
+  EXPECT_NE(placed.executable.find(arms[0].coordinator.id), std::string::npos) << placed.executable;
+  EXPECT_EQ(FileSha256(placed.executable), arms[0].coordinator.id);
+  // The build rewrites the file: what it names now fails at once.
+  fs::remove(exe);
+  {
+    std::ofstream rebuilt(exe);
+    rebuilt << "#!/bin/sh\nexit 3\n";
+  }
+  fs::permissions(exe, fs::perms::owner_all);
+  try {
+    auto instance = ArmInstance::Launch(arms[0], layout, *cluster, "rebuilt", Dir() / "logs", 60);
+    instance->Teardown(2.0);
+  } catch (const std::exception& e) {
+    std::ifstream in(Dir() / "logs" / "coordinator.log");
+    std::stringstream text;
+    text << in.rdbuf();
+    ADD_FAILURE() << e.what() << "\n" << text.str();
+  }
   EXPECT_TRUE(LeftRunning(Model().string()).empty());
 }
 
