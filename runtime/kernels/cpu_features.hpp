@@ -11,7 +11,7 @@ namespace tandem::rt {
 // multiplies and adds separately unless the compiler contracts them). kAvx512Bf16
 // gives up that identity for bf16 weights: it rounds their inputs to bf16 to
 // multiply pairs at twice the rate (dense_rows.hpp); everything else runs as on
-// kAvx512. TANDEM_ISA=avx512 on such a CPU gives the other paths' bits.
+// kAvx512. It is taken only when TANDEM_ISA=avx512-bf16 asks for it (or SetActiveIsa).
 enum class Isa {
   kPortable,    // plain C++ (whatever the compiler vectorises for the baseline target)
   kAvxFma,      // AVX + FMA + F16C, no AVX2 (older AMD machines of the CI kind)
@@ -27,9 +27,9 @@ std::optional<Isa> ParseIsa(std::string_view name);
 Isa DetectedIsa();
 bool HasAvx512Vnni();
 
-// The path the kernels take: the detected one, or a lower one named by the
-// TANDEM_ISA environment variable (read once; a higher or unknown name is ignored
-// with a warning on stderr), or what SetActiveIsa chose.
+// The path the kernels take: the detected one up to kAvx512, or the one named by the
+// TANDEM_ISA environment variable if the CPU has it (read once; a higher or unknown name
+// is ignored with a warning on stderr), or what SetActiveIsa chose.
 Isa ActiveIsa();
 // Chooses the path (clamped to DetectedIsa) and returns the previous one. For tests
 // and benchmarks comparing paths; not for use while kernels run on other threads.

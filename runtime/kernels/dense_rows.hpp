@@ -102,7 +102,7 @@ void RowsF32Avx512(const float* w, std::int64_t cols, const float* x, std::int64
 void RowsFp8Avx512(const std::uint8_t* w, std::int64_t cols, const float* x, std::int64_t batch, float* y, std::int64_t y_stride,
                    std::int64_t begin, std::int64_t end);
 
-// AVX-512 BF16 (matmul_avx512_bf16.cpp): bf16 weights by dot products of bf16 pairs
+// AVX-512 BF16 (matmul_avx512_bf16.cpp; only with TANDEM_ISA=avx512-bf16): bf16 weights by dot products of bf16 pairs
 // (vdpbf16ps), for every batch size; x rounded to bf16 by PrepareBf16InputDpbf16, each
 // input Bf16DotStride(cols) values apart and zero-padded. Its own order (lane l sums
 // columns 2l and 2l + 1 of each block of 32; the lanes combined as ReduceLanes), so
