@@ -76,9 +76,10 @@ class DensePaths : public ::testing::TestWithParam<Format> {};
 
 TEST_P(DensePaths, EveryPathBatchAndThreadCountGivesTheSameBitsAndTheRightValues) {
   ThreadPool pool(3);
-  // 512 columns (whole blocks), 200 (a tail of 8), 37 (less than one block);
+  // 512 columns (whole blocks), 200 (a tail of 8), 37 (less than one block), 96 (an odd
+  // number of the bf16 dot-product path's 32-column blocks);
   // 300 rows cross fp8 row blocks and split over the pool's threads.
-  for (const std::int64_t cols : {512, 200, 37}) {
+  for (const std::int64_t cols : {512, 200, 37, 96}) {
     const WeightMatrix w = RandomMatrix(GetParam(), 300, cols, static_cast<unsigned>(cols));
     constexpr std::int64_t kBatch = 9;
     const std::vector<float> x = RandomInputs(kBatch * cols, 7);
