@@ -3,7 +3,8 @@
 
     bench/peers.py --tandem-rt build/bin/tandem-rt --model DIR \\
         --peer llama.cpp=/path/to/llama-bench --peer "ik=/path/to/ik/llama-bench -rtr 1 -thp 1 -ger 1" \\
-        [--types bf16,q8_0,q4_0] [--threads 1,2] [--rounds 3] [--work DIR] [--tandem-layers all|experts]
+        [--types bf16,q8_0,q4_0] [--threads 1,2] [--rounds 3] [--work DIR] [--tandem-layers all|experts] \\
+        [--tandem-isa avx512,avx512-bf16]
 
 For each type the checkpoint is exported once with `tandem-rt export --format gguf`
 (the peers' weights) and, for q8_0 / q4_0, quantized with `tandem-rt quantize --format
@@ -12,8 +13,10 @@ and the router; `--tandem-layers experts` quantizes the experts alone). Every ro
 order that alternates between rounds (ABC, CBA, ...): Tandem's prompt rate from a
 prompt of 508–512 tokens (`generate --max-tokens 1`) and its decode rate over 128 tokens after a
 one-token prompt (`--ignore-eos`), each peer's `llama-bench -p 512 -n 128 -r 1`. The
-table gives medians over rounds and Tandem's ratio to each peer. Peer executables are
-the user's: this script builds nothing.
+table gives medians over rounds and Tandem's ratio to each peer. `--tandem-isa` runs
+Tandem once per listed kernel path (TANDEM_ISA) as arms of their own, and each peer's
+ratios then list one value per path, in that order. Peer executables are the user's:
+this script builds nothing.
 """
 
 import argparse
@@ -32,8 +35,8 @@ class Failed(Exception):
     pass
 
 
-def run(cmd, timeout=600):
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+def run(cmd, timeout=600, env=None):
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
     if r.returncode != 0:
         raise Failed(f"{shlex.join(cmd)} exited {r.returncode}: {(r.stderr.strip().splitlines() or [''])[-1][:300]}")
     return r.stdout + r.stderr
@@ -52,9 +55,11 @@ def prompt_of(rt, model, n):
     return text_of(lo)
 
 
-def tandem(rt, model, threads, prompt):
-    pp = RATE.search(run([rt, "generate", "--model", model, "--threads", str(threads), "--max-tokens", "1", "--prompt", prompt]))
-    tg = RATE.search(run([rt, "generate", "--model", model, "--threads", str(threads), "--max-tokens", "128", "--ignore-eos", "--prompt", "the"]))
+def tandem(rt, model, threads, prompt, isa=None):
+    env = dict(os.environ, TANDEM_ISA=isa) if isa else None
+    pp = RATE.search(run([rt, "generate", "--model", model, "--threads", str(threads), "--max-tokens", "1", "--prompt", prompt], env=env))
+    tg = RATE.search(run([rt, "generate", "--model", model, "--threads", str(threads), "--max-tokens", "128", "--ignore-eos", "--prompt", "the"],
+                         env=env))
     if not pp or not tg:
         raise Failed("tandem-rt generate printed no rate line")
     return float(pp.group(2)), float(tg.group(4))
@@ -79,6 +84,7 @@ def main():
     ap.add_argument("--work", default="build/peers")
     ap.add_argument("--tandem-layers", default="all", choices=["all", "experts"],
                     help="what Tandem's 8-/4-bit checkpoints quantize (tandem-rt quantize --layers)")
+    ap.add_argument("--tandem-isa", default="", help="comma-separated TANDEM_ISA values, one Tandem arm each (default: one, as the environment says)")
     a = ap.parse_args()
     peers = [tuple(p.split("=", 1)) for p in a.peer]
     if any(len(p) != 2 for p in peers):
@@ -98,7 +104,9 @@ def main():
                 run([a.tandem_rt, "quantize", "--in", a.model, "--out", own, "--format", "int8" if t == "q8_0" else "int4"] + scope)
         models[t] = (own, gguf)
     prompt = prompt_of(a.tandem_rt, a.model, 512)
-    arms = ["tandem"] + [name for name, _ in peers]
+    isas = [i for i in a.tandem_isa.split(",") if i]
+    mine_arms = [f"tandem[{i}]" for i in isas] or ["tandem"]
+    arms = mine_arms + [name for name, _ in peers]
     samples, failed = {}, {}
     for r in range(a.rounds):
         order = arms if r % 2 == 0 else arms[::-1]
@@ -107,9 +115,12 @@ def main():
                 for arm in order:
                     own, gguf = models[t]
                     try:
-                        got = tandem(a.tandem_rt, own, th, prompt) if arm == "tandem" else peer(dict(peers)[arm], gguf, th)
+                        if arm in mine_arms:
+                            got = tandem(a.tandem_rt, own, th, prompt, isas[mine_arms.index(arm)] if isas else None)
+                        else:
+                            got = peer(dict(peers)[arm], gguf, th)
                     except Failed as e:
-                        if arm == "tandem":
+                        if arm in mine_arms:
                             raise
                         failed[(t, arm)] = str(e)  # a peer that crashes on a type is a result, not a stop
                         print(f"round {r + 1} {t} {th}t {arm}: failed: {e}", file=sys.stderr)
@@ -122,14 +133,15 @@ def main():
     print("|---|---:|---|---:|---:|---:|---:|---:|")
     for t in types:
         for th in threads:
-            mine = [statistics.median(x) for x in zip(*samples[(t, th, "tandem")])]
+            mine = [[statistics.median(x) for x in zip(*samples[(t, th, m)])] for m in mine_arms]
             for arm in arms:
                 if (t, th, arm) not in samples:
                     print(f"| {t} | {th} | {arm} | | failed | failed | | |")
                     continue
                 pp, tg = [statistics.median(x) for x in zip(*samples[(t, th, arm)])]
-                b = size[t][0] if arm == "tandem" else size[t][1]
-                ratio = "" if arm == "tandem" else f"{mine[0] / pp:.2f} | {mine[1] / tg:.2f}"
+                b = size[t][0] if arm in mine_arms else size[t][1]
+                ratio = "" if arm in mine_arms else (", ".join(f"{m[0] / pp:.2f}" for m in mine) + " | " +
+                                                     ", ".join(f"{m[1] / tg:.2f}" for m in mine))
                 print(f"| {t} | {th} | {arm} | {b / 1e6:.0f} MB | {pp:.1f} | {tg:.1f} | {ratio or ' | '} |")
     for (t, arm), why in sorted(failed.items()):
         print(f"\n{arm} failed on {t}: {why}")
