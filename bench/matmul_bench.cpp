@@ -81,7 +81,7 @@ void MatMulArgs(benchmark::internal::Benchmark* b) {
   for (int format = 0; format <= 4; ++format) {
     for (std::int64_t rows : {8192, 131072}) {
       for (std::int64_t batch : {1, 2, 3, 4, 64}) {
-        for (int isa = 0; isa <= 4; ++isa) b->Args({format, rows, batch, isa});
+        for (Isa isa : kAllIsas) b->Args({format, rows, batch, static_cast<int>(isa)});
       }
     }
   }

@@ -95,11 +95,11 @@ PlacedImage PlaceLocalExecutable(const Host& host, const RoleImage& image, bool 
   return p;
 }
 
-// The content-addressed copy of a local executable on a host, verified there.
+// The content-addressed copy of a local executable on another host, verified there.
 PlacedImage PlaceExecutable(const Host& host, const RoleImage& image, bool check_only, std::ostream& log) {
+  if (host.local()) return PlaceLocalExecutable(host, image, check_only, log);
   PlacedImage p;
   p.host = host.name();
-  if (host.local()) return PlaceLocalExecutable(host, image, check_only, log);
   const std::string dir = fmt::format("{}/.cache/tandem/images/{}", host.home(), image.id);
   p.executable = dir + "/" + image.executable.filename().string();
   const std::string file = ShellQuote(p.executable);

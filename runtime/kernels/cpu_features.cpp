@@ -27,7 +27,7 @@ std::string_view ToString(Isa isa) {
 }
 
 std::optional<Isa> ParseIsa(std::string_view name) {
-  for (Isa isa : {Isa::kPortable, Isa::kAvxFma, Isa::kAvx2, Isa::kAvx512, Isa::kAvx512Bf16}) {
+  for (Isa isa : kAllIsas) {
     if (ToString(isa) == name) return isa;
   }
   return std::nullopt;

@@ -20,6 +20,9 @@ enum class Isa {
   kAvx512Bf16,  // kAvx512 + AVX512_BF16 (Zen 4 and later, Intel Cooper Lake and Sapphire Rapids on)
 };
 
+// Every path, in increasing order.
+inline constexpr Isa kAllIsas[] = {Isa::kPortable, Isa::kAvxFma, Isa::kAvx2, Isa::kAvx512, Isa::kAvx512Bf16};
+
 std::string_view ToString(Isa isa);  // "portable" | "avx-fma" | "avx2" | "avx512" | "avx512-bf16"
 std::optional<Isa> ParseIsa(std::string_view name);
 

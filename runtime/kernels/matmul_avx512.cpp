@@ -29,6 +29,8 @@
 #pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512vl,avx2,fma,f16c"))), apply_to = function)
 #endif
 
+#include "runtime/kernels/reduce_avx512.hpp"
+
 namespace tandem::rt::kernels {
 
 namespace {
@@ -68,17 +70,9 @@ struct Fp8 {
   static float Scalar(const T* p) { return F8E4M3ToF32(*p) * (1.0f / 256.0f); }
 };
 
-inline float Reduce(__m512 acc) {
-  const __m256 s8 =
-      _mm256_add_ps(_mm512_castps512_ps256(acc), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc), 1)));  // lanes 0–7
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));                                     // 0–3
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));                                                                              // 0–1
-  return _mm_cvtss_f32(_mm_add_ss(s, _mm_shuffle_ps(s, s, 1)));
-}
-
 template <class F>
 inline float ReduceWithTail(__m512 acc, const typename F::T* w, const float* x, std::int64_t from, std::int64_t cols) {
-  if (from == cols) return Reduce(acc);
+  if (from == cols) return ReduceAvx512(acc);
   alignas(64) float lanes[16];
   _mm512_store_ps(lanes, acc);
   for (std::int64_t i = from, l = 0; i < cols; ++i, ++l) lanes[l] = __builtin_fmaf(F::Scalar(w + i), x[i], lanes[l]);

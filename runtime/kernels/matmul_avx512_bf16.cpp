@@ -19,7 +19,6 @@
 #endif
 
 #include <cstdint>
-#include <cstring>
 
 #include <immintrin.h>
 
@@ -30,6 +29,8 @@
 #pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16,avx2,fma,f16c"))), apply_to = function)
 #endif
 
+#include "runtime/kernels/reduce_avx512.hpp"
+
 namespace tandem::rt::kernels {
 
 namespace {
@@ -37,14 +38,6 @@ namespace {
 constexpr std::int64_t kBlock = 32;  // bf16 values per register
 
 inline __m512 DotPairs(__m512 acc, __m512i w, __m512i x) { return _mm512_dpbf16_ps(acc, (__m512bh)w, (__m512bh)x); }
-
-// Lanes l + 8, + 4, + 2, + 1, as ReduceLanes.
-inline float Reduce(__m512 acc) {
-  const __m256 s8 = _mm256_add_ps(_mm512_castps512_ps256(acc), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc), 1)));
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  return _mm_cvtss_f32(_mm_add_ss(s, _mm_shuffle_ps(s, s, 1)));
-}
 
 struct NextRange {
   const char* begin = nullptr;
@@ -91,7 +84,7 @@ inline void Tile(const std::uint16_t* w, std::int64_t cols, const std::uint16_t*
     }
   }
   for (int r = 0; r < R; ++r) {
-    for (int b = 0; b < B; ++b) y[b * y_stride + r] = Reduce(acc[r][b]);
+    for (int b = 0; b < B; ++b) y[b * y_stride + r] = ReduceAvx512(acc[r][b]);
   }
 }
 

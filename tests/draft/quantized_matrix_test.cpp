@@ -103,7 +103,7 @@ TEST_P(QuantizedMatrixTest, MatMulIsTheProductOfTheQuantizedOperandsOnEveryPath)
       }
     }
     // Every SIMD path this CPU has gives the same bits.
-    for (Isa isa : {Isa::kPortable, Isa::kAvxFma, Isa::kAvx2, Isa::kAvx512, Isa::kAvx512Bf16}) {
+    for (Isa isa : kAllIsas) {
       if (isa > DetectedIsa()) continue;
       const Isa before = SetActiveIsa(isa);
       std::vector<float> other(y.size());

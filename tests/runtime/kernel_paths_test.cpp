@@ -55,10 +55,26 @@ std::vector<float> RandomInputs(std::int64_t n, unsigned seed) {
 
 std::vector<Isa> AvailablePaths() {
   std::vector<Isa> paths;
-  for (Isa isa : {Isa::kPortable, Isa::kAvxFma, Isa::kAvx2, Isa::kAvx512, Isa::kAvx512Bf16}) {
+  for (Isa isa : kAllIsas) {
     if (isa <= DetectedIsa()) paths.push_back(isa);
   }
   return paths;
+}
+
+// Row o of W · x[b] in double, with x rounded to bf16 first when asked, and the
+// magnitude Σ|w·x| of the unrounded products (what error bounds scale with).
+struct ExactRow {
+  double sum = 0, magnitude = 0;
+};
+ExactRow Exact(const WeightMatrix& w, const std::vector<float>& x, std::int64_t b, std::int64_t o, bool bf16_inputs) {
+  ExactRow r;
+  for (std::int64_t i = 0; i < w.cols; ++i) {
+    const float xi = x[static_cast<std::size_t>(b * w.cols + i)];
+    const double wi = w.At(o, i);
+    r.sum += wi * (bf16_inputs ? Bf16ToF32(F32ToBf16(xi)) : xi);
+    r.magnitude += std::abs(wi * xi);
+  }
+  return r;
 }
 
 // The highest path whose results are the shared fixed-lane sums of fp32 inputs.
@@ -86,13 +102,8 @@ TEST_P(DensePaths, EveryPathBatchAndThreadCountGivesTheSameBitsAndTheRightValues
     const std::vector<float> reference = Product(w, x, kBatch, &pool, ExactPath());
     for (std::int64_t b = 0; b < kBatch; ++b) {
       for (std::int64_t o = 0; o < w.rows; ++o) {
-        double exact = 0, magnitude = 0;
-        for (std::int64_t i = 0; i < cols; ++i) {
-          const double term = static_cast<double>(w.At(o, i)) * x[static_cast<std::size_t>(b * cols + i)];
-          exact += term;
-          magnitude += std::abs(term);
-        }
-        ASSERT_NEAR(reference[static_cast<std::size_t>(b * w.rows + o)], exact, 1e-5 * magnitude + 1e-7) << cols << " cols, row " << o;
+        const ExactRow e = Exact(w, x, b, o, false);
+        ASSERT_NEAR(reference[static_cast<std::size_t>(b * w.rows + o)], e.sum, 1e-5 * e.magnitude + 1e-7) << cols << " cols, row " << o;
       }
     }
     for (Isa isa : AvailablePaths()) {
@@ -105,15 +116,10 @@ TEST_P(DensePaths, EveryPathBatchAndThreadCountGivesTheSameBitsAndTheRightValues
         // error, and within the inputs' rounding (2^-9 of Σ|w·x|) of the exact paths.
         for (std::int64_t b = 0; b < kBatch; ++b) {
           for (std::int64_t o = 0; o < w.rows; ++o) {
-            double exact = 0, magnitude = 0;
-            for (std::int64_t i = 0; i < cols; ++i) {
-              const double xi = Bf16ToF32(F32ToBf16(x[static_cast<std::size_t>(b * cols + i)]));
-              exact += static_cast<double>(w.At(o, i)) * xi;
-              magnitude += std::abs(static_cast<double>(w.At(o, i)) * x[static_cast<std::size_t>(b * cols + i)]);
-            }
+            const ExactRow e = Exact(w, x, b, o, true);
             const auto at = static_cast<std::size_t>(b * w.rows + o);
-            ASSERT_NEAR(y[at], exact, 1e-5 * magnitude + 1e-7) << cols << " cols, row " << o;
-            ASSERT_NEAR(y[at], reference[at], (std::ldexp(1.0, -9) + 1e-5) * magnitude + 1e-7) << cols << " cols, row " << o;
+            ASSERT_NEAR(y[at], e.sum, 1e-5 * e.magnitude + 1e-7) << cols << " cols, row " << o;
+            ASSERT_NEAR(y[at], reference[at], (std::ldexp(1.0, -9) + 1e-5) * e.magnitude + 1e-7) << cols << " cols, row " << o;
           }
         }
         // Not the exact paths' bits: rounding the inputs must show somewhere.
