@@ -104,8 +104,9 @@ def main():
                 run([a.tandem_rt, "quantize", "--in", a.model, "--out", own, "--format", "int8" if t == "q8_0" else "int4"] + scope)
         models[t] = (own, gguf)
     prompt = prompt_of(a.tandem_rt, a.model, 512)
-    isas = [i for i in a.tandem_isa.split(",") if i]
-    mine_arms = [f"tandem[{i}]" for i in isas] or ["tandem"]
+    # Tandem's arms and the TANDEM_ISA each runs with (None: as the environment says).
+    isa_of = {f"tandem[{i}]": i for i in a.tandem_isa.split(",") if i} or {"tandem": None}
+    mine_arms = list(isa_of)
     arms = mine_arms + [name for name, _ in peers]
     samples, failed = {}, {}
     for r in range(a.rounds):
@@ -116,7 +117,7 @@ def main():
                     own, gguf = models[t]
                     try:
                         if arm in mine_arms:
-                            got = tandem(a.tandem_rt, own, th, prompt, isas[mine_arms.index(arm)] if isas else None)
+                            got = tandem(a.tandem_rt, own, th, prompt, isa_of[arm])
                         else:
                             got = peer(dict(peers)[arm], gguf, th)
                     except Failed as e:
