@@ -64,6 +64,7 @@ GateResult EvaluateGate(const CampaignRecord& r, const GateOptions& options) {
   g.rule = options.rule.value_or(design.proven ? GateRule::kProven : GateRule::kNoninferior);
   if (!options.families.empty()) design.families = options.families;
   g.sequential = defaults.value("sequential", false);
+  g.precision = design.precision;
   g.block = defaults.value("block", 4);
   g.arms = static_cast<int>(r.arms.size());
   g.alpha = design.alpha;
@@ -160,9 +161,10 @@ std::string GateResult::ExtendCommand(std::size_t sessions_per_arm, std::size_t 
 std::string GateResult::Text() const {
   std::string out = fmt::format(
       "gate: {} vs {} (baseline), rule {}, T = 1 − max regression = {:.3f}: Welch 95% interval of the ratio of geometric "
-      "means over sessions{}\n",
+      "means over sessions{}{}\n",
       candidate, baseline, RuleName(rule), 1.0 - max_regression,
-      sequential ? "; sequential (O'Brien–Fleming alpha spending over the looks)" : "");
+      sequential ? "; sequential (O'Brien–Fleming alpha spending over the looks)" : "",
+      precision > 0 ? fmt::format(", stopping once decided and within ±{:.1f}%", 100 * precision) : "");
   if (gated > 1) {
     out += fmt::format("{} gated families: the fail tests share alpha {} by Holm's step-down (levels below); pass needs every family\n",
                        gated, alpha);
@@ -180,6 +182,11 @@ std::string GateResult::Text() const {
     if (f.decision_lo) {
       out += fmt::format("{}decided on the interval ({:.3f}–{:.3f}) at look {} (one-sided level {:.4f})\n", indent, *f.decision_lo,
                          *f.decision_hi, f.look, f.verdict == Verdict::kFail ? f.fail_level : f.pass_level);
+    }
+    // The campaign asked for this precision; a layout that ran out of sessions may miss it.
+    if (precision > 0 && f.ratio && *f.hi / *f.ratio - 1 > precision) {
+      out += fmt::format("{}the interval reaches ±{:.1f}% from the ratio: wider than the campaign's precision (±{:.1f}%)\n", indent,
+                         100 * (*f.hi / *f.ratio - 1), 100 * precision);
     }
     if (f.verdict == Verdict::kInconclusive && f.ratio && f.stopped_early) {
       out += fmt::format("{}to decide: gate this family in a campaign of its own (a decided sequential layout is not extended)\n", indent);
@@ -240,6 +247,7 @@ nlohmann::json GateResult::Json() const {
           {"level", 0.95},
           {"method", "welch"},
           {"sequential", sequential},
+          {"precision", precision > 0 ? nlohmann::json(precision) : nlohmann::json(nullptr)},
           {"multiplicity", gated > 1 ? "holm" : "none"},
           {"gated_families", gated},
           {"families", fams},

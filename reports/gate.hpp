@@ -49,6 +49,7 @@ struct GateResult {
   std::int64_t campaign = 0;
   GateRule rule = GateRule::kNoninferior;
   bool sequential = false;  // the campaign looks after every block
+  double precision = 0;     // its `sessions: precision` (0: none): it also waited for intervals within ±this
   std::size_t gated = 0;    // families whose fail tests share alpha (Holm)
   int block = 0;            // sessions per block (for the extend command)
   int arms = 2;             // arms in the campaign's order

@@ -52,6 +52,7 @@ GateDesign StoredGateDesign(const CampaignRecord& r) {
   d.proven = g.value("rule", std::string("noninferior")) == "proven";
   if (g.contains("families")) d.families = g["families"].get<std::vector<std::string>>();
   if (g.contains("looks")) d.looks = g["looks"].get<std::vector<int>>();
+  d.precision = g.value("precision", 0.0);
   return d;
 }
 
@@ -147,6 +148,21 @@ bool LayoutDecided(const std::vector<FamilyGate>& gates, const std::string& layo
     if (!g.decision || g.decision->decision == stats::Decision::kUndecided) return false;
   }
   return any;
+}
+
+std::optional<double> RelativeHalfWidth(const FamilyGate& gate) {
+  if (!gate.interval || !(gate.interval->ratio > 0)) return std::nullopt;
+  return gate.interval->hi / gate.interval->ratio - 1.0;
+}
+
+std::vector<const FamilyGate*> ImpreciseFamilies(const std::vector<FamilyGate>& gates, const std::string& layout, double precision) {
+  std::vector<const FamilyGate*> out;
+  for (const FamilyGate& g : gates) {
+    if (g.layout != layout) continue;
+    const std::optional<double> w = RelativeHalfWidth(g);
+    if (!w || *w > precision) out.push_back(&g);
+  }
+  return out;
 }
 
 }  // namespace tandem::store

@@ -23,6 +23,9 @@ struct GateDesign {
   // Sessions per layout after which the gate looks (the campaign's `looks`); empty: once,
   // after every session.
   std::vector<int> looks;
+  // The campaign's `sessions: precision` (0: none): a sequential layout also waited for
+  // every gated family's interval to lie within ±precision of its ratio.
+  double precision = 0;
 };
 
 struct FamilyGate {
@@ -49,5 +52,12 @@ std::vector<FamilyGate> DecideGate(const CampaignRecord& record, const GateDesig
 
 // Whether every gated family of `layout` is decided (pass or fail).
 bool LayoutDecided(const std::vector<FamilyGate>& gates, const std::string& layout);
+
+// How far the published interval reaches from the ratio: hi / ratio − 1 (the interval is
+// symmetric in the log, so lo ≥ (1 − this)·ratio too). Absent without an interval.
+std::optional<double> RelativeHalfWidth(const FamilyGate& gate);
+
+// The gated families of `layout` whose interval is not within ±precision (or has none).
+std::vector<const FamilyGate*> ImpreciseFamilies(const std::vector<FamilyGate>& gates, const std::string& layout, double precision);
 
 }  // namespace tandem::store

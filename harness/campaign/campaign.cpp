@@ -284,7 +284,7 @@ std::vector<WorkloadSpec> ParseWorkloads(const At& at, bool warmup) {
 }
 
 SessionSpec ParseSessions(const At& at, const std::vector<ArmSpec>& arms) {
-  const Map m(at, {"per_layout", "max_per_layout", "until", "order", "seed", "retry", "on_failure", "method"});
+  const Map m(at, {"per_layout", "max_per_layout", "until", "precision", "order", "seed", "retry", "on_failure", "method"});
   SessionSpec s;
   if (m.Has("method")) s.paired = OneOf(m.Get("method"), {"welch", "paired"}) == "paired";
   if (m.Has("per_layout") && m.Has("max_per_layout"))
@@ -297,6 +297,10 @@ SessionSpec ParseSessions(const At& at, const std::vector<ArmSpec>& arms) {
     throw m.Get("max_per_layout").Error("needs until: decided (else use per_layout)");
   }
   s.per_layout = s.until_decided ? m.Number<int>("max_per_layout", 16, 2, 10000) : m.Number<int>("per_layout", 4, 1, 10000);
+  if (m.Has("precision")) {
+    if (!s.until_decided) throw m.Get("precision").Error("is a stopping condition of sequential campaigns: needs until: decided");
+    s.precision = m.Number<double>("precision", 0, 0.001, 10.0);
+  }
   s.retry = m.Number<int>("retry", 0, 0, 100);
   if (m.Has("on_failure")) s.abort_on_failure = OneOf(m.Get("on_failure"), {"continue", "abort"}) == "abort";
   if (m.Has("order")) {

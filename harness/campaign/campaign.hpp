@@ -110,6 +110,11 @@ struct SessionSpec {
   // Sequential (`max_per_layout: N, until: decided`): the gate looks after every block
   // (one repetition of the pattern) and a layout stops once its gated families are decided.
   bool until_decided = false;
+  // `precision: p` (sequential only): a decided layout also goes on until every gated
+  // family's 95% interval lies within ±p of its ratio (hi ≤ (1 + p)·ratio, so lo ≥ (1 − p)·ratio),
+  // or its sessions run out. The verdict stays the first look's that decided it; only the
+  // published interval narrows. 0: stop once decided.
+  double precision = 0;
   // `method: paired`: the report shows, beside the Welch headline, the paired interval of
   // each ABBA pair of adjacent sessions (stats::PairedLogRatio; store::PairByBlock).
   bool paired = false;

@@ -235,7 +235,13 @@ void PrintPlan(const Prepared& p, std::ostream& out) {
     }
     if (p.cluster) out << "  every host answered and was checked (--check-hosts); what a run would copy or pull is listed above\n";
   }
-  out << fmt::format("sessions ({} per layout)\n", c.sessions.per_layout);
+  if (c.sessions.until_decided) {
+    out << fmt::format("sessions (at most {} per layout: the gate looks after every block of {} and stops a layout once it is decided{})\n",
+                       c.sessions.per_layout, c.sessions.block(c.arms.size()),
+                       c.sessions.precision > 0 ? fmt::format(" and within ±{:.1f}%", 100 * c.sessions.precision) : "");
+  } else {
+    out << fmt::format("sessions ({} per layout)\n", c.sessions.per_layout);
+  }
   std::string current;
   for (const PlannedSession& s : p.plan) {
     if (s.layout != current) {
@@ -502,8 +508,18 @@ void StopIfDecided(store::Store& store, std::int64_t campaign, const Campaign& c
     progress.Line(fmt::format("[{}] look after {} sessions: undecided, going on", done.layout, position + 1));
     return;
   }
+  if (c.sessions.precision > 0) {
+    const std::vector<const store::FamilyGate*> wide = store::ImpreciseFamilies(gates, done.layout, c.sessions.precision);
+    if (!wide.empty()) {
+      const std::optional<double> w = store::RelativeHalfWidth(*wide.front());
+      progress.Line(fmt::format("[{}] look after {} sessions: decided, but {}'s interval is ±{:.1f}% (precision: ±{:.1f}%), going on",
+                                done.layout, position + 1, wide.front()->family, w ? *w * 100 : 0.0, c.sessions.precision * 100));
+      return;
+    }
+  }
   const std::string why =
-      fmt::format("not needed: the gated families of layout {} were decided after {} sessions", done.layout, position + 1);
+      fmt::format("not needed: the gated families of layout {} were decided{} after {} sessions", done.layout,
+                  c.sessions.precision > 0 ? fmt::format(" and within ±{:.1f}%", c.sessions.precision * 100) : "", position + 1);
   int skipped = 0;
   for (store::SessionRow& s : sessions) {
     if (s.layout != done.layout || s.order_index <= done.order_index || s.status == "complete") continue;
@@ -511,7 +527,8 @@ void StopIfDecided(store::Store& store, std::int64_t campaign, const Campaign& c
     s.status = "skipped";
     ++skipped;
   }
-  progress.Line(fmt::format("[{}] decided after {} sessions: {} planned session(s) skipped", done.layout, position + 1, skipped));
+  progress.Line(fmt::format("[{}] decided{} after {} sessions: {} planned session(s) skipped", done.layout,
+                            c.sessions.precision > 0 ? " and precise" : "", position + 1, skipped));
 }
 
 int Execute(store::Store& store, std::int64_t campaign, const Prepared& p, const RunOptions& options) {
@@ -588,6 +605,7 @@ json GateJson(const Campaign& c) {
   gate["looks"] = c.sessions.looks(c.arms.size());
   gate["block"] = c.sessions.block(c.arms.size());
   gate["sequential"] = c.sessions.until_decided;
+  if (c.sessions.precision > 0) gate["precision"] = c.sessions.precision;
   if (c.sessions.paired) gate["method"] = "paired";
   return gate;
 }

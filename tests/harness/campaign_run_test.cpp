@@ -391,6 +391,44 @@ TEST_F(Campaigns, ASequentialCampaignStopsALayoutOnceItsGatedFamiliesAreDecided)
   EXPECT_TRUE(LeftRunning(Model().string()).empty());
 }
 
+TEST_F(Campaigns, ASequentialCampaignWithAPrecisionGoesOnPastTheDecidingLookUntilTheIntervalIsNarrow) {
+  // The same decisive slowdown, but the campaign also wants every gated interval within
+  // ±0.1% of its ratio, which 16 sessions cannot give: it runs them all, the log says why
+  // after each look that decided, and the verdict stays the one of the look that decided.
+  const std::string slow = fmt::format(
+      "  - label: two\n    source: {{kind: binary, coordinator: {0}, worker: {0}}}\n"
+      "    options: [--threads, \"1\", --debug-slowdown, \"0.8\"]",
+      TANDEM_RT_BIN);
+  const fs::path file = WriteCampaign(slow);
+  SetSessions(file, "{max_per_layout: 16, until: decided, precision: 0.001, order: ABBA}");
+  std::ofstream(file, std::ios::app) << "gate: {families: [\"battery: weighted decode\"]}\n";
+  const auto plan = testing::RunCommand(TANDEM_BIN, {"run", file.string(), "--dry-run"}, 60s);
+  EXPECT_NE(plan.out.find("sessions (at most 16 per layout: the gate looks after every block of 4 and stops a layout once it is "
+                          "decided and within ±0.1%)"),
+            std::string::npos)
+      << plan.out;
+  const auto r = testing::RunCommand(TANDEM_BIN, {"run", file.string()}, 300s);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.err.find("[tp2] look after 4 sessions: undecided, going on"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("sessions: decided, but battery: weighted decode's interval is ±"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("(precision: ±0.1%), going on"), std::string::npos) << r.err;
+  const store::Store store = store::Store::Open(Dir() / "store.db");
+  EXPECT_EQ(Count(store, "SELECT COUNT(*) FROM session WHERE status = 'complete'"), 16);
+  EXPECT_EQ(Count(store, "SELECT COUNT(*) FROM session WHERE status = 'skipped'"), 0);
+  const auto gate = testing::RunCommand(TANDEM_BIN, {"gate", (Dir() / "store.db").string(), "--json"}, 60s);
+  EXPECT_EQ(gate.exit_code, 1) << gate.out << gate.err;
+  const json g = json::parse(gate.out);
+  EXPECT_DOUBLE_EQ(g["precision"].get<double>(), 0.001);
+  ASSERT_EQ(g["families"].size(), 1u);
+  EXPECT_EQ(g["families"][0]["verdict"], "fail");
+  EXPECT_LT(g["families"][0]["look"].get<int>(), 4) << gate.out;  // decided before the sessions ran out
+  EXPECT_EQ(g["families"][0]["n_baseline"], 8);
+  const auto text = testing::RunCommand(TANDEM_BIN, {"gate", (Dir() / "store.db").string()}, 60s);
+  EXPECT_NE(text.out.find("stopping once decided and within ±0.1%"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("wider than the campaign's precision (±0.1%)"), std::string::npos) << text.out;
+  EXPECT_TRUE(LeftRunning(Model().string()).empty());
+}
+
 TEST_F(Campaigns, ExtendAddsWholeBlocksToAFinishedCampaignAndTheGateLooksAgain) {
   const fs::path file = WriteCampaign(BinaryArm());
   std::ofstream(file, std::ios::app) << "gate: {families: [\"battery: weighted decode\"]}\n";

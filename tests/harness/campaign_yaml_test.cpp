@@ -336,6 +336,10 @@ TEST(SessionPlan, SequentialCampaignsPlanTheirMaximumAndLookAfterEveryBlock) {
   EXPECT_TRUE(c.sessions.until_decided);
   EXPECT_EQ(PlanSessions(c).size(), 12u);
   EXPECT_EQ(c.sessions.looks(c.arms.size()), (std::vector<int>{4, 8, 12}));
+  EXPECT_EQ(c.sessions.precision, 0.0);
+  EXPECT_DOUBLE_EQ(
+      ParseCampaign(ReplaceLine(Valid(), 12, "sessions: {max_per_layout: 12, until: decided, precision: 0.15}"), kFile).sessions.precision,
+      0.15);
   EXPECT_TRUE(ParseCampaign(ReplaceLine(Valid(), 12, "sessions: {per_layout: 4, order: ABBA, method: paired}"), kFile).sessions.paired);
   EXPECT_NE(
       ErrorOf(ReplaceLine(Valid(), 12, "sessions: {per_layout: 4, method: matched}")).find("sessions.method: 'matched' is not one of"),
@@ -350,6 +354,9 @@ TEST(SessionPlan, SequentialCampaignsPlanTheirMaximumAndLookAfterEveryBlock) {
       {"sessions: {until: forever, max_per_layout: 8}", "sessions.until: 'forever' is not one of"},
       {"sessions: {per_layout: 4, max_per_layout: 8, until: decided}", "is for sequential campaigns; per_layout is set too"},
       {"sessions: {max_per_layout: 8, until: decided, order: [a, b, b, a]}", "a sequential campaign needs a pattern order"},
+      {"sessions: {per_layout: 8, precision: 0.1}", "sessions.precision: is a stopping condition of sequential campaigns"},
+      {"sessions: {max_per_layout: 8, until: decided, precision: 0}", "sessions.precision:"},
+      {"sessions: {max_per_layout: 8, until: decided, precision: tight}", "sessions.precision:"},
   };
   for (const auto& [line, message] : errors) {
     const std::string e = ErrorOf(ReplaceLine(Valid(), 12, line));
