@@ -60,6 +60,17 @@ std::vector<int> LeftRunning(const std::string& text) {
   return left;
 }
 
+// Replaces the `sessions:` line of a campaign written by WriteCampaign.
+void SetSessions(const fs::path& file, const std::string& sessions) {
+  std::ifstream in(file);
+  std::stringstream text;
+  text << in.rdbuf();
+  std::string yaml = text.str();
+  const std::size_t at = yaml.find("sessions: ");
+  yaml.replace(at, yaml.find('\n', at) - at, "sessions: " + sessions);
+  std::ofstream(file) << yaml;
+}
+
 class Campaigns : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -81,6 +92,21 @@ class Campaigns : public ::testing::Test {
     const fs::path d = *root_ / info->name();
     fs::create_directories(d);
     return d;
+  }
+
+  // A sequential campaign whose candidate decodes at a fifth of the speed
+  // (--debug-slowdown 0.8), gated on the battery's weighted decode: O'Brien–Fleming cannot
+  // decide after one block (2 sessions per arm: a one-sided level of ~1e-5 on a t with
+  // ~2 df), but a block or two more show it beyond doubt, even on a loaded machine (at
+  // half speed, other tests running beside this one once hid it for 16 sessions).
+  fs::path SlowCandidateCampaign(const std::string& sessions) const {
+    const fs::path file =
+        WriteCampaign(fmt::format("  - label: two\n    source: {{kind: binary, coordinator: {0}, worker: {0}}}\n"
+                                  "    options: [--threads, \"1\", --debug-slowdown, \"0.8\"]",
+                                  TANDEM_RT_BIN));
+    SetSessions(file, sessions);
+    std::ofstream(file, std::ios::app) << "gate: {families: [\"battery: weighted decode\"]}\n";
+    return file;
   }
 
   // A small campaign on the tiny model: 2 arms x 4 sessions ABBA, 8 requests each.
@@ -344,29 +370,8 @@ TEST_F(Campaigns, MixedPairsRunOneSidesCoordinatorWithTheOthersWorkersAndTheRepo
   EXPECT_TRUE(LeftRunning(Model().string()).empty());
 }
 
-// Replaces the `sessions:` line of a campaign written by WriteCampaign.
-void SetSessions(const fs::path& file, const std::string& sessions) {
-  std::ifstream in(file);
-  std::stringstream text;
-  text << in.rdbuf();
-  std::string yaml = text.str();
-  const std::size_t at = yaml.find("sessions: ");
-  yaml.replace(at, yaml.find('\n', at) - at, "sessions: " + sessions);
-  std::ofstream(file) << yaml;
-}
-
 TEST_F(Campaigns, ASequentialCampaignStopsALayoutOnceItsGatedFamiliesAreDecided) {
-  // The candidate decodes at a fifth of the speed (--debug-slowdown 0.8): O'Brien–Fleming
-  // cannot decide after one block (2 sessions per arm: a one-sided level of ~1e-5 on a t
-  // with ~2 df), but a block or two more show it beyond doubt, even on a loaded machine
-  // (at half speed, other tests running beside this one once hid it for 16 sessions).
-  const std::string slow = fmt::format(
-      "  - label: two\n    source: {{kind: binary, coordinator: {0}, worker: {0}}}\n"
-      "    options: [--threads, \"1\", --debug-slowdown, \"0.8\"]",
-      TANDEM_RT_BIN);
-  const fs::path file = WriteCampaign(slow);
-  SetSessions(file, "{max_per_layout: 16, until: decided, order: ABBA}");
-  std::ofstream(file, std::ios::app) << "gate: {families: [\"battery: weighted decode\"]}\n";
+  const fs::path file = SlowCandidateCampaign("{max_per_layout: 16, until: decided, order: ABBA}");
   const auto r = testing::RunCommand(TANDEM_BIN, {"run", file.string()}, 300s);
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_NE(r.err.find("[tp2] look after 4 sessions: undecided, going on"), std::string::npos) << r.err;
@@ -392,16 +397,10 @@ TEST_F(Campaigns, ASequentialCampaignStopsALayoutOnceItsGatedFamiliesAreDecided)
 }
 
 TEST_F(Campaigns, ASequentialCampaignWithAPrecisionGoesOnPastTheDecidingLookUntilTheIntervalIsNarrow) {
-  // The same decisive slowdown, but the campaign also wants every gated interval within
+  // The same slow candidate, but the campaign also wants every gated interval within
   // ±0.1% of its ratio, which 16 sessions cannot give: it runs them all, the log says why
   // after each look that decided, and the verdict stays the one of the look that decided.
-  const std::string slow = fmt::format(
-      "  - label: two\n    source: {{kind: binary, coordinator: {0}, worker: {0}}}\n"
-      "    options: [--threads, \"1\", --debug-slowdown, \"0.8\"]",
-      TANDEM_RT_BIN);
-  const fs::path file = WriteCampaign(slow);
-  SetSessions(file, "{max_per_layout: 16, until: decided, precision: 0.001, order: ABBA}");
-  std::ofstream(file, std::ios::app) << "gate: {families: [\"battery: weighted decode\"]}\n";
+  const fs::path file = SlowCandidateCampaign("{max_per_layout: 16, until: decided, precision: 0.001, order: ABBA}");
   const auto plan = testing::RunCommand(TANDEM_BIN, {"run", file.string(), "--dry-run"}, 60s);
   EXPECT_NE(plan.out.find("sessions (at most 16 per layout: the gate looks after every block of 4 and stops a layout once it is "
                           "decided and within ±0.1%)"),
