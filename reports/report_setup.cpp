@@ -272,9 +272,12 @@ void Protocol(const CampaignRecord& r, MarkdownDoc& d) {
     // Sequential: the count above is the most a layout may run; say where each stopped.
     d.Blank();
     d.Line(
-        "Sequential: the gate looked after every block of {} sessions and a layout stopped once its gated families were decided "
+        "Sequential: the gate looked after every block of {} sessions and a layout stopped once its gated families were decided{} "
         "(O'Brien–Fleming alpha spending; docs/statistics.md).",
-        r.gate.value("block", 0));
+        r.gate.value("block", 0),
+        r.gate.value("precision", 0.0) > 0
+            ? fmt::format(" and their 95% intervals lay within ±{:.1f}% of the ratio", 100 * r.gate.value("precision", 0.0))
+            : "");
     std::map<std::string, std::pair<int, int>> ran_skipped;
     for (const SessionRecord& s : r.sessions) {
       if (s.status == "skipped") {

@@ -425,6 +425,10 @@ TEST_F(Campaigns, ASequentialCampaignWithAPrecisionGoesOnPastTheDecidingLookUnti
   const auto text = testing::RunCommand(TANDEM_BIN, {"gate", (Dir() / "store.db").string()}, 60s);
   EXPECT_NE(text.out.find("stopping once decided and within ±0.1%"), std::string::npos) << text.out;
   EXPECT_NE(text.out.find("wider than the campaign's precision (±0.1%)"), std::string::npos) << text.out;
+  const auto report = testing::RunCommand(TANDEM_BIN, {"report", (Dir() / "store.db").string()}, 60s);
+  EXPECT_NE(report.out.find("stopped once its gated families were decided and their 95% intervals lay within ±0.1% of the ratio"),
+            std::string::npos)
+      << report.out;
   EXPECT_TRUE(LeftRunning(Model().string()).empty());
 }
 
