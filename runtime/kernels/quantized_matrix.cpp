@@ -271,8 +271,15 @@ void PreparedQuantizedInput::Prepare(const QuantizedMatrix& w, const float* x, s
   }
   rows.resize(static_cast<std::size_t>(batch));
   if (!int4) {
+    // −128 × each lane's input sum (lane l of a block: its inputs 4l … 4l+3), where the
+    // VNNI kernel starts the block's lane sums of (w + 128)·x.
+    sums.resize(static_cast<std::size_t>(batch * blocks * 8));
+    for (std::int64_t i = 0; i < batch * blocks * 8; ++i) {
+      const std::int8_t* lane = q.data() + i * 4;
+      sums[static_cast<std::size_t>(i)] = -128 * (lane[0] + lane[1] + lane[2] + lane[3]);
+    }
     for (std::int64_t b = 0; b < batch; ++b)
-      rows[static_cast<std::size_t>(b)] = {q.data() + b * cols, d.data() + b * blocks, nullptr, nullptr};
+      rows[static_cast<std::size_t>(b)] = {q.data() + b * cols, d.data() + b * blocks, sums.data() + b * blocks * 8, nullptr};
     return;
   }
   pair_q.resize(static_cast<std::size_t>(batch * pairs * 64));

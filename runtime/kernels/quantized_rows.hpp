@@ -43,7 +43,7 @@ void QuantizeInputAvx2(const float* x, std::int64_t batch, std::int64_t cols, st
 struct QuantizedInput {
   const std::int8_t* q;
   const float* d;
-  const std::int32_t* sums;  // int4 only
+  const std::int32_t* sums;  // int4: as above; int8: 8 lanes per block, −128 × each lane's input sum (the VNNI kernel's start)
   const float* pair_d;       // int4 only
 };
 
