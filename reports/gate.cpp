@@ -82,6 +82,7 @@ GateResult EvaluateGate(const CampaignRecord& r, const GateOptions& options) {
       f.ratio = d.interval->ratio;
       f.lo = d.interval->lo;
       f.hi = d.interval->hi;
+      f.half_width = store::RelativeHalfWidth(d);
     }
     if (d.decision) {
       const stats::FamilyDecision& x = *d.decision;
@@ -184,9 +185,9 @@ std::string GateResult::Text() const {
                          *f.decision_hi, f.look, f.verdict == Verdict::kFail ? f.fail_level : f.pass_level);
     }
     // The campaign asked for this precision; a layout that ran out of sessions may miss it.
-    if (precision > 0 && f.ratio && *f.hi / *f.ratio - 1 > precision) {
+    if (precision > 0 && f.half_width && *f.half_width > precision) {
       out += fmt::format("{}the interval reaches ±{:.1f}% from the ratio: wider than the campaign's precision (±{:.1f}%)\n", indent,
-                         100 * (*f.hi / *f.ratio - 1), 100 * precision);
+                         100 * *f.half_width, 100 * precision);
     }
     if (f.verdict == Verdict::kInconclusive && f.ratio && f.stopped_early) {
       out += fmt::format("{}to decide: gate this family in a campaign of its own (a decided sequential layout is not extended)\n", indent);

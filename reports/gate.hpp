@@ -42,6 +42,7 @@ struct GateFamily {
   std::optional<double> decision_lo, decision_hi;  // the interval at those levels, at that look
   std::size_t sessions_needed = 0;                 // per arm, at the observed spread (inconclusive only)
   bool stopped_early = false;                      // its sequential layout stopped: no --extend adds to it
+  std::optional<double> half_width;                // hi / ratio − 1 of the interval over every session (store::RelativeHalfWidth)
 };
 
 struct GateResult {

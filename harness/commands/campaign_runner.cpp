@@ -512,8 +512,9 @@ void StopIfDecided(store::Store& store, std::int64_t campaign, const Campaign& c
     const std::vector<const store::FamilyGate*> wide = store::ImpreciseFamilies(gates, done.layout, c.sessions.precision);
     if (!wide.empty()) {
       const std::optional<double> w = store::RelativeHalfWidth(*wide.front());
-      progress.Line(fmt::format("[{}] look after {} sessions: decided, but {}'s interval is ±{:.1f}% (precision: ±{:.1f}%), going on",
-                                done.layout, position + 1, wide.front()->family, w ? *w * 100 : 0.0, c.sessions.precision * 100));
+      progress.Line(fmt::format("[{}] look after {} sessions: decided, but {}'s interval {} (precision: ±{:.1f}%), going on", done.layout,
+                                position + 1, wide.front()->family,
+                                w ? fmt::format("is ±{:.1f}%", *w * 100) : std::string("is not computed yet"), c.sessions.precision * 100));
       return;
     }
   }
