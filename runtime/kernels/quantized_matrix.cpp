@@ -254,13 +254,23 @@ void RowsInt4Portable(const std::uint8_t* values, const float* scales, std::int6
 
 namespace kernels {
 
+namespace {
+
+// Whether the quantized products run the VNNI kernels (quantized_vnni.cpp).
+bool VnniKernels(Isa isa) { return isa >= Isa::kAvx512 && HasAvx512Vnni(); }
+
+}  // namespace
+
 void PreparedQuantizedInput::Prepare(const QuantizedMatrix& w, const float* x, std::int64_t batch_rows, Isa isa) {
   const bool w_int4 = w.format == QuantFormat::kInt4;
-  if (source == x && batch == batch_rows && cols == w.cols && int4 == w_int4) return;  // gate and up share their input
+  const bool w_lane_sums = !w_int4 && VnniKernels(isa);
+  if (source == x && batch == batch_rows && cols == w.cols && int4 == w_int4 && int8_lane_sums == w_lane_sums)
+    return;  // gate and up share their input
   source = x;
   batch = batch_rows;
   cols = w.cols;
   int4 = w_int4;
+  int8_lane_sums = w_lane_sums;
   const std::int64_t blocks = cols / kInputBlock, pairs = (blocks + 1) / 2;
   q.resize(static_cast<std::size_t>(batch * cols));
   d.resize(static_cast<std::size_t>(batch * blocks));
@@ -271,15 +281,19 @@ void PreparedQuantizedInput::Prepare(const QuantizedMatrix& w, const float* x, s
   }
   rows.resize(static_cast<std::size_t>(batch));
   if (!int4) {
-    // −128 × each lane's input sum (lane l of a block: its inputs 4l … 4l+3), where the
-    // VNNI kernel starts the block's lane sums of (w + 128)·x.
-    sums.resize(static_cast<std::size_t>(batch * blocks * 8));
-    for (std::int64_t i = 0; i < batch * blocks * 8; ++i) {
-      const std::int8_t* lane = q.data() + i * 4;
-      sums[static_cast<std::size_t>(i)] = -128 * (lane[0] + lane[1] + lane[2] + lane[3]);
+    // With VNNI, −128 × each lane's input sum (lane l of a block: its inputs 4l … 4l+3),
+    // where the kernel starts a block's lane sums of (w + 128)·x; the other paths read none.
+    if (int8_lane_sums) {
+      sums.resize(static_cast<std::size_t>(batch * blocks * 8));
+      for (std::int64_t i = 0; i < batch * blocks * 8; ++i) {
+        const std::int8_t* lane = q.data() + i * 4;
+        sums[static_cast<std::size_t>(i)] = -128 * (lane[0] + lane[1] + lane[2] + lane[3]);
+      }
     }
-    for (std::int64_t b = 0; b < batch; ++b)
-      rows[static_cast<std::size_t>(b)] = {q.data() + b * cols, d.data() + b * blocks, sums.data() + b * blocks * 8, nullptr};
+    for (std::int64_t b = 0; b < batch; ++b) {
+      rows[static_cast<std::size_t>(b)] = {q.data() + b * cols, d.data() + b * blocks,
+                                           int8_lane_sums ? sums.data() + b * blocks * 8 : nullptr, nullptr};
+    }
     return;
   }
   pair_q.resize(static_cast<std::size_t>(batch * pairs * 64));
@@ -302,12 +316,12 @@ void QuantizedRows(const QuantizedMatrix& w, const PreparedQuantizedInput& in, f
   const QuantizedInput* x = in.rows.data();
   if (w.format == QuantFormat::kInt8) {
     const auto* values = reinterpret_cast<const std::int8_t*>(w.values.data()) + begin * w.cols;
-    if (isa >= Isa::kAvx512 && HasAvx512Vnni()) return RowsInt8Vnni(values, scales, w.cols, w.group, x, batch, y, y_stride, 0, n);
+    if (VnniKernels(isa)) return RowsInt8Vnni(values, scales, w.cols, w.group, x, batch, y, y_stride, 0, n);
     if (isa >= Isa::kAvx2) return RowsInt8Avx2(values, scales, w.cols, w.group, x, batch, y, y_stride, 0, n);
     return RowsInt8Portable(values, scales, w.cols, w.group, x, batch, y, y_stride, 0, n);
   }
   const std::uint8_t* values = w.values.data() + begin * w.cols / 2;
-  if (isa >= Isa::kAvx512 && HasAvx512Vnni()) return RowsInt4Vnni(values, scales, w.cols, w.group, x, batch, y, y_stride, 0, n);
+  if (VnniKernels(isa)) return RowsInt4Vnni(values, scales, w.cols, w.group, x, batch, y, y_stride, 0, n);
   if (isa >= Isa::kAvx2) return RowsInt4Avx2(values, scales, w.cols, w.group, x, batch, y, y_stride, 0, n);
   RowsInt4Portable(values, scales, w.cols, w.group, x, batch, y, y_stride, 0, n);
 }
