@@ -25,7 +25,7 @@ struct PreparedQuantizedInput {
   const float* source = nullptr;
   std::int64_t batch = 0, cols = 0;
   bool int4 = false;
-  bool int8_lane_sums = false;  // int8 for the VNNI kernels: `sums` holds −128 × each lane's input sum
+  bool int8_block_sums = false;  // int8 for the VNNI kernels: `sums` holds −128 × each block's input sum
 
   void Prepare(const QuantizedMatrix& w, const float* x, std::int64_t batch, Isa isa);
 };

@@ -17,9 +17,57 @@ namespace tandem::rt {
 
 std::string_view ToString(QuantFormat format) { return format == QuantFormat::kInt8 ? "int8" : "int4"; }
 
+static_assert(QuantizedMatrix::kTileRows == kernels::kInt8TileRows);
+
 namespace {
 
 int Levels(QuantFormat format) { return format == QuantFormat::kInt8 ? 127 : 7; }
+
+std::int64_t PaddedRows(QuantFormat format, std::int64_t rows) {
+  constexpr std::int64_t kTile = QuantizedMatrix::kTileRows;
+  return format == QuantFormat::kInt8 ? (rows + kTile - 1) / kTile * kTile : rows;
+}
+
+std::int64_t RowMajorBytes(QuantFormat format, std::int64_t cols) { return format == QuantFormat::kInt8 ? cols : cols / 2; }
+
+// Where int8 value (row, col) and its group's scale are stored (the header's tile order).
+std::size_t Int8Index(std::int64_t cols, std::int64_t row, std::int64_t col) {
+  constexpr std::int64_t kTile = QuantizedMatrix::kTileRows;
+  const std::int64_t tile = row / kTile, blocks = cols / kernels::kInputBlock;
+  const std::int64_t block = col / kernels::kInputBlock, chunk = (col % kernels::kInputBlock) / 4;
+  return static_cast<std::size_t>(((tile * blocks + block) * 8 + chunk) * kTile * 4 + (row % kTile) * 4 + col % 4);
+}
+std::size_t Int8ScaleIndex(std::int64_t groups, std::int64_t row, std::int64_t group_index) {
+  constexpr std::int64_t kTile = QuantizedMatrix::kTileRows;
+  return static_cast<std::size_t>((row / kTile * groups + group_index) * kTile + row % kTile);
+}
+
+// Rows [first, first + count) of a matrix in row-major order (values as a file has them).
+struct RowMajor {
+  std::vector<std::uint8_t> values;
+  std::vector<float> scales;
+};
+
+RowMajor RowMajorRows(const QuantizedMatrix& q, std::int64_t first, std::int64_t count) {
+  const std::int64_t row_bytes = RowMajorBytes(q.format, q.cols), groups = q.cols / q.group;
+  RowMajor out;
+  if (q.format == QuantFormat::kInt4) {
+    out.values.assign(q.values.begin() + first * row_bytes, q.values.begin() + (first + count) * row_bytes);
+    out.scales.assign(q.scales.begin() + first * groups, q.scales.begin() + (first + count) * groups);
+    return out;
+  }
+  out.values.resize(static_cast<std::size_t>(count * row_bytes));
+  out.scales.resize(static_cast<std::size_t>(count * groups));
+  for (std::int64_t r = 0; r < count; ++r) {
+    for (std::int64_t c = 0; c < q.cols; ++c) {
+      out.values[static_cast<std::size_t>(r * q.cols + c)] = static_cast<std::uint8_t>(q.values[Int8Index(q.cols, first + r, c)] ^ 0x80);
+    }
+    for (std::int64_t g = 0; g < groups; ++g) {
+      out.scales[static_cast<std::size_t>(r * groups + g)] = q.scales[Int8ScaleIndex(groups, first + r, g)];
+    }
+  }
+  return out;
+}
 
 }  // namespace
 
@@ -30,15 +78,9 @@ QuantizedMatrix QuantizedMatrix::Quantize(const WeightMatrix& w, QuantFormat for
   if (w.cols % group != 0) {
     throw std::invalid_argument(fmt::format("quantize: {} columns are not a multiple of the group size {}", w.cols, group));
   }
-  QuantizedMatrix q;
-  q.format = format;
-  q.rows = w.rows;
-  q.cols = w.cols;
-  q.group = group;
   const std::int64_t groups = w.cols / group;
-  const auto n = static_cast<std::size_t>(w.rows * w.cols);
-  q.values.assign(format == QuantFormat::kInt8 ? n : n / 2, 0);
-  q.scales.resize(static_cast<std::size_t>(w.rows * groups));
+  std::vector<std::uint8_t> values(static_cast<std::size_t>(w.rows * RowMajorBytes(format, w.cols)), 0);
+  std::vector<float> scales(static_cast<std::size_t>(w.rows * groups));
   const int levels = Levels(format);
   std::vector<float> row(static_cast<std::size_t>(w.cols));
   for (std::int64_t r = 0; r < w.rows; ++r) {
@@ -48,48 +90,78 @@ QuantizedMatrix QuantizedMatrix::Quantize(const WeightMatrix& w, QuantFormat for
       float amax = 0;
       for (int i = 0; i < group; ++i) amax = std::max(amax, std::abs(v[i]));
       const float scale = amax > 0 ? amax / static_cast<float>(levels) : 1.0f;
-      q.scales[static_cast<std::size_t>(r * groups + g)] = scale;
+      scales[static_cast<std::size_t>(r * groups + g)] = scale;
       for (int i = 0; i < group; ++i) {
         const auto level =
             static_cast<int>(std::clamp(std::nearbyint(v[i] / scale), static_cast<float>(-levels), static_cast<float>(levels)));
         const std::int64_t index = r * w.cols + g * group + i;
         if (format == QuantFormat::kInt8) {
-          q.values[static_cast<std::size_t>(index)] = static_cast<std::uint8_t>(static_cast<std::int8_t>(level));
+          values[static_cast<std::size_t>(index)] = static_cast<std::uint8_t>(static_cast<std::int8_t>(level));
         } else {
-          q.values[static_cast<std::size_t>(index / 2)] |= static_cast<std::uint8_t>((level & 0xF) << (4 * (index % 2)));
+          values[static_cast<std::size_t>(index / 2)] |= static_cast<std::uint8_t>((level & 0xF) << (4 * (index % 2)));
         }
       }
     }
   }
+  return FromRowMajor(format, w.rows, w.cols, group, values, scales);
+}
+
+QuantizedMatrix QuantizedMatrix::FromRowMajor(QuantFormat format, std::int64_t rows, std::int64_t cols, int group,
+                                              std::span<const std::uint8_t> values, std::span<const float> scales) {
+  if (rows < 0 || cols < 0 || group <= 0 || group % kernels::kInputBlock != 0 || cols % group != 0) {
+    throw std::invalid_argument(
+        fmt::format("quantized matrix: {} × {} with group {}: the group must be a multiple of 32 dividing the columns", rows, cols, group));
+  }
+  const std::int64_t groups = cols / group;
+  if (values.size() != static_cast<std::size_t>(rows * RowMajorBytes(format, cols)) ||
+      scales.size() != static_cast<std::size_t>(rows * groups)) {
+    throw std::invalid_argument(
+        fmt::format("quantized matrix: {} bytes and {} scales for a {} × {} {} matrix with group {} (expected {} and {})", values.size(),
+                    scales.size(), rows, cols, ToString(format), group, rows * RowMajorBytes(format, cols), rows * groups));
+  }
+  QuantizedMatrix q;
+  q.format = format;
+  q.rows = rows;
+  q.cols = cols;
+  q.group = group;
+  if (format == QuantFormat::kInt4) {
+    q.values.assign(values.begin(), values.end());
+    q.scales.assign(scales.begin(), scales.end());
+    return q;
+  }
+  // Padding rows: level 0 (stored 128) with scale 0.
+  const std::int64_t padded = PaddedRows(format, rows);
+  q.values.assign(static_cast<std::size_t>(padded * cols), 0x80);
+  q.scales.assign(static_cast<std::size_t>(padded * groups), 0.0f);
+  for (std::int64_t r = 0; r < rows; ++r) {
+    for (std::int64_t c = 0; c < cols; ++c) {
+      q.values[Int8Index(cols, r, c)] = static_cast<std::uint8_t>(values[static_cast<std::size_t>(r * cols + c)] ^ 0x80);
+    }
+    for (std::int64_t g = 0; g < groups; ++g) q.scales[Int8ScaleIndex(groups, r, g)] = scales[static_cast<std::size_t>(r * groups + g)];
+  }
   return q;
 }
 
-float QuantizedMatrix::At(std::int64_t row, std::int64_t col) const {
+std::vector<std::uint8_t> QuantizedMatrix::RowMajorValues() const { return RowMajorRows(*this, 0, rows).values; }
+
+std::vector<float> QuantizedMatrix::RowMajorScales() const { return RowMajorRows(*this, 0, rows).scales; }
+
+int QuantizedMatrix::Level(std::int64_t row, std::int64_t col) const {
+  if (format == QuantFormat::kInt8) return static_cast<int>(values[Int8Index(cols, row, col)]) - 128;
   const std::int64_t index = row * cols + col;
-  int level;
-  if (format == QuantFormat::kInt8) {
-    level = static_cast<std::int8_t>(values[static_cast<std::size_t>(index)]);
-  } else {
-    const int nibble = (values[static_cast<std::size_t>(index / 2)] >> (4 * (index % 2))) & 0xF;
-    level = nibble >= 8 ? nibble - 16 : nibble;
-  }
-  return static_cast<float>(level) * scales[static_cast<std::size_t>(row * (cols / group) + col / group)];
+  const int nibble = (values[static_cast<std::size_t>(index / 2)] >> (4 * (index % 2))) & 0xF;
+  return nibble >= 8 ? nibble - 16 : nibble;
+}
+
+float QuantizedMatrix::Scale(std::int64_t row, std::int64_t col) const {
+  const std::int64_t groups = cols / group;
+  if (format == QuantFormat::kInt8) return scales[Int8ScaleIndex(groups, row, col / group)];
+  return scales[static_cast<std::size_t>(row * groups + col / group)];
 }
 
 QuantizedMatrix QuantizedMatrix::Rows(std::int64_t first, std::int64_t count) const {
-  // Built empty, not copied: a copy's storage would keep the whole matrix's size.
-  QuantizedMatrix q;
-  q.format = format;
-  q.rows = count;
-  q.cols = cols;
-  q.group = group;
-  const auto row_bytes = static_cast<std::size_t>(format == QuantFormat::kInt8 ? cols : cols / 2);
-  const auto row_scales = static_cast<std::size_t>(cols / group);
-  q.values.assign(values.begin() + static_cast<std::ptrdiff_t>(first * row_bytes),
-                  values.begin() + static_cast<std::ptrdiff_t>((first + count) * row_bytes));
-  q.scales.assign(scales.begin() + static_cast<std::ptrdiff_t>(first * row_scales),
-                  scales.begin() + static_cast<std::ptrdiff_t>((first + count) * row_scales));
-  return q;
+  const RowMajor part = RowMajorRows(*this, first, count);
+  return FromRowMajor(format, count, cols, group, part.values, part.scales);
 }
 
 QuantizedMatrix QuantizedMatrix::StackRows(const QuantizedMatrix& a, const QuantizedMatrix& b) {
@@ -97,18 +169,11 @@ QuantizedMatrix QuantizedMatrix::StackRows(const QuantizedMatrix& a, const Quant
     throw std::invalid_argument(fmt::format("quantized matrix: cannot stack {} × {} {} (group {}) on {} × {} {} (group {})", b.rows, b.cols,
                                             ToString(b.format), b.group, a.rows, a.cols, ToString(a.format), a.group));
   }
-  QuantizedMatrix q;
-  q.format = a.format;
-  q.rows = a.rows + b.rows;
-  q.cols = a.cols;
-  q.group = a.group;
-  q.values.reserve(a.values.size() + b.values.size());
-  q.values.insert(q.values.end(), a.values.begin(), a.values.end());
-  q.values.insert(q.values.end(), b.values.begin(), b.values.end());
-  q.scales.reserve(a.scales.size() + b.scales.size());
-  q.scales.insert(q.scales.end(), a.scales.begin(), a.scales.end());
-  q.scales.insert(q.scales.end(), b.scales.begin(), b.scales.end());
-  return q;
+  RowMajor both = RowMajorRows(a, 0, a.rows);
+  const RowMajor second = RowMajorRows(b, 0, b.rows);
+  both.values.insert(both.values.end(), second.values.begin(), second.values.end());
+  both.scales.insert(both.scales.end(), second.scales.begin(), second.scales.end());
+  return FromRowMajor(a.format, a.rows + b.rows, a.cols, a.group, both.values, both.scales);
 }
 
 QuantizedMatrix QuantizedMatrix::Columns(std::int64_t begin, std::int64_t end) const {
@@ -116,28 +181,24 @@ QuantizedMatrix QuantizedMatrix::Columns(std::int64_t begin, std::int64_t end) c
     throw std::invalid_argument(
         fmt::format("quantized matrix: columns [{}, {}) of {} are not whole groups of {}", begin, end, cols, group));
   }
-  QuantizedMatrix q;
-  q.format = format;
-  q.rows = rows;
-  q.cols = end - begin;
-  q.group = group;
-  const bool int8 = format == QuantFormat::kInt8;
+  const RowMajor all = RowMajorRows(*this, 0, rows);
   // Bytes of a row and where the range starts in it (int4: begin and cols are even, groups being even).
-  const auto row_bytes = static_cast<std::size_t>(int8 ? cols : cols / 2);
-  const auto first_byte = static_cast<std::size_t>(int8 ? begin : begin / 2);
-  const auto slice_bytes = static_cast<std::size_t>(int8 ? q.cols : q.cols / 2);
+  const auto row_bytes = static_cast<std::size_t>(RowMajorBytes(format, cols));
+  const auto first_byte = static_cast<std::size_t>(RowMajorBytes(format, begin));
+  const auto slice_bytes = static_cast<std::size_t>(RowMajorBytes(format, end - begin));
   const auto row_scales = static_cast<std::size_t>(cols / group);
   const auto first_scale = static_cast<std::size_t>(begin / group);
-  const auto slice_scales = static_cast<std::size_t>(q.cols / group);
-  q.values.resize(static_cast<std::size_t>(rows) * slice_bytes);
-  q.scales.resize(static_cast<std::size_t>(rows) * slice_scales);
+  const auto slice_scales = static_cast<std::size_t>((end - begin) / group);
+  RowMajor slice;
+  slice.values.resize(static_cast<std::size_t>(rows) * slice_bytes);
+  slice.scales.resize(static_cast<std::size_t>(rows) * slice_scales);
   for (std::size_t r = 0; r < static_cast<std::size_t>(rows); ++r) {
-    std::copy_n(values.begin() + static_cast<std::ptrdiff_t>(r * row_bytes + first_byte), slice_bytes,
-                q.values.begin() + static_cast<std::ptrdiff_t>(r * slice_bytes));
-    std::copy_n(scales.begin() + static_cast<std::ptrdiff_t>(r * row_scales + first_scale), slice_scales,
-                q.scales.begin() + static_cast<std::ptrdiff_t>(r * slice_scales));
+    std::copy_n(all.values.begin() + static_cast<std::ptrdiff_t>(r * row_bytes + first_byte), slice_bytes,
+                slice.values.begin() + static_cast<std::ptrdiff_t>(r * slice_bytes));
+    std::copy_n(all.scales.begin() + static_cast<std::ptrdiff_t>(r * row_scales + first_scale), slice_scales,
+                slice.scales.begin() + static_cast<std::ptrdiff_t>(r * slice_scales));
   }
-  return q;
+  return FromRowMajor(format, rows, end - begin, group, slice.values, slice.scales);
 }
 
 namespace kernels {
@@ -159,38 +220,26 @@ void QuantizeInput(const float* x, std::int64_t batch, std::int64_t cols, std::i
   }
 }
 
-namespace {
-
-// The portable form of quantized_rows.hpp's order, one (row, input) at a time.
-// `level(k, p)` is the weight at position p (0–31) of block k in lane order.
-template <typename Level>
-float QuantizedDot(Level level, const float* ws, std::int64_t blocks, int per_group, const QuantizedInput& in) {
-  float acc[8] = {};
-  for (std::int64_t k = 0; k < blocks; ++k) {
-    const float scale = ws[k / per_group] * in.d[k];
-    const std::int8_t* x = in.q + k * kInputBlock;
-    for (int l = 0; l < 8; ++l) {
-      std::int32_t sum = 0;
-      for (int j = 0; j < 4; ++j) sum += level(k, 4 * l + j) * x[4 * l + j];
-      acc[l] = std::fma(static_cast<float>(sum), scale, acc[l]);
-    }
-  }
-  for (int width = 4; width > 0; width /= 2) {
-    for (int l = 0; l < width; ++l) acc[l] += acc[l + width];
-  }
-  return acc[0];
-}
-
-}  // namespace
-
-void RowsInt8Portable(const std::int8_t* values, const float* scales, std::int64_t cols, int group, const QuantizedInput* inputs,
+void RowsInt8Portable(const std::uint8_t* values, const float* scales, std::int64_t cols, int group, const QuantizedInput* inputs,
                       std::int64_t batch, float* y, std::int64_t y_stride, std::int64_t begin, std::int64_t end) {
-  const std::int64_t blocks = cols / kInputBlock, groups = cols / group;
+  constexpr std::int64_t kTile = QuantizedMatrix::kTileRows;
+  const std::int64_t blocks = cols / kInputBlock, groups = cols / group, per_group = group / kInputBlock;
   for (std::int64_t o = begin; o < end; ++o) {
-    const std::int8_t* w = values + o * cols;
-    const auto level = [w](std::int64_t k, int p) { return static_cast<std::int32_t>(w[k * kInputBlock + p]); };
+    const std::uint8_t* tile = values + o / kTile * kTile * cols;
+    const float* ws = scales + o / kTile * kTile * groups;
+    const std::int64_t r = o % kTile;
     for (std::int64_t b = 0; b < batch; ++b) {
-      y[b * y_stride + o] = QuantizedDot(level, scales + o * groups, blocks, group / kInputBlock, inputs[b]);
+      const QuantizedInput& in = inputs[b];
+      float acc = 0.0f;
+      for (std::int64_t k = 0; k < blocks; ++k) {
+        std::int32_t sum = 0;
+        for (int j = 0; j < 8; ++j) {
+          const std::uint8_t* w = tile + (k * 8 + j) * kTile * 4 + r * 4;
+          for (int i = 0; i < 4; ++i) sum += (static_cast<std::int32_t>(w[i]) - 128) * in.q[k * kInputBlock + 4 * j + i];
+        }
+        acc = std::fma(static_cast<float>(sum), ws[k / per_group * kTile + r] * in.d[k], acc);
+      }
+      y[b * y_stride + o - begin] = acc;
     }
   }
 }
@@ -263,14 +312,14 @@ bool VnniKernels(Isa isa) { return isa >= Isa::kAvx512 && HasAvx512Vnni(); }
 
 void PreparedQuantizedInput::Prepare(const QuantizedMatrix& w, const float* x, std::int64_t batch_rows, Isa isa) {
   const bool w_int4 = w.format == QuantFormat::kInt4;
-  const bool w_lane_sums = !w_int4 && VnniKernels(isa);
-  if (source == x && batch == batch_rows && cols == w.cols && int4 == w_int4 && int8_lane_sums == w_lane_sums)
+  const bool w_block_sums = !w_int4 && VnniKernels(isa);
+  if (source == x && batch == batch_rows && cols == w.cols && int4 == w_int4 && int8_block_sums == w_block_sums)
     return;  // gate and up share their input
   source = x;
   batch = batch_rows;
   cols = w.cols;
   int4 = w_int4;
-  int8_lane_sums = w_lane_sums;
+  int8_block_sums = w_block_sums;
   const std::int64_t blocks = cols / kInputBlock, pairs = (blocks + 1) / 2;
   q.resize(static_cast<std::size_t>(batch * cols));
   d.resize(static_cast<std::size_t>(batch * blocks));
@@ -281,18 +330,20 @@ void PreparedQuantizedInput::Prepare(const QuantizedMatrix& w, const float* x, s
   }
   rows.resize(static_cast<std::size_t>(batch));
   if (!int4) {
-    // With VNNI, −128 × each lane's input sum (lane l of a block: its inputs 4l … 4l+3),
-    // where the kernel starts a block's lane sums of (w + 128)·x; the other paths read none.
-    if (int8_lane_sums) {
-      sums.resize(static_cast<std::size_t>(batch * blocks * 8));
-      for (std::int64_t i = 0; i < batch * blocks * 8; ++i) {
-        const std::int8_t* lane = q.data() + i * 4;
-        sums[static_cast<std::size_t>(i)] = -128 * (lane[0] + lane[1] + lane[2] + lane[3]);
+    // With VNNI, −128 × each block's input sum, where the kernel starts the block's
+    // sum of (w + 128)·x; the other paths read none.
+    if (int8_block_sums) {
+      sums.resize(static_cast<std::size_t>(batch * blocks));
+      for (std::int64_t i = 0; i < batch * blocks; ++i) {
+        const std::int8_t* block = q.data() + i * kInputBlock;
+        std::int32_t sum = 0;
+        for (int j = 0; j < kInputBlock; ++j) sum += block[j];
+        sums[static_cast<std::size_t>(i)] = -128 * sum;
       }
     }
     for (std::int64_t b = 0; b < batch; ++b) {
-      rows[static_cast<std::size_t>(b)] = {q.data() + b * cols, d.data() + b * blocks,
-                                           int8_lane_sums ? sums.data() + b * blocks * 8 : nullptr, nullptr};
+      rows[static_cast<std::size_t>(b)] = {q.data() + b * cols, d.data() + b * blocks, int8_block_sums ? sums.data() + b * blocks : nullptr,
+                                           nullptr};
     }
     return;
   }
@@ -309,17 +360,19 @@ void PreparedQuantizedInput::Prepare(const QuantizedMatrix& w, const float* x, s
 
 void QuantizedRows(const QuantizedMatrix& w, const PreparedQuantizedInput& in, float* y, std::int64_t y_stride, std::int64_t begin,
                    std::int64_t end, Isa isa) {
-  // The rows [begin, end) as a matrix of their own, so outputs start at y.
-  const std::int64_t groups = w.cols / w.group;
-  const float* scales = w.scales.data() + begin * groups;
-  const std::int64_t n = end - begin, batch = in.batch;
+  const std::int64_t batch = in.batch;
   const QuantizedInput* x = in.rows.data();
   if (w.format == QuantFormat::kInt8) {
-    const auto* values = reinterpret_cast<const std::int8_t*>(w.values.data()) + begin * w.cols;
-    if (VnniKernels(isa)) return RowsInt8Vnni(values, scales, w.cols, w.group, x, batch, y, y_stride, 0, n);
-    if (isa >= Isa::kAvx2) return RowsInt8Avx2(values, scales, w.cols, w.group, x, batch, y, y_stride, 0, n);
-    return RowsInt8Portable(values, scales, w.cols, w.group, x, batch, y, y_stride, 0, n);
+    // Whole tiles: the kernels take the matrix and the row range.
+    const std::uint8_t* values = w.values.data();
+    const float* scales = w.scales.data();
+    if (VnniKernels(isa)) return RowsInt8Vnni(values, scales, w.cols, w.group, x, batch, y, y_stride, begin, end);
+    if (isa >= Isa::kAvx2) return RowsInt8Avx2(values, scales, w.cols, w.group, x, batch, y, y_stride, begin, end);
+    return RowsInt8Portable(values, scales, w.cols, w.group, x, batch, y, y_stride, begin, end);
   }
+  // The rows [begin, end) as a matrix of their own, so outputs start at y.
+  const std::int64_t groups = w.cols / w.group, n = end - begin;
+  const float* scales = w.scales.data() + begin * groups;
   const std::uint8_t* values = w.values.data() + begin * w.cols / 2;
   if (VnniKernels(isa)) return RowsInt4Vnni(values, scales, w.cols, w.group, x, batch, y, y_stride, 0, n);
   if (isa >= Isa::kAvx2) return RowsInt4Avx2(values, scales, w.cols, w.group, x, batch, y, y_stride, 0, n);

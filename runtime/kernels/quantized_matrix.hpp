@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string_view>
 #include <vector>
 
@@ -17,24 +18,42 @@ std::string_view ToString(QuantFormat format);  // "int8" | "int4"
 
 // A [rows × cols] matrix stored as signed integers with one fp32 scale per group of
 // `group` consecutive values of a row (symmetric: w ≈ q · scale, q in [−127, 127]
-// for int8 and [−7, 7] for int4, two int4 values per byte, low nibble first).
-// What the replica drafter keeps of the routed experts: half or a quarter of
-// the bytes of bf16, read with fp32 accumulation.
+// for int8 and [−7, 7] for int4). What `tandem-rt quantize` writes and the runtime
+// computes with: half or a quarter of the bytes of bf16, read with fp32 accumulation.
+//
+// The storage is the kernels' (see kernels/quantized_rows.hpp). int4: row after row,
+// two values per byte, low nibble first; scales [row][group]. int8: tiles of 16 rows
+// (the last padded with zero rows), each tile block (32 columns) after block, each
+// block as 8 chunks of 4 columns, each chunk the 16 rows' 4 bytes, stored as q + 128;
+// scales [tile][group][16 rows]. So one 64-byte load gives the kernels 16 rows × 4
+// columns, for one byte dot-product instruction against an input's 4 values.
+// Files keep row-major order: FromRowMajor and RowMajor* convert.
 struct QuantizedMatrix {
+  static constexpr std::int64_t kTileRows = 16;  // int8
+
   QuantFormat format = QuantFormat::kInt8;
   std::int64_t rows = 0;
   std::int64_t cols = 0;
   int group = 32;
   // In weight memory (huge pages where the kernel gives them: see weight_memory.hpp).
-  WeightVector<std::uint8_t> values;  // int8: rows·cols bytes; int4: rows·cols/2
-  WeightVector<float> scales;         // rows · cols/group
+  WeightVector<std::uint8_t> values;  // int8: padded rows · cols bytes; int4: rows · cols/2
+  WeightVector<float> scales;         // int8: padded rows · cols/group; int4: rows · cols/group
 
   // Throws std::invalid_argument when `group` is not a multiple of 32 (the kernels
   // quantize their inputs in blocks of 32) or does not divide cols.
   static QuantizedMatrix Quantize(const WeightMatrix& w, QuantFormat format, int group);
+  // From row-major values (int8: one signed byte each; int4: as stored) and scales
+  // ([rows][cols/group]), as a checkpoint holds them. Sizes must match (else
+  // std::invalid_argument).
+  static QuantizedMatrix FromRowMajor(QuantFormat format, std::int64_t rows, std::int64_t cols, int group,
+                                      std::span<const std::uint8_t> values, std::span<const float> scales);
+  std::vector<std::uint8_t> RowMajorValues() const;
+  std::vector<float> RowMajorScales() const;
 
   std::size_t bytes() const { return values.size() + scales.size() * sizeof(float); }
-  float At(std::int64_t row, std::int64_t col) const;  // dequantized (tests, tools)
+  int Level(std::int64_t row, std::int64_t col) const;    // q
+  float Scale(std::int64_t row, std::int64_t col) const;  // the scale of the value's group
+  float At(std::int64_t row, std::int64_t col) const { return static_cast<float>(Level(row, col)) * Scale(row, col); }
   // Rows [first, first + count), copied.
   QuantizedMatrix Rows(std::int64_t first, std::int64_t count) const;
   // a's rows, then b's, in one matrix (same columns, format and group; else

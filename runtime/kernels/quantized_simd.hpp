@@ -16,71 +16,147 @@ namespace tandem::rt::kernels {
 
 namespace {
 
-// Lane sums of 32 unsigned × 32 signed bytes: lane l = Σ of products 4l … 4l+3.
-template <bool kVnni>
-inline __m256i LaneSums(__m256i u, __m256i s) {
-  if constexpr (kVnni) {
-    return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s);  // instantiated only in quantized_vnni.cpp
-  } else {
-    return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
-  }
+// int8, one tile of 16 rows (the tile layout of quantized_matrix.hpp) against NB
+// inputs, block after block; acc[b] holds the tile's rows for input b (rows 0–7 in
+// acc[b][0], 8–15 in acc[b][1]; one 512-bit register in the VNNI build).
+inline std::int32_t LoadInputChunk(const std::int8_t* x) {
+  std::int32_t v;
+  __builtin_memcpy(&v, x, 4);
+  return v;
 }
 
-inline float ReduceEight(__m256 acc) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));  // l + 4
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));                                             // l + 2
-  return _mm_cvtss_f32(_mm_add_ss(s, _mm_shuffle_ps(s, s, 1)));                       // l + 1
-}
-
-// int8: R weight rows against B inputs (R = 1 or B = 1): each block of weights
-// serves B inputs, each input block R rows, and the R·B independent accumulator
-// chains keep the multiply-adds from waiting on each other.
-template <bool kVnni, int R, int B>
-inline void Tile8(const std::uint8_t* w, std::int64_t row_bytes, const float* ws, std::int64_t groups, int group, const QuantizedInput* in,
-                  float* y, std::int64_t y_stride, const char* stop) {
-  __m256 acc[R][B];
-  for (int r = 0; r < R; ++r) {
-    for (int b = 0; b < B; ++b) acc[r][b] = _mm256_setzero_ps();
-  }
-  const char* ahead = reinterpret_cast<const char*>(w) + kAheadBytes;
-  const std::int64_t room = stop - reinterpret_cast<const char*>(w) - kAheadBytes;  // never past the caller's rows
+// AVX2: |w| against the inputs with w's signs (vpmaddubsw pairs, at most 2 · 127 · 127,
+// so never saturated), 8 rows per 256-bit half of a chunk.
+template <int NB>
+inline void Int8TileAvx2(const std::uint8_t* w, const float* ws, std::int64_t groups, int group, const QuantizedInput* in,
+                         __m256 (&acc)[NB][2], const char* stop) {
+  constexpr std::int64_t kBlockBytes = kInt8TileRows * kInputBlock;
+  for (int b = 0; b < NB; ++b) acc[b][0] = acc[b][1] = _mm256_setzero_ps();
+  const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80)), ones = _mm256_set1_epi16(1);
   const std::int64_t per_group = group / kInputBlock;
-  // One input with VNNI: Σ (w + 128)·x, started from −128 × the lane's input sum
-  // (prepared with the input), is Σ w·x in the same integers, without an abs and a
-  // sign per row and block. With several inputs the sign per input stays: reading
-  // each input's sums too costs more than it saves (BM_MatMul int8, 4 and 64 inputs).
-  constexpr bool kOffset = kVnni && B == 1;
+  const char* ahead = reinterpret_cast<const char*>(w) + kAheadBytes;
+  const std::int64_t room = stop - ahead;
   for (std::int64_t g = 0; g < groups; ++g) {
+    const __m256 scale[2] = {_mm256_loadu_ps(ws + g * kInt8TileRows), _mm256_loadu_ps(ws + g * kInt8TileRows + 8)};
     for (std::int64_t k = g * per_group; k < (g + 1) * per_group; ++k) {
-      if (k * R * 32 < room) PrefetchRange(ahead + k * R * 32, R * 32);
-      __m256i u[R], wabs[R];
-      for (int r = 0; r < R; ++r) {
-        u[r] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + r * row_bytes + k * 32));
-        if constexpr (kOffset) {
-          u[r] = _mm256_xor_si256(u[r], _mm256_set1_epi8(static_cast<char>(0x80)));  // w + 128, as unsigned bytes
-        } else {
-          wabs[r] = _mm256_abs_epi8(u[r]);  // the signs go onto the inputs below
+      if (k * kBlockBytes < room) PrefetchRange(ahead + k * kBlockBytes, kBlockBytes);
+      const std::uint8_t* wk = w + k * kBlockBytes;
+      __m256i sum[NB][2];
+      for (int b = 0; b < NB; ++b) sum[b][0] = sum[b][1] = _mm256_setzero_si256();
+      for (int j = 0; j < 8; ++j) {
+        __m256i x[NB];
+        for (int b = 0; b < NB; ++b) x[b] = _mm256_set1_epi32(LoadInputChunk(in[b].q + k * kInputBlock + 4 * j));
+        for (int h = 0; h < 2; ++h) {
+          const __m256i v = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(wk + j * 64 + h * 32)), flip);  // w
+          const __m256i magnitude = _mm256_abs_epi8(v);
+          for (int b = 0; b < NB; ++b) {
+            const __m256i pairs = _mm256_maddubs_epi16(magnitude, _mm256_sign_epi8(x[b], v));
+            sum[b][h] = _mm256_add_epi32(sum[b][h], _mm256_madd_epi16(pairs, ones));
+          }
         }
       }
-      for (int b = 0; b < B; ++b) {
-        const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(in[b].q + k * kInputBlock));
-        const float d = in[b].d[k];
-        __m256i start;
-        if constexpr (kOffset) start = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(in[b].sums + k * 8));
-        for (int r = 0; r < R; ++r) {
-          __m256i sums;
-          if constexpr (kOffset) {
-            sums = _mm256_dpbusd_epi32(start, u[r], x);
-          } else {
-            sums = LaneSums<kVnni>(wabs[r], _mm256_sign_epi8(x, u[r]));
-          }
-          acc[r][b] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), _mm256_set1_ps(ws[r * groups + g] * d), acc[r][b]);
-        }
+      for (int b = 0; b < NB; ++b) {
+        const __m256 d = _mm256_set1_ps(in[b].d[k]);
+        for (int h = 0; h < 2; ++h) acc[b][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum[b][h]), _mm256_mul_ps(scale[h], d), acc[b][h]);
       }
     }
   }
-  for (int r = 0; r < R; ++r) {
-    for (int b = 0; b < B; ++b) y[b * y_stride + r] = ReduceEight(acc[r][b]);
+}
+
+// VNNI: one tile's 16 rows per 512-bit register; a chunk's 64 bytes (w + 128) against
+// the input's 4 bytes broadcast, the block's sum started from −128 × its input sum,
+// in two chains (even and odd chunks) added at the end: exact integers either way.
+// (A template so that only the VNNI build instantiates it.)
+template <bool kVnni, int NB>
+inline void Int8TileZmm(const std::uint8_t* w, const float* ws, std::int64_t groups, int group, const QuantizedInput* in,
+                        float (&rows)[NB][kInt8TileRows], const char* stop) {
+  static_assert(kVnni);
+  constexpr std::int64_t kBlockBytes = kInt8TileRows * kInputBlock;
+  __m512 acc[NB];
+  for (int b = 0; b < NB; ++b) acc[b] = _mm512_setzero_ps();
+  const std::int64_t per_group = group / kInputBlock;
+  const char* ahead = reinterpret_cast<const char*>(w) + kAheadBytes;
+  const std::int64_t room = stop - ahead;
+  for (std::int64_t g = 0; g < groups; ++g) {
+    const __m512 scale = _mm512_loadu_ps(ws + g * kInt8TileRows);
+    for (std::int64_t k = g * per_group; k < (g + 1) * per_group; ++k) {
+      if (k * kBlockBytes < room) PrefetchRange(ahead + k * kBlockBytes, kBlockBytes);
+      const std::uint8_t* wk = w + k * kBlockBytes;
+      __m512i v[8];
+      for (int j = 0; j < 8; ++j) v[j] = _mm512_loadu_si512(wk + 64 * j);
+      for (int b = 0; b < NB; ++b) {
+        const std::int8_t* x = in[b].q + k * kInputBlock;
+        __m512i even = _mm512_set1_epi32(in[b].sums[k]), odd = _mm512_setzero_si512();
+        for (int j = 0; j < 8; j += 2) {
+          even = _mm512_dpbusd_epi32(even, v[j], _mm512_set1_epi32(LoadInputChunk(x + 4 * j)));
+          odd = _mm512_dpbusd_epi32(odd, v[j + 1], _mm512_set1_epi32(LoadInputChunk(x + 4 * j + 4)));
+        }
+        const __m512 sum = _mm512_cvtepi32_ps(_mm512_add_epi32(even, odd));
+        acc[b] = _mm512_fmadd_ps(sum, _mm512_mul_ps(scale, _mm512_set1_ps(in[b].d[k])), acc[b]);
+      }
+    }
+  }
+  for (int b = 0; b < NB; ++b) _mm512_store_ps(rows[b], acc[b]);
+}
+
+// AVX2's tile into rows[b][16].
+template <int NB>
+inline void Int8TileYmm(const std::uint8_t* w, const float* ws, std::int64_t groups, int group, const QuantizedInput* in,
+                        float (&rows)[NB][kInt8TileRows], const char* stop) {
+  __m256 acc[NB][2];
+  Int8TileAvx2<NB>(w, ws, groups, group, in, acc, stop);
+  for (int b = 0; b < NB; ++b) {
+    _mm256_store_ps(rows[b], acc[b][0]);
+    _mm256_store_ps(rows[b] + 8, acc[b][1]);
+  }
+}
+
+// The tiles of rows [begin, end) against inputs [b, b + NB): a tile the range cuts
+// is computed whole and stored in part.
+template <bool kVnni, int NB>
+inline void Int8Tiles(const std::uint8_t* values, const float* scales, std::int64_t cols, int group, const QuantizedInput* inputs, float* y,
+                      std::int64_t y_stride, std::int64_t begin, std::int64_t end) {
+  constexpr std::int64_t kTile = kInt8TileRows;
+  const std::int64_t groups = cols / group, first = begin / kTile, last = (end + kTile - 1) / kTile;
+  const char* stop = reinterpret_cast<const char*>(values + last * kTile * cols);
+  PrefetchHead(values + first * kTile * cols, stop);
+  for (std::int64_t t = first; t < last; ++t) {
+    alignas(64) float rows[NB][kTile];
+    if constexpr (kVnni) {
+      Int8TileZmm<kVnni, NB>(values + t * kTile * cols, scales + t * kTile * groups, groups, group, inputs, rows, stop);
+    } else {
+      Int8TileYmm<NB>(values + t * kTile * cols, scales + t * kTile * groups, groups, group, inputs, rows, stop);
+    }
+    const std::int64_t lo = t * kTile < begin ? begin : t * kTile, hi = (t + 1) * kTile > end ? end : (t + 1) * kTile;
+    for (int b = 0; b < NB; ++b) {
+      for (std::int64_t o = lo; o < hi; ++o) y[b * y_stride + o - begin] = rows[b][o - t * kTile];
+    }
+  }
+}
+
+// int8 rows [begin, end), as many inputs at a time as the build's registers hold
+// with a block's 8 chunks of weights (VNNI: 4; AVX2: 2), the rest in one more pass:
+// every pass reads the weights once.
+template <bool kVnni>
+void RowsInt8(const std::uint8_t* values, const float* scales, std::int64_t cols, int group, const QuantizedInput* inputs,
+              std::int64_t batch, float* y, std::int64_t y_stride, std::int64_t begin, std::int64_t end) {
+  constexpr int kMany = kVnni ? 4 : 2;
+  std::int64_t b = 0;
+  for (; b + kMany <= batch; b += kMany) {
+    Int8Tiles<kVnni, kMany>(values, scales, cols, group, inputs + b, y + b * y_stride, y_stride, begin, end);
+  }
+  switch (batch - b) {
+    case 3:
+      if constexpr (kMany > 3) Int8Tiles<kVnni, 3>(values, scales, cols, group, inputs + b, y + b * y_stride, y_stride, begin, end);
+      break;
+    case 2:
+      if constexpr (kMany > 2) Int8Tiles<kVnni, 2>(values, scales, cols, group, inputs + b, y + b * y_stride, y_stride, begin, end);
+      break;
+    case 1:
+      Int8Tiles<kVnni, 1>(values, scales, cols, group, inputs + b, y + b * y_stride, y_stride, begin, end);
+      break;
+    default:
+      break;
   }
 }
 
@@ -298,30 +374,6 @@ void RowsInt4(const std::uint8_t* values, const float* scales, std::int64_t cols
     for (; o < end; ++o) {
       Tile4<kVnni, 1, 1>(values + o * row_bytes, row_bytes, scales + o * groups, groups, blocks, group, inputs + b, y + b * y_stride + o,
                          y_stride, stop);
-    }
-  }
-}
-
-template <bool kVnni>
-void RowsInt8(const std::uint8_t* values, const float* scales, std::int64_t cols, int group, const QuantizedInput* inputs,
-              std::int64_t batch, float* y, std::int64_t y_stride, std::int64_t begin, std::int64_t end) {
-  const std::int64_t groups = cols / group;
-  const char* stop = reinterpret_cast<const char*>(values + end * cols);
-  std::int64_t b = 0;
-  for (; b + 4 <= batch; b += 4) {
-    PrefetchHead(values + begin * cols, stop);
-    for (std::int64_t o = begin; o < end; ++o) {
-      Tile8<kVnni, 1, 4>(values + o * cols, cols, scales + o * groups, groups, group, inputs + b, y + b * y_stride + o, y_stride, stop);
-    }
-  }
-  for (; b < batch; ++b) {
-    PrefetchHead(values + begin * cols, stop);
-    std::int64_t o = begin;
-    for (; o + 4 <= end; o += 4) {
-      Tile8<kVnni, 4, 1>(values + o * cols, cols, scales + o * groups, groups, group, inputs + b, y + b * y_stride + o, y_stride, stop);
-    }
-    for (; o < end; ++o) {
-      Tile8<kVnni, 1, 1>(values + o * cols, cols, scales + o * groups, groups, group, inputs + b, y + b * y_stride + o, y_stride, stop);
     }
   }
 }

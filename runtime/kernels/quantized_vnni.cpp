@@ -1,6 +1,6 @@
-// The quantized kernels with AVX-512 VNNI's byte dot product (vpdpbusd) for the lane
-// sums: the same integers as the AVX2 kernels' two instructions; int4's four rows
-// against one input run two rows per 512-bit register. Only reached when
+// The quantized kernels with AVX-512 VNNI's byte dot product (vpdpbusd): the same
+// integers as the AVX2 kernels' instructions; an int8 tile's 16 rows fill one
+// 512-bit register, and int4's four rows against one input run two rows per register. Only reached when
 // HasAvx512Vnni(). No standard-library templates here (see matmul_avx2.cpp).
 #if !defined(__clang__)
 #pragma GCC target("avx2,fma,f16c,avx512f,avx512vl,avx512vnni")
@@ -24,9 +24,9 @@
 
 namespace tandem::rt::kernels {
 
-void RowsInt8Vnni(const std::int8_t* values, const float* scales, std::int64_t cols, int group, const QuantizedInput* inputs,
+void RowsInt8Vnni(const std::uint8_t* values, const float* scales, std::int64_t cols, int group, const QuantizedInput* inputs,
                   std::int64_t batch, float* y, std::int64_t y_stride, std::int64_t begin, std::int64_t end) {
-  RowsInt8<true>(reinterpret_cast<const std::uint8_t*>(values), scales, cols, group, inputs, batch, y, y_stride, begin, end);
+  RowsInt8<true>(values, scales, cols, group, inputs, batch, y, y_stride, begin, end);
 }
 
 void RowsInt4Vnni(const std::uint8_t* values, const float* scales, std::int64_t cols, int group, const QuantizedInput* inputs,

@@ -105,15 +105,13 @@ WeightMatrix Checkpoint::QuantizedMatrixOf(const std::string& base, std::int64_t
   }
   const Entry& v = Find(values_name);
   const Entry& s = Find(scales_name);
-  auto q = std::make_shared<QuantizedMatrix>();
-  q->rows = rows;
-  q->cols = cols;
+  QuantFormat format;
   std::vector<std::int64_t> values_shape;
   if (v.info.dtype == DType::kI8) {
-    q->format = QuantFormat::kInt8;
+    format = QuantFormat::kInt8;
     values_shape = {rows, cols};
   } else if (v.info.dtype == DType::kU8) {
-    q->format = QuantFormat::kInt4;
+    format = QuantFormat::kInt4;
     if (cols % 2 != 0)
       throw ModelError(fmt::format("{}: int4 needs an even number of columns, the config implies {}", Where(v, values_name), cols));
     values_shape = {rows, cols / 2};
@@ -123,7 +121,7 @@ WeightMatrix Checkpoint::QuantizedMatrixOf(const std::string& base, std::int64_t
   }
   if (v.info.shape != values_shape) {
     throw ModelError(fmt::format("{}: shape [{}] but the config implies [{}] ({} of a [{}, {}] matrix)", Where(v, values_name),
-                                 fmt::join(v.info.shape, ", "), fmt::join(values_shape, ", "), ToString(q->format), rows, cols));
+                                 fmt::join(v.info.shape, ", "), fmt::join(values_shape, ", "), ToString(format), rows, cols));
   }
   if (s.info.dtype != DType::kF32) {
     throw ModelError(fmt::format("{}: dtype {}; quantization scales are F32", Where(s, scales_name), DTypeName(s.info.dtype)));
@@ -137,16 +135,15 @@ WeightMatrix Checkpoint::QuantizedMatrixOf(const std::string& base, std::int64_t
     throw ModelError(fmt::format("{}: group size {} (from [{}] scales of {} columns) is not a multiple of 32, the kernels' input block",
                                  Where(s, scales_name), group, fmt::join(s.info.shape, ", "), cols));
   }
-  q->group = static_cast<int>(group);
-  if (config_.quantization && (config_.quantization->format != q->format || config_.quantization->group_size != q->group)) {
+  if (config_.quantization && (config_.quantization->format != format || config_.quantization->group_size != group)) {
     throw ModelError(fmt::format("{}: {} with group {}, but config.json's tandem_quantization says {} with group {}", Where(v, values_name),
-                                 ToString(q->format), q->group, ToString(config_.quantization->format), config_.quantization->group_size));
+                                 ToString(format), group, ToString(config_.quantization->format), config_.quantization->group_size));
   }
-  const std::byte* values = DataOf(v);
-  q->values.resize(static_cast<std::size_t>(v.info.end - v.info.begin));
-  std::memcpy(q->values.data(), values, q->values.size());
-  q->scales.resize(static_cast<std::size_t>(s.info.elements()));
-  std::memcpy(q->scales.data(), DataOf(s), q->scales.size() * sizeof(float));
+  const auto* values = reinterpret_cast<const std::uint8_t*>(DataOf(v));
+  std::vector<float> scales(static_cast<std::size_t>(s.info.elements()));  // copied: the mapping need not align floats
+  std::memcpy(scales.data(), DataOf(s), scales.size() * sizeof(float));
+  auto q = std::make_shared<QuantizedMatrix>(QuantizedMatrix::FromRowMajor(
+      format, rows, cols, static_cast<int>(group), std::span(values, static_cast<std::size_t>(v.info.end - v.info.begin)), scales));
   ReleaseData(v);
   ReleaseData(s);
   return WeightMatrix::FromQuantized(std::move(q));

@@ -213,12 +213,18 @@ QuantizeCheckpointReport QuantizeCheckpoint(const std::filesystem::path& in_dir,
   std::map<std::string, std::string> new_weight_map;
 
   // Quantized once per matrix: its .qscales and .qweight are neighbours in file order.
+  // Files hold row-major values (the kernels' tile order is the loader's business).
+  struct RowMajor {
+    std::vector<std::uint8_t> values;
+    std::vector<float> scales;
+  };
   std::string cached_base;
-  QuantizedMatrix cached;
-  const auto quantized = [&](const std::string& base) -> const QuantizedMatrix& {
+  RowMajor cached;
+  const auto quantized = [&](const std::string& base) -> const RowMajor& {
     if (base != cached_base) {
       const Selected& t = selected.at(base + std::string(kWeightSuffix));
-      cached = QuantizedMatrix::Quantize(ckpt.Matrix(base + std::string(kWeightSuffix), t.rows, t.cols), format, group);
+      const QuantizedMatrix q = QuantizedMatrix::Quantize(ckpt.Matrix(base + std::string(kWeightSuffix), t.rows, t.cols), format, group);
+      cached = {q.RowMajorValues(), q.RowMajorScales()};
       cached_base = base;
     }
     return cached;

@@ -29,7 +29,9 @@ TEST_P(QuantizedMatrixTest, ErrorStaysWithinHalfAStepOfItsGroup) {
   const WeightMatrix w = RandomMatrix(24, 256, 1);
   const QuantizedMatrix q = QuantizedMatrix::Quantize(w, format, group);
   const int levels = format == QuantFormat::kInt8 ? 127 : 7;
-  EXPECT_EQ(q.bytes(), static_cast<std::size_t>(24 * 256) / (format == QuantFormat::kInt8 ? 1 : 2) + 24 * (256 / group) * 4);
+  // int8 stores whole tiles of 16 rows: 24 rows take 32.
+  const std::size_t stored_rows = format == QuantFormat::kInt8 ? 32 : 24;
+  EXPECT_EQ(q.bytes(), stored_rows * 256 / (format == QuantFormat::kInt8 ? 1 : 2) + stored_rows * (256 / group) * 4);
   for (std::int64_t r = 0; r < w.rows; ++r) {
     for (std::int64_t g = 0; g < w.cols / group; ++g) {
       float amax = 0;
@@ -120,6 +122,32 @@ INSTANTIATE_TEST_SUITE_P(Formats, QuantizedMatrixTest,
                          [](const auto& p) {
                            return std::string(ToString(std::get<0>(p.param))) + "_g" + std::to_string(std::get<1>(p.param));
                          });
+
+TEST(QuantizedMatrix, RowMajorOrderRoundTripsThroughTheKernelsLayout) {
+  for (const QuantFormat format : {QuantFormat::kInt8, QuantFormat::kInt4}) {
+    SCOPED_TRACE(ToString(format));
+    const WeightMatrix w = RandomMatrix(37, 96, 4);  // a partial last tile
+    const QuantizedMatrix q = QuantizedMatrix::Quantize(w, format, 32);
+    const std::vector<std::uint8_t> values = q.RowMajorValues();
+    const std::vector<float> scales = q.RowMajorScales();
+    ASSERT_EQ(values.size(), static_cast<std::size_t>(format == QuantFormat::kInt8 ? 37 * 96 : 37 * 48));
+    ASSERT_EQ(scales.size(), static_cast<std::size_t>(37 * 3));
+    for (std::int64_t r = 0; r < 37; ++r) {
+      for (std::int64_t c = 0; c < 96; ++c) {
+        const std::size_t i = static_cast<std::size_t>(r * 96 + c);
+        const int level = format == QuantFormat::kInt8
+                              ? static_cast<std::int8_t>(values[i])
+                              : ((values[i / 2] >> (4 * (i % 2))) & 0xF) - ((values[i / 2] >> (4 * (i % 2))) & 0x8) * 2;
+        ASSERT_EQ(level, q.Level(r, c)) << r << "," << c;
+        ASSERT_EQ(scales[static_cast<std::size_t>(r * 3 + c / 32)], q.Scale(r, c));
+      }
+    }
+    const QuantizedMatrix back = QuantizedMatrix::FromRowMajor(format, 37, 96, 32, values, scales);
+    EXPECT_EQ(back.values, q.values);
+    EXPECT_EQ(back.scales, q.scales);
+    EXPECT_THROW(QuantizedMatrix::FromRowMajor(format, 36, 96, 32, values, scales), std::invalid_argument);
+  }
+}
 
 TEST(QuantizedMatrix, GroupsAreWholeInputBlocksThatFillTheRows) {
   const WeightMatrix w = RandomMatrix(2, 96, 4);
