@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <memory>
 #include <stdexcept>
@@ -42,6 +43,14 @@ std::size_t Int8ScaleIndex(std::int64_t groups, std::int64_t row, std::int64_t g
   return static_cast<std::size_t>((row / kTile * groups + group_index) * kTile + row % kTile);
 }
 
+// 4 int8 values from or to the tile layout (which stores q + 128).
+void FlipChunk(const std::uint8_t* from, std::uint8_t* to) {
+  std::uint32_t v;
+  std::memcpy(&v, from, 4);
+  v ^= 0x80808080u;
+  std::memcpy(to, &v, 4);
+}
+
 // Rows [first, first + count) of a matrix in row-major order (values as a file has them).
 struct RowMajor {
   std::vector<std::uint8_t> values;
@@ -59,8 +68,11 @@ RowMajor RowMajorRows(const QuantizedMatrix& q, std::int64_t first, std::int64_t
   out.values.resize(static_cast<std::size_t>(count * row_bytes));
   out.scales.resize(static_cast<std::size_t>(count * groups));
   for (std::int64_t r = 0; r < count; ++r) {
-    for (std::int64_t c = 0; c < q.cols; ++c) {
-      out.values[static_cast<std::size_t>(r * q.cols + c)] = static_cast<std::uint8_t>(q.values[Int8Index(q.cols, first + r, c)] ^ 0x80);
+    std::uint8_t* row = out.values.data() + r * q.cols;
+    // A row's 4 bytes of each chunk lie 64 bytes apart within a tile's block.
+    const std::uint8_t* chunk = q.values.data() + Int8Index(q.cols, first + r, 0);
+    for (std::int64_t c = 0; c < q.cols; c += 4, chunk += QuantizedMatrix::kTileRows * 4) {
+      FlipChunk(chunk, row + c);
     }
     for (std::int64_t g = 0; g < groups; ++g) {
       out.scales[static_cast<std::size_t>(r * groups + g)] = q.scales[Int8ScaleIndex(groups, first + r, g)];
@@ -134,8 +146,10 @@ QuantizedMatrix QuantizedMatrix::FromRowMajor(QuantFormat format, std::int64_t r
   q.values.assign(static_cast<std::size_t>(padded * cols), 0x80);
   q.scales.assign(static_cast<std::size_t>(padded * groups), 0.0f);
   for (std::int64_t r = 0; r < rows; ++r) {
-    for (std::int64_t c = 0; c < cols; ++c) {
-      q.values[Int8Index(cols, r, c)] = static_cast<std::uint8_t>(values[static_cast<std::size_t>(r * cols + c)] ^ 0x80);
+    const std::uint8_t* row = values.data() + r * cols;
+    std::uint8_t* chunk = q.values.data() + Int8Index(cols, r, 0);  // then every 64 bytes (RowMajorRows)
+    for (std::int64_t c = 0; c < cols; c += 4, chunk += kTileRows * 4) {
+      FlipChunk(row + c, chunk);
     }
     for (std::int64_t g = 0; g < groups; ++g) q.scales[Int8ScaleIndex(groups, r, g)] = scales[static_cast<std::size_t>(r * groups + g)];
   }
