@@ -221,9 +221,7 @@ void MatMulMany(std::span<const MatMulTask> tasks, ThreadPool* pool) {
       const QuantizedMatrix& q = *t.w->quantized;
       for (std::size_t j = 0; j < quantized_used && quantized_of[i] == nullptr; ++j) {
         const kernels::PreparedQuantizedInput& p = quantized_inputs[j];
-        if (p.source == t.x && p.batch == t.batch && p.cols == q.cols && p.int4 == (q.format == QuantFormat::kInt4)) {
-          quantized_of[i] = &p;
-        }
+        if (p.Serves(q, t.x, t.batch, isa)) quantized_of[i] = &p;
       }
       if (quantized_of[i] == nullptr) {
         kernels::PreparedQuantizedInput& p = quantized_inputs[quantized_used++];

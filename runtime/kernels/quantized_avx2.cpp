@@ -49,12 +49,12 @@ void QuantizeInputAvx2(const float* x, std::int64_t batch, std::int64_t cols, st
 
 void RowsInt8Avx2(const std::uint8_t* values, const float* scales, std::int64_t cols, int group, const QuantizedInput* inputs,
                   std::int64_t batch, float* y, std::int64_t y_stride, std::int64_t begin, std::int64_t end) {
-  RowsInt8<false>(values, scales, cols, group, inputs, batch, y, y_stride, begin, end);
+  QuantizedTileRows<false, false>(values, scales, cols, group, inputs, batch, y, y_stride, begin, end);
 }
 
 void RowsInt4Avx2(const std::uint8_t* values, const float* scales, std::int64_t cols, int group, const QuantizedInput* inputs,
                   std::int64_t batch, float* y, std::int64_t y_stride, std::int64_t begin, std::int64_t end) {
-  RowsInt4<false>(values, scales, cols, group, inputs, batch, y, y_stride, begin, end);
+  QuantizedTileRows<false, true>(values, scales, cols, group, inputs, batch, y, y_stride, begin, end);
 }
 
 }  // namespace tandem::rt::kernels

@@ -17,16 +17,16 @@ namespace kernels {
 
 // Buffers grow and are then reused: preparing allocates nothing once warm.
 struct PreparedQuantizedInput {
-  std::vector<std::int8_t> q, pair_q;  // column order; int4: also in pairs
-  std::vector<float> d, pair_d;
-  std::vector<std::int32_t> sums;
+  std::vector<std::int8_t> q;  // column order
+  std::vector<float> d;
+  std::vector<std::int32_t> sums;  // each block's input sum, where the kernels read it (block_sums)
   std::vector<QuantizedInput> rows;
-  // What was prepared: a product with the same matrix format and inputs reuses it.
+  // What was prepared: a product with the same inputs (and sums, if its kernels read them) reuses it.
   const float* source = nullptr;
   std::int64_t batch = 0, cols = 0;
-  bool int4 = false;
-  bool int8_block_sums = false;  // int8 for the VNNI kernels: `sums` holds −128 × each block's input sum
+  bool block_sums = false;
 
+  bool Serves(const QuantizedMatrix& w, const float* x, std::int64_t batch, Isa isa) const;
   void Prepare(const QuantizedMatrix& w, const float* x, std::int64_t batch, Isa isa);
 };
 

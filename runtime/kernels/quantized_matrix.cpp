@@ -18,37 +18,54 @@ namespace tandem::rt {
 
 std::string_view ToString(QuantFormat format) { return format == QuantFormat::kInt8 ? "int8" : "int4"; }
 
-static_assert(QuantizedMatrix::kTileRows == kernels::kInt8TileRows);
+static_assert(QuantizedMatrix::kTileRows == kernels::kTileRows);
 
 namespace {
 
 int Levels(QuantFormat format) { return format == QuantFormat::kInt8 ? 127 : 7; }
 
-std::int64_t PaddedRows(QuantFormat format, std::int64_t rows) {
-  constexpr std::int64_t kTile = QuantizedMatrix::kTileRows;
-  return format == QuantFormat::kInt8 ? (rows + kTile - 1) / kTile * kTile : rows;
-}
+constexpr std::int64_t kTile = QuantizedMatrix::kTileRows;
+
+std::int64_t PaddedRows(std::int64_t rows) { return (rows + kTile - 1) / kTile * kTile; }
 
 std::int64_t RowMajorBytes(QuantFormat format, std::int64_t cols) { return format == QuantFormat::kInt8 ? cols : cols / 2; }
 
-// Where int8 value (row, col) and its group's scale are stored (the header's tile order).
-std::size_t Int8Index(std::int64_t cols, std::int64_t row, std::int64_t col) {
-  constexpr std::int64_t kTile = QuantizedMatrix::kTileRows;
-  const std::int64_t tile = row / kTile, blocks = cols / kernels::kInputBlock;
-  const std::int64_t block = col / kernels::kInputBlock, chunk = (col % kernels::kInputBlock) / 4;
-  return static_cast<std::size_t>(((tile * blocks + block) * 8 + chunk) * kTile * 4 + (row % kTile) * 4 + col % 4);
+// The tile order (quantized_matrix.hpp): a row's 4 bytes of a chunk, chunk after chunk
+// 64 bytes apart, from the row's first chunk here.
+std::size_t RowStart(const QuantizedMatrix& q, std::int64_t row) {
+  return static_cast<std::size_t>(row / kTile * kTile * RowMajorBytes(q.format, q.cols) + row % kTile * 4);
 }
-std::size_t Int8ScaleIndex(std::int64_t groups, std::int64_t row, std::int64_t group_index) {
-  constexpr std::int64_t kTile = QuantizedMatrix::kTileRows;
+constexpr std::size_t kChunkStride = kTile * 4;
+std::size_t ScaleIndex(std::int64_t groups, std::int64_t row, std::int64_t group_index) {
   return static_cast<std::size_t>((row / kTile * groups + group_index) * kTile + row % kTile);
 }
 
-// 4 int8 values from or to the tile layout (which stores q + 128).
-void FlipChunk(const std::uint8_t* from, std::uint8_t* to) {
-  std::uint32_t v;
-  std::memcpy(&v, from, 4);
-  v ^= 0x80808080u;
-  std::memcpy(to, &v, 4);
+// One row's chunk between a file's row-major bytes and the tile's: int8 4 columns (q
+// and q + 128), int4 8 columns (file: byte m holds columns 2m and 2m + 1, low nibble
+// first, two's complement; tile: byte i holds columns i and 4 + i as q + 8).
+void ToTile(QuantFormat format, const std::uint8_t* file, std::uint8_t* tile) {
+  if (format == QuantFormat::kInt8) {
+    for (int i = 0; i < 4; ++i) tile[i] = static_cast<std::uint8_t>(file[i] ^ 0x80);
+    return;
+  }
+  std::uint8_t n[8];
+  for (int m = 0; m < 4; ++m) {
+    n[2 * m] = file[m] & 0xF;
+    n[2 * m + 1] = file[m] >> 4;
+  }
+  for (int i = 0; i < 4; ++i) tile[i] = static_cast<std::uint8_t>((n[i] ^ 8) | (n[4 + i] ^ 8) << 4);  // n ^ 8 = q + 8
+}
+void FromTile(QuantFormat format, const std::uint8_t* tile, std::uint8_t* file) {
+  if (format == QuantFormat::kInt8) {
+    for (int i = 0; i < 4; ++i) file[i] = static_cast<std::uint8_t>(tile[i] ^ 0x80);
+    return;
+  }
+  std::uint8_t n[8];
+  for (int i = 0; i < 4; ++i) {
+    n[i] = (tile[i] & 0xF) ^ 8;
+    n[4 + i] = (tile[i] >> 4) ^ 8;
+  }
+  for (int m = 0; m < 4; ++m) file[m] = static_cast<std::uint8_t>(n[2 * m] | n[2 * m + 1] << 4);
 }
 
 // Rows [first, first + count) of a matrix in row-major order (values as a file has them).
@@ -60,22 +77,14 @@ struct RowMajor {
 RowMajor RowMajorRows(const QuantizedMatrix& q, std::int64_t first, std::int64_t count) {
   const std::int64_t row_bytes = RowMajorBytes(q.format, q.cols), groups = q.cols / q.group;
   RowMajor out;
-  if (q.format == QuantFormat::kInt4) {
-    out.values.assign(q.values.begin() + first * row_bytes, q.values.begin() + (first + count) * row_bytes);
-    out.scales.assign(q.scales.begin() + first * groups, q.scales.begin() + (first + count) * groups);
-    return out;
-  }
   out.values.resize(static_cast<std::size_t>(count * row_bytes));
   out.scales.resize(static_cast<std::size_t>(count * groups));
   for (std::int64_t r = 0; r < count; ++r) {
-    std::uint8_t* row = out.values.data() + r * q.cols;
-    // A row's 4 bytes of each chunk lie 64 bytes apart within a tile's block.
-    const std::uint8_t* chunk = q.values.data() + Int8Index(q.cols, first + r, 0);
-    for (std::int64_t c = 0; c < q.cols; c += 4, chunk += QuantizedMatrix::kTileRows * 4) {
-      FlipChunk(chunk, row + c);
-    }
+    std::uint8_t* row = out.values.data() + r * row_bytes;
+    const std::uint8_t* chunk = q.values.data() + RowStart(q, first + r);
+    for (std::int64_t byte = 0; byte < row_bytes; byte += 4, chunk += kChunkStride) FromTile(q.format, chunk, row + byte);
     for (std::int64_t g = 0; g < groups; ++g) {
-      out.scales[static_cast<std::size_t>(r * groups + g)] = q.scales[Int8ScaleIndex(groups, first + r, g)];
+      out.scales[static_cast<std::size_t>(r * groups + g)] = q.scales[ScaleIndex(groups, first + r, g)];
     }
   }
   return out;
@@ -136,22 +145,15 @@ QuantizedMatrix QuantizedMatrix::FromRowMajor(QuantFormat format, std::int64_t r
   q.rows = rows;
   q.cols = cols;
   q.group = group;
-  if (format == QuantFormat::kInt4) {
-    q.values.assign(values.begin(), values.end());
-    q.scales.assign(scales.begin(), scales.end());
-    return q;
-  }
-  // Padding rows: level 0 (stored 128) with scale 0.
-  const std::int64_t padded = PaddedRows(format, rows);
-  q.values.assign(static_cast<std::size_t>(padded * cols), 0x80);
+  // Padding rows: level 0 (stored 128, int4 0x88) with scale 0.
+  const std::int64_t padded = PaddedRows(rows), row_bytes = RowMajorBytes(format, cols);
+  q.values.assign(static_cast<std::size_t>(padded * row_bytes), format == QuantFormat::kInt8 ? 0x80 : 0x88);
   q.scales.assign(static_cast<std::size_t>(padded * groups), 0.0f);
   for (std::int64_t r = 0; r < rows; ++r) {
-    const std::uint8_t* row = values.data() + r * cols;
-    std::uint8_t* chunk = q.values.data() + Int8Index(cols, r, 0);  // then every 64 bytes (RowMajorRows)
-    for (std::int64_t c = 0; c < cols; c += 4, chunk += kTileRows * 4) {
-      FlipChunk(row + c, chunk);
-    }
-    for (std::int64_t g = 0; g < groups; ++g) q.scales[Int8ScaleIndex(groups, r, g)] = scales[static_cast<std::size_t>(r * groups + g)];
+    const std::uint8_t* row = values.data() + r * row_bytes;
+    std::uint8_t* chunk = q.values.data() + RowStart(q, r);
+    for (std::int64_t byte = 0; byte < row_bytes; byte += 4, chunk += kChunkStride) ToTile(format, row + byte, chunk);
+    for (std::int64_t g = 0; g < groups; ++g) q.scales[ScaleIndex(groups, r, g)] = scales[static_cast<std::size_t>(r * groups + g)];
   }
   return q;
 }
@@ -161,17 +163,12 @@ std::vector<std::uint8_t> QuantizedMatrix::RowMajorValues() const { return RowMa
 std::vector<float> QuantizedMatrix::RowMajorScales() const { return RowMajorRows(*this, 0, rows).scales; }
 
 int QuantizedMatrix::Level(std::int64_t row, std::int64_t col) const {
-  if (format == QuantFormat::kInt8) return static_cast<int>(values[Int8Index(cols, row, col)]) - 128;
-  const std::int64_t index = row * cols + col;
-  const int nibble = (values[static_cast<std::size_t>(index / 2)] >> (4 * (index % 2))) & 0xF;
-  return nibble >= 8 ? nibble - 16 : nibble;
+  if (format == QuantFormat::kInt8) return static_cast<int>(values[RowStart(*this, row) + col / 4 * kChunkStride + col % 4]) - 128;
+  const std::uint8_t byte = values[RowStart(*this, row) + col / 8 * kChunkStride + col % 4];
+  return ((col % 8 < 4 ? byte : byte >> 4) & 0xF) - 8;
 }
 
-float QuantizedMatrix::Scale(std::int64_t row, std::int64_t col) const {
-  const std::int64_t groups = cols / group;
-  if (format == QuantFormat::kInt8) return scales[Int8ScaleIndex(groups, row, col / group)];
-  return scales[static_cast<std::size_t>(row * groups + col / group)];
-}
+float QuantizedMatrix::Scale(std::int64_t row, std::int64_t col) const { return scales[ScaleIndex(cols / group, row, col / group)]; }
 
 QuantizedMatrix QuantizedMatrix::Rows(std::int64_t first, std::int64_t count) const {
   const RowMajor part = RowMajorRows(*this, first, count);
@@ -234,81 +231,35 @@ void QuantizeInput(const float* x, std::int64_t batch, std::int64_t cols, std::i
   }
 }
 
-void RowsInt8Portable(const std::uint8_t* values, const float* scales, std::int64_t cols, int group, const QuantizedInput* inputs,
-                      std::int64_t batch, float* y, std::int64_t y_stride, std::int64_t begin, std::int64_t end) {
+void RowsPortable(QuantFormat format, const std::uint8_t* values, const float* scales, std::int64_t cols, int group,
+                  const QuantizedInput* inputs, std::int64_t batch, float* y, std::int64_t y_stride, std::int64_t begin, std::int64_t end) {
   constexpr std::int64_t kTile = QuantizedMatrix::kTileRows;
+  const bool int8 = format == QuantFormat::kInt8;
   const std::int64_t blocks = cols / kInputBlock, groups = cols / group, per_group = group / kInputBlock;
+  const std::int64_t block_bytes = kTile * (int8 ? kInputBlock : kInputBlock / 2);  // a tile's block: 8 or 4 chunks
   for (std::int64_t o = begin; o < end; ++o) {
-    const std::uint8_t* tile = values + o / kTile * kTile * cols;
+    const std::uint8_t* tile = values + o / kTile * blocks * block_bytes;
     const float* ws = scales + o / kTile * kTile * groups;
     const std::int64_t r = o % kTile;
     for (std::int64_t b = 0; b < batch; ++b) {
       const QuantizedInput& in = inputs[b];
       float acc = 0.0f;
       for (std::int64_t k = 0; k < blocks; ++k) {
+        const std::int8_t* x = in.q + k * kInputBlock;
         std::int32_t sum = 0;
-        for (int j = 0; j < 8; ++j) {
-          const std::uint8_t* w = tile + (k * 8 + j) * kTile * 4 + r * 4;
-          for (int i = 0; i < 4; ++i) sum += (static_cast<std::int32_t>(w[i]) - 128) * in.q[k * kInputBlock + 4 * j + i];
+        for (std::int64_t j = 0; j < block_bytes / (kTile * 4); ++j) {
+          const std::uint8_t* w = tile + k * block_bytes + j * kTile * 4 + r * 4;
+          for (int i = 0; i < 4; ++i) {
+            if (int8) {
+              sum += (static_cast<std::int32_t>(w[i]) - 128) * x[4 * j + i];
+            } else {  // columns 8j + i (low nibble) and 8j + 4 + i (high), stored q + 8
+              sum += ((w[i] & 0xF) - 8) * x[8 * j + i] + ((w[i] >> 4) - 8) * x[8 * j + 4 + i];
+            }
+          }
         }
         acc = std::fma(static_cast<float>(sum), ws[k / per_group * kTile + r] * in.d[k], acc);
       }
       y[b * y_stride + o - begin] = acc;
-    }
-  }
-}
-
-void PairInt4Input(const std::int8_t* q, const float* d, std::int64_t blocks, std::int8_t* pair_q, std::int32_t* pair_sums, float* pair_d) {
-  const std::int64_t pairs = (blocks + 1) / 2;
-  std::fill_n(pair_q, pairs * 64, std::int8_t{0});  // a missing second block stays zero
-  std::fill_n(pair_d, pairs * 8, 0.0f);
-  for (std::int64_t k = 0; k < blocks; ++k) {
-    const std::int64_t p = k / 2, second = k % 2;
-    for (int j = 0; j < 16; ++j) {
-      pair_q[p * 64 + second * 16 + j] = q[k * kInputBlock + 2 * j];           // even columns
-      pair_q[p * 64 + 32 + second * 16 + j] = q[k * kInputBlock + 2 * j + 1];  // odd columns
-    }
-    for (int i = 0; i < 4; ++i) pair_d[p * 8 + second * 4 + i] = d[k];
-  }
-  // Lane sums, times 8: each lane's eight inputs (four even, four odd columns), as
-  // the kernels group them.
-  for (std::int64_t p = 0; p < pairs; ++p) {
-    for (int lane = 0; lane < 8; ++lane) {
-      int sum = 0;
-      for (int j = 0; j < 4; ++j) sum += pair_q[p * 64 + 4 * lane + j] + pair_q[p * 64 + 32 + 4 * lane + j];
-      pair_sums[p * 8 + lane] = 8 * sum;
-    }
-  }
-}
-
-void RowsInt4Portable(const std::uint8_t* values, const float* scales, std::int64_t cols, int group, const QuantizedInput* inputs,
-                      std::int64_t batch, float* y, std::int64_t y_stride, std::int64_t begin, std::int64_t end) {
-  const std::int64_t blocks = cols / kInputBlock, pairs = (blocks + 1) / 2, groups = cols / group, per_group = group / kInputBlock;
-  const auto level = [](int nibble) { return nibble >= 8 ? nibble - 16 : nibble; };
-  for (std::int64_t o = begin; o < end; ++o) {
-    const std::uint8_t* w = values + o * cols / 2;
-    const float* ws = scales + o * groups;
-    for (std::int64_t b = 0; b < batch; ++b) {
-      const QuantizedInput& in = inputs[b];
-      float acc[8] = {};
-      for (std::int64_t p = 0; p < pairs; ++p) {
-        for (int lane = 0; lane < 8; ++lane) {
-          const int second = lane / 4, l = lane % 4;
-          const std::int64_t k = 2 * p + second;
-          std::int32_t sum = 0;
-          float scale = 0.0f;
-          if (k < blocks) {
-            for (int j = 0; j < 4; ++j) {
-              const std::uint8_t byte = w[k * 16 + 4 * l + j];  // columns 2(4l + j) and 2(4l + j) + 1
-              sum += level(byte & 0xF) * in.q[p * 64 + second * 16 + 4 * l + j] +
-                     level(byte >> 4) * in.q[p * 64 + 32 + second * 16 + 4 * l + j];
-            }
-            scale = ws[k / per_group] * in.pair_d[p * 8 + second * 4];
-          }
-          acc[lane] = std::fma(static_cast<float>(sum), scale, acc[lane]);
-        }
-      }
-      y[b * y_stride + o] = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
     }
   }
 }
@@ -322,19 +273,23 @@ namespace {
 // Whether the quantized products run the VNNI kernels (quantized_vnni.cpp).
 bool VnniKernels(Isa isa) { return isa >= Isa::kAvx512 && HasAvx512Vnni(); }
 
+// Whether the kernels read the inputs' block sums: those that start from the stored
+// offset (int8 + 128 with VNNI; int4 + 8 on every SIMD path).
+bool ReadsBlockSums(const QuantizedMatrix& w, Isa isa) { return w.format == QuantFormat::kInt4 ? isa >= Isa::kAvx2 : VnniKernels(isa); }
+
 }  // namespace
 
+bool PreparedQuantizedInput::Serves(const QuantizedMatrix& w, const float* x, std::int64_t batch_rows, Isa isa) const {
+  return source == x && batch == batch_rows && cols == w.cols && (block_sums || !ReadsBlockSums(w, isa));
+}
+
 void PreparedQuantizedInput::Prepare(const QuantizedMatrix& w, const float* x, std::int64_t batch_rows, Isa isa) {
-  const bool w_int4 = w.format == QuantFormat::kInt4;
-  const bool w_block_sums = !w_int4 && VnniKernels(isa);
-  if (source == x && batch == batch_rows && cols == w.cols && int4 == w_int4 && int8_block_sums == w_block_sums)
-    return;  // gate and up share their input
+  if (Serves(w, x, batch_rows, isa)) return;  // gate and up share their input
   source = x;
   batch = batch_rows;
   cols = w.cols;
-  int4 = w_int4;
-  int8_block_sums = w_block_sums;
-  const std::int64_t blocks = cols / kInputBlock, pairs = (blocks + 1) / 2;
+  block_sums = ReadsBlockSums(w, isa);
+  const std::int64_t blocks = cols / kInputBlock;
   q.resize(static_cast<std::size_t>(batch * cols));
   d.resize(static_cast<std::size_t>(batch * blocks));
   if (isa >= Isa::kAvx2) {
@@ -342,33 +297,18 @@ void PreparedQuantizedInput::Prepare(const QuantizedMatrix& w, const float* x, s
   } else {
     QuantizeInput(x, batch, cols, q.data(), d.data());
   }
-  rows.resize(static_cast<std::size_t>(batch));
-  if (!int4) {
-    // With VNNI, −128 × each block's input sum, where the kernel starts the block's
-    // sum of (w + 128)·x; the other paths read none.
-    if (int8_block_sums) {
-      sums.resize(static_cast<std::size_t>(batch * blocks));
-      for (std::int64_t i = 0; i < batch * blocks; ++i) {
-        const std::int8_t* block = q.data() + i * kInputBlock;
-        std::int32_t sum = 0;
-        for (int j = 0; j < kInputBlock; ++j) sum += block[j];
-        sums[static_cast<std::size_t>(i)] = -128 * sum;
-      }
+  if (block_sums) {
+    sums.resize(static_cast<std::size_t>(batch * blocks));
+    for (std::int64_t i = 0; i < batch * blocks; ++i) {
+      const std::int8_t* block = q.data() + i * kInputBlock;
+      std::int32_t sum = 0;
+      for (int j = 0; j < kInputBlock; ++j) sum += block[j];
+      sums[static_cast<std::size_t>(i)] = sum;
     }
-    for (std::int64_t b = 0; b < batch; ++b) {
-      rows[static_cast<std::size_t>(b)] = {q.data() + b * cols, d.data() + b * blocks, int8_block_sums ? sums.data() + b * blocks : nullptr,
-                                           nullptr};
-    }
-    return;
   }
-  pair_q.resize(static_cast<std::size_t>(batch * pairs * 64));
-  sums.resize(static_cast<std::size_t>(batch * pairs * 8));
-  pair_d.resize(static_cast<std::size_t>(batch * pairs * 8));
+  rows.resize(static_cast<std::size_t>(batch));
   for (std::int64_t b = 0; b < batch; ++b) {
-    PairInt4Input(q.data() + b * cols, d.data() + b * blocks, blocks, pair_q.data() + b * pairs * 64, sums.data() + b * pairs * 8,
-                  pair_d.data() + b * pairs * 8);
-    rows[static_cast<std::size_t>(b)] = {pair_q.data() + b * pairs * 64, d.data() + b * blocks, sums.data() + b * pairs * 8,
-                                         pair_d.data() + b * pairs * 8};
+    rows[static_cast<std::size_t>(b)] = {q.data() + b * cols, d.data() + b * blocks, block_sums ? sums.data() + b * blocks : nullptr};
   }
 }
 
@@ -376,21 +316,16 @@ void QuantizedRows(const QuantizedMatrix& w, const PreparedQuantizedInput& in, f
                    std::int64_t end, Isa isa) {
   const std::int64_t batch = in.batch;
   const QuantizedInput* x = in.rows.data();
+  const std::uint8_t* values = w.values.data();
+  const float* scales = w.scales.data();
   if (w.format == QuantFormat::kInt8) {
-    // Whole tiles: the kernels take the matrix and the row range.
-    const std::uint8_t* values = w.values.data();
-    const float* scales = w.scales.data();
     if (VnniKernels(isa)) return RowsInt8Vnni(values, scales, w.cols, w.group, x, batch, y, y_stride, begin, end);
     if (isa >= Isa::kAvx2) return RowsInt8Avx2(values, scales, w.cols, w.group, x, batch, y, y_stride, begin, end);
-    return RowsInt8Portable(values, scales, w.cols, w.group, x, batch, y, y_stride, begin, end);
+  } else {
+    if (VnniKernels(isa)) return RowsInt4Vnni(values, scales, w.cols, w.group, x, batch, y, y_stride, begin, end);
+    if (isa >= Isa::kAvx2) return RowsInt4Avx2(values, scales, w.cols, w.group, x, batch, y, y_stride, begin, end);
   }
-  // The rows [begin, end) as a matrix of their own, so outputs start at y.
-  const std::int64_t groups = w.cols / w.group, n = end - begin;
-  const float* scales = w.scales.data() + begin * groups;
-  const std::uint8_t* values = w.values.data() + begin * w.cols / 2;
-  if (VnniKernels(isa)) return RowsInt4Vnni(values, scales, w.cols, w.group, x, batch, y, y_stride, 0, n);
-  if (isa >= Isa::kAvx2) return RowsInt4Avx2(values, scales, w.cols, w.group, x, batch, y, y_stride, 0, n);
-  RowsInt4Portable(values, scales, w.cols, w.group, x, batch, y, y_stride, 0, n);
+  RowsPortable(w.format, values, scales, w.cols, w.group, x, batch, y, y_stride, begin, end);
 }
 
 }  // namespace kernels

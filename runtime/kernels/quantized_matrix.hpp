@@ -21,28 +21,30 @@ std::string_view ToString(QuantFormat format);  // "int8" | "int4"
 // for int8 and [−7, 7] for int4). What `tandem-rt quantize` writes and the runtime
 // computes with: half or a quarter of the bytes of bf16, read with fp32 accumulation.
 //
-// The storage is the kernels' (see kernels/quantized_rows.hpp). int4: row after row,
-// two values per byte, low nibble first; scales [row][group]. int8: tiles of 16 rows
-// (the last padded with zero rows), each tile block (32 columns) after block, each
-// block as 8 chunks of 4 columns, each chunk the 16 rows' 4 bytes, stored as q + 128;
-// scales [tile][group][16 rows]. So one 64-byte load gives the kernels 16 rows × 4
-// columns, for one byte dot-product instruction against an input's 4 values.
+// The storage is the kernels' (see kernels/quantized_rows.hpp): tiles of 16 rows (the
+// last padded with zero rows), each tile block (32 columns) after block, each block
+// as 64-byte chunks of the 16 rows' 4 bytes: int8 8 chunks of 4 columns, stored as
+// q + 128; int4 4 chunks of 8 columns, byte i of a row holding columns i (low
+// nibble) and 4 + i (high) as q + 8. Scales [tile][group][16 rows]. So one 64-byte
+// load gives the kernels 16 rows × 4 (or 8) columns, for byte dot-product
+// instructions against an input's 4 values broadcast.
 // Files keep row-major order: FromRowMajor and RowMajor* convert.
 struct QuantizedMatrix {
-  static constexpr std::int64_t kTileRows = 16;  // int8
+  static constexpr std::int64_t kTileRows = 16;
 
   QuantFormat format = QuantFormat::kInt8;
   std::int64_t rows = 0;
   std::int64_t cols = 0;
   int group = 32;
   // In weight memory (huge pages where the kernel gives them: see weight_memory.hpp).
-  WeightVector<std::uint8_t> values;  // int8: padded rows · cols bytes; int4: rows · cols/2
-  WeightVector<float> scales;         // int8: padded rows · cols/group; int4: rows · cols/group
+  WeightVector<std::uint8_t> values;  // padded rows · cols bytes (int8) or cols/2 (int4)
+  WeightVector<float> scales;         // padded rows · cols/group
 
   // Throws std::invalid_argument when `group` is not a multiple of 32 (the kernels
   // quantize their inputs in blocks of 32) or does not divide cols.
   static QuantizedMatrix Quantize(const WeightMatrix& w, QuantFormat format, int group);
-  // From row-major values (int8: one signed byte each; int4: as stored) and scales
+  // From row-major values (int8: one signed byte each; int4: two's-complement nibbles,
+  // the even column's low) and scales
   // ([rows][cols/group]), as a checkpoint holds them. Sizes must match (else
   // std::invalid_argument).
   static QuantizedMatrix FromRowMajor(QuantFormat format, std::int64_t rows, std::int64_t cols, int group,

@@ -1,7 +1,6 @@
 // The quantized kernels with AVX-512 VNNI's byte dot product (vpdpbusd): the same
-// integers as the AVX2 kernels' instructions; an int8 tile's 16 rows fill one
-// 512-bit register, and int4's four rows against one input run two rows per register. Only reached when
-// HasAvx512Vnni(). No standard-library templates here (see matmul_avx2.cpp).
+// integers as the AVX2 kernels' instructions, a tile's 16 rows in one 512-bit
+// register. Only reached when HasAvx512Vnni(). No standard-library templates here (see matmul_avx2.cpp).
 #if !defined(__clang__)
 #pragma GCC target("avx2,fma,f16c,avx512f,avx512vl,avx512vnni")
 #endif
@@ -26,12 +25,12 @@ namespace tandem::rt::kernels {
 
 void RowsInt8Vnni(const std::uint8_t* values, const float* scales, std::int64_t cols, int group, const QuantizedInput* inputs,
                   std::int64_t batch, float* y, std::int64_t y_stride, std::int64_t begin, std::int64_t end) {
-  RowsInt8<true>(values, scales, cols, group, inputs, batch, y, y_stride, begin, end);
+  QuantizedTileRows<true, false>(values, scales, cols, group, inputs, batch, y, y_stride, begin, end);
 }
 
 void RowsInt4Vnni(const std::uint8_t* values, const float* scales, std::int64_t cols, int group, const QuantizedInput* inputs,
                   std::int64_t batch, float* y, std::int64_t y_stride, std::int64_t begin, std::int64_t end) {
-  RowsInt4<true>(values, scales, cols, group, inputs, batch, y, y_stride, begin, end);
+  QuantizedTileRows<true, true>(values, scales, cols, group, inputs, batch, y, y_stride, begin, end);
 }
 
 }  // namespace tandem::rt::kernels

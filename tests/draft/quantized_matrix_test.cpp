@@ -29,8 +29,8 @@ TEST_P(QuantizedMatrixTest, ErrorStaysWithinHalfAStepOfItsGroup) {
   const WeightMatrix w = RandomMatrix(24, 256, 1);
   const QuantizedMatrix q = QuantizedMatrix::Quantize(w, format, group);
   const int levels = format == QuantFormat::kInt8 ? 127 : 7;
-  // int8 stores whole tiles of 16 rows: 24 rows take 32.
-  const std::size_t stored_rows = format == QuantFormat::kInt8 ? 32 : 24;
+  // Whole tiles of 16 rows are stored: 24 rows take 32.
+  const std::size_t stored_rows = 32;
   EXPECT_EQ(q.bytes(), stored_rows * 256 / (format == QuantFormat::kInt8 ? 1 : 2) + stored_rows * (256 / group) * 4);
   for (std::int64_t r = 0; r < w.rows; ++r) {
     for (std::int64_t g = 0; g < w.cols / group; ++g) {
