@@ -171,6 +171,19 @@ int QuantizedMatrix::Level(std::int64_t row, std::int64_t col) const {
 float QuantizedMatrix::Scale(std::int64_t row, std::int64_t col) const { return scales[ScaleIndex(cols / group, row, col / group)]; }
 
 QuantizedMatrix QuantizedMatrix::Rows(std::int64_t first, std::int64_t count) const {
+  if (first % kTile == 0 && (count % kTile == 0 || first + count == rows)) {
+    // Whole tiles (the last may be this matrix's padded one): copied as they are.
+    QuantizedMatrix q;
+    q.format = format;
+    q.rows = count;
+    q.cols = cols;
+    q.group = group;
+    const std::int64_t tile_bytes = kTile * RowMajorBytes(format, cols), tile_scales = kTile * (cols / group);
+    const std::int64_t tiles = PaddedRows(count) / kTile, at = first / kTile;
+    q.values.assign(values.begin() + at * tile_bytes, values.begin() + (at + tiles) * tile_bytes);
+    q.scales.assign(scales.begin() + at * tile_scales, scales.begin() + (at + tiles) * tile_scales);
+    return q;
+  }
   const RowMajor part = RowMajorRows(*this, first, count);
   return FromRowMajor(format, count, cols, group, part.values, part.scales);
 }
@@ -179,6 +192,21 @@ QuantizedMatrix QuantizedMatrix::StackRows(const QuantizedMatrix& a, const Quant
   if (a.cols != b.cols || a.format != b.format || a.group != b.group) {
     throw std::invalid_argument(fmt::format("quantized matrix: cannot stack {} × {} {} (group {}) on {} × {} {} (group {})", b.rows, b.cols,
                                             ToString(b.format), b.group, a.rows, a.cols, ToString(a.format), a.group));
+  }
+  if (a.rows % kTile == 0) {
+    // a ends on a whole tile: b's tiles follow as they are.
+    QuantizedMatrix q;
+    q.format = a.format;
+    q.rows = a.rows + b.rows;
+    q.cols = a.cols;
+    q.group = a.group;
+    q.values.reserve(a.values.size() + b.values.size());
+    q.values.insert(q.values.end(), a.values.begin(), a.values.end());
+    q.values.insert(q.values.end(), b.values.begin(), b.values.end());
+    q.scales.reserve(a.scales.size() + b.scales.size());
+    q.scales.insert(q.scales.end(), a.scales.begin(), a.scales.end());
+    q.scales.insert(q.scales.end(), b.scales.begin(), b.scales.end());
+    return q;
   }
   RowMajor both = RowMajorRows(a, 0, a.rows);
   const RowMajor second = RowMajorRows(b, 0, b.rows);

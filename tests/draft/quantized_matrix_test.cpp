@@ -149,6 +149,30 @@ TEST(QuantizedMatrix, RowMajorOrderRoundTripsThroughTheKernelsLayout) {
   }
 }
 
+// Rows and StackRows copy whole tiles where they can and rearrange rows where they
+// cannot: both ways give the same matrix as quantizing the rows themselves.
+TEST(QuantizedMatrix, RowsAndStacksOfWholeTilesOrNotAreTheQuantizedRows) {
+  for (const QuantFormat format : {QuantFormat::kInt8, QuantFormat::kInt4}) {
+    SCOPED_TRACE(ToString(format));
+    const WeightMatrix w = RandomMatrix(45, 64, 5);
+    const QuantizedMatrix q = QuantizedMatrix::Quantize(w, format, 32);
+    for (const auto& [first, count] : {std::pair{0, 16}, std::pair{16, 29}, std::pair{32, 13}, std::pair{3, 20}, std::pair{16, 16}}) {
+      SCOPED_TRACE(testing::Message() << "rows " << first << " + " << count);
+      const QuantizedMatrix part = q.Rows(first, count);
+      const QuantizedMatrix expected = QuantizedMatrix::Quantize(w.RowSlice(first, count), format, 32);
+      EXPECT_EQ(part.values, expected.values);
+      EXPECT_EQ(part.scales, expected.scales);
+    }
+    for (const std::int64_t split : {16, 32, 7}) {
+      SCOPED_TRACE(testing::Message() << "stacked at " << split);
+      const QuantizedMatrix stacked = QuantizedMatrix::StackRows(q.Rows(0, split), q.Rows(split, 45 - split));
+      EXPECT_EQ(stacked.rows, 45);
+      EXPECT_EQ(stacked.values, q.values);
+      EXPECT_EQ(stacked.scales, q.scales);
+    }
+  }
+}
+
 TEST(QuantizedMatrix, GroupsAreWholeInputBlocksThatFillTheRows) {
   const WeightMatrix w = RandomMatrix(2, 96, 4);
   EXPECT_THROW(QuantizedMatrix::Quantize(w, QuantFormat::kInt8, 64), std::invalid_argument);  // 96 columns
