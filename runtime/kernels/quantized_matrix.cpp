@@ -6,6 +6,7 @@
 #include <limits>
 #include <memory>
 #include <stdexcept>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -69,14 +70,9 @@ void FromTile(QuantFormat format, const std::uint8_t* tile, std::uint8_t* file) 
 }
 
 // Rows [first, first + count) of a matrix in row-major order (values as a file has them).
-struct RowMajor {
-  std::vector<std::uint8_t> values;
-  std::vector<float> scales;
-};
-
-RowMajor RowMajorRows(const QuantizedMatrix& q, std::int64_t first, std::int64_t count) {
+RowMajorQuantized RowMajorRows(const QuantizedMatrix& q, std::int64_t first, std::int64_t count) {
   const std::int64_t row_bytes = RowMajorBytes(q.format, q.cols), groups = q.cols / q.group;
-  RowMajor out;
+  RowMajorQuantized out;
   out.values.resize(static_cast<std::size_t>(count * row_bytes));
   out.scales.resize(static_cast<std::size_t>(count * groups));
   for (std::int64_t r = 0; r < count; ++r) {
@@ -93,6 +89,11 @@ RowMajor RowMajorRows(const QuantizedMatrix& q, std::int64_t first, std::int64_t
 }  // namespace
 
 QuantizedMatrix QuantizedMatrix::Quantize(const WeightMatrix& w, QuantFormat format, int group) {
+  const RowMajorQuantized q = QuantizeRowMajor(w, format, group);
+  return FromRowMajor(format, w.rows, w.cols, group, q.values, q.scales);
+}
+
+RowMajorQuantized QuantizedMatrix::QuantizeRowMajor(const WeightMatrix& w, QuantFormat format, int group) {
   if (group <= 0 || group % 32 != 0) {
     throw std::invalid_argument(fmt::format("quantize: group size {} is not a multiple of 32, the kernels' input block", group));
   }
@@ -124,7 +125,7 @@ QuantizedMatrix QuantizedMatrix::Quantize(const WeightMatrix& w, QuantFormat for
       }
     }
   }
-  return FromRowMajor(format, w.rows, w.cols, group, values, scales);
+  return {std::move(values), std::move(scales)};
 }
 
 QuantizedMatrix QuantizedMatrix::FromRowMajor(QuantFormat format, std::int64_t rows, std::int64_t cols, int group,
@@ -158,9 +159,7 @@ QuantizedMatrix QuantizedMatrix::FromRowMajor(QuantFormat format, std::int64_t r
   return q;
 }
 
-std::vector<std::uint8_t> QuantizedMatrix::RowMajorValues() const { return RowMajorRows(*this, 0, rows).values; }
-
-std::vector<float> QuantizedMatrix::RowMajorScales() const { return RowMajorRows(*this, 0, rows).scales; }
+RowMajorQuantized QuantizedMatrix::RowMajor() const { return RowMajorRows(*this, 0, rows); }
 
 int QuantizedMatrix::Level(std::int64_t row, std::int64_t col) const {
   if (format == QuantFormat::kInt8) return static_cast<int>(values[RowStart(*this, row) + col / 4 * kChunkStride + col % 4]) - 128;
@@ -184,7 +183,7 @@ QuantizedMatrix QuantizedMatrix::Rows(std::int64_t first, std::int64_t count) co
     q.scales.assign(scales.begin() + at * tile_scales, scales.begin() + (at + tiles) * tile_scales);
     return q;
   }
-  const RowMajor part = RowMajorRows(*this, first, count);
+  const RowMajorQuantized part = RowMajorRows(*this, first, count);
   return FromRowMajor(format, count, cols, group, part.values, part.scales);
 }
 
@@ -208,8 +207,8 @@ QuantizedMatrix QuantizedMatrix::StackRows(const QuantizedMatrix& a, const Quant
     q.scales.insert(q.scales.end(), b.scales.begin(), b.scales.end());
     return q;
   }
-  RowMajor both = RowMajorRows(a, 0, a.rows);
-  const RowMajor second = RowMajorRows(b, 0, b.rows);
+  RowMajorQuantized both = a.RowMajor();
+  const RowMajorQuantized second = b.RowMajor();
   both.values.insert(both.values.end(), second.values.begin(), second.values.end());
   both.scales.insert(both.scales.end(), second.scales.begin(), second.scales.end());
   return FromRowMajor(a.format, a.rows + b.rows, a.cols, a.group, both.values, both.scales);
@@ -220,7 +219,7 @@ QuantizedMatrix QuantizedMatrix::Columns(std::int64_t begin, std::int64_t end) c
     throw std::invalid_argument(
         fmt::format("quantized matrix: columns [{}, {}) of {} are not whole groups of {}", begin, end, cols, group));
   }
-  const RowMajor all = RowMajorRows(*this, 0, rows);
+  const RowMajorQuantized all = RowMajor();
   // Bytes of a row and where the range starts in it (int4: begin and cols are even, groups being even).
   const auto row_bytes = static_cast<std::size_t>(RowMajorBytes(format, cols));
   const auto first_byte = static_cast<std::size_t>(RowMajorBytes(format, begin));
@@ -228,7 +227,7 @@ QuantizedMatrix QuantizedMatrix::Columns(std::int64_t begin, std::int64_t end) c
   const auto row_scales = static_cast<std::size_t>(cols / group);
   const auto first_scale = static_cast<std::size_t>(begin / group);
   const auto slice_scales = static_cast<std::size_t>((end - begin) / group);
-  RowMajor slice;
+  RowMajorQuantized slice;
   slice.values.resize(static_cast<std::size_t>(rows) * slice_bytes);
   slice.scales.resize(static_cast<std::size_t>(rows) * slice_scales);
   for (std::size_t r = 0; r < static_cast<std::size_t>(rows); ++r) {

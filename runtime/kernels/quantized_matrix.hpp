@@ -16,6 +16,14 @@ enum class QuantFormat { kInt8, kInt4 };
 
 std::string_view ToString(QuantFormat format);  // "int8" | "int4"
 
+// A quantized matrix's values and scales in row-major order, as files hold them: int8
+// one signed byte per value; int4 two's-complement nibbles, the even column's in the
+// low one; scales [rows][cols/group].
+struct RowMajorQuantized {
+  std::vector<std::uint8_t> values;
+  std::vector<float> scales;
+};
+
 // A [rows × cols] matrix stored as signed integers with one fp32 scale per group of
 // `group` consecutive values of a row (symmetric: w ≈ q · scale, q in [−127, 127]
 // for int8 and [−7, 7] for int4). What `tandem-rt quantize` writes and the runtime
@@ -28,7 +36,7 @@ std::string_view ToString(QuantFormat format);  // "int8" | "int4"
 // nibble) and 4 + i (high) as q + 8. Scales [tile][group][16 rows]. So one 64-byte
 // load gives the kernels 16 rows × 4 (or 8) columns, for byte dot-product
 // instructions against an input's 4 values broadcast.
-// Files keep row-major order: FromRowMajor and RowMajor* convert.
+// Files keep row-major order: FromRowMajor and RowMajor convert.
 struct QuantizedMatrix {
   static constexpr std::int64_t kTileRows = 16;
 
@@ -43,14 +51,13 @@ struct QuantizedMatrix {
   // Throws std::invalid_argument when `group` is not a multiple of 32 (the kernels
   // quantize their inputs in blocks of 32) or does not divide cols.
   static QuantizedMatrix Quantize(const WeightMatrix& w, QuantFormat format, int group);
-  // From row-major values (int8: one signed byte each; int4: two's-complement nibbles,
-  // the even column's low) and scales
-  // ([rows][cols/group]), as a checkpoint holds them. Sizes must match (else
-  // std::invalid_argument).
+  // The same quantization in row-major order (what `tandem-rt quantize` writes).
+  static RowMajorQuantized QuantizeRowMajor(const WeightMatrix& w, QuantFormat format, int group);
+  // From row-major values and scales (RowMajorQuantized's order), as a checkpoint holds
+  // them. Sizes must match (else std::invalid_argument).
   static QuantizedMatrix FromRowMajor(QuantFormat format, std::int64_t rows, std::int64_t cols, int group,
                                       std::span<const std::uint8_t> values, std::span<const float> scales);
-  std::vector<std::uint8_t> RowMajorValues() const;
-  std::vector<float> RowMajorScales() const;
+  RowMajorQuantized RowMajor() const;
 
   std::size_t bytes() const { return values.size() + scales.size() * sizeof(float); }
   int Level(std::int64_t row, std::int64_t col) const;    // q

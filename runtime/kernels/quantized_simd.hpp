@@ -29,15 +29,16 @@ inline std::int32_t LoadInputChunk(const std::int8_t* x) {
   return v;
 }
 
-// AVX2: one tile of 16 rows against NB inputs, block after block; acc[b][h] holds
-// rows 8h … 8h + 7 for input b. int8: |w| against the inputs with w's signs
+// AVX2: one tile of 16 rows against NB inputs, block after block, into rows[b]
+// (acc[b][h] holds rows 8h … 8h + 7 for input b). int8: |w| against the inputs with w's signs
 // (vpmaddubsw pairs, at most 2 · 127 · 127, never saturated). int4: the nibbles
 // (w + 8, unsigned) against the inputs, started from −8 × the block's input sum
 // (a pair of nibble products at most 2 · 15 · 127, two pairs' sum still an int16).
 template <bool kInt4, int NB>
-inline void TileAvx2(const std::uint8_t* w, const float* ws, std::int64_t groups, int group, const QuantizedInput* in, __m256 (&acc)[NB][2],
-                     const char* stop) {
+inline void TileYmm(const std::uint8_t* w, const float* ws, std::int64_t groups, int group, const QuantizedInput* in,
+                    float (&rows)[NB][kTileRows], const char* stop) {
   constexpr std::int64_t kBytes = kBlockBytes<kInt4>;
+  __m256 acc[NB][2];
   for (int b = 0; b < NB; ++b) acc[b][0] = acc[b][1] = _mm256_setzero_ps();
   const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80)), low = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
   const std::int64_t per_group = group / kInputBlock;
@@ -91,13 +92,6 @@ inline void TileAvx2(const std::uint8_t* w, const float* ws, std::int64_t groups
       }
     }
   }
-}
-
-template <bool kInt4, int NB>
-inline void TileYmm(const std::uint8_t* w, const float* ws, std::int64_t groups, int group, const QuantizedInput* in,
-                    float (&rows)[NB][kTileRows], const char* stop) {
-  __m256 acc[NB][2];
-  TileAvx2<kInt4, NB>(w, ws, groups, group, in, acc, stop);
   for (int b = 0; b < NB; ++b) {
     _mm256_store_ps(rows[b], acc[b][0]);
     _mm256_store_ps(rows[b] + 8, acc[b][1]);

@@ -214,17 +214,12 @@ QuantizeCheckpointReport QuantizeCheckpoint(const std::filesystem::path& in_dir,
 
   // Quantized once per matrix: its .qscales and .qweight are neighbours in file order.
   // Files hold row-major values (the kernels' tile order is the loader's business).
-  struct RowMajor {
-    std::vector<std::uint8_t> values;
-    std::vector<float> scales;
-  };
   std::string cached_base;
-  RowMajor cached;
-  const auto quantized = [&](const std::string& base) -> const RowMajor& {
+  RowMajorQuantized cached;
+  const auto quantized = [&](const std::string& base) -> const RowMajorQuantized& {
     if (base != cached_base) {
       const Selected& t = selected.at(base + std::string(kWeightSuffix));
-      const QuantizedMatrix q = QuantizedMatrix::Quantize(ckpt.Matrix(base + std::string(kWeightSuffix), t.rows, t.cols), format, group);
-      cached = {q.RowMajorValues(), q.RowMajorScales()};
+      cached = QuantizedMatrix::QuantizeRowMajor(ckpt.Matrix(base + std::string(kWeightSuffix), t.rows, t.cols), format, group);
       cached_base = base;
     }
     return cached;

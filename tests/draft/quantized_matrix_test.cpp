@@ -128,8 +128,7 @@ TEST(QuantizedMatrix, RowMajorOrderRoundTripsThroughTheKernelsLayout) {
     SCOPED_TRACE(ToString(format));
     const WeightMatrix w = RandomMatrix(37, 96, 4);  // a partial last tile
     const QuantizedMatrix q = QuantizedMatrix::Quantize(w, format, 32);
-    const std::vector<std::uint8_t> values = q.RowMajorValues();
-    const std::vector<float> scales = q.RowMajorScales();
+    const auto [values, scales] = q.RowMajor();
     ASSERT_EQ(values.size(), static_cast<std::size_t>(format == QuantFormat::kInt8 ? 37 * 96 : 37 * 48));
     ASSERT_EQ(scales.size(), static_cast<std::size_t>(37 * 3));
     for (std::int64_t r = 0; r < 37; ++r) {
