@@ -90,16 +90,17 @@ BENCHMARK(BM_MatMul)->Apply(MatMulArgs)->ArgNames({"format", "rows", "batch", "i
 
 // Attention's per-head products from memory, as decode runs them: the absorbed key
 // product (MatMulTransposed over W_UK[h]) and the value product (W_UV[h]) of the
-// small preset's kv_b_proj (8 heads × (64 + 64) rows × 128 columns, bf16: 256 KiB a
-// layer), each iteration on the next of 256 such layers (64 MiB, beyond the
-// caches), so every byte comes from memory. Arg: 1 the key products only, 2 the
-// value products only, 3 both (as decode). Counter: the layer's bytes per second.
+// small preset's kv_b_proj (8 heads × (64 + 64) rows × 128 columns; bf16: 256 KiB a
+// layer), each iteration on the next of 256 such layers (64 MiB in bf16, beyond the
+// caches), so every byte comes from memory. Args: 1 the key products only, 2 the
+// value products only, 3 both (as decode); format (1 bf16, 3 int8, 4 int4, group 32,
+// as a `--layers all` checkpoint). Counter: the layer's bytes per second.
 void BM_AttentionHeadProducts(benchmark::State& state) {
   constexpr std::int64_t kHeads = 8, kNope = 64, kValue = 64, kLatent = 128, kLayers = 256;
   std::vector<WeightMatrix> kv_b;
   std::vector<std::vector<WeightMatrix>> key_up(kLayers), value_up(kLayers);
   for (std::int64_t l = 0; l < kLayers; ++l) {
-    kv_b.push_back(Matrix(1, kHeads * (kNope + kValue), kLatent));
+    kv_b.push_back(Matrix(static_cast<int>(state.range(1)), kHeads * (kNope + kValue), kLatent));
     for (std::int64_t h = 0; h < kHeads; ++h) {
       key_up[l].push_back(kv_b.back().RowSlice(h * (kNope + kValue), kNope));
       value_up[l].push_back(kv_b.back().RowSlice(h * (kNope + kValue) + kNope, kValue));
@@ -117,7 +118,7 @@ void BM_AttentionHeadProducts(benchmark::State& state) {
   }
   state.SetBytesProcessed(state.iterations() * static_cast<std::int64_t>(kv_b[0].bytes()));
 }
-BENCHMARK(BM_AttentionHeadProducts)->Arg(1)->Arg(2)->Arg(3)->ArgName("products")->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_AttentionHeadProducts)->ArgsProduct({{1, 2, 3}, {1, 3, 4}})->ArgNames({"products", "format"})->Unit(benchmark::kMicrosecond);
 
 // A MoE layer's expert products from memory, as decode reads them: 7 distinct
 // experts (6 routed and the shared one) drawn at random each iteration from 336

@@ -7,6 +7,10 @@
 
 #include <cstdint>
 
+namespace tandem::rt {
+struct QuantizedMatrix;
+}
+
 namespace tandem::rt::kernels {
 
 // scores[t] = (Dot(q_latent, c_t, latent) + Dot(q_rope, k_t, rope)) · scale for t < len
@@ -21,5 +25,13 @@ void TransposedBf16Avx2(const std::uint16_t* w, std::int64_t rows, std::int64_t 
                         std::int64_t begin, std::int64_t end);
 void TransposedF32Avx2(const float* w, std::int64_t rows, std::int64_t cols, const float* x, std::int64_t batch, float* y,
                        std::int64_t begin, std::int64_t end);
+// The same for a QuantizedMatrix (int8 or int4, its tile layout): y[b, c] =
+// Σ_r q[r, c] · (scale[r, c] · x[b, r]) over r ascending, the scale's product with the
+// input rounded, then the product with the level, before it is added (rows past
+// w.rows, a tile's padding, are not read). TransposedQuantizedPortable is the loop it
+// stands for (latent_attention.cpp, compiled as this file is): the same bits.
+void TransposedQuantizedAvx2(const QuantizedMatrix& w, const float* x, std::int64_t batch, float* y, std::int64_t begin, std::int64_t end);
+void TransposedQuantizedPortable(const QuantizedMatrix& w, const float* x, std::int64_t batch, float* y, std::int64_t begin,
+                                 std::int64_t end);
 
 }  // namespace tandem::rt::kernels

@@ -6,6 +6,7 @@
 #include "runtime/kernels/cpu_features.hpp"
 #include "runtime/kernels/matmul.hpp"
 #include "runtime/kernels/ops.hpp"
+#include "runtime/kernels/quantized_matrix.hpp"
 
 namespace tandem::rt {
 
@@ -78,5 +79,21 @@ void LatentAttentionHeads(const float* q_latent, std::int64_t q_latent_stride, c
     }
   }
 }
+
+namespace kernels {
+
+void TransposedQuantizedPortable(const QuantizedMatrix& w, const float* x, std::int64_t batch, float* y, std::int64_t begin,
+                                 std::int64_t end) {
+  for (std::int64_t b = 0; b < batch; ++b) {
+    const float* xb = x + b * w.rows;
+    for (std::int64_t c = begin; c < end; ++c) {
+      float acc = 0.0f;
+      for (std::int64_t r = 0; r < w.rows; ++r) acc += static_cast<float>(w.Level(r, c)) * (w.Scale(r, c) * xb[r]);
+      y[b * w.cols + c] = acc;
+    }
+  }
+}
+
+}  // namespace kernels
 
 }  // namespace tandem::rt

@@ -313,8 +313,10 @@ void MatMulTransposed(const WeightMatrix& w, const float* x, std::int64_t batch,
           return kernels::TransposedBf16Avx2(static_cast<const std::uint16_t*>(w.data), w.rows, w.cols, x, batch, y, begin, end);
         }
         return kernels::TransposedBf16Portable(static_cast<const std::uint16_t*>(w.data), w.rows, w.cols, x, batch, y, begin, end);
-      case WeightMatrix::Type::kF8E4M3:
       case WeightMatrix::Type::kQuantized:
+        if (avx2) return kernels::TransposedQuantizedAvx2(*w.quantized, x, batch, y, begin, end);
+        return kernels::TransposedQuantizedPortable(*w.quantized, x, batch, y, begin, end);
+      case WeightMatrix::Type::kF8E4M3:
         // Small (attention's absorbed key projection), so element by element.
         for (std::int64_t b = 0; b < batch; ++b) {
           float* out = y + b * w.cols;

@@ -36,7 +36,9 @@ struct MatMulTask {
 void MatMulMany(std::span<const MatMulTask> tasks, ThreadPool* pool);
 
 // Y[b, c] = Σ_r W[r, c] · X[b, r]: the product with Wᵀ (X is [batch × W.rows],
-// Y is [batch × W.cols]); sums run over r in order.
+// Y is [batch × W.cols]); sums run over r in order, each product rounded before it
+// is added (a group-quantized W: q · (scale · x), the scale's product rounded first;
+// its input is not quantized, unlike MatMul's).
 void MatMulTransposed(const WeightMatrix& w, const float* x, std::int64_t batch, float* y, ThreadPool* pool);
 
 // Σ a[i]·b[i] over fp32 vectors, with the same fixed summation order as MatMul.

@@ -8,12 +8,15 @@
 #include <random>
 #include <vector>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include "runtime/kernels/attention_rows.hpp"
 #include "runtime/kernels/cpu_features.hpp"
 #include "runtime/kernels/latent_attention.hpp"
 #include "runtime/kernels/matmul.hpp"
 #include "runtime/kernels/ops.hpp"
+#include "runtime/kernels/quantized_matrix.hpp"
 #include "runtime/kernels/thread_pool.hpp"
 #include "runtime/numeric/dtype.hpp"
 
@@ -389,6 +392,66 @@ TEST(MatMulTransposed, GivesTheBitsOfItsPlainLoop) {
         EXPECT_EQ(y, expected) << "cols " << cols << ", batch " << batch;
         MatMulTransposed(w, x.data(), batch, y.data(), &pool);
         EXPECT_EQ(y, expected) << "cols " << cols << ", batch " << batch << ", two threads";
+      }
+    }
+  }
+}
+
+// A group-quantized W (attention's absorbed key projection of a `--layers all`
+// checkpoint): every path gives the bits of q · (scale · x) added over rows in order,
+// for shapes with and without a padded last tile, every group, and column ranges that
+// cut blocks (what the AVX2 kernel hands to the portable loop).
+TEST(MatMulTransposed, QuantizedGivesTheBitsOfItsPlainLoopOnEveryPath) {
+  const bool avx2 = DetectedIsa() >= Isa::kAvx2;
+  for (const QuantFormat format : {QuantFormat::kInt8, QuantFormat::kInt4}) {
+    for (const std::int64_t rows : {64, 40, 16, 5}) {
+      for (const std::int64_t cols : {128, 256, 96}) {
+        for (const int group : {32, 64, 128}) {
+          if (cols % group != 0) continue;
+          const std::vector<float> values = RandomInputs(rows * cols, 16);
+          std::shared_ptr<float[]> f32(new float[values.size()]);
+          std::copy(values.begin(), values.end(), f32.get());
+          const auto q =
+              std::make_shared<const QuantizedMatrix>(QuantizedMatrix::Quantize(WeightMatrix::OwnedF32(rows, cols, f32), format, group));
+          const WeightMatrix w = WeightMatrix::FromQuantized(q);
+          for (const std::int64_t batch : {1, 3}) {
+            const std::vector<float> x = RandomInputs(batch * rows, 17);
+            std::vector<float> expected(static_cast<std::size_t>(batch * cols));
+            for (std::int64_t b = 0; b < batch; ++b) {
+              for (std::int64_t c = 0; c < cols; ++c) {
+                float acc = 0.0f;
+                for (std::int64_t r = 0; r < rows; ++r) {
+                  acc += static_cast<float>(q->Level(r, c)) * (q->Scale(r, c) * x[static_cast<std::size_t>(b * rows + r)]);
+                }
+                expected[static_cast<std::size_t>(b * cols + c)] = acc;
+              }
+            }
+            const std::string what = fmt::format("{} rows {} cols {} group {} batch {}", ToString(format), rows, cols, group, batch);
+            std::vector<float> y(expected.size());
+            ThreadPool pool(2);
+            MatMulTransposed(w, x.data(), batch, y.data(), nullptr);
+            ASSERT_EQ(y, expected) << what;
+            MatMulTransposed(w, x.data(), batch, y.data(), &pool);
+            ASSERT_EQ(y, expected) << what << ", two threads";
+            for (const auto& [begin, end] : {std::pair<std::int64_t, std::int64_t>{0, cols}, {5, cols - 7}, {33, 63}, {40, 50}, {0, 32}}) {
+              for (const bool simd : {false, true}) {
+                if (simd && !avx2) continue;
+                std::vector<float> part(expected.size(), -1.0f);
+                if (simd)
+                  kernels::TransposedQuantizedAvx2(*q, x.data(), batch, part.data(), begin, end);
+                else
+                  kernels::TransposedQuantizedPortable(*q, x.data(), batch, part.data(), begin, end);
+                for (std::int64_t b = 0; b < batch; ++b) {
+                  for (std::int64_t c = 0; c < cols; ++c) {
+                    const std::size_t i = static_cast<std::size_t>(b * cols + c);
+                    ASSERT_EQ(part[i], c >= begin && c < end ? expected[i] : -1.0f)
+                        << what << (simd ? ", AVX2" : ", portable") << ", columns [" << begin << ", " << end << "), column " << c;
+                  }
+                }
+              }
+            }
+          }
+        }
       }
     }
   }
