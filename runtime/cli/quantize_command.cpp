@@ -17,10 +17,9 @@ constexpr const char* kFooter = R"(
 The routed experts (model.layers.L.mlp.experts.E.{gate,up,down}_proj.weight, the
 MTP layer's included) are quantized, and with --experts all the shared experts
 (model.layers.L.mlp.shared_experts.*) too. --layers all quantizes every linear layer:
-the experts (routed and shared), attention's q_a/q_b (or q), kv_a and o projections,
-dense MLPs, the MTP layer's eh_proj and head, and lm_head; not kv_b_proj (attention
-reads it per head, column by column) nor the router's gate (kept for routing
-precision); --embedding adds the token embeddings. A non-expert matrix whose rows are
+the experts (routed and shared), attention's q_a/q_b (or q), kv_a, kv_b and o
+projections, dense MLPs, the MTP layer's eh_proj and head, and lm_head; not the
+router's gate (kept for routing precision); --embedding adds the token embeddings. A non-expert matrix whose rows are
 not whole groups stays as stored (listed). Every other tensor is copied unchanged
 (fp8 ones with their weight_scale_inv), and so are the other top-level files
 (tokenizer.json, tokenizer_config.json, ...). A quantized W [rows x cols] stored as
@@ -58,8 +57,7 @@ void AddQuantizeCommand(CLI::App& app) {
   auto* experts = cmd->add_option("--experts", opt->experts, "routed: the routed experts; all: the shared experts too")
                       ->capture_default_str()
                       ->check(CLI::IsMember({"routed", "all"}));
-  cmd->add_option("--layers", opt->layers,
-                  "experts: the experts only (as --experts says); all: every linear layer but kv_b_proj and the router")
+  cmd->add_option("--layers", opt->layers, "experts: the experts only (as --experts says); all: every linear layer but the router")
       ->capture_default_str()
       ->check(CLI::IsMember({"experts", "all"}));
   cmd->add_flag("--embedding", opt->embedding, "Quantize the token embeddings too");

@@ -62,19 +62,17 @@ bool IsSharedExpert(std::string_view name) {
   return Take(name, "model.layers.") && TakeNumber(name) && Take(name, ".mlp.shared_experts.") && IsProjection(name);
 }
 
-// model.layers.L.self_attn.{q_a_proj,q_b_proj,q_proj,kv_a_proj_with_mqa,o_proj}.weight,
+// model.layers.L.self_attn.{q_a_proj,q_b_proj,q_proj,kv_a_proj_with_mqa,kv_b_proj,o_proj}.weight,
 // model.layers.L.mlp.{gate,up,down}_proj.weight (a dense layer), the MTP layer's
 // eh_proj and shared_head.head, and lm_head: the linear layers a "linear" checkpoint
-// quantizes besides the experts. Not kv_b_proj (attention reads its per-head slices
-// column by column, which a quantized matrix serves one value at a time) and not the
-// router's gate (routing decisions are where precision matters most: llama.cpp's
-// converter keeps it F32 too).
+// quantizes besides the experts. Not the router's gate (routing decisions are where
+// precision matters most: llama.cpp's converter keeps it F32 too).
 bool IsOtherLinear(std::string_view name) {
   if (name == "lm_head.weight") return true;
   if (!Take(name, "model.layers.") || !TakeNumber(name) || !Take(name, ".")) return false;
   if (Take(name, "self_attn.")) {
     return name == "q_a_proj.weight" || name == "q_b_proj.weight" || name == "q_proj.weight" || name == "kv_a_proj_with_mqa.weight" ||
-           name == "o_proj.weight";
+           name == "kv_b_proj.weight" || name == "o_proj.weight";
   }
   if (Take(name, "mlp.")) return IsProjection(name);
   return name == "eh_proj.weight" || name == "shared_head.head.weight";

@@ -298,9 +298,9 @@ TEST(QuantizedCheckpoint, AllExpertsQuantizesTheSharedExpertsToo) {
   EXPECT_NE(all, routed_only);
 }
 
-// --layers all: every linear layer but kv_b_proj and the router, the MTP layer's and
-// lm_head included; --embedding adds the embeddings.
-TEST(QuantizedCheckpoint, AllLayersQuantizesEveryLinearLayerButKvBAndTheRouter) {
+// --layers all: every linear layer but the router, the MTP layer's and lm_head
+// included; --embedding adds the embeddings.
+TEST(QuantizedCheckpoint, AllLayersQuantizesEveryLinearLayerButTheRouter) {
   const auto base = TempDir("quantized-layers");
   const auto out = base / "tiny-int8-linear";
   const CommandResult r = Rt({"quantize", "--in", TinyCheckpoint().string(), "--out", out.string(), "--format", "int8", "--layers", "all"});
@@ -317,9 +317,9 @@ TEST(QuantizedCheckpoint, AllLayersQuantizesEveryLinearLayerButKvBAndTheRouter) 
   for (const std::string& name :
        {std::string("lm_head.weight"), std::string("model.layers.0.self_attn.q_a_proj.weight"),
         std::string("model.layers.0.self_attn.q_b_proj.weight"), std::string("model.layers.1.self_attn.kv_a_proj_with_mqa.weight"),
-        std::string("model.layers.1.self_attn.o_proj.weight"), std::string("model.layers.0.mlp.down_proj.weight"),
-        std::string("model.layers.1.mlp.shared_experts.up_proj.weight"), "model.layers." + std::to_string(mtp) + ".eh_proj.weight",
-        "model.layers." + std::to_string(mtp) + ".shared_head.head.weight"}) {
+        std::string("model.layers.1.self_attn.o_proj.weight"), std::string("model.layers.1.self_attn.kv_b_proj.weight"),
+        std::string("model.layers.0.mlp.down_proj.weight"), std::string("model.layers.1.mlp.shared_experts.up_proj.weight"),
+        "model.layers." + std::to_string(mtp) + ".eh_proj.weight", "model.layers." + std::to_string(mtp) + ".shared_head.head.weight"}) {
     const std::string stem = name.substr(0, name.size() - 7);
     EXPECT_TRUE(q.Has(stem + ".qweight") && !q.Has(name)) << name << " is not quantized";
     const TensorInfo& info = src.Info(name);
@@ -328,8 +328,7 @@ TEST(QuantizedCheckpoint, AllLayersQuantizesEveryLinearLayerButKvBAndTheRouter) 
     EXPECT_EQ(m.quantized->values, QuantizedMatrix::Quantize(src.Matrix(name, info.shape[0], info.shape[1]), QuantFormat::kInt8, 32).values)
         << name;
   }
-  for (const char* kept : {"model.embed_tokens.weight", "model.layers.1.self_attn.kv_b_proj.weight", "model.layers.1.mlp.gate.weight",
-                           "model.layers.1.input_layernorm.weight"}) {
+  for (const char* kept : {"model.embed_tokens.weight", "model.layers.1.mlp.gate.weight", "model.layers.1.input_layernorm.weight"}) {
     EXPECT_TRUE(q.Has(kept)) << kept << " should be kept as stored";
     EXPECT_EQ(q.Info(kept).dtype, src.Info(kept).dtype) << kept;
   }
