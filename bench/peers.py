@@ -4,16 +4,20 @@
     bench/peers.py --tandem-rt build/bin/tandem-rt --model DIR \\
         --peer llama.cpp=/path/to/llama-bench --peer "ik=/path/to/ik/llama-bench -rtr 1 -thp 1 -ger 1" \\
         [--types bf16,q8_0,q4_0] [--threads 1,2] [--rounds 3] [--work DIR] [--tandem-layers all|experts] \\
-        [--tandem-isa avx512,avx512-bf16]
+        [--tandem-group 32|64|128] [--tandem-isa avx512,avx512-bf16]
 
 For each type the checkpoint is exported once with `tandem-rt export --format gguf`
 (the peers' weights) and, for q8_0 / q4_0, quantized with `tandem-rt quantize --format
-int8|int4 --layers all` (Tandem's own 8-/4-bit weights: every linear layer but kv_b_proj
-and the router; `--tandem-layers experts` quantizes the experts alone). Every round then runs, for each type and thread count, each runtime once, in an
-order that alternates between rounds (ABC, CBA, ...): Tandem's prompt rate from a
-prompt of 508–512 tokens (`generate --max-tokens 1`) and its decode rate over 128 tokens after a
+int8|int4 --layers all` (Tandem's own 8-/4-bit weights: every linear layer but the
+router; `--tandem-layers experts` quantizes the experts alone; `--tandem-group` sets
+the values per scale: 64 gives the bytes per value of Q8_0 / Q4_0, 32 the default).
+Every round then runs, for each type and thread count, each runtime once, in an order
+that alternates between rounds (ABC, CBA, ...): Tandem's prompt rate from a prompt of
+508–512 tokens (`generate --max-tokens 1`) and its decode rate over 128 tokens after a
 one-token prompt (`--ignore-eos`), each peer's `llama-bench -p 512 -n 128 -r 1`. The
-table gives medians over rounds and Tandem's ratio to each peer. `--tandem-isa` runs
+table gives medians over rounds and Tandem's ratio to each peer, beside each file's size
+and the weights a decode step reads from (every tensor but the token embeddings and
+Tandem's MTP layer). `--tandem-isa` runs
 Tandem once per listed kernel path (TANDEM_ISA) as arms of their own, and each peer's
 ratios then list one value per path, in that order. Peer executables are the user's:
 this script builds nothing.
@@ -25,6 +29,7 @@ import os
 import re
 import shlex
 import statistics
+import struct
 import subprocess
 import sys
 
@@ -53,6 +58,76 @@ def prompt_of(rt, model, n):
         mid = (lo + hi) // 2
         lo, hi = (mid, hi) if tokens(mid) <= n else (lo, mid)
     return text_of(lo)
+
+
+# Bytes of the weights a decode step reads from: every tensor but the token embeddings
+# (a step reads one row) and, in Tandem's files, the MTP layer (not run here; the GGUF
+# export leaves it out). Equal or fewer of these is what "the same bytes" means below.
+def safetensors_weights(d):
+    layers = json.load(open(os.path.join(d, "config.json")))["num_hidden_layers"]
+    total = 0
+    for f in os.listdir(d):
+        if not f.endswith(".safetensors"):
+            continue
+        with open(os.path.join(d, f), "rb") as fh:
+            n = struct.unpack("<Q", fh.read(8))[0]
+            header = json.loads(fh.read(n))
+        for name, t in header.items():
+            if name == "__metadata__" or "embed_tokens" in name or name.startswith(f"model.layers.{layers}."):
+                continue
+            total += t["data_offsets"][1] - t["data_offsets"][0]
+    return total
+
+
+GGML_BLOCK = {0: (1, 4), 1: (1, 2), 30: (1, 2), 8: (32, 34), 2: (32, 18)}  # type: (values, bytes) per block
+
+
+def gguf_weights(path):
+    with open(path, "rb") as fh:
+        data = fh.read()
+    at = 4
+
+    def take(fmt):
+        nonlocal at
+        v = struct.unpack_from("<" + fmt, data, at)
+        at += struct.calcsize("<" + fmt)
+        return v[0]
+
+    def text():
+        nonlocal at
+        n = take("Q")
+        at += n
+        return data[at - n:at].decode()
+
+    def skip(t):
+        if t == 8:
+            text()
+        elif t == 9:
+            inner, n = take("I"), take("Q")
+            for _ in range(n):
+                skip(inner)
+        else:
+            take({0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q", 12: "d"}[t])
+
+    take("I")
+    tensors, kvs = take("Q"), take("Q")
+    for _ in range(kvs):
+        text()
+        skip(take("I"))
+    total = 0
+    for _ in range(tensors):
+        name = text()
+        count = 1
+        for _ in range(take("I")):
+            count *= take("Q")
+        kind = take("I")
+        take("Q")
+        if kind not in GGML_BLOCK:
+            raise Failed(f"{path}: tensor {name} has ggml type {kind}, not one this script sizes")
+        values, size = GGML_BLOCK[kind]
+        if name != "token_embd.weight":
+            total += count // values * size
+    return total
 
 
 def tandem(rt, model, threads, prompt, isa=None):
@@ -84,6 +159,8 @@ def main():
     ap.add_argument("--work", default="build/peers")
     ap.add_argument("--tandem-layers", default="all", choices=["all", "experts"],
                     help="what Tandem's 8-/4-bit checkpoints quantize (tandem-rt quantize --layers)")
+    ap.add_argument("--tandem-group", type=int, default=32, choices=[32, 64, 128],
+                    help="values per scale of Tandem's 8-/4-bit checkpoints (tandem-rt quantize --group)")
     ap.add_argument("--tandem-isa", default="", help="comma-separated TANDEM_ISA values, one Tandem arm each (default: one, as the environment says)")
     a = ap.parse_args()
     peers = [tuple(p.split("=", 1)) for p in a.peer]
@@ -98,10 +175,11 @@ def main():
             run([a.tandem_rt, "export", "--format", "gguf", "--in", a.model, "--out", gguf, "--type", t])
         own = a.model
         if t in ("q8_0", "q4_0"):
-            own = os.path.join(a.work, f"tandem.{a.tandem_layers}.{t}")
+            own = os.path.join(a.work, f"tandem.{a.tandem_layers}.{t}" + ("" if a.tandem_group == 32 else f".g{a.tandem_group}"))
             if not os.path.exists(own):
                 scope = ["--layers", "all"] if a.tandem_layers == "all" else ["--experts", "all"]
-                run([a.tandem_rt, "quantize", "--in", a.model, "--out", own, "--format", "int8" if t == "q8_0" else "int4"] + scope)
+                run([a.tandem_rt, "quantize", "--in", a.model, "--out", own, "--format", "int8" if t == "q8_0" else "int4",
+                     "--group", str(a.tandem_group)] + scope)
         models[t] = (own, gguf)
     prompt = prompt_of(a.tandem_rt, a.model, 512)
     # Tandem's arms and the TANDEM_ISA each runs with (None: as the environment says).
@@ -128,22 +206,23 @@ def main():
                         continue
                     samples.setdefault((t, th, arm), []).append(got)
                     print(f"round {r + 1} {t} {th}t {arm}: pp512 {got[0]:.1f} tg128 {got[1]:.1f} tok/s", file=sys.stderr)
-    size = {t: (sum(os.path.getsize(os.path.join(d, f)) for f in os.listdir(d) if f.endswith(".safetensors")), os.path.getsize(g))
+    size = {t: ((sum(os.path.getsize(os.path.join(d, f)) for f in os.listdir(d) if f.endswith(".safetensors")), safetensors_weights(d)),
+                (os.path.getsize(g), gguf_weights(g)))
             for t, (d, g) in models.items()}
-    print("| type | threads | runtime | bytes | pp512 tok/s | tg128 tok/s | Tandem pp / it | Tandem tg / it |")
-    print("|---|---:|---|---:|---:|---:|---:|---:|")
+    print("| type | threads | runtime | file | weights read | pp512 tok/s | tg128 tok/s | Tandem pp / it | Tandem tg / it |")
+    print("|---|---:|---|---:|---:|---:|---:|---:|---:|")
     for t in types:
         for th in threads:
             mine = [[statistics.median(x) for x in zip(*samples[(t, th, m)])] for m in mine_arms]
             for arm in arms:
                 if (t, th, arm) not in samples:
-                    print(f"| {t} | {th} | {arm} | | failed | failed | | |")
+                    print(f"| {t} | {th} | {arm} | | | failed | failed | | |")
                     continue
                 pp, tg = [statistics.median(x) for x in zip(*samples[(t, th, arm)])]
                 b = size[t][0] if arm in mine_arms else size[t][1]
                 ratio = "" if arm in mine_arms else (", ".join(f"{m[0] / pp:.2f}" for m in mine) + " | " +
                                                      ", ".join(f"{m[1] / tg:.2f}" for m in mine))
-                print(f"| {t} | {th} | {arm} | {b / 1e6:.0f} MB | {pp:.1f} | {tg:.1f} | {ratio or ' | '} |")
+                print(f"| {t} | {th} | {arm} | {b[0] / 1e6:.0f} MB | {b[1] / 1e6:.1f} MB | {pp:.1f} | {tg:.1f} | {ratio or ' | '} |")
     for (t, arm), why in sorted(failed.items()):
         print(f"\n{arm} failed on {t}: {why}")
 
