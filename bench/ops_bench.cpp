@@ -1,6 +1,7 @@
 // The row-wise kernels a decode step runs besides the matrix products, at the
 // small preset's sizes (DeepSeek-V3's in brackets where they differ): bytes read
 // and written per second, and FLOP/s (counting a multiply-add as 2 and exp/rsqrt as 1).
+#include <algorithm>
 #include <random>
 #include <vector>
 
@@ -11,6 +12,7 @@
 #include "runtime/kernels/latent_attention.hpp"
 #include "runtime/kernels/ops.hpp"
 #include "runtime/model/synthetic_checkpoint.hpp"
+#include "runtime/sampling/sampler.hpp"
 
 namespace tandem::rt {
 namespace {
@@ -66,6 +68,22 @@ void BM_Softmax(benchmark::State& state) {
   Count(state, 2.0 * 4 * static_cast<double>(n), 4.0 * static_cast<double>(n));
 }
 BENCHMARK(BM_Softmax)->Arg(96)->Arg(4096)->Arg(16276);
+
+// Greedy sampling of one row of logits (the small preset's vocabulary, and
+// DeepSeek-V3's): once per decoded token of every request, on the scheduler's thread.
+void BM_ArgMax(benchmark::State& state) {
+  const std::vector<float> logits = Random(state.range(0), 12);
+  for (auto _ : state) benchmark::DoNotOptimize(ArgMax(logits));
+  state.SetItemsProcessed(state.iterations() * state.range(0));
+}
+BENCHMARK(BM_ArgMax)->Arg(16276)->Arg(129280);
+// What ArgMax was: std::max_element, the baseline it is measured against.
+void BM_ArgMaxByMaxElement(benchmark::State& state) {
+  const std::vector<float> logits = Random(state.range(0), 12);
+  for (auto _ : state) benchmark::DoNotOptimize(std::max_element(logits.begin(), logits.end()));
+  state.SetItemsProcessed(state.iterations() * state.range(0));
+}
+BENCHMARK(BM_ArgMaxByMaxElement)->Arg(16276)->Arg(129280);
 
 // The rope part of every head's query and of the cached key at one position.
 void BM_Rope(benchmark::State& state) {

@@ -1,5 +1,6 @@
 #include "runtime/sampling/sampler.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <map>
@@ -27,6 +28,28 @@ TEST(Sampler, GreedyTakesTheLargestLogitAndTheLowestIdOnTies) {
   EXPECT_EQ(ArgMax(std::vector<float>{0.1f, 3.0f, 2.0f, 3.0f}), 1);
   const SamplingParams greedy;
   EXPECT_EQ(Sample(std::vector<float>{0.1f, 3.0f, 2.0f, 3.0f}, greedy, 17), 1);
+}
+
+// ArgMax takes the largest value in lanes, then its first index: the index
+// std::max_element gives, for every length around the lanes' 16, with ties, signed
+// zeros, infinities, and NaNs (where it defers to std::max_element).
+TEST(Sampler, ArgMaxIsStdMaxElementForEveryLengthAndValue) {
+  std::mt19937 rng(4);
+  std::uniform_int_distribution<int> level(-3, 3);  // few values: many ties
+  const float special[] = {0.0f, -0.0f, std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
+                           std::numeric_limits<float>::quiet_NaN()};
+  for (std::size_t n : {std::size_t{1}, std::size_t{2}, std::size_t{15}, std::size_t{16}, std::size_t{17}, std::size_t{33}, std::size_t{70},
+                        std::size_t{16276}}) {
+    for (int trial = 0; trial < 50; ++trial) {
+      std::vector<float> v(n);
+      for (float& x : v) x = static_cast<float>(level(rng));
+      if (trial % 2 == 1) v[static_cast<std::size_t>(rng()) % n] = special[trial / 2 % 5];
+      if (trial % 10 == 9) std::fill(v.begin(), v.end(), special[trial / 10 % 5]);
+      const auto expected = static_cast<TokenId>(std::max_element(v.begin(), v.end()) - v.begin());
+      ASSERT_EQ(ArgMax(v), expected) << "n " << n << ", trial " << trial;
+    }
+  }
+  EXPECT_EQ(ArgMax(std::vector<float>{}), 0);
 }
 
 TEST(Sampler, DrawsAreAStatelessFunctionOfSeedPositionAndToken) {
