@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <numeric>
 #include <random>
 #include <vector>
 
@@ -50,6 +51,62 @@ TEST(Sampler, ArgMaxIsStdMaxElementForEveryLengthAndValue) {
     }
   }
   EXPECT_EQ(ArgMax(std::vector<float>{}), 0);
+}
+
+// Sample as it was before it stopped sorting for top-p-free requests: every candidate
+// sorted by logit, then min-p and the race in that order.
+TokenId SampleSorted(const std::vector<float>& logits, const SamplingParams& params, std::int64_t position) {
+  std::vector<TokenId> order(logits.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(), [&](TokenId a, TokenId b) { return logits[a] != logits[b] ? logits[a] > logits[b] : a < b; });
+  std::vector<double> prob(order.size());
+  const double inv_t = 1.0 / params.temperature, max = logits[static_cast<std::size_t>(order[0])];
+  double total = 0.0;
+  for (std::size_t i = 0; i < order.size(); ++i) total += prob[i] = std::exp((logits[static_cast<std::size_t>(order[i])] - max) * inv_t);
+  for (double& p : prob) p /= total;
+  std::size_t keep = order.size();
+  if (params.min_p > 0.0f) {
+    const double floor = params.min_p * prob[0];
+    std::size_t n = 1;
+    while (n < keep && prob[n] >= floor) ++n;
+    keep = n;
+  }
+  std::size_t best = 0;
+  double best_key = std::numeric_limits<double>::infinity();
+  for (std::size_t i = 0; i < keep; ++i) {
+    const double key = -std::log(TokenDraw(params.seed, position, order[i])) / prob[i];
+    if (key < best_key) {
+      best_key = key;
+      best = i;
+    }
+  }
+  return order[best];
+}
+
+// Without top-k and top-p nothing is sorted; the token is the sorted race's, with
+// min-p, masked (−inf) logits, ties, flat and peaked distributions, and top-k at or
+// past the vocabulary.
+TEST(Sampler, UnsortedRaceGivesTheSortedRacesToken) {
+  std::mt19937 rng(9);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (const float scale : {0.1f, 1.0f, 4.0f}) {
+    std::vector<float> logits(4096);
+    for (float& v : logits) v = std::round(normal(rng) * scale * 8.0f) / 8.0f;  // coarse: many equal logits
+    for (std::size_t i = 0; i < logits.size(); i += 7) logits[i] = -std::numeric_limits<float>::infinity();
+    for (const float min_p : {0.0f, 0.05f}) {
+      for (const int top_k : {0, 4096, 5000}) {
+        SamplingParams params;
+        params.temperature = 0.8f;
+        params.min_p = min_p;
+        params.top_k = top_k;
+        params.seed = 42;
+        for (std::int64_t position = 0; position < 200; ++position) {
+          ASSERT_EQ(Sample(logits, params, position), SampleSorted(logits, params, position))
+              << "scale " << scale << ", min_p " << min_p << ", top_k " << top_k << ", position " << position;
+        }
+      }
+    }
+  }
 }
 
 TEST(Sampler, DrawsAreAStatelessFunctionOfSeedPositionAndToken) {
