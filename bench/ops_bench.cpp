@@ -79,17 +79,22 @@ void BM_ArgMax(benchmark::State& state) {
 BENCHMARK(BM_ArgMax)->Arg(16276)->Arg(129280);
 // One sampled token (temperature 1) from a row of logits, the sampling parameters an
 // API client sends by default (Arg 0: top-k, top-p and min-p off) or top-k 40 (Arg 1)
-// or top-p 0.95 (Arg 2). Vocabulary: the small preset's.
+// or top-p 0.95 (Arg 2: on these nearly flat logits the prefix is most of the
+// vocabulary; Arg 3: on logits 8× as spread, as a trained model's are, a few hundred
+// tokens). Vocabulary: the small preset's.
 void BM_Sample(benchmark::State& state) {
-  const std::vector<float> logits = Random(16276, 13);
+  std::vector<float> logits = Random(16276, 13);
+  if (state.range(0) == 3) {
+    for (float& v : logits) v *= 8.0f;
+  }
   SamplingParams params;
   params.temperature = 1.0f;
   if (state.range(0) == 1) params.top_k = 40;
-  if (state.range(0) == 2) params.top_p = 0.95f;
+  if (state.range(0) >= 2) params.top_p = 0.95f;
   std::int64_t position = 0;
   for (auto _ : state) benchmark::DoNotOptimize(Sample(logits, params, position++));
 }
-BENCHMARK(BM_Sample)->Arg(0)->Arg(1)->Arg(2)->ArgName("cut");
+BENCHMARK(BM_Sample)->Arg(0)->Arg(1)->Arg(2)->Arg(3)->ArgName("cut");
 
 // What ArgMax was: std::max_element, the baseline it is measured against.
 void BM_ArgMaxByMaxElement(benchmark::State& state) {

@@ -102,21 +102,48 @@ TokenId Sample(std::span<const float> logits, const SamplingParams& params, std:
   std::vector<TokenId> order(logits.size());
   std::iota(order.begin(), order.end(), 0);
   const auto by_logit = [&](TokenId a, TokenId b) { return logits[a] != logits[b] ? logits[a] > logits[b] : a < b; };
+  const double inv_t = 1.0 / params.temperature;
   std::size_t keep = order.size();
+  std::vector<double> prob;
   if (params.top_k > 0 && static_cast<std::size_t>(params.top_k) < keep) {
     keep = static_cast<std::size_t>(params.top_k);
     std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(keep), order.end(), by_logit);
+    order.resize(keep);
+    prob.resize(keep);
+    const double max = logits[order[0]];
+    double total = 0.0;
+    for (std::size_t i = 0; i < keep; ++i) total += prob[i] = std::exp((logits[order[i]] - max) * inv_t);
+    for (double& p : prob) p /= total;
   } else {
-    std::sort(order.begin(), order.end(), by_logit);
+    // top-p alone: the normalising sum over every token in token order (as
+    // SampleUnsorted), then the order only as far as the mass needs — a partial sort,
+    // widened eightfold until the prefix reaches top_p — instead of the whole vocabulary.
+    const double max = logits[static_cast<std::size_t>(ArgMax(logits))];
+    thread_local std::vector<double> weight;
+    weight.resize(logits.size());
+    double total = 0.0;
+    for (std::size_t i = 0; i < logits.size(); ++i) total += weight[i] = std::exp((logits[i] - max) * inv_t);
+    std::size_t sorted = std::min<std::size_t>(keep, 64);
+    std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(sorted), order.end(), by_logit);
+    double mass = 0.0;
+    for (std::size_t n = 0;;) {
+      while (n < sorted && mass < params.top_p) mass += weight[static_cast<std::size_t>(order[n++])] / total;
+      if (mass >= params.top_p || sorted == keep) break;
+      // Past a quarter of the vocabulary a whole sort of the rest is the cheaper one.
+      const std::size_t more = sorted * 8 * 4 >= keep ? keep : sorted * 8;
+      const auto from = order.begin() + static_cast<std::ptrdiff_t>(sorted), to = order.begin() + static_cast<std::ptrdiff_t>(more);
+      if (more == keep) {
+        std::sort(from, order.end(), by_logit);
+      } else {
+        std::partial_sort(from, to, order.end(), by_logit);
+      }
+      sorted = more;
+    }
+    keep = sorted;
+    order.resize(keep);
+    prob.resize(keep);
+    for (std::size_t i = 0; i < keep; ++i) prob[i] = weight[static_cast<std::size_t>(order[i])] / total;
   }
-  order.resize(keep);
-
-  std::vector<double> prob(keep);
-  const double inv_t = 1.0 / params.temperature;
-  const double max = logits[order[0]];
-  double total = 0.0;
-  for (std::size_t i = 0; i < keep; ++i) total += prob[i] = std::exp((logits[order[i]] - max) * inv_t);
-  for (double& p : prob) p /= total;
 
   if (params.top_p < 1.0f) {
     double mass = 0.0;

@@ -35,8 +35,9 @@ TokenId ArgMax(std::span<const float> logits);
 // whose mass reaches top_p; drop tokens below min_p × the largest probability; then
 // the survivor with the smallest −log(TokenDraw(seed, position, token)) / p (an
 // exponential race: exactly a draw from the renormalised survivors; ties: the
-// earlier survivor). Without top-k and top-p nothing is sorted (the same survivors
-// and race; the normalising sum in token order, see sampler.cpp).
+// earlier survivor). Without top-k nothing is sorted, or with top-p only the prefix
+// its mass needs (the same survivors and race; the normalising sum in token order,
+// see sampler.cpp).
 TokenId Sample(std::span<const float> logits, const SamplingParams& params, std::int64_t position);
 
 }  // namespace tandem::rt

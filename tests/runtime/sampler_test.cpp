@@ -53,8 +53,8 @@ TEST(Sampler, ArgMaxIsStdMaxElementForEveryLengthAndValue) {
   EXPECT_EQ(ArgMax(std::vector<float>{}), 0);
 }
 
-// Sample as it was before it stopped sorting for top-p-free requests: every candidate
-// sorted by logit, then min-p and the race in that order.
+// Sample as it was before it stopped sorting the whole vocabulary without top-k: every
+// candidate sorted by logit, then top-p, min-p and the race in that order.
 TokenId SampleSorted(const std::vector<float>& logits, const SamplingParams& params, std::int64_t position) {
   std::vector<TokenId> order(logits.size());
   std::iota(order.begin(), order.end(), 0);
@@ -65,6 +65,12 @@ TokenId SampleSorted(const std::vector<float>& logits, const SamplingParams& par
   for (std::size_t i = 0; i < order.size(); ++i) total += prob[i] = std::exp((logits[static_cast<std::size_t>(order[i])] - max) * inv_t);
   for (double& p : prob) p /= total;
   std::size_t keep = order.size();
+  if (params.top_p < 1.0f) {
+    double mass = 0.0;
+    std::size_t n = 0;
+    while (n < keep && mass < params.top_p) mass += prob[n++];
+    keep = std::max<std::size_t>(n, 1);
+  }
   if (params.min_p > 0.0f) {
     const double floor = params.min_p * prob[0];
     std::size_t n = 1;
@@ -83,9 +89,10 @@ TokenId SampleSorted(const std::vector<float>& logits, const SamplingParams& par
   return order[best];
 }
 
-// Without top-k and top-p nothing is sorted; the token is the sorted race's, with
-// min-p, masked (−inf) logits, ties, flat and peaked distributions, and top-k at or
-// past the vocabulary.
+// Without top-k nothing (or, with top-p, only the prefix the mass needs) is sorted; the
+// token is the sorted race's, with top-p reached early or late (0.999 on a flat
+// distribution widens the partial sort to the whole vocabulary), min-p, masked (−inf)
+// logits, ties, flat and peaked distributions, and top-k at or past the vocabulary.
 TEST(Sampler, UnsortedRaceGivesTheSortedRacesToken) {
   std::mt19937 rng(9);
   std::normal_distribution<float> normal(0.0f, 1.0f);
@@ -95,14 +102,17 @@ TEST(Sampler, UnsortedRaceGivesTheSortedRacesToken) {
     for (std::size_t i = 0; i < logits.size(); i += 7) logits[i] = -std::numeric_limits<float>::infinity();
     for (const float min_p : {0.0f, 0.05f}) {
       for (const int top_k : {0, 4096, 5000}) {
-        SamplingParams params;
-        params.temperature = 0.8f;
-        params.min_p = min_p;
-        params.top_k = top_k;
-        params.seed = 42;
-        for (std::int64_t position = 0; position < 200; ++position) {
-          ASSERT_EQ(Sample(logits, params, position), SampleSorted(logits, params, position))
-              << "scale " << scale << ", min_p " << min_p << ", top_k " << top_k << ", position " << position;
+        for (const float top_p : {1.0f, 0.5f, 0.95f, 0.999f}) {
+          SamplingParams params;
+          params.temperature = 0.8f;
+          params.min_p = min_p;
+          params.top_k = top_k;
+          params.top_p = top_p;
+          params.seed = 42;
+          for (std::int64_t position = 0; position < 100; ++position) {
+            ASSERT_EQ(Sample(logits, params, position), SampleSorted(logits, params, position))
+                << "scale " << scale << ", min_p " << min_p << ", top_k " << top_k << ", top_p " << top_p << ", position " << position;
+          }
         }
       }
     }
