@@ -16,6 +16,7 @@
 #include <immintrin.h>
 
 #include "runtime/kernels/attention_rows.hpp"
+#include "runtime/kernels/prefetch.hpp"
 #include "runtime/kernels/quantized_matrix.hpp"
 
 #if defined(__clang__)
@@ -125,21 +126,19 @@ struct F32Cols {
   static float Scalar(const T* p) { return *p; }
 };
 
-// Asks for bytes [begin, end) into L2, every line at once. The transposed products
-// below do too little work between their loads for the core to keep many lines in
-// flight, and prefetches into L1 queue behind its few fill buffers; L2's are many
-// (BM_AttentionHeadProducts: the key products read from memory ~1.8x as fast).
-inline void PrefetchToL2(const void* begin, const void* end) {
-  for (const char* at = static_cast<const char*>(begin); at < static_cast<const char*>(end); at += 64) _mm_prefetch(at, _MM_HINT_T1);
-}
-
+// The transposed products below ask for every line of their columns into L2 up front
+// (PrefetchRange): they do too little work between their loads for the core to keep
+// many lines in flight, and prefetches into L1 queue behind its few fill buffers;
+// L2's are many (BM_AttentionHeadProducts: the key products read from memory ~1.8x
+// as fast).
 template <class F>
 void Transposed(const typename F::T* w, std::int64_t rows, std::int64_t cols, const float* x, std::int64_t batch, float* y,
                 std::int64_t begin, std::int64_t end) {
+  const auto bytes = static_cast<std::int64_t>(sizeof(typename F::T));
   if (begin == 0 && end == cols) {
-    PrefetchToL2(w, w + rows * cols);
+    PrefetchRange(reinterpret_cast<const char*>(w), rows * cols * bytes);
   } else {
-    for (std::int64_t r = 0; r < rows; ++r) PrefetchToL2(w + r * cols + begin, w + r * cols + end);
+    for (std::int64_t r = 0; r < rows; ++r) PrefetchRange(reinterpret_cast<const char*>(w + r * cols + begin), (end - begin) * bytes);
   }
   for (std::int64_t b = 0; b < batch; ++b) {
     const float* xb = x + b * rows;
@@ -242,15 +241,23 @@ inline void AddRow(const __m256 f[4], float coef, __m256 acc[4]) {
   for (int k = 0; k < 4; ++k) acc[k] = _mm256_add_ps(acc[k], _mm256_mul_ps(f[k], c));
 }
 
+// Where a QuantizedMatrix's tiles and their blocks start (quantized_matrix.hpp).
+struct TileBytes {
+  std::int64_t tile, block;
+  explicit TileBytes(const QuantizedMatrix& w)
+      : tile(kTile * (w.format == QuantFormat::kInt8 ? w.cols : w.cols / 2)),
+        block(kTile * (w.format == QuantFormat::kInt8 ? kBlock : kBlock / 2)) {}
+};
+
 // Columns [32·block, 32·block + 32) of one input row, rows ascending.
 void TransposedQuantizedBlock(const QuantizedMatrix& w, const float* xb, std::int64_t block, float* out) {
   const bool int8 = w.format == QuantFormat::kInt8;
-  const std::int64_t tile_bytes = kTile * (int8 ? w.cols : w.cols / 2), block_bytes = kTile * (int8 ? kBlock : kBlock / 2);
+  const TileBytes bytes(w);
   const std::int64_t groups = w.cols / w.group, g = block * kBlock / w.group;
   __m256 acc[4];
   for (auto& a : acc) a = _mm256_setzero_ps();
   for (std::int64_t first = 0; first < w.rows; first += kTile) {
-    const std::uint8_t* base = w.values.data() + first / kTile * tile_bytes + block * block_bytes;
+    const std::uint8_t* base = w.values.data() + first / kTile * bytes.tile + block * bytes.block;
     const float* scale = w.scales.data() + (first / kTile * groups + g) * kTile;
     const std::int64_t live = std::min(kTile, w.rows - first);
     float coef[kTile];
@@ -271,8 +278,7 @@ void TransposedQuantizedBlock(const QuantizedMatrix& w, const float* xb, std::in
         for (int j = 0; j < 4; ++j) v[j] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(base + j * kChunk + half * 32));
         TransposeDwords8x4(v);
         for (std::int64_t i = 0; i < n; ++i) {
-          const __m256i rows = i < 4 ? v[i] : v[i - 4];
-          Int4Levels(i < 4 ? _mm256_castsi256_si128(rows) : _mm256_extracti128_si256(rows, 1), f);
+          Int4Levels(i < 4 ? _mm256_castsi256_si128(v[i]) : _mm256_extracti128_si256(v[i - 4], 1), f);
           AddRow(f, c[i], acc);
         }
       }
@@ -286,12 +292,12 @@ void TransposedQuantizedBlock(const QuantizedMatrix& w, const float* xb, std::in
 void TransposedQuantizedAvx2(const QuantizedMatrix& w, const float* x, std::int64_t batch, float* y, std::int64_t begin, std::int64_t end) {
   // Whole blocks inside [begin, end) here; the columns either side by the portable loop.
   const std::int64_t first = (begin + kBlock - 1) / kBlock, last = std::max(first, end / kBlock);
-  const bool int8 = w.format == QuantFormat::kInt8;
-  const std::int64_t tile_bytes = kTile * (int8 ? w.cols : w.cols / 2), block_bytes = kTile * (int8 ? kBlock : kBlock / 2);
-  for (std::int64_t at = 0; at < static_cast<std::int64_t>(w.values.size()); at += tile_bytes) {
-    PrefetchToL2(w.values.data() + at + first * block_bytes, w.values.data() + at + last * block_bytes);
+  const TileBytes bytes(w);
+  const auto* values = reinterpret_cast<const char*>(w.values.data());
+  for (std::int64_t at = 0; at < static_cast<std::int64_t>(w.values.size()); at += bytes.tile) {
+    PrefetchRange(values + at + first * bytes.block, (last - first) * bytes.block);
   }
-  PrefetchToL2(w.scales.data(), w.scales.data() + w.scales.size());
+  PrefetchRange(reinterpret_cast<const char*>(w.scales.data()), static_cast<std::int64_t>(w.scales.size() * sizeof(float)));
   TransposedQuantizedPortable(w, x, batch, y, begin, std::min(end, first * kBlock));
   TransposedQuantizedPortable(w, x, batch, y, std::max(begin, last * kBlock), end);
   for (std::int64_t b = 0; b < batch; ++b) {
