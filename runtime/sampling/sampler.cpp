@@ -55,6 +55,17 @@ TokenId ArgMax(std::span<const float> logits) {
 
 namespace {
 
+// exp((logit − largest) / T) of every token, in token order, into `weight`; returns
+// their sum (in that order: the normalising sum of the paths that do not sort the
+// whole vocabulary).
+double Weights(std::span<const float> logits, double inv_t, std::vector<double>& weight) {
+  const double max = logits[static_cast<std::size_t>(ArgMax(logits))];
+  weight.resize(logits.size());
+  double total = 0.0;
+  for (std::size_t i = 0; i < logits.size(); ++i) total += weight[i] = std::exp((logits[i] - max) * inv_t);
+  return total;
+}
+
 // Sample without top-k or top-p (what an API client sends by default): no candidate
 // order is needed, so none is sorted (sorting a 16K vocabulary by logit took ~1.5 ms a
 // token). The same race over the same survivors as the sorted path: min-p keeps every
@@ -65,12 +76,8 @@ namespace {
 // only where two race keys are that close. A token whose key cannot beat the best so
 // far (−log u ≥ 1 − u) skips its logarithm.
 TokenId SampleUnsorted(std::span<const float> logits, const SamplingParams& params, std::int64_t position) {
-  const double inv_t = 1.0 / params.temperature;
-  const double max = logits[static_cast<std::size_t>(ArgMax(logits))];
   thread_local std::vector<double> weight;
-  weight.resize(logits.size());
-  double total = 0.0;
-  for (std::size_t i = 0; i < logits.size(); ++i) total += weight[i] = std::exp((logits[i] - max) * inv_t);
+  const double total = Weights(logits, 1.0 / params.temperature, weight);
   const double floor = params.min_p > 0.0f ? params.min_p * (1.0 / total) : 0.0;  // the largest's weight is exp(0) = 1
   const std::uint64_t stream = DrawStream(params.seed, position);
   std::size_t best = logits.size();
@@ -114,19 +121,23 @@ TokenId Sample(std::span<const float> logits, const SamplingParams& params, std:
     double total = 0.0;
     for (std::size_t i = 0; i < keep; ++i) total += prob[i] = std::exp((logits[order[i]] - max) * inv_t);
     for (double& p : prob) p /= total;
+    if (params.top_p < 1.0f) {
+      double mass = 0.0;
+      std::size_t n = 0;
+      while (n < keep && mass < params.top_p) mass += prob[n++];
+      keep = std::max<std::size_t>(n, 1);
+    }
   } else {
     // top-p alone: the normalising sum over every token in token order (as
     // SampleUnsorted), then the order only as far as the mass needs — a partial sort,
     // widened eightfold until the prefix reaches top_p — instead of the whole vocabulary.
-    const double max = logits[static_cast<std::size_t>(ArgMax(logits))];
     thread_local std::vector<double> weight;
-    weight.resize(logits.size());
-    double total = 0.0;
-    for (std::size_t i = 0; i < logits.size(); ++i) total += weight[i] = std::exp((logits[i] - max) * inv_t);
+    const double total = Weights(logits, inv_t, weight);
     std::size_t sorted = std::min<std::size_t>(keep, 64);
     std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(sorted), order.end(), by_logit);
     double mass = 0.0;
-    for (std::size_t n = 0;;) {
+    std::size_t n = 0;
+    for (;;) {
       while (n < sorted && mass < params.top_p) mass += weight[static_cast<std::size_t>(order[n++])] / total;
       if (mass >= params.top_p || sorted == keep) break;
       // Past a quarter of the vocabulary a whole sort of the rest is the cheaper one.
@@ -139,17 +150,10 @@ TokenId Sample(std::span<const float> logits, const SamplingParams& params, std:
       }
       sorted = more;
     }
-    keep = sorted;
+    keep = std::max<std::size_t>(n, 1);  // the prefix whose mass reaches top_p
     order.resize(keep);
     prob.resize(keep);
     for (std::size_t i = 0; i < keep; ++i) prob[i] = weight[static_cast<std::size_t>(order[i])] / total;
-  }
-
-  if (params.top_p < 1.0f) {
-    double mass = 0.0;
-    std::size_t n = 0;
-    while (n < keep && mass < params.top_p) mass += prob[n++];
-    keep = std::max<std::size_t>(n, 1);
   }
   if (params.min_p > 0.0f) {
     const double floor = params.min_p * prob[0];

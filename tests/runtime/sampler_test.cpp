@@ -33,7 +33,7 @@ TEST(Sampler, GreedyTakesTheLargestLogitAndTheLowestIdOnTies) {
 
 // ArgMax takes the largest value in lanes, then its first index: the index
 // std::max_element gives, for every length around the lanes' 16, with ties, signed
-// zeros, infinities, and NaNs (where it defers to std::max_element).
+// zeros, infinities, and NaNs (first or anywhere else).
 TEST(Sampler, ArgMaxIsStdMaxElementForEveryLengthAndValue) {
   std::mt19937 rng(4);
   std::uniform_int_distribution<int> level(-3, 3);  // few values: many ties
