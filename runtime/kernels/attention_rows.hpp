@@ -1,7 +1,7 @@
 #pragma once
 
-// The AVX2 + FMA forms of attention's small loops (private to runtime/kernels;
-// latent_attention_avx2.cpp). Each gives the same bits as the loop it stands for,
+// The AVX2 + FMA and AVX-512 forms of attention's small loops (private to
+// runtime/kernels; latent_attention_avx2.cpp, latent_attention_avx512.cpp). Each gives the same bits as the loop it stands for,
 // so the callers choose them by what the CPU has, as the target clones they replace
 // did, and not by TANDEM_ISA.
 
@@ -19,6 +19,16 @@ void LatentScoresAvx2(const float* q_latent, const float* q_rope, const float* c
                       std::int64_t latent, std::int64_t rope, float scale, float* scores);
 // out[c] += p[t] · c_t[c] for t ascending, each product rounded before it is added.
 void AddWeightedSumAvx2(const float* p, const float* cache, std::int64_t stride, std::int64_t len, std::int64_t latent, float* out);
+// The AVX-512 forms of the two for `heads` query heads over the same block of `len`
+// entries (head h's queries at q_latent + h·q_latent_stride and q_rope +
+// h·q_rope_stride, its scores at scores + h·scores_stride, its weights at p +
+// h·p_stride, its sums at out + h·out_stride): the same bits as the loops above,
+// head by head (latent_attention_avx512.cpp).
+void LatentScoresHeadsAvx512(const float* q_latent, std::int64_t q_latent_stride, const float* q_rope, std::int64_t q_rope_stride,
+                             std::int64_t heads, const float* cache, std::int64_t stride, std::int64_t len, std::int64_t latent,
+                             std::int64_t rope, float scale, float* scores, std::int64_t scores_stride);
+void AddWeightedSumHeadsAvx512(const float* p, std::int64_t p_stride, std::int64_t heads, const float* cache, std::int64_t stride,
+                               std::int64_t len, std::int64_t latent, float* out, std::int64_t out_stride);
 // MatMulTransposed's columns [begin, end): y[b, c] = Σ_r w[r, c] · x[b, r] over r
 // ascending, each product rounded before it is added.
 void TransposedBf16Avx2(const std::uint16_t* w, std::int64_t rows, std::int64_t cols, const float* x, std::int64_t batch, float* y,

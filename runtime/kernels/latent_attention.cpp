@@ -43,11 +43,16 @@ void LatentAttentionHeads(const float* q_latent, std::int64_t q_latent_stride, c
                           std::int64_t heads, const float* cache, std::int64_t stride, std::int64_t len, std::int64_t latent,
                           std::int64_t rope, float scale, float* scores, float* out) {
   // By the CPU, not TANDEM_ISA: the same bits as the loops below (see attention_rows.hpp).
-  static const bool avx2 = DetectedIsa() >= Isa::kAvx2;
+  static const bool avx2 = DetectedIsa() >= Isa::kAvx2, avx512 = DetectedIsa() >= Isa::kAvx512;
   const std::int64_t block = EntriesPerBlock(stride);
   for (std::int64_t first = 0; first < len; first += block) {
     const std::int64_t n = std::min(block, len - first);
     const float* entries = cache + first * stride;
+    if (avx512) {
+      kernels::LatentScoresHeadsAvx512(q_latent, q_latent_stride, q_rope, q_rope_stride, heads, entries, stride, n, latent, rope, scale,
+                                       scores + first, len);
+      continue;
+    }
     for (std::int64_t h = 0; h < heads; ++h) {
       const float* ql = q_latent + h * q_latent_stride;
       const float* qr = q_rope + h * q_rope_stride;
@@ -69,6 +74,10 @@ void LatentAttentionHeads(const float* q_latent, std::int64_t q_latent_stride, c
   for (std::int64_t first = 0; first < len; first += block) {
     const std::int64_t n = std::min(block, len - first);
     const float* entries = cache + first * stride;
+    if (avx512) {
+      kernels::AddWeightedSumHeadsAvx512(scores + first, len, heads, entries, stride, n, latent, out, latent);
+      continue;
+    }
     for (std::int64_t h = 0; h < heads; ++h) {
       const float* p = scores + h * len + first;
       if (avx2) {

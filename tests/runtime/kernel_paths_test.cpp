@@ -345,7 +345,7 @@ TEST(LatentAttention, HeadsTogetherGiveEachHeadItsOwnBits) {
   // floats, 28–4 entries), queries not packed back to back.
   for (const std::int64_t latent : {128, 512, 72}) {
     for (const std::int64_t rope : {32, 0}) {
-      for (const std::int64_t heads : {1, 3, 8}) {
+      for (const std::int64_t heads : {1, 3, 6, 8}) {  // AVX-512 tiles of 4 heads and each remainder
         for (const std::int64_t len : {1, 5, 24, 25, 97, 300}) {
           const std::int64_t stride = latent + rope + 3, q_stride = latent + rope + 5;
           const std::vector<float> cache = RandomInputs(len * stride, 14), q = RandomInputs(heads * q_stride, 15);

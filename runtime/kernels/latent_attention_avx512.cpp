@@ -1,0 +1,251 @@
+// The AVX-512 forms of attention's two passes over a block of cache entries for
+// several query heads at once (attention_rows.hpp says what each computes). Each
+// (head, entry) score is Dot's sixteen fused lanes and tree, and each weighted sum
+// rounds every product before adding it over t ascending, exactly as the AVX2 and
+// portable loops do: one 512-bit register holds the two 256-bit halves the AVX2 form
+// keeps apart, lane for lane. So these give the same bits; they are faster because a
+// tile of 4 heads × 4 entries loads each query and each entry once for four products
+// (the AVX2 form loads the query again for every head's pass), and the weighted sum
+// loads each entry once for four heads. Compiled with -ffp-contract=off, as the other
+// attention files are. No standard-library templates in this file (see
+// matmul_avx2.cpp).
+#if !defined(__clang__)
+#pragma GCC target("avx512f,avx512vl,avx2,fma")
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
+
+#include <cstdint>
+
+#include <immintrin.h>
+
+#include "runtime/kernels/attention_rows.hpp"
+
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx512f,avx512vl,avx2,fma"))), apply_to = function)
+#endif
+
+#include "runtime/kernels/reduce_avx512.hpp"
+
+namespace tandem::rt::kernels {
+
+namespace {
+
+constexpr std::int64_t kLanes = 16;
+constexpr int kHeads = 4, kEntries = 4;
+
+inline __mmask16 Tail(std::int64_t n) { return static_cast<__mmask16>((1u << n) - 1); }
+
+// out[h][e] = Dot(q_h, entry_e, n) for H heads (`qs` floats apart) and E entries
+// (`stride` floats apart): Dot's lanes, its tail fused into lanes 0, 1, … and its tree.
+template <int H, int E>
+inline void Dots(const float* q, std::int64_t qs, const float* entry, std::int64_t stride, std::int64_t n, float out[][kEntries]) {
+  __m512 acc[H][E];
+  for (int h = 0; h < H; ++h) {
+    for (int e = 0; e < E; ++e) acc[h][e] = _mm512_setzero_ps();
+  }
+  const std::int64_t full = n - n % kLanes;
+  for (std::int64_t i = 0; i < full; i += kLanes) {
+    __m512 ev[E];
+    for (int e = 0; e < E; ++e) ev[e] = _mm512_loadu_ps(entry + e * stride + i);
+    for (int h = 0; h < H; ++h) {
+      const __m512 qv = _mm512_loadu_ps(q + h * qs + i);
+      for (int e = 0; e < E; ++e) acc[h][e] = _mm512_fmadd_ps(ev[e], qv, acc[h][e]);
+    }
+  }
+  if (full < n) {
+    // Lanes past the tail keep their sums (mask3), so no zero product touches a -0.
+    const __mmask16 mask = Tail(n - full);
+    __m512 ev[E];
+    for (int e = 0; e < E; ++e) ev[e] = _mm512_maskz_loadu_ps(mask, entry + e * stride + full);
+    for (int h = 0; h < H; ++h) {
+      const __m512 qv = _mm512_maskz_loadu_ps(mask, q + h * qs + full);
+      for (int e = 0; e < E; ++e) acc[h][e] = _mm512_mask3_fmadd_ps(ev[e], qv, acc[h][e], mask);
+    }
+  }
+  for (int h = 0; h < H; ++h) {
+    for (int e = 0; e < E; ++e) out[h][e] = ReduceAvx512(acc[h][e]);
+  }
+}
+
+// The sixteen sums of a whole 4 × 4 tile at once, each by ReduceAvx512's tree (lanes
+// l + 8, then + 4, + 2, + 1; additions commute bit for bit, so only the pairs matter):
+// lane 4h + e of the result is acc[h][e]'s sum. 45 instructions for sixteen sums
+// instead of 8 for each.
+inline __m512 ReduceTile(const __m512 acc[kHeads][kEntries]) {
+  // A_{4k+j} = acc[j][k]: the pairings below leave A_{4k+j}'s sum in lane 4j + k.
+  __m512 z[8];
+  for (int i = 0; i < 8; ++i) {
+    const __m512 a = acc[(2 * i) % 4][(2 * i) / 4], b = acc[(2 * i + 1) % 4][(2 * i + 1) / 4];
+    // Quarters [a0 a1 b0 b1] + [a2 a3 b2 b3]: lane l of each half + lane l + 8.
+    z[i] = _mm512_add_ps(_mm512_shuffle_f32x4(a, b, 0x44), _mm512_shuffle_f32x4(a, b, 0xEE));
+  }
+  __m512 w[4];
+  for (int i = 0; i < 4; ++i) {
+    // Quarters [z0.0 z0.2 z1.0 z1.2] + [z0.1 z0.3 z1.1 z1.3]: + 4.
+    w[i] = _mm512_add_ps(_mm512_shuffle_f32x4(z[2 * i], z[2 * i + 1], 0x88), _mm512_shuffle_f32x4(z[2 * i], z[2 * i + 1], 0xDD));
+  }
+  __m512 v[2];
+  for (int i = 0; i < 2; ++i) {
+    // In each quarter [w0.0 w0.1 w1.0 w1.1] + [w0.2 w0.3 w1.2 w1.3]: + 2.
+    v[i] = _mm512_add_ps(_mm512_shuffle_ps(w[2 * i], w[2 * i + 1], 0x44), _mm512_shuffle_ps(w[2 * i], w[2 * i + 1], 0xEE));
+  }
+  // In each quarter [v0.0 v0.2 v1.0 v1.2] + [v0.1 v0.3 v1.1 v1.3]: + 1.
+  return _mm512_add_ps(_mm512_shuffle_ps(v[0], v[1], 0x88), _mm512_shuffle_ps(v[0], v[1], 0xDD));
+}
+
+// Dots of a whole tile, their sums as ReduceTile leaves them.
+inline __m512 DotsTile(const float* q, std::int64_t qs, const float* entry, std::int64_t stride, std::int64_t n) {
+  __m512 acc[kHeads][kEntries];
+  for (auto& row : acc) {
+    for (auto& a : row) a = _mm512_setzero_ps();
+  }
+  const std::int64_t full = n - n % kLanes;
+  for (std::int64_t i = 0; i < full; i += kLanes) {
+    __m512 ev[kEntries];
+    for (int e = 0; e < kEntries; ++e) ev[e] = _mm512_loadu_ps(entry + e * stride + i);
+    for (int h = 0; h < kHeads; ++h) {
+      const __m512 qv = _mm512_loadu_ps(q + h * qs + i);
+      for (int e = 0; e < kEntries; ++e) acc[h][e] = _mm512_fmadd_ps(ev[e], qv, acc[h][e]);
+    }
+  }
+  if (full < n) {
+    const __mmask16 mask = Tail(n - full);
+    __m512 ev[kEntries];
+    for (int e = 0; e < kEntries; ++e) ev[e] = _mm512_maskz_loadu_ps(mask, entry + e * stride + full);
+    for (int h = 0; h < kHeads; ++h) {
+      const __m512 qv = _mm512_maskz_loadu_ps(mask, q + h * qs + full);
+      for (int e = 0; e < kEntries; ++e) acc[h][e] = _mm512_mask3_fmadd_ps(ev[e], qv, acc[h][e], mask);
+    }
+  }
+  return ReduceTile(acc);
+}
+
+template <int H, int E>
+inline void ScoresTile(const float* q_latent, std::int64_t qls, const float* q_rope, std::int64_t qrs, const float* entry,
+                       std::int64_t stride, std::int64_t latent, std::int64_t rope, float scale, float* scores, std::int64_t ss) {
+  float l[kHeads][kEntries], r[kHeads][kEntries];
+  Dots<H, E>(q_latent, qls, entry, stride, latent, l);
+  Dots<H, E>(q_rope, qrs, entry + latent, stride, rope, r);
+  for (int h = 0; h < H; ++h) {
+    for (int e = 0; e < E; ++e) scores[h * ss + e] = (l[h][e] + r[h][e]) * scale;
+  }
+}
+
+template <int H>
+inline void ScoresHeads(const float* q_latent, std::int64_t qls, const float* q_rope, std::int64_t qrs, const float* cache,
+                        std::int64_t stride, std::int64_t len, std::int64_t latent, std::int64_t rope, float scale, float* scores,
+                        std::int64_t ss) {
+  std::int64_t t = 0;
+  if constexpr (H == kHeads) {
+    for (; t + kEntries <= len; t += kEntries) {
+      const float* entry = cache + t * stride;
+      const __m512 l = DotsTile(q_latent, qls, entry, stride, latent), r = DotsTile(q_rope, qrs, entry + latent, stride, rope);
+      const __m512 s = _mm512_mul_ps(_mm512_add_ps(l, r), _mm512_set1_ps(scale));
+      for (int h = 0; h < kHeads; ++h) _mm_storeu_ps(scores + h * ss + t, _mm512_extractf32x4_ps(s, h));
+    }
+  }
+  for (; t + kEntries <= len; t += kEntries) {
+    ScoresTile<H, kEntries>(q_latent, qls, q_rope, qrs, cache + t * stride, stride, latent, rope, scale, scores + t, ss);
+  }
+  for (; t < len; ++t) ScoresTile<H, 1>(q_latent, qls, q_rope, qrs, cache + t * stride, stride, latent, rope, scale, scores + t, ss);
+}
+
+// Columns [c, c + 16·C) of H heads' sums (the last register masked to `last`).
+template <int H, int C>
+inline void WeightedSumTile(const float* p, std::int64_t ps, const float* cache, std::int64_t stride, std::int64_t len, float* out,
+                            std::int64_t os, __mmask16 last) {
+  __m512 acc[H][C];
+  for (int h = 0; h < H; ++h) {
+    for (int k = 0; k < C; ++k) {
+      const __mmask16 m = k == C - 1 ? last : static_cast<__mmask16>(0xFFFF);
+      acc[h][k] = _mm512_maskz_loadu_ps(m, out + h * os + k * kLanes);
+    }
+  }
+  for (std::int64_t t = 0; t < len; ++t) {
+    const float* e = cache + t * stride;
+    __m512 ev[C];
+    for (int k = 0; k < C; ++k) {
+      ev[k] = k == C - 1 ? _mm512_maskz_loadu_ps(last, e + k * kLanes) : _mm512_loadu_ps(e + k * kLanes);
+    }
+    for (int h = 0; h < H; ++h) {
+      const __m512 pt = _mm512_set1_ps(p[h * ps + t]);
+      for (int k = 0; k < C; ++k) acc[h][k] = _mm512_add_ps(acc[h][k], _mm512_mul_ps(pt, ev[k]));
+    }
+  }
+  for (int h = 0; h < H; ++h) {
+    for (int k = 0; k < C; ++k) {
+      const __mmask16 m = k == C - 1 ? last : static_cast<__mmask16>(0xFFFF);
+      _mm512_mask_storeu_ps(out + h * os + k * kLanes, m, acc[h][k]);
+    }
+  }
+}
+
+template <int H>
+inline void WeightedSumHeads(const float* p, std::int64_t ps, const float* cache, std::int64_t stride, std::int64_t len,
+                             std::int64_t latent, float* out, std::int64_t os) {
+  constexpr int kRegisters = 4;  // 4 heads × 4 registers of sums
+  const std::int64_t registers = (latent + kLanes - 1) / kLanes;
+  const std::int64_t rest = latent % kLanes;
+  const __mmask16 full_mask = static_cast<__mmask16>(0xFFFF);
+  std::int64_t k = 0;
+  for (; k + kRegisters <= registers; k += kRegisters) {
+    const __mmask16 last = k + kRegisters == registers && rest != 0 ? Tail(rest) : full_mask;
+    WeightedSumTile<H, kRegisters>(p, ps, cache + k * kLanes, stride, len, out + k * kLanes, os, last);
+  }
+  for (; k < registers; ++k) {
+    const __mmask16 last = k + 1 == registers && rest != 0 ? Tail(rest) : full_mask;
+    WeightedSumTile<H, 1>(p, ps, cache + k * kLanes, stride, len, out + k * kLanes, os, last);
+  }
+}
+
+}  // namespace
+
+void LatentScoresHeadsAvx512(const float* q_latent, std::int64_t q_latent_stride, const float* q_rope, std::int64_t q_rope_stride,
+                             std::int64_t heads, const float* cache, std::int64_t stride, std::int64_t len, std::int64_t latent,
+                             std::int64_t rope, float scale, float* scores, std::int64_t scores_stride) {
+  std::int64_t h = 0;
+  for (; h + kHeads <= heads; h += kHeads) {
+    ScoresHeads<kHeads>(q_latent + h * q_latent_stride, q_latent_stride, q_rope + h * q_rope_stride, q_rope_stride, cache, stride, len,
+                        latent, rope, scale, scores + h * scores_stride, scores_stride);
+  }
+  const float* ql = q_latent + h * q_latent_stride;
+  const float* qr = q_rope + h * q_rope_stride;
+  float* s = scores + h * scores_stride;
+  switch (heads - h) {
+    case 3:
+      return ScoresHeads<3>(ql, q_latent_stride, qr, q_rope_stride, cache, stride, len, latent, rope, scale, s, scores_stride);
+    case 2:
+      return ScoresHeads<2>(ql, q_latent_stride, qr, q_rope_stride, cache, stride, len, latent, rope, scale, s, scores_stride);
+    case 1:
+      return ScoresHeads<1>(ql, q_latent_stride, qr, q_rope_stride, cache, stride, len, latent, rope, scale, s, scores_stride);
+    default:
+      return;
+  }
+}
+
+void AddWeightedSumHeadsAvx512(const float* p, std::int64_t p_stride, std::int64_t heads, const float* cache, std::int64_t stride,
+                               std::int64_t len, std::int64_t latent, float* out, std::int64_t out_stride) {
+  std::int64_t h = 0;
+  for (; h + kHeads <= heads; h += kHeads) {
+    WeightedSumHeads<kHeads>(p + h * p_stride, p_stride, cache, stride, len, latent, out + h * out_stride, out_stride);
+  }
+  const float* ph = p + h * p_stride;
+  float* o = out + h * out_stride;
+  switch (heads - h) {
+    case 3:
+      return WeightedSumHeads<3>(ph, p_stride, cache, stride, len, latent, o, out_stride);
+    case 2:
+      return WeightedSumHeads<2>(ph, p_stride, cache, stride, len, latent, o, out_stride);
+    case 1:
+      return WeightedSumHeads<1>(ph, p_stride, cache, stride, len, latent, o, out_stride);
+    default:
+      return;
+  }
+}
+
+}  // namespace tandem::rt::kernels
+
+#if defined(__clang__)
+#pragma clang attribute pop
+#endif
