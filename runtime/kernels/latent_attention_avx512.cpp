@@ -68,35 +68,10 @@ inline void Dots(const float* q, std::int64_t qs, const float* entry, std::int64
   }
 }
 
-// The sixteen sums of a whole 4 × 4 tile at once, each by ReduceAvx512's tree (lanes
-// l + 8, then + 4, + 2, + 1; additions commute bit for bit, so only the pairs matter):
-// lane 4h + e of the result is acc[h][e]'s sum. 45 instructions for sixteen sums
-// instead of 8 for each.
-inline __m512 ReduceTile(const __m512 acc[kHeads][kEntries]) {
-  // A_{4k+j} = acc[j][k]: the pairings below leave A_{4k+j}'s sum in lane 4j + k.
-  __m512 z[8];
-  for (int i = 0; i < 8; ++i) {
-    const __m512 a = acc[(2 * i) % 4][(2 * i) / 4], b = acc[(2 * i + 1) % 4][(2 * i + 1) / 4];
-    // Quarters [a0 a1 b0 b1] + [a2 a3 b2 b3]: lane l of each half + lane l + 8.
-    z[i] = _mm512_add_ps(_mm512_shuffle_f32x4(a, b, 0x44), _mm512_shuffle_f32x4(a, b, 0xEE));
-  }
-  __m512 w[4];
-  for (int i = 0; i < 4; ++i) {
-    // Quarters [z0.0 z0.2 z1.0 z1.2] + [z0.1 z0.3 z1.1 z1.3]: + 4.
-    w[i] = _mm512_add_ps(_mm512_shuffle_f32x4(z[2 * i], z[2 * i + 1], 0x88), _mm512_shuffle_f32x4(z[2 * i], z[2 * i + 1], 0xDD));
-  }
-  __m512 v[2];
-  for (int i = 0; i < 2; ++i) {
-    // In each quarter [w0.0 w0.1 w1.0 w1.1] + [w0.2 w0.3 w1.2 w1.3]: + 2.
-    v[i] = _mm512_add_ps(_mm512_shuffle_ps(w[2 * i], w[2 * i + 1], 0x44), _mm512_shuffle_ps(w[2 * i], w[2 * i + 1], 0xEE));
-  }
-  // In each quarter [v0.0 v0.2 v1.0 v1.2] + [v0.1 v0.3 v1.1 v1.3]: + 1.
-  return _mm512_add_ps(_mm512_shuffle_ps(v[0], v[1], 0x88), _mm512_shuffle_ps(v[0], v[1], 0xDD));
-}
-
-// Dots of a whole tile, their sums as ReduceTile leaves them.
+// Dots of a whole 4 × 4 tile, its sixteen sums reduced together: lane 4h + e of the
+// result is head h's score of entry e (ReduceSixteen, from acc[e][h]).
 inline __m512 DotsTile(const float* q, std::int64_t qs, const float* entry, std::int64_t stride, std::int64_t n) {
-  __m512 acc[kHeads][kEntries];
+  __m512 acc[kEntries][kHeads];
   for (auto& row : acc) {
     for (auto& a : row) a = _mm512_setzero_ps();
   }
@@ -106,7 +81,7 @@ inline __m512 DotsTile(const float* q, std::int64_t qs, const float* entry, std:
     for (int e = 0; e < kEntries; ++e) ev[e] = _mm512_loadu_ps(entry + e * stride + i);
     for (int h = 0; h < kHeads; ++h) {
       const __m512 qv = _mm512_loadu_ps(q + h * qs + i);
-      for (int e = 0; e < kEntries; ++e) acc[h][e] = _mm512_fmadd_ps(ev[e], qv, acc[h][e]);
+      for (int e = 0; e < kEntries; ++e) acc[e][h] = _mm512_fmadd_ps(ev[e], qv, acc[e][h]);
     }
   }
   if (full < n) {
@@ -115,10 +90,10 @@ inline __m512 DotsTile(const float* q, std::int64_t qs, const float* entry, std:
     for (int e = 0; e < kEntries; ++e) ev[e] = _mm512_maskz_loadu_ps(mask, entry + e * stride + full);
     for (int h = 0; h < kHeads; ++h) {
       const __m512 qv = _mm512_maskz_loadu_ps(mask, q + h * qs + full);
-      for (int e = 0; e < kEntries; ++e) acc[h][e] = _mm512_mask3_fmadd_ps(ev[e], qv, acc[h][e], mask);
+      for (int e = 0; e < kEntries; ++e) acc[e][h] = _mm512_mask3_fmadd_ps(ev[e], qv, acc[e][h], mask);
     }
   }
-  return ReduceTile(acc);
+  return ReduceSixteen(&acc[0][0]);
 }
 
 template <int H, int E>

@@ -106,6 +106,14 @@ inline void Tile(const typename F::T* w, std::int64_t cols, const float* x, floa
       for (int r = 0; r < R; ++r) acc[r][b] = _mm512_fmadd_ps(wv[r], xv, acc[r][b]);
     }
   }
+  if constexpr (R == 4 && B == 4) {
+    if (full == cols) {
+      // The sixteen sums reduced together (ReduceSixteen: lane 4b + r holds row r, input b).
+      const __m512 sum = ReduceSixteen(&acc[0][0]);
+      for (int b = 0; b < B; ++b) _mm_storeu_ps(y + b * y_stride, _mm512_extractf32x4_ps(sum, b));
+      return;
+    }
+  }
   for (int r = 0; r < R; ++r) {
     for (int b = 0; b < B; ++b) y[b * y_stride + r] = ReduceWithTail<F>(acc[r][b], w + r * cols, x + b * cols, full, cols);
   }
