@@ -74,6 +74,8 @@ struct Engine::State {
 
   // Workspace, reused between steps.
   std::vector<float> x, xn, attn, mlp, q, q_a, kv_a, q_abs, latent, o, router_logits, mlp_scratch, logits_in, mtp_in;
+  std::vector<float> head_rows, head_out;  // one head's rows together (Attention with many rows)
+  std::vector<MatMulTask> head_products;
   std::vector<std::int64_t> by_length, attention_order;  // a step's rows by context length; in the order attention takes them
   std::vector<ExpertRoute> routes;
   std::unique_ptr<CudaForward> cuda;  // set when the pass runs on the GPU
@@ -155,6 +157,11 @@ void Engine::State::Validate(std::span<const Row> rows, std::map<SequenceId, int
   }
 }
 
+// From this many rows on, attention's per-head products take a head's rows together
+// (Engine::State::Attention): two more hand-offs to the pool per layer, repaid once the
+// rows are many.
+constexpr std::int64_t kRowsForHeadProducts = 8;
+
 // A row's attention costs its context length, and the pool gives each thread one
 // contiguous share: rows by length, longest and shortest alternating, so that every
 // share holds as much context as another (a prompt chunk's rows in position order
@@ -207,34 +214,79 @@ void Engine::State::Attention(int layer, std::span<const Row> rows) {
   // Per (row, head), one parallel loop: absorb W_UK into the query (q_abs =
   // W_UK[h]ᵀ · q_nope, so scores are taken against the cached latents), attend over
   // the cache, and apply W_UV[h] to the attended latent. A thread's heads of one row
-  // attend together, reading the cache once per pass rather than once per head
-  // (LatentAttentionHeads); each pair's result is still computed alone, so batching
-  // and threads never change it.
+  // attend together (LatentAttentionHeads); each pair's result is still computed alone,
+  // so batching and threads never change it. With many rows (a prompt chunk, a large
+  // batch) the two products take a head's rows together instead, before and after the
+  // loop: W_UK's absorption over all of them in one call, W_UV by the many-input tiles
+  // (MatMulMany); both give each row the bits it gets alone.
+  const bool rows_together = b_rows >= kRowsForHeadProducts;
   q_abs.resize(static_cast<std::size_t>(b_rows * heads * kvl));
   latent.resize(static_cast<std::size_t>(b_rows * heads * kvl));
   o.resize(static_cast<std::size_t>(b_rows * heads * v_dim));
+  if (rows_together) {
+    // q_abs head by head: head h's row b at (h · rows + b) · kvl.
+    head_rows.resize(static_cast<std::size_t>(heads * b_rows * std::max(nope, kvl)));
+    for (std::int64_t h = 0; h < heads; ++h) {
+      for (std::int64_t b = 0; b < b_rows; ++b) {
+        std::copy_n(q.data() + (b * heads + h) * q_head, nope, head_rows.data() + (h * b_rows + b) * nope);
+      }
+    }
+    const auto absorb = [&](std::int64_t begin, std::int64_t end) {
+      for (std::int64_t h = begin; h < end; ++h) {
+        MatMulTransposed(w.key_up[static_cast<std::size_t>(h)], head_rows.data() + h * b_rows * nope, b_rows,
+                         q_abs.data() + h * b_rows * kvl, nullptr);
+      }
+    };
+    pool.ParallelFor(heads, [&absorb](std::int64_t begin, std::int64_t end) { absorb(begin, end); });
+  }
   const auto per_head = [&](std::int64_t begin, std::int64_t end) {
     thread_local std::vector<float> s;
     for (std::int64_t j = begin; j < end;) {
       const std::int64_t b = attention_order[static_cast<std::size_t>(j / heads)], h0 = j % heads, n = std::min(heads - h0, end - j);
       const std::int64_t i = b * heads + h0;
-      for (std::int64_t h = h0; h < h0 + n; ++h) {
-        MatMulTransposed(w.key_up[static_cast<std::size_t>(h)], q.data() + (b * heads + h) * q_head, 1,
-                         q_abs.data() + (b * heads + h) * kvl, nullptr);
+      if (!rows_together) {
+        for (std::int64_t h = h0; h < h0 + n; ++h) {
+          MatMulTransposed(w.key_up[static_cast<std::size_t>(h)], q.data() + (b * heads + h) * q_head, 1,
+                           q_abs.data() + (b * heads + h) * kvl, nullptr);
+        }
       }
+      const float* queries = rows_together ? q_abs.data() + (h0 * b_rows + b) * kvl : q_abs.data() + i * kvl;
+      const std::int64_t query_stride = rows_together ? b_rows * kvl : kvl;
       const int len = rows[b].position + 1;
       s.resize(static_cast<std::size_t>(n * len));
-      LatentAttentionHeads(q_abs.data() + i * kvl, kvl, q.data() + i * q_head + nope, q_head, n, kv.Get(rows[b].sequence).At(layer, 0),
-                           width, len, kvl, rope_dim, softmax_scale, s.data(), latent.data() + i * kvl);
-      for (std::int64_t h = h0; h < h0 + n; ++h) {
-        MatMul(w.value_up[static_cast<std::size_t>(h)], latent.data() + (b * heads + h) * kvl, 1, o.data() + (b * heads + h) * v_dim,
-               nullptr);
+      LatentAttentionHeads(queries, query_stride, q.data() + i * q_head + nope, q_head, n, kv.Get(rows[b].sequence).At(layer, 0), width,
+                           len, kvl, rope_dim, softmax_scale, s.data(), latent.data() + i * kvl);
+      if (!rows_together) {
+        for (std::int64_t h = h0; h < h0 + n; ++h) {
+          MatMul(w.value_up[static_cast<std::size_t>(h)], latent.data() + (b * heads + h) * kvl, 1, o.data() + (b * heads + h) * v_dim,
+                 nullptr);
+        }
       }
       j += n;
     }
   };
   // Capturing one reference keeps the pool's std::function from allocating.
   pool.ParallelFor(b_rows * heads, [&per_head](std::int64_t begin, std::int64_t end) { per_head(begin, end); });
+  if (rows_together) {
+    // W_UV head by head over all rows: the latents gathered by head, the outputs back.
+    head_out.resize(static_cast<std::size_t>(heads * b_rows * v_dim));
+    for (std::int64_t h = 0; h < heads; ++h) {
+      for (std::int64_t b = 0; b < b_rows; ++b) {
+        std::copy_n(latent.data() + (b * heads + h) * kvl, kvl, head_rows.data() + (h * b_rows + b) * kvl);
+      }
+    }
+    head_products.clear();
+    for (std::int64_t h = 0; h < heads; ++h) {
+      head_products.push_back({&w.value_up[static_cast<std::size_t>(h)], head_rows.data() + h * b_rows * kvl, b_rows,
+                               head_out.data() + h * b_rows * v_dim, nullptr});
+    }
+    MatMulMany(head_products, &pool);
+    for (std::int64_t h = 0; h < heads; ++h) {
+      for (std::int64_t b = 0; b < b_rows; ++b) {
+        std::copy_n(head_out.data() + (h * b_rows + b) * v_dim, v_dim, o.data() + (b * heads + h) * v_dim);
+      }
+    }
+  }
   clock.Lap(StepProfile::kAttentionCache);
   attn.resize(static_cast<std::size_t>(b_rows * config.hidden_size));
   MatMul(w.o_proj, o.data(), b_rows, attn.data(), &pool);
