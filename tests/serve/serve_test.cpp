@@ -1,5 +1,6 @@
 // `tandem-rt serve` end to end: a real server process, real expert workers on
 // loopback ports chosen at run time, and an HTTP client.
+#include <atomic>
 #include <csignal>
 #include <cstdio>
 #include <fstream>
@@ -330,14 +331,19 @@ TEST(Serve, ApiKeyIsRequiredWhenSet) {
 }
 
 TEST(Serve, AFullQueueOrAnExpiredWaitIs429WithRetryAfter) {
-  Server server(0, {"--concurrency", "1", "--queue-depth", "1", "--queue-wait-ms", "300"});
-  std::thread busy([&] { Stream(server, Chat("occupy the only slot", 1800, true)); });
+  // The slot must stay busy past the queued request's 300 ms wait however fast the host
+  // decodes: decode slowed tenfold (1800 tokens of the tiny model took under 0.6 s on a
+  // Zen 4 core), and the stream dropped once the two answers are in.
+  Server server(0, {"--concurrency", "1", "--queue-depth", "1", "--queue-wait-ms", "300", "--debug-slowdown", "0.9"});
+  std::atomic<bool> answered{false};
+  std::thread busy([&] { Stream(server, Chat("occupy the only slot", 1800, true), [&](int) { return !answered.load(); }); });
   std::this_thread::sleep_for(300ms);
   std::pair<int, json> waited;
   std::thread queued([&] { waited = Post(server, "/v1/chat/completions", Chat("wait", 2).dump()); });
   std::this_thread::sleep_for(100ms);
   auto full = server.Client().Post("/v1/chat/completions", Chat("no room", 2).dump(), "application/json");
   queued.join();
+  answered = true;
   busy.join();
   ASSERT_TRUE(full);
   EXPECT_EQ(full->status, 429);
