@@ -117,7 +117,7 @@ inline void ScoresHeads(const float* q_latent, std::int64_t qls, const float* q_
       const float* entry = cache + t * stride;
       const __m512 l = DotsTile(q_latent, qls, entry, stride, latent), r = DotsTile(q_rope, qrs, entry + latent, stride, rope);
       const __m512 s = _mm512_mul_ps(_mm512_add_ps(l, r), _mm512_set1_ps(scale));
-      for (int h = 0; h < kHeads; ++h) _mm_storeu_ps(scores + h * ss + t, _mm512_extractf32x4_ps(s, h));
+      StoreQuarters(s, scores + t, ss);
     }
   }
   for (; t + kEntries <= len; t += kEntries) {

@@ -110,7 +110,7 @@ inline void Tile(const typename F::T* w, std::int64_t cols, const float* x, floa
     if (full == cols) {
       // The sixteen sums reduced together (ReduceSixteen: lane 4b + r holds row r, input b).
       const __m512 sum = ReduceSixteen(&acc[0][0]);
-      for (int b = 0; b < B; ++b) _mm_storeu_ps(y + b * y_stride, _mm512_extractf32x4_ps(sum, b));
+      StoreQuarters(sum, y, y_stride);
       return;
     }
   }

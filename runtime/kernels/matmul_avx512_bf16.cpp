@@ -86,7 +86,7 @@ inline void Tile(const std::uint16_t* w, std::int64_t cols, const std::uint16_t*
   if constexpr (R == 4 && B == 4) {
     // The sixteen sums reduced together (ReduceSixteen: lane 4b + r holds row r, input b).
     const __m512 sum = ReduceSixteen(&acc[0][0]);
-    for (int b = 0; b < B; ++b) _mm_storeu_ps(y + b * y_stride, _mm512_extractf32x4_ps(sum, b));
+    StoreQuarters(sum, y, y_stride);
   } else {
     for (int r = 0; r < R; ++r) {
       for (int b = 0; b < B; ++b) y[b * y_stride + r] = ReduceAvx512(acc[r][b]);

@@ -4,6 +4,8 @@
 // + 4, + 2, + 1, as ReduceLanes), for the AVX-512 kernel files (private to
 // runtime/kernels; internal linkage). Include it after the file's target pragmas:
 // clang gives `pragma clang attribute` targets only to what follows it.
+#include <cstdint>
+
 #include <immintrin.h>
 
 namespace tandem::rt::kernels {
@@ -38,6 +40,15 @@ inline __m512 ReduceSixteen(const __m512* a) {
   }
   // In each quarter [v0.0 v0.2 v1.0 v1.2] + [v0.1 v0.3 v1.1 v1.3]: + 1.
   return _mm512_add_ps(_mm512_shuffle_ps(v[0], v[1], 0x88), _mm512_shuffle_ps(v[0], v[1], 0xDD));
+}
+
+// Quarter q of v (lanes 4q to 4q + 3) to p + q · stride. (The quarter's index must be
+// a constant for clang, so the four stores are written out.)
+inline void StoreQuarters(__m512 v, float* p, std::int64_t stride) {
+  _mm_storeu_ps(p, _mm512_castps512_ps128(v));
+  _mm_storeu_ps(p + stride, _mm512_extractf32x4_ps(v, 1));
+  _mm_storeu_ps(p + 2 * stride, _mm512_extractf32x4_ps(v, 2));
+  _mm_storeu_ps(p + 3 * stride, _mm512_extractf32x4_ps(v, 3));
 }
 
 }  // namespace
