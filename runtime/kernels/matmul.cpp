@@ -204,7 +204,7 @@ void MatMulMany(std::span<const MatMulTask> tasks, ThreadPool* pool) {
   }
   scratch.resize(scratch_size);
   thread_local std::vector<const float*> inputs;
-  thread_local std::vector<std::int64_t> first_row;
+  thread_local std::vector<std::int64_t> first_row, first_work;
   thread_local std::vector<kernels::PreparedQuantizedInput> quantized_inputs;
   thread_local std::vector<const kernels::PreparedQuantizedInput*> quantized_of;
   inputs.assign(tasks.size(), nullptr);
@@ -212,8 +212,8 @@ void MatMulMany(std::span<const MatMulTask> tasks, ThreadPool* pool) {
   if (quantized_inputs.size() < tasks.size()) quantized_inputs.resize(tasks.size());
   quantized_of.assign(tasks.size(), nullptr);
   first_row.assign(tasks.size() + 1, 0);
+  first_work.assign(tasks.size() + 1, 0);  // multiply-adds before each product
   std::size_t offset = 0, quantized_used = 0;
-  std::int64_t work = 0;
   for (std::size_t i = 0; i < tasks.size(); ++i) {
     const MatMulTask& t = tasks[i];
     inputs[i] = t.x;
@@ -244,17 +244,35 @@ void MatMulMany(std::span<const MatMulTask> tasks, ThreadPool* pool) {
       }
     }
     first_row[i + 1] = first_row[i] + t.w->rows;
-    work += t.w->rows * t.w->cols * t.batch;
+    first_work[i + 1] = first_work[i] + t.w->rows * t.w->cols * t.batch;
   }
   const std::int64_t total = first_row.back();
   if (total == 0) return;
-  // About 16k multiply-adds per chunk keeps dispatch overhead small for tiny layers.
-  const std::int64_t per_row = std::max<std::int64_t>(1, work / total);
-  const std::int64_t min_chunk = std::max<std::int64_t>(1, 16384 / per_row);
+  // The threads split the work, not the rows: a product's row costs batch × cols
+  // multiply-adds, and the experts of a prompt chunk have very different batches, so
+  // equal counts of rows left one thread with most of the work. The pool splits units
+  // of about 16k multiply-adds (small enough to balance, large enough that tiny layers
+  // stay on few threads); a unit range maps to the rows whose work starts in it.
+  constexpr std::int64_t kUnit = 16384;
+  const std::int64_t work = first_work.back();
+  const std::int64_t units = std::max<std::int64_t>(1, (work + kUnit - 1) / kUnit);
   const std::vector<const float*>& in = inputs;
   const std::vector<std::int64_t>& starts = first_row;
   const std::vector<const kernels::PreparedQuantizedInput*>& quantized = quantized_of;
-  Run(pool, total, min_chunk, [&](std::int64_t begin, std::int64_t end) {
+  // (The pool's threads read the caller's thread_local vectors through these references.)
+  const std::vector<std::int64_t>& work_at = first_work;
+  // The rows whose work starts before w (rows of one product start cols · batch apart).
+  const auto rows_before = [&](std::int64_t w) -> std::int64_t {
+    const auto i = static_cast<std::size_t>(std::lower_bound(work_at.begin(), work_at.end() - 1, w) - work_at.begin());
+    if (i == 0) return 0;
+    const MatMulTask& t = tasks[i - 1];
+    const std::int64_t per = t.w->cols * t.batch;
+    const std::int64_t in_task = per == 0 ? t.w->rows : std::min(t.w->rows, (w - work_at[i - 1] + per - 1) / per);
+    return starts[i - 1] + in_task;
+  };
+  Run(pool, units, 1, [&](std::int64_t first_unit, std::int64_t end_unit) {
+    const std::int64_t begin = rows_before(first_unit * kUnit);
+    const std::int64_t end = end_unit == units ? total : rows_before(end_unit * kUnit);
     auto i = static_cast<std::size_t>(std::upper_bound(starts.begin(), starts.end(), begin) - starts.begin()) - 1;
     bool head_warm = false;  // the previous product prefetched this one's head
     for (; i < tasks.size() && starts[i] < end; ++i) {
