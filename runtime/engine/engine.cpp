@@ -157,6 +157,22 @@ void Engine::State::Validate(std::span<const Row> rows, std::map<SequenceId, int
   }
 }
 
+// Row-by-row work of a step (norms, residual adds, rotating and storing the new
+// latents, routing): on the pool when the rows are many (a prompt chunk), where it
+// would otherwise leave the other threads idle; inline for a few. Each row is computed
+// alone either way.
+constexpr std::int64_t kRowsForPool = 16;
+
+template <typename Fn>
+void ForRows(ThreadPool& pool, std::int64_t rows, const Fn& fn) {
+  if (rows < kRowsForPool) {
+    fn(0, rows);
+  } else {
+    pool.ParallelFor(
+        rows, [&fn](std::int64_t begin, std::int64_t end) { fn(begin, end); }, 4);
+  }
+}
+
 // From this many rows on, attention's per-head products take a head's rows together
 // (Engine::State::Attention): two more hand-offs to the pool per layer, repaid once the
 // rows are many.
@@ -203,13 +219,15 @@ void Engine::State::Attention(int layer, std::span<const Row> rows) {
   clock.Lap(StepProfile::kAttentionProjections);
 
   // The compressed KV, normalised and rotated, straight into the caches.
-  for (std::int64_t b = 0; b < b_rows; ++b) {
-    float* row = kv_a.data() + b * width;
-    RmsNorm(row, w.kv_a_norm.data(), 1, kvl, eps, row);
-    rope.Apply(row + kvl, 1, rows[b].position);
-    std::copy_n(row, width, kv.Get(rows[b].sequence).At(layer, rows[b].position));
-    rope.Apply(q.data() + b * heads * q_head + nope, heads, rows[b].position, q_head);
-  }
+  ForRows(pool, b_rows, [&](std::int64_t first, std::int64_t last) {
+    for (std::int64_t b = first; b < last; ++b) {
+      float* row = kv_a.data() + b * width;
+      RmsNorm(row, w.kv_a_norm.data(), 1, kvl, eps, row);
+      rope.Apply(row + kvl, 1, rows[b].position);
+      std::copy_n(row, width, kv.Get(rows[b].sequence).At(layer, rows[b].position));
+      rope.Apply(q.data() + b * heads * q_head + nope, heads, rows[b].position, q_head);
+    }
+  });
 
   // Per (row, head), one parallel loop: absorb W_UK into the query (q_abs =
   // W_UK[h]ᵀ · q_nope, so scores are taken against the cached latents), attend over
@@ -350,12 +368,20 @@ void Engine::Forward(std::span<const Row> rows, ForwardOutput& out, const float*
   s.OrderAttention(rows);
   for (int l = 0; l < static_cast<int>(s.weights.layers.size()); ++l) {
     const LayerWeights& lw = s.weights.layers[static_cast<std::size_t>(l)];
-    RmsNorm(s.x.data(), lw.input_norm.data(), b_rows, hidden, eps, s.xn.data());
+    // x += attn, then xn = RmsNorm(x): both row by row.
+    const auto add_then_norm = [&](const std::vector<float>& add, const std::vector<float>& norm) {
+      ForRows(s.pool, b_rows, [&](std::int64_t first, std::int64_t last) {
+        if (!add.empty()) {
+          for (std::int64_t i = first * hidden; i < last * hidden; ++i)
+            s.x[static_cast<std::size_t>(i)] += add[static_cast<std::size_t>(i)];
+        }
+        RmsNorm(s.x.data() + first * hidden, norm.data(), last - first, hidden, eps, s.xn.data() + first * hidden);
+      });
+    };
+    add_then_norm({}, lw.input_norm);
     s.clock.Lap(StepProfile::kOther);
     s.Attention(l, rows);
-    for (std::size_t i = 0; i < n; ++i) s.x[i] += s.attn[i];
-
-    RmsNorm(s.x.data(), lw.post_attention_norm.data(), b_rows, hidden, eps, s.xn.data());
+    add_then_norm(s.attn, lw.post_attention_norm);
     s.clock.Lap(StepProfile::kOther);
     if (!lw.moe) {
       MlpForward(lw.dense, s.xn.data(), b_rows, s.mlp.data(), s.mlp_scratch, &s.pool);
@@ -365,11 +391,13 @@ void Engine::Forward(std::span<const Row> rows, ForwardOutput& out, const float*
       s.router_logits.resize(static_cast<std::size_t>(b_rows * c.n_routed_experts));
       MatMul(lw.router, s.xn.data(), b_rows, s.router_logits.data(), &s.pool);
       s.routes.resize(static_cast<std::size_t>(b_rows * k));
-      for (std::int64_t b = 0; b < b_rows; ++b) {
-        s.routers[static_cast<std::size_t>(l)]->Route(
-            std::span<const float>(s.router_logits.data() + b * c.n_routed_experts, static_cast<std::size_t>(c.n_routed_experts)),
-            std::span<ExpertRoute>(s.routes.data() + b * k, static_cast<std::size_t>(k)));
-      }
+      ForRows(s.pool, b_rows, [&](std::int64_t first, std::int64_t last) {
+        for (std::int64_t b = first; b < last; ++b) {
+          s.routers[static_cast<std::size_t>(l)]->Route(
+              std::span<const float>(s.router_logits.data() + b * c.n_routed_experts, static_cast<std::size_t>(c.n_routed_experts)),
+              std::span<ExpertRoute>(s.routes.data() + b * k, static_cast<std::size_t>(k)));
+        }
+      });
       s.clock.Lap(StepProfile::kRouter);
       if (s.options.record_routes) out.routes.push_back(s.routes);
       RoundExpertInput(s.xn.data(), b_rows, hidden, s.options.expert_input);
@@ -377,7 +405,9 @@ void Engine::Forward(std::span<const Row> rows, ForwardOutput& out, const float*
       s.experts->Finish(s.mlp.data());
       s.clock.Lap(StepProfile::kExperts);
     }
-    for (std::size_t i = 0; i < n; ++i) s.x[i] += s.mlp[i];
+    ForRows(s.pool, b_rows, [&](std::int64_t first, std::int64_t last) {
+      for (std::int64_t i = first * hidden; i < last * hidden; ++i) s.x[static_cast<std::size_t>(i)] += s.mlp[static_cast<std::size_t>(i)];
+    });
   }
   for (const auto& [sequence, length] : next_position) s.kv.Get(sequence).SetLength(length);
   if (s.options.keep_hidden) out.hidden.assign(s.x.begin(), s.x.end());
