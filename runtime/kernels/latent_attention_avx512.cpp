@@ -36,13 +36,13 @@ constexpr int kHeads = 4, kEntries = 4;
 
 inline __mmask16 Tail(std::int64_t n) { return static_cast<__mmask16>((1u << n) - 1); }
 
-// out[h][e] = Dot(q_h, entry_e, n) for H heads (`qs` floats apart) and E entries
-// (`stride` floats apart): Dot's lanes, its tail fused into lanes 0, 1, … and its tree.
+// acc[e][h] = Dot's sixteen lanes of (q_h, entry_e, n) for H heads (`qs` floats apart)
+// and E entries (`stride` floats apart), its tail fused into lanes 0, 1, …; not yet
+// reduced. Lanes past the tail keep their sums (mask3), so no zero product touches a -0.
 template <int H, int E>
-inline void Dots(const float* q, std::int64_t qs, const float* entry, std::int64_t stride, std::int64_t n, float out[][kEntries]) {
-  __m512 acc[H][E];
-  for (int h = 0; h < H; ++h) {
-    for (int e = 0; e < E; ++e) acc[h][e] = _mm512_setzero_ps();
+inline void DotLanes(const float* q, std::int64_t qs, const float* entry, std::int64_t stride, std::int64_t n, __m512 acc[E][H]) {
+  for (int e = 0; e < E; ++e) {
+    for (int h = 0; h < H; ++h) acc[e][h] = _mm512_setzero_ps();
   }
   const std::int64_t full = n - n % kLanes;
   for (std::int64_t i = 0; i < full; i += kLanes) {
@@ -50,21 +50,27 @@ inline void Dots(const float* q, std::int64_t qs, const float* entry, std::int64
     for (int e = 0; e < E; ++e) ev[e] = _mm512_loadu_ps(entry + e * stride + i);
     for (int h = 0; h < H; ++h) {
       const __m512 qv = _mm512_loadu_ps(q + h * qs + i);
-      for (int e = 0; e < E; ++e) acc[h][e] = _mm512_fmadd_ps(ev[e], qv, acc[h][e]);
+      for (int e = 0; e < E; ++e) acc[e][h] = _mm512_fmadd_ps(ev[e], qv, acc[e][h]);
     }
   }
   if (full < n) {
-    // Lanes past the tail keep their sums (mask3), so no zero product touches a -0.
     const __mmask16 mask = Tail(n - full);
     __m512 ev[E];
     for (int e = 0; e < E; ++e) ev[e] = _mm512_maskz_loadu_ps(mask, entry + e * stride + full);
     for (int h = 0; h < H; ++h) {
       const __m512 qv = _mm512_maskz_loadu_ps(mask, q + h * qs + full);
-      for (int e = 0; e < E; ++e) acc[h][e] = _mm512_mask3_fmadd_ps(ev[e], qv, acc[h][e], mask);
+      for (int e = 0; e < E; ++e) acc[e][h] = _mm512_mask3_fmadd_ps(ev[e], qv, acc[e][h], mask);
     }
   }
+}
+
+// out[h][e] = Dot(q_h, entry_e, n), each sum reduced by Dot's tree.
+template <int H, int E>
+inline void Dots(const float* q, std::int64_t qs, const float* entry, std::int64_t stride, std::int64_t n, float out[][kEntries]) {
+  __m512 acc[E][H];
+  DotLanes<H, E>(q, qs, entry, stride, n, acc);
   for (int h = 0; h < H; ++h) {
-    for (int e = 0; e < E; ++e) out[h][e] = ReduceAvx512(acc[h][e]);
+    for (int e = 0; e < E; ++e) out[h][e] = ReduceAvx512(acc[e][h]);
   }
 }
 
@@ -72,27 +78,7 @@ inline void Dots(const float* q, std::int64_t qs, const float* entry, std::int64
 // result is head h's score of entry e (ReduceSixteen, from acc[e][h]).
 inline __m512 DotsTile(const float* q, std::int64_t qs, const float* entry, std::int64_t stride, std::int64_t n) {
   __m512 acc[kEntries][kHeads];
-  for (auto& row : acc) {
-    for (auto& a : row) a = _mm512_setzero_ps();
-  }
-  const std::int64_t full = n - n % kLanes;
-  for (std::int64_t i = 0; i < full; i += kLanes) {
-    __m512 ev[kEntries];
-    for (int e = 0; e < kEntries; ++e) ev[e] = _mm512_loadu_ps(entry + e * stride + i);
-    for (int h = 0; h < kHeads; ++h) {
-      const __m512 qv = _mm512_loadu_ps(q + h * qs + i);
-      for (int e = 0; e < kEntries; ++e) acc[e][h] = _mm512_fmadd_ps(ev[e], qv, acc[e][h]);
-    }
-  }
-  if (full < n) {
-    const __mmask16 mask = Tail(n - full);
-    __m512 ev[kEntries];
-    for (int e = 0; e < kEntries; ++e) ev[e] = _mm512_maskz_loadu_ps(mask, entry + e * stride + full);
-    for (int h = 0; h < kHeads; ++h) {
-      const __m512 qv = _mm512_maskz_loadu_ps(mask, q + h * qs + full);
-      for (int e = 0; e < kEntries; ++e) acc[e][h] = _mm512_mask3_fmadd_ps(ev[e], qv, acc[e][h], mask);
-    }
-  }
+  DotLanes<kHeads, kEntries>(q, qs, entry, stride, n, acc);
   return ReduceSixteen(&acc[0][0]);
 }
 
