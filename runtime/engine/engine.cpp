@@ -158,19 +158,17 @@ void Engine::State::Validate(std::span<const Row> rows, std::map<SequenceId, int
 }
 
 // Row-by-row work of a step (norms, residual adds, rotating and storing the new
-// latents, routing): on the pool when the rows are many (a prompt chunk), where it
-// would otherwise leave the other threads idle; inline for a few. Each row is computed
+// latents, routing) goes to the pool in shares of at least this many rows: a prompt
+// chunk's would otherwise leave the other threads idle, while a decode step's few rows
+// stay on the caller (ParallelFor runs a single share inline). Each row is computed
 // alone either way.
-constexpr std::int64_t kRowsForPool = 16;
+constexpr std::int64_t kRowsPerShare = 8;
 
 template <typename Fn>
 void ForRows(ThreadPool& pool, std::int64_t rows, const Fn& fn) {
-  if (rows < kRowsForPool) {
-    fn(0, rows);
-  } else {
-    pool.ParallelFor(
-        rows, [&fn](std::int64_t begin, std::int64_t end) { fn(begin, end); }, 4);
-  }
+  // Capturing one reference keeps the pool's std::function from allocating.
+  pool.ParallelFor(
+      rows, [&fn](std::int64_t begin, std::int64_t end) { fn(begin, end); }, kRowsPerShare);
 }
 
 // From this many rows on, attention's per-head products take a head's rows together
@@ -368,20 +366,19 @@ void Engine::Forward(std::span<const Row> rows, ForwardOutput& out, const float*
   s.OrderAttention(rows);
   for (int l = 0; l < static_cast<int>(s.weights.layers.size()); ++l) {
     const LayerWeights& lw = s.weights.layers[static_cast<std::size_t>(l)];
-    // x += attn, then xn = RmsNorm(x): both row by row.
-    const auto add_then_norm = [&](const std::vector<float>& add, const std::vector<float>& norm) {
+    // x += add (when given), then xn = RmsNorm(x): both row by row.
+    const auto add_then_norm = [&](const float* add, const std::vector<float>& norm) {
       ForRows(s.pool, b_rows, [&](std::int64_t first, std::int64_t last) {
-        if (!add.empty()) {
-          for (std::int64_t i = first * hidden; i < last * hidden; ++i)
-            s.x[static_cast<std::size_t>(i)] += add[static_cast<std::size_t>(i)];
+        if (add != nullptr) {
+          for (std::int64_t i = first * hidden; i < last * hidden; ++i) s.x[static_cast<std::size_t>(i)] += add[i];
         }
         RmsNorm(s.x.data() + first * hidden, norm.data(), last - first, hidden, eps, s.xn.data() + first * hidden);
       });
     };
-    add_then_norm({}, lw.input_norm);
+    add_then_norm(nullptr, lw.input_norm);
     s.clock.Lap(StepProfile::kOther);
     s.Attention(l, rows);
-    add_then_norm(s.attn, lw.post_attention_norm);
+    add_then_norm(s.attn.data(), lw.post_attention_norm);
     s.clock.Lap(StepProfile::kOther);
     if (!lw.moe) {
       MlpForward(lw.dense, s.xn.data(), b_rows, s.mlp.data(), s.mlp_scratch, &s.pool);
