@@ -205,6 +205,58 @@ void BM_DecodeRoofline(benchmark::State& state) {
 }
 BENCHMARK(BM_DecodeRoofline)->Arg(1)->Arg(0)->ArgName("threads")->Unit(benchmark::kMillisecond)->MinTime(3.0);
 
+// C sequences decoding together, one row each per step (what the server's scheduler
+// does at concurrency C once prompts are in), contexts cycling between 32 and 160
+// tokens and staggered so the batch's rows sit at different positions. Reports
+// tokens per second over all sequences and, per StepProfile region, the time of a
+// step: where a batched step's time goes against C1's. Args: threads (0 = all
+// cores), sequences.
+void BM_BatchDecode(benchmark::State& state) {
+  const Checkpoint ckpt = Checkpoint::Open(tandem::bench::BenchModel());
+  StepProfile profile;
+  Engine engine(ckpt, EngineOptions{.threads = static_cast<int>(state.range(0)), .profile = &profile});
+  const int sequences = static_cast<int>(state.range(1));
+  constexpr int kPrompt = DecodeLoop::kPrompt, kWindow = DecodeLoop::kWindow;
+  ForwardOutput out;
+  std::vector<Row> rows;
+  std::vector<int> positions(static_cast<std::size_t>(sequences));
+  const auto id = [](int s) { return static_cast<SequenceId>(s + 1); };
+  for (int s = 0; s < sequences; ++s) {  // each prompt as long as its sequence's start position
+    engine.kv().Open(id(s), kPrompt + kWindow);
+    positions[static_cast<std::size_t>(s)] = kPrompt + (s * kWindow) / sequences;
+    rows.clear();
+    for (int i = 0; i < positions[static_cast<std::size_t>(s)]; ++i) {
+      rows.push_back({id(s), i, static_cast<TokenId>(100 + i + s), i + 1 == positions[static_cast<std::size_t>(s)]});
+    }
+    engine.Forward(rows, out);
+  }
+  profile = StepProfile{};
+  for (auto _ : state) {
+    rows.clear();
+    for (int s = 0; s < sequences; ++s) {
+      int& p = positions[static_cast<std::size_t>(s)];
+      if (p == kPrompt + kWindow) {
+        engine.kv().Get(id(s)).Truncate(kPrompt);
+        p = kPrompt;
+      }
+      rows.push_back({id(s), p, static_cast<TokenId>((p * 7 + s) % 1000), true});
+      ++p;
+    }
+    engine.Forward(rows, out);
+  }
+  const auto passes = static_cast<double>(profile.passes);
+  for (std::size_t r = 0; r < StepProfile::kRegions; ++r) {
+    state.counters[std::string(StepProfile::Name(static_cast<StepProfile::Region>(r))) + "_us"] = profile.seconds[r] / passes * 1e6;
+  }
+  state.counters["step_us"] = profile.TotalSeconds() / passes * 1e6;
+  state.counters["tok/s"] = benchmark::Counter(static_cast<double>(state.iterations()) * sequences, benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_BatchDecode)
+    ->ArgsProduct({{1, 0}, {1, 4, 16}})
+    ->ArgNames({"threads", "sequences"})
+    ->Unit(benchmark::kMillisecond)
+    ->MinTime(2.0);
+
 // What an expert worker holding every routed and shared expert does per decoded
 // token: for each MoE layer, one row through its 6 routed experts (drawn at random,
 // as a router spreads them) and the shared expert. Args: threads (0 = all cores),

@@ -10,6 +10,7 @@ the median over rounds, the scaling against C1, and the median per-request decod
 rate. Standard library only; run with Debian's python3:
 
     bench/serve_scaling.py [--tandem-rt build/bin/tandem-rt] [--workers 4] [--max-tokens 128]
+                           [--serve-arg=--draft --serve-arg=off ...]
 """
 import argparse
 import http.client
@@ -92,6 +93,8 @@ def main():
     p.add_argument("--max-tokens", type=int, default=128)
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--levels", default="1,2,4,8,16")
+    p.add_argument("--serve-arg", action="append", default=[],
+                   help="an extra argument for `tandem-rt serve` (repeatable), e.g. --serve-arg=--draft --serve-arg=off")
     a = p.parse_args()
     levels = [int(x) for x in a.levels.split(",")]
 
@@ -107,6 +110,7 @@ def main():
                "--prefix-cache-entries", "0"]
         if a.workers > 0:
             cmd += ["--spawn-workers", str(a.workers)]
+        cmd += a.serve_arg
         server = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=open(os.path.join(scratch, "serve.log"), "w"), text=True)
         address = re.search(r"http://([\d.]+):(\d+)", server.stdout.readline())
         if not address or "ready" not in server.stdout.readline():
