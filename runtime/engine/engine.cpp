@@ -21,6 +21,7 @@
 #include "runtime/kernels/matmul.hpp"
 #include "runtime/kernels/ops.hpp"
 #include "runtime/kernels/thread_pool.hpp"
+#include "runtime/kernels/workspace_memory.hpp"
 #include "runtime/model/checkpoint.hpp"
 
 namespace tandem::rt {
@@ -73,8 +74,8 @@ struct Engine::State {
   RegionClock clock;
 
   // Workspace, reused between steps.
-  std::vector<float> x, xn, attn, mlp, q, q_a, kv_a, q_abs, latent, o, router_logits, mlp_scratch, logits_in, mtp_in;
-  std::vector<float> head_rows, head_out;  // one head's rows together (Attention with many rows)
+  Workspace<float> x, xn, attn, mlp, q, q_a, kv_a, q_abs, latent, o, router_logits, mlp_scratch, logits_in, mtp_in;
+  Workspace<float> head_rows, head_out;  // one head's rows together (Attention with many rows)
   std::vector<MatMulTask> head_products;
   std::vector<std::int64_t> by_length, attention_order;  // a step's rows by context length; in the order attention takes them
   std::vector<ExpertRoute> routes;

@@ -25,7 +25,7 @@ class LocalExpertExecutor : public ExpertExecutor {
   std::int64_t rows_ = 0;
   const float* x_ = nullptr;
   std::span<const ExpertRoute> routes_;
-  std::vector<double> sum_;
+  Workspace<double> sum_;
 };
 
 }  // namespace tandem::rt

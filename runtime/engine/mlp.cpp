@@ -19,7 +19,7 @@ MlpWeights MlpWeights::Load(const Checkpoint& ckpt, const std::string& prefix, s
           ckpt.Matrix(prefix + ".down_proj.weight", hidden, intermediate, placement)};
 }
 
-void MlpForwardMany(std::span<const MlpTask> tasks, std::vector<float>& scratch, ThreadPool* pool) {
+void MlpForwardMany(std::span<const MlpTask> tasks, Workspace<float>& scratch, ThreadPool* pool) {
   // scratch: per task, its gate activations [batch × intermediate] then its up ones.
   std::size_t size = 0;
   for (const MlpTask& t : tasks) size += static_cast<std::size_t>(2 * t.batch * t.w->intermediate());
@@ -62,7 +62,7 @@ void MlpForwardMany(std::span<const MlpTask> tasks, std::vector<float>& scratch,
   MatMulMany(products, pool);
 }
 
-void MlpForward(const MlpWeights& w, const float* x, std::int64_t batch, float* out, std::vector<float>& scratch, ThreadPool* pool) {
+void MlpForward(const MlpWeights& w, const float* x, std::int64_t batch, float* out, Workspace<float>& scratch, ThreadPool* pool) {
   const MlpTask task{&w, x, batch, out, nullptr};
   MlpForwardMany(std::span<const MlpTask>(&task, 1), scratch, pool);
 }

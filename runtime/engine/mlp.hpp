@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "runtime/kernels/weight_matrix.hpp"
+#include "runtime/kernels/workspace_memory.hpp"
 
 namespace tandem::rt {
 
@@ -44,9 +45,9 @@ struct MlpTask {
 // Several MLPs (a MoE layer's experts, each on the rows routed to it) in two
 // parallel loops in all: every gate and up projection, then every down
 // projection. Results are identical to running each alone; `scratch` is reused.
-void MlpForwardMany(std::span<const MlpTask> tasks, std::vector<float>& scratch, ThreadPool* pool);
+void MlpForwardMany(std::span<const MlpTask> tasks, Workspace<float>& scratch, ThreadPool* pool);
 
 // out[b] = mlp(x[b]) for b < batch; `scratch` is reused between calls.
-void MlpForward(const MlpWeights& w, const float* x, std::int64_t batch, float* out, std::vector<float>& scratch, ThreadPool* pool);
+void MlpForward(const MlpWeights& w, const float* x, std::int64_t batch, float* out, Workspace<float>& scratch, ThreadPool* pool);
 
 }  // namespace tandem::rt

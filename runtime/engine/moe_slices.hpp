@@ -77,9 +77,9 @@ class MoeSlices {
   std::map<int, Layer> layers_;
   std::uint64_t weight_bytes_ = 0;
   // Buffers reused between calls (the hot path does not allocate once they have grown).
-  std::vector<double> expert_out_;     // the experts' outputs in exact mode
-  std::vector<float> expert_out_f32_;  // and otherwise
-  std::vector<float> gathered_, scratch_;
+  Workspace<double> expert_out_;     // the experts' outputs in exact mode
+  Workspace<float> expert_out_f32_;  // and otherwise
+  Workspace<float> gathered_, scratch_;
   std::vector<std::int64_t> slots_, results_, task_rows_, expert_first_;
   std::vector<std::size_t> task_experts_;
   std::vector<MlpTask> tasks_;

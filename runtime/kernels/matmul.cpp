@@ -10,6 +10,7 @@
 #include "runtime/kernels/quantized_input.hpp"
 #include "runtime/kernels/quantized_matrix.hpp"
 #include "runtime/kernels/thread_pool.hpp"
+#include "runtime/kernels/workspace_memory.hpp"
 
 namespace tandem::rt {
 
@@ -30,8 +31,8 @@ void Run(ThreadPool* pool, std::int64_t n, std::int64_t min_chunk, const Fn& fn)
 
 // Reused across calls so the hot path does not allocate: the caller thread's copy
 // of the inputs in the layout a kernel wants (read by every thread of the pool).
-std::vector<float>& InputScratch() {
-  thread_local std::vector<float> scratch;
+Workspace<float>& InputScratch() {
+  thread_local Workspace<float> scratch;
   return scratch;
 }
 
@@ -197,7 +198,7 @@ void MatMulMany(std::span<const MatMulTask> tasks, ThreadPool* pool) {
   // caller's scratch, which the pool's threads read. Quantized products get their
   // inputs quantized once (a product sharing its input and format with an earlier
   // one, like an MLP's up with its gate, reuses that).
-  std::vector<float>& scratch = InputScratch();
+  Workspace<float>& scratch = InputScratch();
   std::size_t scratch_size = 0;
   for (const MatMulTask& t : tasks) {
     if (NeedsPreparedInput(t, isa)) scratch_size += PreparedFloats(t, isa);

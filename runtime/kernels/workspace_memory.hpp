@@ -1,0 +1,47 @@
+#pragma once
+
+// Memory for a step's working buffers (activations, gathered expert rows, prepared
+// inputs) and KV caches. Freshly mapped memory costs a page fault per page when first
+// written; on the 2-vCPU VMs we measure on, a fault of a 4 KiB page costs ~13 µs, and
+// the first 513-token prompt of a process faulted ~10 000 of them, on the thread that
+// grew the buffers while the others waited: 1 500 tok/s against 2 400 for the same
+// prompt a second time (docs/performance.md, "Cold buffers"). So blocks of 1 MiB and
+// more get 2 MiB-aligned mappings of their own, marked for huge pages (one fault per
+// 2 MiB where THP is `always` or `madvise`), returned to the system when freed;
+// smaller blocks come from the heap. Contents are value-initialized as any
+// std::vector's.
+
+#include <cstddef>
+#include <new>
+#include <vector>
+
+namespace tandem::rt {
+
+// Thread-safe; throws std::bad_alloc. Every block is 64-byte aligned.
+void* AllocateWorkspace(std::size_t bytes);
+void FreeWorkspace(void* p, std::size_t bytes) noexcept;
+// Whether a block of `bytes` gets a huge-page mapping of its own (tests).
+bool WorkspaceIsMapped(std::size_t bytes) noexcept;
+
+template <class T>
+struct WorkspaceAllocator {
+  using value_type = T;
+  WorkspaceAllocator() noexcept = default;
+  template <class U>
+  WorkspaceAllocator(const WorkspaceAllocator<U>&) noexcept {}  // NOLINT: converting, as allocators must
+  static_assert(alignof(T) <= 64, "workspace blocks are 64-byte aligned");
+  T* allocate(std::size_t n) {
+    if (n > static_cast<std::size_t>(-1) / sizeof(T)) throw std::bad_array_new_length();
+    return static_cast<T*>(AllocateWorkspace(n * sizeof(T)));
+  }
+  void deallocate(T* p, std::size_t n) noexcept { FreeWorkspace(p, n * sizeof(T)); }
+  template <class U>
+  bool operator==(const WorkspaceAllocator<U>&) const noexcept {
+    return true;
+  }
+};
+
+template <class T>
+using Workspace = std::vector<T, WorkspaceAllocator<T>>;
+
+}  // namespace tandem::rt
