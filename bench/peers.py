@@ -13,8 +13,11 @@ router; `--tandem-layers experts` quantizes the experts alone; `--tandem-group` 
 the values per scale: 64 gives the bytes per value of Q8_0 / Q4_0, 32 the default).
 Every round then runs, for each type and thread count, each runtime once, in an order
 that alternates between rounds (ABC, CBA, ...): Tandem's prompt rate from a prompt of
-508–512 tokens (`generate --max-tokens 1`) and its decode rate over 128 tokens after a
-one-token prompt (`--ignore-eos`), each peer's `llama-bench -p 512 -n 128 -r 1`. The
+508–512 tokens (`generate --max-tokens 1 --warmup`: after one untimed run of the same
+prompt, as llama-bench measures after its warm-up run), the same for a fresh process's
+first prompt (no `--warmup`: it also faults in the buffers a prompt needs), and its
+decode rate over 128 tokens after a one-token prompt (`--ignore-eos`); each peer's
+`llama-bench -p 512 -n 128 -r 1`. The
 table gives medians over rounds and Tandem's ratio to each peer, beside each file's size
 and the weights a decode step reads from (every tensor but the token embeddings and
 Tandem's MTP layer). `--tandem-isa` runs
@@ -131,13 +134,17 @@ def gguf_weights(path):
 
 
 def tandem(rt, model, threads, prompt, isa=None):
+    """Prompt rate (warm: after a warm-up run of the same prompt, as a serving process
+    has sized its buffers), decode rate, and the prompt rate of a process's first prompt."""
     env = dict(os.environ, TANDEM_ISA=isa) if isa else None
-    pp = RATE.search(run([rt, "generate", "--model", model, "--threads", str(threads), "--max-tokens", "1", "--prompt", prompt], env=env))
+    pp = RATE.search(run([rt, "generate", "--model", model, "--threads", str(threads), "--max-tokens", "1", "--warmup", "--prompt", prompt],
+                         env=env))
+    first = RATE.search(run([rt, "generate", "--model", model, "--threads", str(threads), "--max-tokens", "1", "--prompt", prompt], env=env))
     tg = RATE.search(run([rt, "generate", "--model", model, "--threads", str(threads), "--max-tokens", "128", "--ignore-eos", "--prompt", "the"],
                          env=env))
-    if not pp or not tg:
+    if not pp or not first or not tg:
         raise Failed("tandem-rt generate printed no rate line")
-    return float(pp.group(2)), float(tg.group(4))
+    return float(pp.group(2)), float(tg.group(4)), float(first.group(2))
 
 
 def peer(cmd, gguf, threads):
@@ -145,7 +152,7 @@ def peer(cmd, gguf, threads):
     rows = json.loads(out[out.index("["):out.rindex("]") + 1])
     pp = next(r["avg_ts"] for r in rows if r["n_prompt"] == 512 and r["n_gen"] == 0)
     tg = next(r["avg_ts"] for r in rows if r["n_gen"] == 128 and r["n_prompt"] == 0)
-    return float(pp), float(tg)
+    return float(pp), float(tg), None
 
 
 def main():
@@ -205,24 +212,30 @@ def main():
                         print(f"round {r + 1} {t} {th}t {arm}: failed: {e}", file=sys.stderr)
                         continue
                     samples.setdefault((t, th, arm), []).append(got)
-                    print(f"round {r + 1} {t} {th}t {arm}: pp512 {got[0]:.1f} tg128 {got[1]:.1f} tok/s", file=sys.stderr)
+                    first = "" if got[2] is None else f" (first prompt {got[2]:.1f})"
+                    print(f"round {r + 1} {t} {th}t {arm}: pp512 {got[0]:.1f}{first} tg128 {got[1]:.1f} tok/s", file=sys.stderr)
     size = {t: ((sum(os.path.getsize(os.path.join(d, f)) for f in os.listdir(d) if f.endswith(".safetensors")), safetensors_weights(d)),
                 (os.path.getsize(g), gguf_weights(g)))
             for t, (d, g) in models.items()}
-    print("| type | threads | runtime | file | weights read | pp512 tok/s | tg128 tok/s | Tandem pp / it | Tandem tg / it |")
-    print("|---|---:|---|---:|---:|---:|---:|---:|---:|")
+    # Tandem's pp512 is warm (generate --warmup), as llama-bench's is after its warm-up
+    # run; "first prompt" is a fresh process's first prompt, which also faults in its buffers.
+    print("| type | threads | runtime | file | weights read | pp512 tok/s | first prompt tok/s | tg128 tok/s "
+          "| Tandem pp / it | Tandem first prompt / it | Tandem tg / it |")
+    print("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for t in types:
         for th in threads:
             mine = [[statistics.median(x) for x in zip(*samples[(t, th, m)])] for m in mine_arms]
             for arm in arms:
                 if (t, th, arm) not in samples:
-                    print(f"| {t} | {th} | {arm} | | | failed | failed | | |")
+                    print(f"| {t} | {th} | {arm} | | | failed | | failed | | | |")
                     continue
-                pp, tg = [statistics.median(x) for x in zip(*samples[(t, th, arm)])]
+                got = samples[(t, th, arm)]
+                pp, tg = statistics.median(g[0] for g in got), statistics.median(g[1] for g in got)
+                first = f"{statistics.median(g[2] for g in got):.1f}" if arm in mine_arms else ""
                 b = size[t][0] if arm in mine_arms else size[t][1]
-                ratio = "" if arm in mine_arms else (", ".join(f"{m[0] / pp:.2f}" for m in mine) + " | " +
-                                                     ", ".join(f"{m[1] / tg:.2f}" for m in mine))
-                print(f"| {t} | {th} | {arm} | {b[0] / 1e6:.0f} MB | {b[1] / 1e6:.1f} MB | {pp:.1f} | {tg:.1f} | {ratio or ' | '} |")
+                ratio = "| |" if arm in mine_arms else " | ".join(", ".join(f"{m[k] / base:.2f}" for m in mine)
+                                                                 for k, base in ((0, pp), (2, pp), (1, tg)))
+                print(f"| {t} | {th} | {arm} | {b[0] / 1e6:.0f} MB | {b[1] / 1e6:.1f} MB | {pp:.1f} | {first} | {tg:.1f} | {ratio} |")
     for (t, arm), why in sorted(failed.items()):
         print(f"\n{arm} failed on {t}: {why}")
 

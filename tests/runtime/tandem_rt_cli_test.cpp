@@ -37,6 +37,14 @@ TEST(TandemRtCli, InitModelThenGenerateInOneGo) {
                                   "--temperature", "0.7", "--seed", "5", "--threads", "1"});
   ASSERT_EQ(again.exit_code, 0) << again.err;
   EXPECT_EQ(gen.out, again.out) << "a seeded request must give the same text at any thread count";
+
+  // --warmup runs the prompt once before the timed run: the cache starts empty again,
+  // so the text is the same.
+  const CommandResult warm = Rt({"generate", "--model", dir.string(), "--chat", "--prompt", "Hello there", "--max-tokens", "12",
+                                 "--temperature", "0.7", "--seed", "5", "--threads", "2", "--warmup"});
+  ASSERT_EQ(warm.exit_code, 0) << warm.err;
+  EXPECT_EQ(gen.out, warm.out) << "the warm-up prompt must leave nothing behind";
+  EXPECT_NE(warm.err.find("decode: 12 tokens"), std::string::npos) << warm.err;
 }
 
 TEST(TandemRtCli, InitModelTokenizerMerges) {
