@@ -4,6 +4,7 @@
 #include <array>
 #include <chrono>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <numeric>
 #include <optional>
@@ -324,6 +325,29 @@ KvCachePool& Engine::kv() { return state_->kv; }
 ThreadPool& Engine::pool() { return state_->pool; }
 bool Engine::keeps_hidden() const { return state_->options.keep_hidden; }
 const CudaForward* Engine::cuda() const { return state_->cuda.get(); }
+
+void Engine::WarmUp(int rows) {
+  if (rows <= 0) return;
+  const State& s = *state_;
+  if (s.options.mtp) throw std::invalid_argument("WarmUp: an MTP engine's rows need the target's hidden states");
+  if (rows > s.config.max_position_embeddings) {
+    throw std::invalid_argument(fmt::format("WarmUp: {} rows exceed the model's context {}", rows, s.config.max_position_embeddings));
+  }
+  constexpr SequenceId kScratch = std::numeric_limits<SequenceId>::max();
+  kv().Open(kScratch, rows);
+  std::vector<Row> scratch;
+  for (int i = 0; i < rows; ++i) {
+    scratch.push_back({kScratch, i, static_cast<TokenId>(i % s.config.vocab_size), i + 1 == rows});
+  }
+  ForwardOutput out;
+  try {
+    Forward(scratch, out);
+  } catch (...) {
+    kv().Close(kScratch);
+    throw;
+  }
+  kv().Close(kScratch);
+}
 
 void Engine::Forward(std::span<const Row> rows, ForwardOutput& out, const float* hidden_in) {
   State& s = *state_;

@@ -93,6 +93,12 @@ class Engine {
   // `hidden_in` ([rows × hidden]) is required by, and only read by, an MTP engine.
   void Forward(std::span<const Row> rows, ForwardOutput& out, const float* hidden_in = nullptr);
 
+  // One untimed forward of `rows` rows (a scratch sequence, opened and closed again),
+  // so that a later step of up to that many rows finds its buffers already mapped: a
+  // server's first requests should not pay for them (tandem-rt serve does this at
+  // startup, as vLLM's profile run). Not for an MTP engine.
+  void WarmUp(int rows);
+
   // Sample (runtime/sampling) of each logits row of `out`: row i with params[i] at
   // positions[i]. When `out` is a kCuda engine's latest output, on the device, from
   // the logits as the pass computed them (same choices as the CPU's): logits edited

@@ -82,6 +82,21 @@ TEST_F(EngineTest, TruncateThenRecomputeReproducesTheLogits) {
   EXPECT_EQ(std::memcmp(first.data() + 6 * vocab(), again.data(), again.size() * sizeof(float)), 0);
 }
 
+TEST_F(EngineTest, AWarmUpLeavesNoSequenceAndChangesNoResult) {
+  const auto tokens = Tokens(12, 9, vocab());
+  Engine cold(*ckpt_, EngineOptions{.threads = 2});
+  cold.kv().Open(1, 16);
+  const std::vector<float> expected = Prefill(cold, 1, tokens);
+
+  Engine warm(*ckpt_, EngineOptions{.threads = 2});
+  warm.WarmUp(100);  // more rows than the prompt: its buffers are larger, its scratch sequence gone
+  EXPECT_EQ(warm.kv().size(), 0u);
+  warm.kv().Open(1, 16);
+  EXPECT_EQ(Prefill(warm, 1, tokens), expected);
+  EXPECT_THROW(warm.WarmUp(ckpt_->config().max_position_embeddings + 1), std::invalid_argument);
+  EXPECT_EQ(warm.kv().size(), 1u) << "a refused warm-up opens nothing";
+}
+
 TEST_F(EngineTest, ThreadCountDoesNotChangeResults) {
   const auto tokens = Tokens(12, 7, vocab());
   std::vector<std::vector<float>> results;
