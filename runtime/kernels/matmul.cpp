@@ -321,13 +321,16 @@ void MatMulF64(const WeightMatrix& w, const float* x, std::int64_t batch, double
 void MatMulTransposed(const WeightMatrix& w, const float* x, std::int64_t batch, float* y, ThreadPool* pool) {
   const std::int64_t min_chunk = std::max<std::int64_t>(16, 16384 / std::max<std::int64_t>(1, w.rows * batch));
   // By the CPU, not TANDEM_ISA: the AVX2 loops give the same bits (attention_rows.hpp).
-  static const bool avx2 = DetectedIsa() >= Isa::kAvx2;
+  static const bool avx2 = DetectedIsa() >= Isa::kAvx2, avx512 = DetectedIsa() >= Isa::kAvx512;
   Run(pool, w.cols, min_chunk, [&](std::int64_t begin, std::int64_t end) {
     switch (w.type) {
       case WeightMatrix::Type::kF32:
         if (avx2) return kernels::TransposedF32Avx2(static_cast<const float*>(w.data), w.rows, w.cols, x, batch, y, begin, end);
         return kernels::TransposedF32Portable(static_cast<const float*>(w.data), w.rows, w.cols, x, batch, y, begin, end);
       case WeightMatrix::Type::kBF16:
+        if (avx512 && batch >= 4) {
+          return kernels::TransposedBf16Avx512(static_cast<const std::uint16_t*>(w.data), w.rows, w.cols, x, batch, y, begin, end);
+        }
         if (avx2) {
           return kernels::TransposedBf16Avx2(static_cast<const std::uint16_t*>(w.data), w.rows, w.cols, x, batch, y, begin, end);
         }

@@ -369,7 +369,7 @@ TEST(LatentAttention, HeadsTogetherGiveEachHeadItsOwnBits) {
 
 TEST(MatMulTransposed, GivesTheBitsOfItsPlainLoop) {
   for (const std::int64_t cols : {128, 512, 200, 13}) {
-    for (const std::int64_t batch : {1, 3}) {
+    for (const std::int64_t batch : {1, 3, 4, 9, 16}) {  // AVX-512: inputs in fours, then the rest
       constexpr std::int64_t kRows = 64;
       const std::vector<float> values = RandomInputs(kRows * cols, 12), x = RandomInputs(batch * kRows, 13);
       std::shared_ptr<std::uint16_t[]> bf16(new std::uint16_t[static_cast<std::size_t>(kRows * cols)]);
