@@ -11,11 +11,12 @@
 
 #include <sanitizer/asan_interface.h>  // no-op macros without AddressSanitizer
 
+#include "runtime/kernels/huge_pages.hpp"
+
 namespace tandem::rt {
 
 namespace {
 
-constexpr std::size_t kHugePage = std::size_t{2} << 20;
 constexpr std::size_t kAlign = 64;
 
 std::size_t RoundUp(std::size_t n, std::size_t to) { return (n + to - 1) / to * to; }
@@ -59,15 +60,7 @@ Arena& TheArena() {
 }
 
 std::uintptr_t Map(Arena& a, std::size_t size) {
-  // One huge page more than asked, then the unaligned ends unmapped again.
-  const std::size_t mapped = size + kHugePage;
-  void* mapping = ::mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (mapping == MAP_FAILED) throw std::bad_alloc();
-  const auto first = reinterpret_cast<std::uintptr_t>(mapping);
-  const std::uintptr_t start = RoundUp(first, kHugePage);
-  if (start > first) ::munmap(mapping, start - first);
-  if (first + mapped > start + size) ::munmap(reinterpret_cast<void*>(start + size), first + mapped - start - size);
-  ::madvise(reinterpret_cast<void*>(start), size, MADV_HUGEPAGE);   // a hint: without THP, small pages
+  const auto start = reinterpret_cast<std::uintptr_t>(MapHugePages(size));
   ASAN_POISON_MEMORY_REGION(reinterpret_cast<void*>(start), size);  // unpoisoned block by block
   try {
     a.chunks[start] = Chunk{size, 0, 0, a.next_id++};
@@ -120,14 +113,14 @@ void* AllocateWeightMemory(std::size_t bytes) {
   const std::size_t need = BlockBytes(bytes);
   const std::lock_guard lock(a.mutex);
   std::uintptr_t block = 0;
-  if (need > kHugePage / 2) {  // a block of its own, not to waste a chunk's tail
-    block = Map(a, RoundUp(need, kHugePage));
+  if (need > kHugePageBytes / 2) {  // a block of its own, not to waste a chunk's tail
+    block = Map(a, RoundUp(need, kHugePageBytes));
     Chunk& c = a.chunks.at(block);
     c.used = c.size;
     c.live = 1;
   } else if (block = ReuseFreed(a, need); block == 0) {
     // (The current chunk is never full with no live blocks: its last free starts it over.)
-    if (a.current == 0 || a.chunks.at(a.current).used + need > a.chunks.at(a.current).size) a.current = Map(a, kHugePage);
+    if (a.current == 0 || a.chunks.at(a.current).used + need > a.chunks.at(a.current).size) a.current = Map(a, kHugePageBytes);
     Chunk& c = a.chunks.at(a.current);
     block = a.current + c.used;
     c.used += need;
