@@ -95,14 +95,15 @@ void Serve(Options opt) {
   opt.scheduler.eos = static_cast<TokenId>(c.eos_token_id);
   LayoutFlags layout = opt.layout;
   const std::unique_ptr<LocalWorkers> spawned = SpawnRequestedWorkers(opt.model, layout);
-  const bool mtp = ResolveDraftMode(opt.draft, ckpt) == "mtp";
+  const std::string draft_mode = ResolveDraftMode(opt.draft, ckpt);
+  const bool mtp = draft_mode == "mtp";
   Engine engine(
       ckpt, EngineOptions{.threads = opt.threads, .expert_input = ExpertInput(layout), .keep_hidden = mtp, .device = EngineDevice(layout)},
       MakeExpertExecutor(ckpt, layout, nullptr));
   // The largest step the scheduler makes (a prompt chunk beside every decoding
   // request's row and drafts), once before the first request: its buffers are then
   // mapped, and a worker that cannot answer fails the start, not a request.
-  const int drafts = ResolveDraftMode(opt.draft, ckpt) == "off" ? 0 : opt.draft.max_drafts;
+  const int drafts = draft_mode == "off" ? 0 : opt.draft.max_drafts;
   engine.WarmUp(std::min(opt.scheduler.max_context, opt.scheduler.prefill_chunk + opt.scheduler.concurrency * (1 + drafts)));
   ServedModel served{ModelRevision(ckpt.dir()), opt.scheduler.max_context,
                      opt.max_output_tokens > 0 ? std::min(opt.max_output_tokens, opt.scheduler.max_context) : opt.scheduler.max_context,

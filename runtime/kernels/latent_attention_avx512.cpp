@@ -20,6 +20,7 @@
 #include <immintrin.h>
 
 #include "runtime/kernels/attention_rows.hpp"
+#include "runtime/kernels/prefetch.hpp"
 
 #if defined(__clang__)
 #pragma clang attribute push(__attribute__((target("avx512f,avx512vl,avx2,fma"))), apply_to = function)
@@ -217,8 +218,7 @@ void TransposedBf16Avx512(const std::uint16_t* w, std::int64_t rows, std::int64_
   std::int64_t b = 0;
   if (whole > begin) {
     for (std::int64_t r = 0; r < rows; ++r) {  // into L2 up front, as the AVX2 form does (its comment says why)
-      const char* line = reinterpret_cast<const char*>(w + r * cols + begin);
-      for (std::int64_t at = 0; at < (whole - begin) * 2; at += 64) _mm_prefetch(line + at, _MM_HINT_T1);
+      PrefetchRange(reinterpret_cast<const char*>(w + r * cols + begin), (whole - begin) * 2);
     }
     for (; b + kInputs <= batch; b += kInputs) {
       for (std::int64_t c = begin; c < whole; c += 64) {

@@ -18,6 +18,8 @@
 #include <new>
 #include <vector>
 
+#include "runtime/kernels/block_allocator.hpp"
+
 namespace tandem::rt {
 
 // Thread-safe; throws std::bad_alloc. Every block is 64-byte aligned.
@@ -31,22 +33,7 @@ std::shared_ptr<void> NewWeightMemory(std::size_t bytes);
 std::shared_ptr<const void> CopyToWeightMemory(const void* src, std::size_t bytes);
 
 template <class T>
-struct WeightAllocator {
-  using value_type = T;
-  WeightAllocator() noexcept = default;
-  template <class U>
-  WeightAllocator(const WeightAllocator<U>&) noexcept {}  // NOLINT: converting, as allocators must
-  static_assert(alignof(T) <= 64, "weight memory blocks are 64-byte aligned");
-  T* allocate(std::size_t n) {
-    if (n > static_cast<std::size_t>(-1) / sizeof(T)) throw std::bad_array_new_length();
-    return static_cast<T*>(AllocateWeightMemory(n * sizeof(T)));
-  }
-  void deallocate(T* p, std::size_t n) noexcept { FreeWeightMemory(p, n * sizeof(T)); }
-  template <class U>
-  bool operator==(const WeightAllocator<U>&) const noexcept {
-    return true;
-  }
-};
+using WeightAllocator = BlockAllocator<T, AllocateWeightMemory, FreeWeightMemory>;
 
 template <class T>
 using WeightVector = std::vector<T, WeightAllocator<T>>;

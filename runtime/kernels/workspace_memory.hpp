@@ -15,6 +15,8 @@
 #include <new>
 #include <vector>
 
+#include "runtime/kernels/block_allocator.hpp"
+
 namespace tandem::rt {
 
 // Thread-safe; throws std::bad_alloc. Every block is 64-byte aligned.
@@ -24,22 +26,7 @@ void FreeWorkspace(void* p, std::size_t bytes) noexcept;
 bool WorkspaceIsMapped(std::size_t bytes) noexcept;
 
 template <class T>
-struct WorkspaceAllocator {
-  using value_type = T;
-  WorkspaceAllocator() noexcept = default;
-  template <class U>
-  WorkspaceAllocator(const WorkspaceAllocator<U>&) noexcept {}  // NOLINT: converting, as allocators must
-  static_assert(alignof(T) <= 64, "workspace blocks are 64-byte aligned");
-  T* allocate(std::size_t n) {
-    if (n > static_cast<std::size_t>(-1) / sizeof(T)) throw std::bad_array_new_length();
-    return static_cast<T*>(AllocateWorkspace(n * sizeof(T)));
-  }
-  void deallocate(T* p, std::size_t n) noexcept { FreeWorkspace(p, n * sizeof(T)); }
-  template <class U>
-  bool operator==(const WorkspaceAllocator<U>&) const noexcept {
-    return true;
-  }
-};
+using WorkspaceAllocator = BlockAllocator<T, AllocateWorkspace, FreeWorkspace>;
 
 template <class T>
 using Workspace = std::vector<T, WorkspaceAllocator<T>>;
