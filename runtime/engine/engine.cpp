@@ -389,21 +389,22 @@ void Engine::Forward(std::span<const Row> rows, ForwardOutput& out, const float*
   }
 
   s.OrderAttention(rows);
+  // x += add (when given), then xn = RmsNorm(x) (when given a norm): row by row, in one
+  // hand-off. A layer's MLP output is added where the next layer norms its input.
+  const auto add_then_norm = [&](const float* add, const std::vector<float>* norm) {
+    ForRows(s.pool, b_rows, [&](std::int64_t first, std::int64_t last) {
+      if (add != nullptr) {
+        for (std::int64_t i = first * hidden; i < last * hidden; ++i) s.x[static_cast<std::size_t>(i)] += add[i];
+      }
+      if (norm != nullptr) RmsNorm(s.x.data() + first * hidden, norm->data(), last - first, hidden, eps, s.xn.data() + first * hidden);
+    });
+  };
   for (int l = 0; l < static_cast<int>(s.weights.layers.size()); ++l) {
     const LayerWeights& lw = s.weights.layers[static_cast<std::size_t>(l)];
-    // x += add (when given), then xn = RmsNorm(x): both row by row.
-    const auto add_then_norm = [&](const float* add, const std::vector<float>& norm) {
-      ForRows(s.pool, b_rows, [&](std::int64_t first, std::int64_t last) {
-        if (add != nullptr) {
-          for (std::int64_t i = first * hidden; i < last * hidden; ++i) s.x[static_cast<std::size_t>(i)] += add[i];
-        }
-        RmsNorm(s.x.data() + first * hidden, norm.data(), last - first, hidden, eps, s.xn.data() + first * hidden);
-      });
-    };
-    add_then_norm(nullptr, lw.input_norm);
+    add_then_norm(l == 0 ? nullptr : s.mlp.data(), &lw.input_norm);
     s.clock.Lap(StepProfile::kOther);
     s.Attention(l, rows);
-    add_then_norm(s.attn.data(), lw.post_attention_norm);
+    add_then_norm(s.attn.data(), &lw.post_attention_norm);
     s.clock.Lap(StepProfile::kOther);
     if (!lw.moe) {
       MlpForward(lw.dense, s.xn.data(), b_rows, s.mlp.data(), s.mlp_scratch, &s.pool);
@@ -427,10 +428,8 @@ void Engine::Forward(std::span<const Row> rows, ForwardOutput& out, const float*
       s.experts->Finish(s.mlp.data());
       s.clock.Lap(StepProfile::kExperts);
     }
-    ForRows(s.pool, b_rows, [&](std::int64_t first, std::int64_t last) {
-      for (std::int64_t i = first * hidden; i < last * hidden; ++i) s.x[static_cast<std::size_t>(i)] += s.mlp[static_cast<std::size_t>(i)];
-    });
   }
+  if (!s.weights.layers.empty()) add_then_norm(s.mlp.data(), nullptr);
   for (const auto& [sequence, length] : next_position) s.kv.Get(sequence).SetLength(length);
   if (s.options.keep_hidden) out.hidden.assign(s.x.begin(), s.x.end());
 
