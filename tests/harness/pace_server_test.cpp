@@ -125,6 +125,7 @@ timeouts: {{launch_s: 30, request_s: 30, teardown_grace_s: 5}}
     EXPECT_NEAR(errors[errors.size() / 2], 0.0, 0.0025) << arm << ": the median request's rate is not the server's pace";
   }
   double worst_c16 = 0;
+  std::map<std::string, std::vector<double>> c16_ratios;  // per arm, aggregate / 16·R of each batch
   for (const auto& [key, batch] : c16) {
     ASSERT_EQ(batch.size(), 16u);
     double tokens = 0, lo = 1e300, hi = 0;
@@ -136,7 +137,17 @@ timeouts: {{launch_s: 30, request_s: 30, teardown_grace_s: 5}}
     const double aggregate = tokens / (hi - lo);
     const double want = 16 * rate_of[std::get<0>(key)];  // the batch's own server
     worst_c16 = std::max(worst_c16, 1 - aggregate / want);
-    EXPECT_NEAR(aggregate / want, 1.0, 0.02) << "C16 aggregate " << aggregate << " of " << want;
+    // Each batch within 5%: one request's last tokens read late stretch its batch's span
+    // (CI on a shared 2-core VM twice had a batch 2.1–2.3% short, its largest TTFT 55–71 ms
+    // against 40); the median batch, below, is what must be exact. (A real fault, a listen
+    // backlog dropping SYNs, gave 44–49%.)
+    EXPECT_NEAR(aggregate / want, 1.0, 0.05) << "C16 aggregate " << aggregate << " of " << want;
+    c16_ratios[std::get<0>(key)].push_back(aggregate / want);
+  }
+  for (auto& [arm, ratios] : c16_ratios) {
+    std::sort(ratios.begin(), ratios.end());
+    const double median = (ratios[(ratios.size() - 1) / 2] + ratios[ratios.size() / 2]) / 2;
+    EXPECT_NEAR(median, 1.0, 0.005) << arm << ": the median C16 batch's aggregate is not 16 × the server's pace";
   }
   std::vector<double> all16;
   for (const auto& [arm, v] : ttft_c16) all16.insert(all16.end(), v.begin(), v.end());
