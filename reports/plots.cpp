@@ -52,7 +52,7 @@ std::string RunGnuplot(const std::string& program, const std::filesystem::path& 
   std::string messages, line;
   while (std::getline(err, line)) messages += line + "\n";
   if (!WaitForExit(child, std::chrono::seconds(60))) {
-    child.terminate(ec);
+    KillAndReap(child);
     return fmt::format("{} ran past 60 s on {}", program, script.string());
   }
   if (child.exit_code() != 0) return fmt::format("{} failed on {}: {}", program, script.string(), messages.substr(0, 300));

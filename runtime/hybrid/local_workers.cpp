@@ -24,6 +24,16 @@ struct LocalWorkers::Child {
 
 namespace {
 
+// SIGKILL, then reaped. Not child::terminate: in Boost 1.74 it reaps only a child
+// already gone when it looks (waitpid with WNOHANG right after the signal) and then
+// makes wait() do nothing, leaving a zombie.
+void KillAndReap(bp::child& child) {
+  std::error_code ec;
+  if (!child.valid() || !child.running(ec)) return;  // running() reaps one that ended
+  ::kill(child.id(), SIGKILL);
+  child.wait(ec);
+}
+
 std::filesystem::path SelfExecutable() { return std::filesystem::read_symlink("/proc/self/exe"); }
 
 // Runs in the child between fork and exec, so only async-signal-safe calls. A signal
@@ -75,7 +85,7 @@ LocalWorkers::LocalWorkers(const std::filesystem::path& model, int workers, bool
       return l;
     });
     if (line.wait_for(start_timeout) != std::future_status::ready) {
-      child->process.terminate();  // closes the pipe, which ends the reader
+      KillAndReap(child->process);  // closes the pipe, which ends the reader
       line.wait();
       throw std::runtime_error(fmt::format("a spawned expert {} did not start within {} ms", role, start_timeout.count()));
     }
@@ -92,20 +102,13 @@ LocalWorkers::LocalWorkers(const std::filesystem::path& model, int workers, bool
     if (peer) peer_ = spawn("peer");
     for (int i = 0; i < workers; ++i) workers_.push_back(spawn("worker"));
   } catch (...) {
-    for (auto& c : children_) {
-      std::error_code ec;
-      c->process.terminate(ec);
-    }
+    for (auto& c : children_) KillAndReap(c->process);
     throw;
   }
 }
 
 LocalWorkers::~LocalWorkers() {
-  for (auto& c : children_) {
-    std::error_code ec;
-    if (c->process.running(ec)) c->process.terminate(ec);  // SIGKILL, then reaped
-    c->process.wait(ec);
-  }
+  for (auto& c : children_) KillAndReap(c->process);
 }
 
 }  // namespace tandem::rt

@@ -61,11 +61,8 @@ bool ChildProcess::running() { return impl_->child.valid() && impl_->child.runni
 
 void ChildProcess::Kill() {
   std::error_code ec;
-  if (impl_->child.valid() && impl_->child.running(ec)) {
-    ::kill(impl_->child.id(), SIGCONT);  // a stopped child must be able to die
-    impl_->child.terminate(ec);
-  }
-  if (impl_->child.valid()) impl_->child.wait(ec);
+  if (impl_->child.valid() && impl_->child.running(ec)) ::kill(impl_->child.id(), SIGCONT);  // a stopped child must be able to die
+  KillAndReap(impl_->child);
 }
 
 std::optional<int> ChildProcess::WaitExit(std::chrono::milliseconds timeout) {

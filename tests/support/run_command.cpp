@@ -5,6 +5,8 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/process.hpp>
 
+#include "common/child_wait.hpp"
+
 namespace tandem::testing {
 
 CommandResult RunCommand(const std::string& program, const std::vector<std::string>& args, std::chrono::seconds timeout) {
@@ -18,10 +20,11 @@ CommandResult RunCommand(const std::string& program, const std::vector<std::stri
   io.run_for(timeout);
   if (!io.stopped()) {
     result.timed_out = true;
-    child.terminate();  // SIGKILL, then reaps
+    KillAndReap(child);
     io.run_for(std::chrono::seconds(5));
   }
-  child.wait();
+  std::error_code ec;
+  child.wait(ec);
   result.exit_code = child.exit_code();
   if (out.wait_for(std::chrono::seconds(0)) == std::future_status::ready) result.out = out.get();
   if (err.wait_for(std::chrono::seconds(0)) == std::future_status::ready) result.err = err.get();
