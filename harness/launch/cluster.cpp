@@ -1,10 +1,12 @@
 #include "harness/launch/cluster.hpp"
 
 #include <algorithm>
+#include <cerrno>
 #include <filesystem>
 #include <set>
 #include <stdexcept>
 
+#include <signal.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
@@ -37,6 +39,24 @@ std::string Step(const Host& host, const std::string& what, const std::string& s
 }
 
 bool Launched(const ResolvedArm& arm) { return arm.coordinator.launched() && arm.worker.launched(); }
+
+// The control directories of earlier runs that were killed (SIGKILL gives a run no
+// chance to remove its own): `tandem-ssh-<pid>` whose process is gone. Their masters
+// died with the run; only dead sockets and ssh's logs are left.
+void RemoveStaleControlDirs(const std::filesystem::path& parent) {
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(parent, ec)) {
+    const std::string name = entry.path().filename().string();
+    constexpr std::string_view kPrefix = "tandem-ssh-";
+    if (!name.starts_with(kPrefix) || name.size() == kPrefix.size() || name.size() > kPrefix.size() + 9) continue;
+    const std::string digits = name.substr(kPrefix.size());
+    if (!std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; })) continue;
+    const auto pid = static_cast<pid_t>(std::stol(digits));
+    if (pid <= 0 || pid == ::getpid() || ::kill(pid, 0) == 0 || errno != ESRCH) continue;
+    std::error_code ignored;
+    std::filesystem::remove_all(entry.path(), ignored);
+  }
+}
 
 // The hosts a role of an arm runs on in the campaign's layouts.
 std::set<std::string> HostsOf(const Campaign& c, Role role) {
@@ -186,6 +206,7 @@ std::unique_ptr<Cluster> Cluster::Prepare(const Campaign& c, std::vector<Resolve
   std::unique_ptr<Cluster> cluster(new Cluster());
   // A short path: a control socket's path must fit in 108 bytes.
   cluster->control_dir_ = std::filesystem::path("/tmp") / fmt::format("tandem-ssh-{}", ::getpid());
+  RemoveStaleControlDirs(cluster->control_dir_.parent_path());
   for (const std::string& name : HostsUsed(c)) {
     const HostSpec& spec = c.Host(name);
     if (!spec.local()) log << fmt::format("connecting to host {} (ssh {})...\n", name, spec.ssh);

@@ -280,19 +280,25 @@ TEST_F(ClusterCampaign, AnImageWhoseIdDiffersBetweenHostsIsRefused) {
 
 TEST_F(ClusterCampaign, ResumeAfterTheHarnessIsKilledLeavesNothingRunningOnAnyHost) {
   const fs::path file = WriteCampaign(BinaryAndContainerArms(), "", "[tt2, tt3, tt4, tt5]", 20);
+  int killed = 0;
   {
     testing::ChildProcess run(kTestbed, {"run", TANDEM_BIN, "run", file.string(), "--quiet"}, (Dir() / "first.err").string());
     // Kill the harness (nsenter execs it: this pid is tandem) while a session runs.
     ASSERT_GT(WaitForRuntime("tt1", " serve "), 0) << "no session started";
     std::this_thread::sleep_for(500ms);
+    killed = run.pid();
     run.Kill();
   }
+  // What the killed run could not remove: its SSH control directory.
+  const fs::path stale_control = fs::path("/tmp") / fmt::format("tandem-ssh-{}", killed);
+  EXPECT_TRUE(fs::exists(stale_control));
   // Its local children died with it; on the other hosts its processes go on.
   std::this_thread::sleep_for(1000ms);
   EXPECT_GT(WaitForRuntime("tt3", " expert "), 0) << "expected the killed harness's worker on tt3 still running";
   const auto resumed = Tandem({"run", "--resume", (Dir() / "store.db").string(), "--quiet"});
   ASSERT_EQ(resumed.exit_code, 0) << resumed.out << resumed.err;
   EXPECT_NE(resumed.err.find("left running by the interrupted run"), std::string::npos) << resumed.err;
+  EXPECT_FALSE(fs::exists(stale_control)) << "the resumed run removes a killed run's control directory";
   const store::Store store = store::Store::Open(Dir() / "store.db");
   EXPECT_EQ(Count(store, "SELECT COUNT(*) FROM session WHERE status = 'complete'"), 2);
   // TearDown checks every host: no process and no container left.
