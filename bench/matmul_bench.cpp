@@ -184,10 +184,13 @@ const Int4ExpertStore& Int4Experts(const ExpertStore& bf16) {
 // Args: threads (0: all), format (16: bf16, 4: int4 group 32; bytes counted are
 // the format's, scales included), products (3: gates and ups, then downs, as
 // decode; 1: the gates and ups only; 2: the downs only, whose rows are a quarter
-// as long).
+// as long), rows (each expert's inputs: 1 as in single-sequence decode, where 7
+// experts are active; 2 or 3 with 48 active, as at C16, where a layer's 96 routes land
+// on about 50 of 64 experts, most of them given 1–3 rows).
 void BM_ExpertProducts(benchmark::State& state) {
   using S = ExpertStore;
-  constexpr std::int64_t kActive = 7;
+  const std::int64_t rows = state.range(3);
+  const std::size_t active = rows == 1 ? 7 : 48;
   static const ExpertStore bf16;
   const bool int4 = state.range(1) == 4;
   const std::int64_t products = state.range(2);
@@ -196,21 +199,22 @@ void BM_ExpertProducts(benchmark::State& state) {
   const auto& ups = int4 ? quantized->up : bf16.up;
   const auto& down_of = int4 ? quantized->down : bf16.down;
   ThreadPool pool(static_cast<int>(state.range(0)));
-  std::vector<float> x(S::kHidden, 0.5f), hidden(static_cast<std::size_t>(2 * kActive * S::kInter), 0.25f),
-      out(static_cast<std::size_t>(kActive * S::kHidden));
-  std::vector<MatMulTask> gate_up(2 * kActive), downs(kActive);
+  const auto per_expert = [rows](std::int64_t n) { return static_cast<std::size_t>(rows * n); };
+  std::vector<float> x(per_expert(S::kHidden), 0.5f), hidden(2 * active * per_expert(S::kInter), 0.25f),
+      out(active * per_expert(S::kHidden));
+  std::vector<MatMulTask> gate_up(2 * active), downs(active);
   std::vector<std::size_t> experts(static_cast<std::size_t>(S::kExperts));
   for (std::size_t e = 0; e < experts.size(); ++e) experts[e] = e;
   std::mt19937 rng(4);
   for (auto _ : state) {
-    // The first kActive of a partial shuffle: distinct, as a token's experts are.
-    for (std::size_t a = 0; a < kActive; ++a) std::swap(experts[a], experts[a + rng() % (experts.size() - a)]);
-    for (std::size_t a = 0; a < kActive; ++a) {
+    // The first `active` of a partial shuffle: distinct, as a token's experts are.
+    for (std::size_t a = 0; a < active; ++a) std::swap(experts[a], experts[a + rng() % (experts.size() - a)]);
+    for (std::size_t a = 0; a < active; ++a) {
       const std::size_t e = experts[a];
-      float* h = hidden.data() + 2 * a * S::kInter;
-      gate_up[2 * a] = {&gates[e], x.data(), 1, h, nullptr};
-      gate_up[2 * a + 1] = {&ups[e], x.data(), 1, h + S::kInter, nullptr};
-      downs[a] = {&down_of[e], h, 1, out.data() + a * S::kHidden, nullptr};
+      float* h = hidden.data() + 2 * a * per_expert(S::kInter);
+      gate_up[2 * a] = {&gates[e], x.data(), rows, h, nullptr};
+      gate_up[2 * a + 1] = {&ups[e], x.data(), rows, h + per_expert(S::kInter), nullptr};
+      downs[a] = {&down_of[e], h, rows, out.data() + a * per_expert(S::kHidden), nullptr};
     }
     if ((products & 1) != 0) MatMulMany(gate_up, &pool);
     if ((products & 2) != 0) MatMulMany(downs, &pool);
@@ -218,11 +222,12 @@ void BM_ExpertProducts(benchmark::State& state) {
   }
   const std::int64_t expert_bytes = static_cast<std::int64_t>(((products & 1) != 0 ? gates[0].bytes() + ups[0].bytes() : 0) +
                                                               ((products & 2) != 0 ? down_of[0].bytes() : 0));
-  state.SetBytesProcessed(state.iterations() * kActive * expert_bytes);
+  state.SetBytesProcessed(state.iterations() * static_cast<std::int64_t>(active) * expert_bytes);
 }
 BENCHMARK(BM_ExpertProducts)
-    ->ArgsProduct({{1, 0}, {16, 4}, {3, 1, 2}})
-    ->ArgNames({"threads", "format", "products"})
+    ->ArgsProduct({{1, 0}, {16, 4}, {3, 1, 2}, {1}})
+    ->ArgsProduct({{1, 0}, {16}, {3}, {2, 3}})
+    ->ArgNames({"threads", "format", "products", "rows"})
     ->MinTime(0.5)
     ->Unit(benchmark::kMicrosecond);
 
