@@ -7,6 +7,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "reports/host_hardware.hpp"
+
 namespace tandem::reports {
 
 using store::CampaignRecord;
@@ -112,6 +114,7 @@ PairQuality AssessPair(const CampaignRecord& r, const std::string& baseline, con
       out.doubts.push_back(fmt::format("{} never completed (status {}): resume the campaign", who, s.status));
     }
   }
+  for (std::string& doubt : LopsidedHardware(AssessHardware(r), baseline, candidate)) out.doubts.push_back(std::move(doubt));
   // Integrity: every measured candidate sample must be usable.
   std::map<std::string, std::vector<std::int64_t>> invalid;  // failed integrity check → ids
   for (const SampleRecord& x : r.samples) {

@@ -6,6 +6,7 @@
 #include <fmt/ranges.h>
 
 #include "common/redact.hpp"
+#include "reports/host_hardware.hpp"
 #include "reports/report_sections.hpp"
 #include "stats/descriptive.hpp"
 #include "store/workload_description.hpp"
@@ -52,6 +53,39 @@ std::string DescribeGpu(const json& g) {
   };
   return fmt::format("{} (power limit {} W, SM {} / {} MHz, memory {} / {} MHz)", g.value("name", "?"), number("power_limit_w"),
                      number("sm_clock_mhz"), number("max_sm_clock_mhz"), number("memory_clock_mhz"), number("max_memory_clock_mhz"));
+}
+
+// When the sessions did not all run on the same hardware: which ran where, per arm, and
+// for each pair the gate compares whether the arms are spread alike over the machines.
+void Hardware(const CampaignRecord& r, MarkdownDoc& d) {
+  const HardwareMix mix = AssessHardware(r);
+  const std::size_t machines = Machines(mix);
+  if (machines < 2) return;
+  d.Line(
+      "**The hardware changed during the campaign**: its completed sessions ran on {} different machines (as each session's host "
+      "facts describe them). Interleaving keeps a ratio fair only where each machine ran the arms' sessions in like shares; "
+      "absolute rates mix machines.",
+      machines);
+  d.Blank();
+  std::vector<std::string> header = {"layout", "machine"};
+  for (const ArmRecord& a : r.arms) header.push_back(a.label + " sessions");
+  d.Line("{}", Header(header, 2));
+  for (const auto& [layout, by_hardware] : mix) {
+    for (const auto& [hardware, arms] : by_hardware) {
+      std::vector<std::string> row = {layout, Cell(hardware)};
+      for (const ArmRecord& a : r.arms) row.push_back(std::to_string(arms.contains(a.label) ? arms.at(a.label) : 0));
+      d.Line("{}", Row(row));
+    }
+  }
+  d.Blank();
+  bool listed = false;
+  for (std::size_t i = 1; i < r.arms.size(); ++i) {
+    for (const std::string& s : LopsidedHardware(mix, r.arms[0].label, r.arms[i].label)) {
+      d.Line("- {} against {}: {}.", r.arms[i].label, r.arms[0].label, s);
+      listed = true;
+    }
+  }
+  if (listed) d.Blank();
 }
 
 bool UsesOtherHosts(const CampaignRecord& r) {
@@ -144,13 +178,16 @@ void Arms(const CampaignRecord& r, MarkdownDoc& d) {
 
 void Host(const CampaignRecord& r, MarkdownDoc& d) {
   const json& h = r.host;
-  if (!h.is_object() || h.empty()) return;
+  const bool known = h.is_object() && !h.empty();
+  if (!known && Machines(AssessHardware(r)) < 2) return;
   d.Line("## Host");
   d.Blank();
-  d.Line("{} · {} logical CPUs · memory {} · {} · host `{}`.", h.value("cpu_model", "?"), h.value("logical_cpus", 0),
-         Memory(h.value("memory", "?")), h.value("kernel", "?"), h.value("hostname", "?"));
-  if (h.contains("gpus") && h["gpus"].is_array()) {
-    for (const json& g : h["gpus"]) d.Line("GPU {}: {}.", g.value("index", 0.0), DescribeGpu(g));
+  if (known) {
+    d.Line("{} · memory {} · {} · host `{}`.", DescribeCpu(h), Memory(h.value("memory", "?")), h.value("kernel", "?"),
+           h.value("hostname", "?"));
+    if (h.contains("gpus") && h["gpus"].is_array()) {
+      for (const json& g : h["gpus"]) d.Line("GPU {}: {}.", g.value("index", 0.0), DescribeGpu(g));
+    }
   }
   std::vector<double> busy;
   int loaded = 0;
@@ -165,6 +202,7 @@ void Host(const CampaignRecord& r, MarkdownDoc& d) {
         100 * stats::Median(busy), 100 * stats::Max(busy), loaded, busy.size());
   }
   d.Blank();
+  Hardware(r, d);
   // The other hosts, as each session read them: the first reading, and the busy samples of all.
   std::map<std::string, json> first;
   std::map<std::string, std::vector<double>> busy_of;
@@ -182,7 +220,7 @@ void Host(const CampaignRecord& r, MarkdownDoc& d) {
       "The other hosts, read over SSH before every session (CPU busy in the second before it: median, most; sessions under "
       "other load):");
   d.Blank();
-  d.Line("{}", Header({"host", "CPU", "logical CPUs", "memory", "kernel", "busy", "loaded", "GPUs"}, 2));
+  d.Line("{}", Header({"host", "CPU", "memory", "kernel", "busy", "loaded", "GPUs"}, 2));
   for (const auto& [name, f] : first) {
     const std::vector<double>& b = busy_of[name];
     std::vector<std::string> gpus;
@@ -190,8 +228,7 @@ void Host(const CampaignRecord& r, MarkdownDoc& d) {
       for (const json& g : f["gpus"]) gpus.push_back(DescribeGpu(g));
     }
     d.Line("{}",
-           Row({name, Cell(f.value("cpu_model", "?")), std::to_string(f.value("logical_cpus", 0)), Memory(f.value("memory", "?")),
-                Cell(f.value("kernel", "?")),
+           Row({name, Cell(DescribeCpu(f)), Memory(f.value("memory", "?")), Cell(f.value("kernel", "?")),
                 b.empty() ? std::string(kNone) : fmt::format("{:.0f}% / {:.0f}%", 100 * stats::Median(b), 100 * stats::Max(b)),
                 std::to_string(loaded_of[name]), gpus.empty() ? std::string(kNone) : Cell(fmt::format("{}", fmt::join(gpus, "; ")))}));
   }

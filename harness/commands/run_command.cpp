@@ -52,7 +52,11 @@ void Show(const std::string& db, std::int64_t session) {
   fmt::print("time     {} → {}\n", s->started_at, s->finished_at);
   const auto host = nlohmann::json::parse(s->host_json, nullptr, false);
   if (host.is_object() && host.contains("cpu_model")) {
-    fmt::print("host     {} · {} CPUs · {} · {} · load {} · {:.0f}% busy before{}\n", host.value("cpu_model", "?"),
+    fmt::print("host     {}{} · {} CPUs · {} · {} · load {} · {:.0f}% busy before{}\n", host.value("cpu_model", "?"),
+               host.contains("cpu_family")
+                   ? fmt::format(" ({} family {} model {} stepping {})", host.value("cpu_vendor", "?"), host.value("cpu_family", "?"),
+                                 host.value("cpu_model_number", "?"), host.value("cpu_stepping", "?"))
+                   : std::string(),
                host.value("logical_cpus", 0), host.value("memory", "?"), host.value("kernel", "?"), host["load_average"].dump(),
                100 * host.value("busy_fraction", 0.0), host.value("load_warning", false) ? " (other load: timings suspect)" : "");
   }

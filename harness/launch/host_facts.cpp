@@ -1,5 +1,6 @@
 #include "harness/launch/host_facts.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <sstream>
 #include <string>
@@ -12,6 +13,13 @@ namespace {
 // One `key=value` line per fact; the two /proc/stat samples are one second apart.
 constexpr const char* kFactsScript = R"sh(field() { grep -m1 "^$1" "$2" | sed 's/^[^:]*: *//'; }
 echo "cpu_model=$(field 'model name' /proc/cpuinfo)"
+echo "cpu_vendor=$(field 'vendor_id' /proc/cpuinfo)"
+echo "cpu_family=$(field 'cpu family' /proc/cpuinfo)"
+echo "cpu_model_number=$(grep -m1 -E '^model[[:space:]]*:' /proc/cpuinfo | sed 's/^[^:]*: *//')"
+echo "cpu_stepping=$(field 'stepping' /proc/cpuinfo)"
+echo "cpu_implementer=$(field 'CPU implementer' /proc/cpuinfo)"
+echo "cpu_part=$(field 'CPU part' /proc/cpuinfo)"
+echo "cpu_flags=$(grep -m1 -E '^(flags|Features)[[:space:]]*:' /proc/cpuinfo | sed 's/^[^:]*: *//')"
 echo "logical_cpus=$(getconf _NPROCESSORS_ONLN)"
 echo "memory=$(field MemTotal /proc/meminfo)"
 echo "kernel=$(uname -sr)"
@@ -49,6 +57,24 @@ std::vector<std::string> SplitCsv(const std::string& line) {
   return out;
 }
 
+// The instruction sets the kernels choose between (x86 and Arm names as /proc/cpuinfo
+// spells them), in this order: what a host's flags say of these is what tells two
+// machines of one model name apart (Zen 4 and Zen 5 are both "AMD EPYC" in a VM).
+constexpr const char* kIsaFlags[] = {"avx",         "avx2",        "fma",         "f16c",     "avx512f",  "avx512bw", "avx512vl",
+                                     "avx512_vnni", "avx512_bf16", "avx512_fp16", "avx_vnni", "amx_tile", "amx_bf16", "amx_int8",
+                                     "asimd",       "asimddp",     "bf16",        "i8mm",     "sve",      "sve2"};
+
+nlohmann::json IsaOf(const std::string& flags) {
+  std::istringstream in(flags);
+  std::vector<std::string> present;
+  for (std::string f; in >> f;) present.push_back(f);
+  nlohmann::json isa = nlohmann::json::array();
+  for (const char* f : kIsaFlags) {
+    if (std::find(present.begin(), present.end(), f) != present.end()) isa.push_back(f);
+  }
+  return isa;
+}
+
 nlohmann::json Number(const std::string& text) {
   try {
     std::size_t used = 0;
@@ -75,6 +101,10 @@ nlohmann::json HostFacts(const Host& host) {
       stat0 = value;
     } else if (key == "stat1") {
       stat1 = value;
+    } else if (key == "cpu_flags") {
+      facts["cpu_isa"] = IsaOf(value);
+    } else if (key.rfind("cpu_", 0) == 0 && key != "cpu_model" && value.empty()) {
+      continue;  // a field this architecture's /proc/cpuinfo does not have
     } else if (key == "logical_cpus") {
       facts[key] = std::stoi(value.empty() ? "0" : value);
     } else if (key == "loadavg") {

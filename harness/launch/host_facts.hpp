@@ -6,8 +6,10 @@
 
 namespace tandem::harness {
 
-// The machine a process ran on, read there: CPU model, logical CPUs, memory, kernel, host
-// name, the load averages, the fraction of all CPUs busy over one second just before the
+// The machine a process ran on, read there: CPU model name, vendor, family, model number
+// and stepping (x86) or implementer and part (Arm), as /proc/cpuinfo has them; `cpu_isa`,
+// the instruction sets among those the kernels choose between that its flags list; logical
+// CPUs, memory, kernel, host name, the load averages, the fraction of all CPUs busy over one second just before the
 // session (`busy_fraction`, from /proc/stat), and, where `nvidia-smi` answers, its GPUs
 // (`gpus`: index, name, uuid, driver, power limit W, SM and memory clocks MHz now and at
 // most, memory MiB). The load average lags by minutes, so it still counts the previous

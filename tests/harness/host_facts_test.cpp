@@ -3,6 +3,7 @@
 // nvidia-smi on PATH stands in for a GPU machine).
 #include "harness/launch/host_facts.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -29,6 +30,37 @@ TEST(HostFacts, AreReadThroughTheHostWithABusySample) {
   EXPECT_GE(busy, 0.0);
   EXPECT_LE(busy, 1.0);
   EXPECT_FALSE(f.contains("gpus")) << "no nvidia-smi here, so no GPUs";
+}
+
+TEST(HostFacts, NameTheCpuBeyondItsModelName) {
+  // Read here independently: the flags line of /proc/cpuinfo (x86 "flags", Arm "Features").
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  std::string line, flags, family;
+  while (std::getline(cpuinfo, line)) {
+    const auto colon = line.find(':');
+    if (colon == std::string::npos) continue;
+    std::string key = line.substr(0, colon);
+    while (!key.empty() && (key.back() == ' ' || key.back() == '\t')) key.pop_back();
+    const std::size_t start = line.find_first_not_of(' ', colon + 1);
+    const std::string value = start == std::string::npos ? "" : line.substr(start);
+    if ((key == "flags" || key == "Features") && flags.empty()) flags = " " + value + " ";
+    if (key == "cpu family" && family.empty()) family = value;
+  }
+  ASSERT_FALSE(flags.empty()) << "/proc/cpuinfo has no flags line";
+  const nlohmann::json f = HostFacts();
+  ASSERT_TRUE(f.contains("cpu_isa") && f["cpu_isa"].is_array()) << f.dump();
+  for (const char* isa : {"avx2", "avx512f", "avx512_bf16", "amx_tile", "asimd", "sve"}) {
+    const bool listed = std::find(f["cpu_isa"].begin(), f["cpu_isa"].end(), isa) != f["cpu_isa"].end();
+    EXPECT_EQ(listed, flags.find(std::string(" ") + isa + " ") != std::string::npos) << isa << ": " << f.dump();
+  }
+  // x86: vendor, family, model number and stepping; nothing empty is stored.
+  if (!family.empty()) {
+    EXPECT_EQ(f.value("cpu_family", ""), family) << f.dump();
+    EXPECT_FALSE(f.value("cpu_vendor", "").empty()) << f.dump();
+    EXPECT_FALSE(f.value("cpu_model_number", "").empty()) << f.dump();
+    EXPECT_FALSE(f.value("cpu_stepping", "").empty()) << f.dump();
+    EXPECT_FALSE(f.contains("cpu_implementer")) << f.dump();
+  }
 }
 
 TEST(HostFacts, ListEveryGpuNvidiaSmiReportsWithPowerLimitsAndClocks) {

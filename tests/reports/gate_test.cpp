@@ -252,6 +252,51 @@ TEST_F(Gate, AnInconclusiveFamilySaysHowManySessionsWouldDecideIt) {
   EXPECT_EQ(std::stoi(command.substr(command.rfind(' ') + 1)) % 4, 0) << command;  // whole ABBA blocks
 }
 
+// Host facts as the harness stores them, for a Zen 4 and a Zen 5 host of one model name.
+json Zen(int family) {
+  return {{"cpu_model", "AMD EPYC"},
+          {"cpu_vendor", "AuthenticAMD"},
+          {"cpu_family", std::to_string(family)},
+          {"cpu_model_number", family == 26 ? "2" : "17"},
+          {"cpu_stepping", "1"},
+          {"logical_cpus", 2},
+          {"cpu_isa", family == 26 ? json{"avx2", "avx512f", "avx512_bf16"} : json{"avx2", "avx512f"}}};
+}
+
+TEST_F(Gate, ArmsSpreadUnlikeOverChangedHardwareAreInDoubt) {
+  // Equal rates: the comparison itself would pass.
+  json c = Campaign({100, 102, 99, 101, 100, 101}, {101, 100, 102, 99, 100, 101});
+  // Sessions 1-2 (A B) on Zen 4, the rest on Zen 5: baseline 1 of 6 on Zen 4, candidate 1 of 6.
+  for (std::size_t i = 0; i < c["sessions"].size(); ++i) c["sessions"][i]["host"] = Zen(i < 2 ? 25 : 26);
+  GateResult g = Evaluate(Write(c, "alike.db"));
+  EXPECT_TRUE(g.quality_doubts.empty()) << g.quality_doubts[0];
+  EXPECT_EQ(g.verdict, Verdict::kPass);
+  // The first three sessions (A B B) on Zen 4: baseline 1 of 6 there, candidate 2 of 6, a
+  // difference of 1/6 in their shares.
+  for (std::size_t i = 0; i < c["sessions"].size(); ++i) c["sessions"][i]["host"] = Zen(i < 3 ? 25 : 26);
+  g = Evaluate(Write(c, "lopsided.db"));
+  EXPECT_EQ(g.verdict, Verdict::kInconclusive);
+  ASSERT_EQ(g.quality_doubts.size(), 1u);
+  const std::string& doubt = g.quality_doubts[0];
+  EXPECT_NE(doubt.find("layout tp4 ran on 2 different machines"), std::string::npos) << doubt;
+  EXPECT_NE(doubt.find("AuthenticAMD family 25 model 17 stepping 1, 2 logical CPUs, avx2 avx512f): baseline 1 of 6, candidate 2 of 6"),
+            std::string::npos)
+      << doubt;
+  EXPECT_NE(doubt.find("family 26 model 2 stepping 1, 2 logical CPUs, avx2 avx512f avx512_bf16): baseline 5 of 6, candidate 4 of 6"),
+            std::string::npos)
+      << doubt;
+  // The report names the machines and the sessions each ran, per arm.
+  const auto report = testing::RunCommand(TANDEM_BIN, {"report", (dir_ / "lopsided.db").string()});
+  ASSERT_EQ(report.exit_code, 0) << report.err;
+  EXPECT_NE(report.out.find("**The hardware changed during the campaign**: its completed sessions ran on 2 different machines"),
+            std::string::npos)
+      << report.out;
+  EXPECT_NE(report.out.find("| tp4 | AMD EPYC, AuthenticAMD family 25 model 17 stepping 1, 2 logical CPUs, avx2 avx512f | 1 | 2 |"),
+            std::string::npos)
+      << report.out;
+  EXPECT_NE(report.out.find("- cand against base: layout tp4 ran on 2 different machines"), std::string::npos) << report.out;
+}
+
 TEST_F(Gate, BadInputIsExitTwoWithAMessage) {
   const std::string db = Write(Campaign(kBase, {101, 100, 102, 99}));
   const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {

@@ -139,7 +139,8 @@ def build_session(order_index, layout, arm):
         retained.append(x)
     workloads.append(dict(name="retained", kind="retained_context", warmup=False,
                           spec=dict(contexts=[128], children=2, repeats=1, greedy=True, max_tokens=50, nonce_seed=1004), samples=retained))
-    host = dict(cpu_model="Test CPU 9000", logical_cpus=16, memory="65536000 kB", kernel="Linux 6.1.0", hostname="bench-1",
+    host = dict(cpu_model="Test CPU 9000", cpu_vendor="GenuineTest", cpu_family="6", cpu_model_number="143", cpu_stepping="8",
+                cpu_isa=["avx2", "fma", "avx512f", "amx_tile"], logical_cpus=16, memory="65536000 kB", kernel="Linux 6.1.0", hostname="bench-1",
                 load_average=[0.1, 0.1, 0.1], busy_fraction=0.02, busy_sample_s=1.0)
     return dict(order_index=order_index, layout=layout, arm=arm, status="complete", attempts=1, host=host,
                 served=dict(id="tandem", model_revision="cd" * 32), workloads=workloads,
