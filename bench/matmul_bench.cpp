@@ -14,6 +14,7 @@
 
 #include <benchmark/benchmark.h>
 
+#include "bench/memory_bandwidth.hpp"
 #include "runtime/kernels/cpu_features.hpp"
 #include "runtime/kernels/matmul.hpp"
 #include "runtime/kernels/quantized_matrix.hpp"
@@ -181,8 +182,26 @@ const Int4ExpertStore& Int4Experts(const ExpertStore& bf16) {
   return store;
 }
 
+// The matrices of one MatMulMany read by a plain sum (ReadLines) instead, the threads
+// sharing the bytes as the products share the work: the ceiling a pass is measured against.
+void ReadAll(const std::vector<MatMulTask>& group, ThreadPool& pool) {
+  std::vector<std::int64_t> first(group.size() + 1, 0);  // lines before each matrix
+  for (std::size_t i = 0; i < group.size(); ++i) first[i + 1] = first[i] + static_cast<std::int64_t>(group[i].w->bytes() / 64);
+  std::vector<std::uint32_t> sums(static_cast<std::size_t>(pool.size()));
+  pool.ParallelFor(first.back(), [&](std::int64_t begin, std::int64_t end) {
+    auto i = static_cast<std::size_t>(std::upper_bound(first.begin(), first.end(), begin) - first.begin()) - 1;
+    std::uint32_t sum = 0;
+    for (; i < group.size() && first[i] < end; ++i) {
+      const std::int64_t b = std::max(begin, first[i]), e = std::min(end, first[i + 1]);
+      sum += bench::ReadLines(static_cast<const char*>(group[i].w->data) + (b - first[i]) * 64, (e - b) * 64);
+    }
+    sums[static_cast<std::size_t>(begin * pool.size() / first.back())] += sum;
+  });
+  benchmark::DoNotOptimize(sums.data());
+}
+
 // Args: threads (0: all), format (16: bf16, 4: int4 group 32; bytes counted are
-// the format's, scales included), products (3: gates and ups, then downs, as
+// the format's, scales included; 0: the bf16 matrices read by ReadAll, not multiplied), products (3: gates and ups, then downs, as
 // decode; 1: the gates and ups only; 2: the downs only, whose rows are a quarter
 // as long), rows (each expert's inputs: 1 as in single-sequence decode, where 7
 // experts are active; 2 or 3 with 48 active, as at C16, where a layer's 96 routes land
@@ -192,7 +211,7 @@ void BM_ExpertProducts(benchmark::State& state) {
   const std::int64_t rows = state.range(3);
   const std::size_t active = rows == 1 ? 7 : 48;
   static const ExpertStore bf16;
-  const bool int4 = state.range(1) == 4;
+  const bool int4 = state.range(1) == 4, read_only = state.range(1) == 0;
   const std::int64_t products = state.range(2);
   const Int4ExpertStore* quantized = int4 ? &Int4Experts(bf16) : nullptr;
   const auto& gates = int4 ? quantized->gate : bf16.gate;
@@ -216,6 +235,11 @@ void BM_ExpertProducts(benchmark::State& state) {
       gate_up[2 * a + 1] = {&ups[e], x.data(), rows, h + per_expert(S::kInter), nullptr};
       downs[a] = {&down_of[e], h, rows, out.data() + a * per_expert(S::kHidden), nullptr};
     }
+    if (read_only) {
+      if ((products & 1) != 0) ReadAll(gate_up, pool);
+      if ((products & 2) != 0) ReadAll(downs, pool);
+      continue;
+    }
     if ((products & 1) != 0) MatMulMany(gate_up, &pool);
     if ((products & 2) != 0) MatMulMany(downs, &pool);
     benchmark::DoNotOptimize(out.data());
@@ -225,8 +249,8 @@ void BM_ExpertProducts(benchmark::State& state) {
   state.SetBytesProcessed(state.iterations() * static_cast<std::int64_t>(active) * expert_bytes);
 }
 BENCHMARK(BM_ExpertProducts)
-    ->ArgsProduct({{1, 0}, {16, 4}, {3, 1, 2}, {1}})
-    ->ArgsProduct({{1, 0}, {16}, {3}, {2, 3}})
+    ->ArgsProduct({{1, 0}, {16, 4, 0}, {3, 1, 2}, {1}})
+    ->ArgsProduct({{1, 0}, {16, 0}, {3}, {2, 3}})
     ->ArgNames({"threads", "format", "products", "rows"})
     ->MinTime(0.5)
     ->Unit(benchmark::kMicrosecond);

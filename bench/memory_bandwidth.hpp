@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 namespace tandem::rt {
 class ThreadPool;
@@ -13,5 +14,10 @@ namespace tandem::bench {
 // approach. The best of `repeats` passes in each of several ways of reading (SSE and
 // AVX2 loads; no software prefetch, or 8 or 32 KiB ahead as the kernels prefetch).
 double MeasureReadBandwidth(tandem::rt::ThreadPool& pool, std::size_t bytes = std::size_t{1} << 30, int repeats = 5);
+
+// Reads [p, p + bytes) (whole 64-byte lines) as a sum of 32-bit lanes, with the lines
+// 8 KiB on prefetched into L2 as the kernels do: the plain read a product of the same
+// bytes is measured against. Returns the sum so that the reads stay.
+std::uint32_t ReadLines(const void* p, std::int64_t bytes);
 
 }  // namespace tandem::bench
