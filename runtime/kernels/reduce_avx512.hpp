@@ -42,13 +42,14 @@ inline __m512 ReduceSixteen(const __m512* a) {
   return _mm512_add_ps(_mm512_shuffle_ps(v[0], v[1], 0x88), _mm512_shuffle_ps(v[0], v[1], 0xDD));
 }
 
-// Quarter q of v (lanes 4q to 4q + 3) to p + q · stride. (The quarter's index must be
-// a constant for clang, so the four stores are written out.)
+// Quarters q < N of v (lanes 4q to 4q + 3) to p + q · stride. (The quarter's index must
+// be a constant for clang, so the stores are written out.)
+template <int N = 4>
 inline void StoreQuarters(__m512 v, float* p, std::int64_t stride) {
   _mm_storeu_ps(p, _mm512_castps512_ps128(v));
-  _mm_storeu_ps(p + stride, _mm512_extractf32x4_ps(v, 1));
-  _mm_storeu_ps(p + 2 * stride, _mm512_extractf32x4_ps(v, 2));
-  _mm_storeu_ps(p + 3 * stride, _mm512_extractf32x4_ps(v, 3));
+  if constexpr (N > 1) _mm_storeu_ps(p + stride, _mm512_extractf32x4_ps(v, 1));
+  if constexpr (N > 2) _mm_storeu_ps(p + 2 * stride, _mm512_extractf32x4_ps(v, 2));
+  if constexpr (N > 3) _mm_storeu_ps(p + 3 * stride, _mm512_extractf32x4_ps(v, 3));
 }
 
 }  // namespace
