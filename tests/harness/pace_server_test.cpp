@@ -124,39 +124,50 @@ timeouts: {{launch_s: 30, request_s: 30, teardown_grace_s: 5}}
     std::sort(errors.begin(), errors.end());
     EXPECT_NEAR(errors[errors.size() / 2], 0.0, 0.0025) << arm << ": the median request's rate is not the server's pace";
   }
-  double worst_c16 = 0;
-  std::map<std::string, std::vector<double>> c16_ratios;  // per arm, aggregate / 16·R of each batch
+  double worst_c16 = 0, worst_stagger = 0;
+  // Per arm, each batch's aggregate against what a server at exactly R gives for the
+  // batch's own first outputs: the requests of a batch reach the server a few ms apart
+  // (the client starts 16 streams; 1–2 ms on one host, 3–9 on another), and the span
+  // the aggregate divides by starts at the first of them, so against 16·R alone a
+  // batch reads short by that stagger over ~1.3 s (0.4–0.6% on a Zen 5 VM), which is
+  // the request pattern, not the harness's clock.
+  std::map<std::string, std::vector<double>> c16_ratios;
   for (const auto& [key, batch] : c16) {
     ASSERT_EQ(batch.size(), 16u);
-    double tokens = 0, lo = 1e300, hi = 0;
+    const double pace = rate_of[std::get<0>(key)];  // the batch's own server
+    double tokens = 0, lo = 1e300, hi = 0, paced_end = 0, first_last = 0;
     for (const auto& [ct, first, finish] : batch) {
       tokens += ct - 1;
       lo = std::min(lo, first);
       hi = std::max(hi, finish);
+      paced_end = std::max(paced_end, first + (ct - 1) / pace);
+      first_last = std::max(first_last, first);
     }
-    const double aggregate = tokens / (hi - lo);
-    const double want = 16 * rate_of[std::get<0>(key)];  // the batch's own server
+    const double aggregate = tokens / (hi - lo), paced = tokens / (paced_end - lo);
+    const double want = 16 * pace;
     worst_c16 = std::max(worst_c16, 1 - aggregate / want);
+    worst_stagger = std::max(worst_stagger, first_last - lo);
     // Each batch within 5%: one request's last tokens read late stretch its batch's span
     // (CI on a shared 2-core VM twice had a batch 2.1–2.3% short, its largest TTFT 55–71 ms
     // against 40); the median batch, below, is what must be exact. (A real fault, a listen
     // backlog dropping SYNs, gave 44–49%.)
     EXPECT_NEAR(aggregate / want, 1.0, 0.05) << "C16 aggregate " << aggregate << " of " << want;
-    c16_ratios[std::get<0>(key)].push_back(aggregate / want);
+    c16_ratios[std::get<0>(key)].push_back(aggregate / paced);
   }
   for (auto& [arm, ratios] : c16_ratios) {
     std::sort(ratios.begin(), ratios.end());
     const double median = (ratios[(ratios.size() - 1) / 2] + ratios[ratios.size() / 2]) / 2;
-    EXPECT_NEAR(median, 1.0, 0.005) << arm << ": the median C16 batch's aggregate is not 16 × the server's pace";
+    fmt::print("{}: median C16 batch at {:.3f}% of the paced aggregate\n", arm, 100 * median);
+    EXPECT_NEAR(median, 1.0, 0.005) << arm
+                                    << ": the median C16 batch's aggregate is not what the server's pace gives from its first outputs";
   }
   std::vector<double> all16;
   for (const auto& [arm, v] : ttft_c16) all16.insert(all16.end(), v.begin(), v.end());
   std::sort(all16.begin(), all16.end());
   fmt::print(
-      "pace server: worst per-request rate error {:.3f}%; C16 aggregate at most {:.2f}% below 16·R; C16 TTFT median {:.1f} ms, max {:.1f} "
-      "ms "
-      "(first token sent at {} ms)\n",
-      100 * worst_rate, 100 * worst_c16, 1e3 * all16[all16.size() / 2], 1e3 * all16.back(), kFirstMs);
+      "pace server: worst per-request rate error {:.3f}%; C16 aggregate at most {:.2f}% below 16·R (first outputs of a batch at most "
+      "{:.1f} ms apart); C16 TTFT median {:.1f} ms, max {:.1f} ms (first token sent at {} ms)\n",
+      100 * worst_rate, 100 * worst_c16, 1e3 * worst_stagger, 1e3 * all16[all16.size() / 2], 1e3 * all16.back(), kFirstMs);
   // The weighted decode ratio is the pace ratio, 50 / 40.
   const auto gate = testing::RunCommand(TANDEM_BIN, {"gate", (dir_ / "store.db").string(), "--json"}, 60s);
   const json g = json::parse(gate.out);
