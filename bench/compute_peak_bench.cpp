@@ -18,8 +18,10 @@ using tandem::rt::Isa;
 constexpr int kChains = 24;
 constexpr std::int64_t kRounds = 1 << 22;
 
-// Each round: kChains dependent-in-chain multiply-adds of 16 lanes. Returns a value that
-// depends on every chain, so nothing is optimised away.
+// Each round: kChains dependent-in-chain multiply-adds of 16 lanes (FmaAvx2: of 8).
+// Returns a value that depends on every chain, so nothing is optimised away. Two
+// functions, not a template: each needs its own target, and an instantiation cannot
+// be given one.
 __attribute__((target("avx512f"), noinline)) float FmaAvx512(std::int64_t rounds) {
   __m512 acc[kChains];
   for (int c = 0; c < kChains; ++c) acc[c] = _mm512_set1_ps(1.0f + static_cast<float>(c) * 1e-7f);

@@ -182,18 +182,20 @@ const Int4ExpertStore& Int4Experts(const ExpertStore& bf16) {
   return store;
 }
 
-// The matrices of one MatMulMany read by a plain sum (ReadLines) instead, the threads
-// sharing the bytes as the products share the work: the ceiling a pass is measured against.
+// The matrices of one MatMulMany read by a plain sum (bench::ReadFloats) instead, the
+// threads sharing the bytes as the products share the work: the ceiling a pass is
+// measured against.
 void ReadAll(const std::vector<MatMulTask>& group, ThreadPool& pool) {
+  constexpr std::int64_t kLine = 16;                     // floats in a 64-byte line
   std::vector<std::int64_t> first(group.size() + 1, 0);  // lines before each matrix
   for (std::size_t i = 0; i < group.size(); ++i) first[i + 1] = first[i] + static_cast<std::int64_t>(group[i].w->bytes() / 64);
-  std::vector<std::uint32_t> sums(static_cast<std::size_t>(pool.size()));
+  std::vector<float> sums(static_cast<std::size_t>(pool.size()));
   pool.ParallelFor(first.back(), [&](std::int64_t begin, std::int64_t end) {
     auto i = static_cast<std::size_t>(std::upper_bound(first.begin(), first.end(), begin) - first.begin()) - 1;
-    std::uint32_t sum = 0;
+    float sum = 0;
     for (; i < group.size() && first[i] < end; ++i) {
       const std::int64_t b = std::max(begin, first[i]), e = std::min(end, first[i + 1]);
-      sum += bench::ReadLines(static_cast<const char*>(group[i].w->data) + (b - first[i]) * 64, (e - b) * 64);
+      sum += bench::ReadFloats(static_cast<const float*>(group[i].w->data) + (b - first[i]) * kLine, (e - b) * kLine);
     }
     sums[static_cast<std::size_t>(begin * pool.size() / first.back())] += sum;
   });

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
-#include <cstring>
 #include <functional>
 #include <memory>
 #include <vector>
@@ -50,20 +49,6 @@ __attribute__((target("avx2"))) float SumRangeAvx2(const float* p, std::int64_t 
   for (float l : lanes) s += l;
   return s;
 }
-
-__attribute__((target("avx2"))) std::uint32_t ReadLinesAvx2(const char* p, std::int64_t lines) {
-  __m256i a = _mm256_setzero_si256(), b = _mm256_setzero_si256();
-  for (std::int64_t i = 0; i < lines; ++i) {
-    if (i + 128 < lines) _mm_prefetch(p + (i + 128) * 64, _MM_HINT_T1);  // 8 KiB on
-    a = _mm256_add_epi32(a, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + i * 64)));
-    b = _mm256_add_epi32(b, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + i * 64 + 32)));
-  }
-  alignas(32) std::uint32_t lanes[8];
-  _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), _mm256_add_epi32(a, b));
-  std::uint32_t s = 0;
-  for (std::uint32_t l : lanes) s += l;
-  return s;
-}
 #endif
 
 struct ReadWay {
@@ -73,22 +58,12 @@ struct ReadWay {
 
 }  // namespace
 
-std::uint32_t ReadLines(const void* p, std::int64_t bytes) {
-  const auto* line = static_cast<const char*>(p);
-  const std::int64_t lines = bytes / 64;
-  std::uint32_t sum = 0;
+float ReadFloats(const float* p, std::int64_t n) {
+  constexpr std::int64_t kAhead = 2048;  // 8 KiB, as the kernels prefetch
 #if defined(__x86_64__)
-  if (__builtin_cpu_supports("avx2")) return ReadLinesAvx2(line, lines);
+  if (__builtin_cpu_supports("avx2")) return SumRangeAvx2(p, n, kAhead);
 #endif
-  for (std::int64_t i = 0; i < lines; ++i) {
-    if (i + 128 < lines) __builtin_prefetch(line + (i + 128) * 64, 0, 2);
-    std::uint32_t word;
-    for (int w = 0; w < 64; w += 4) {
-      std::memcpy(&word, line + i * 64 + w, 4);
-      sum += word;
-    }
-  }
-  return sum;
+  return SumRange(p, n, kAhead);
 }
 
 double MeasureReadBandwidth(tandem::rt::ThreadPool& pool, std::size_t bytes, int repeats) {

@@ -15,9 +15,9 @@ namespace tandem::bench {
 // AVX2 loads; no software prefetch, or 8 or 32 KiB ahead as the kernels prefetch).
 double MeasureReadBandwidth(tandem::rt::ThreadPool& pool, std::size_t bytes = std::size_t{1} << 30, int repeats = 5);
 
-// Reads [p, p + bytes) (whole 64-byte lines) as a sum of 32-bit lanes, with the lines
+// Reads [p, p + n) (n a multiple of 16) by the sum MeasureReadBandwidth uses, the lines
 // 8 KiB on prefetched into L2 as the kernels do: the plain read a product of the same
 // bytes is measured against. Returns the sum so that the reads stay.
-std::uint32_t ReadLines(const void* p, std::int64_t bytes);
+float ReadFloats(const float* p, std::int64_t n);
 
 }  // namespace tandem::bench

@@ -23,7 +23,8 @@ std::string Text(const json& facts, const char* key) {
 std::string DescribeCpu(const json& facts) {
   if (!facts.is_object()) return "?";
   std::vector<std::string> parts;
-  parts.push_back(Text(facts, "cpu_model").empty() ? "?" : Text(facts, "cpu_model"));
+  const std::string model = Text(facts, "cpu_model");
+  parts.push_back(model.empty() ? "?" : model);
   if (facts.contains("cpu_family")) {
     parts.push_back(fmt::format("{} family {} model {} stepping {}", Text(facts, "cpu_vendor"), Text(facts, "cpu_family"),
                                 Text(facts, "cpu_model_number"), Text(facts, "cpu_stepping")));

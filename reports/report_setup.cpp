@@ -57,8 +57,7 @@ std::string DescribeGpu(const json& g) {
 
 // When the sessions did not all run on the same hardware: which ran where, per arm, and
 // for each pair the gate compares whether the arms are spread alike over the machines.
-void Hardware(const CampaignRecord& r, MarkdownDoc& d) {
-  const HardwareMix mix = AssessHardware(r);
+void Hardware(const CampaignRecord& r, const HardwareMix& mix, MarkdownDoc& d) {
   const std::size_t machines = Machines(mix);
   if (machines < 2) return;
   d.Line(
@@ -179,7 +178,8 @@ void Arms(const CampaignRecord& r, MarkdownDoc& d) {
 void Host(const CampaignRecord& r, MarkdownDoc& d) {
   const json& h = r.host;
   const bool known = h.is_object() && !h.empty();
-  if (!known && Machines(AssessHardware(r)) < 2) return;
+  const HardwareMix mix = AssessHardware(r);
+  if (!known && Machines(mix) < 2) return;
   d.Line("## Host");
   d.Blank();
   if (known) {
@@ -202,7 +202,7 @@ void Host(const CampaignRecord& r, MarkdownDoc& d) {
         100 * stats::Median(busy), 100 * stats::Max(busy), loaded, busy.size());
   }
   d.Blank();
-  Hardware(r, d);
+  Hardware(r, mix, d);
   // The other hosts, as each session read them: the first reading, and the busy samples of all.
   std::map<std::string, json> first;
   std::map<std::string, std::vector<double>> busy_of;
