@@ -210,12 +210,16 @@ BENCHMARK(BM_DecodeRoofline)->Arg(1)->Arg(0)->ArgName("threads")->Unit(benchmark
 // tokens and staggered so the batch's rows sit at different positions. Reports
 // tokens per second over all sequences and, per StepProfile region, the time of a
 // step: where a batched step's time goes against C1's. Args: threads (0 = all
-// cores), sequences.
+// cores), sequences, same: 0 as above (every row routed its own way: ~51 of 64
+// experts a layer at C16), 1 for C identical sequences fed the same tokens at the same
+// positions, as a campaign's concurrency workload sends C identical greedy requests
+// (every row routed alike: 6 experts a layer, C rows each).
 void BM_BatchDecode(benchmark::State& state) {
   const Checkpoint ckpt = Checkpoint::Open(tandem::bench::BenchModel());
   StepProfile profile;
   Engine engine(ckpt, EngineOptions{.threads = static_cast<int>(state.range(0)), .profile = &profile});
   const int sequences = static_cast<int>(state.range(1));
+  const bool same = state.range(2) != 0;
   constexpr int kPrompt = DecodeLoop::kPrompt, kWindow = DecodeLoop::kWindow;
   ForwardOutput out;
   std::vector<Row> rows;
@@ -223,10 +227,10 @@ void BM_BatchDecode(benchmark::State& state) {
   const auto id = [](int s) { return static_cast<SequenceId>(s + 1); };
   for (int s = 0; s < sequences; ++s) {  // each prompt as long as its sequence's start position
     engine.kv().Open(id(s), kPrompt + kWindow);
-    positions[static_cast<std::size_t>(s)] = kPrompt + (s * kWindow) / sequences;
+    positions[static_cast<std::size_t>(s)] = kPrompt + (same ? 0 : (s * kWindow) / sequences);
     rows.clear();
     for (int i = 0; i < positions[static_cast<std::size_t>(s)]; ++i) {
-      rows.push_back({id(s), i, static_cast<TokenId>(100 + i + s), i + 1 == positions[static_cast<std::size_t>(s)]});
+      rows.push_back({id(s), i, static_cast<TokenId>(100 + i + (same ? 0 : s)), i + 1 == positions[static_cast<std::size_t>(s)]});
     }
     engine.Forward(rows, out);
   }
@@ -239,7 +243,7 @@ void BM_BatchDecode(benchmark::State& state) {
         engine.kv().Get(id(s)).Truncate(kPrompt);
         p = kPrompt;
       }
-      rows.push_back({id(s), p, static_cast<TokenId>((p * 7 + s) % 1000), true});
+      rows.push_back({id(s), p, static_cast<TokenId>((p * 7 + (same ? 0 : s)) % 1000), true});
       ++p;
     }
     engine.Forward(rows, out);
@@ -252,8 +256,16 @@ void BM_BatchDecode(benchmark::State& state) {
   state.counters["tok/s"] = benchmark::Counter(static_cast<double>(state.iterations()) * sequences, benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_BatchDecode)
-    ->ArgsProduct({{1, 0}, {1, 4, 16}})
-    ->ArgNames({"threads", "sequences"})
+    ->Apply([](benchmark::internal::Benchmark* b) {
+      for (int threads : {1, 0}) {
+        for (int sequences : {1, 4, 16}) {
+          for (int same : {0, 1}) {
+            if (sequences > 1 || same == 0) b->Args({threads, sequences, same});  // one sequence is alike either way
+          }
+        }
+      }
+    })
+    ->ArgNames({"threads", "sequences", "same"})
     ->Unit(benchmark::kMillisecond)
     ->MinTime(2.0);
 

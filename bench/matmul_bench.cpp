@@ -207,11 +207,13 @@ void ReadAll(const std::vector<MatMulTask>& group, ThreadPool& pool) {
 // decode; 1: the gates and ups only; 2: the downs only, whose rows are a quarter
 // as long), rows (each expert's inputs: 1 as in single-sequence decode, where 7
 // experts are active; 2 or 3 with 48 active, as at C16, where a layer's 96 routes land
-// on about 50 of 64 experts, most of them given 1–3 rows).
+// on about 50 of 64 experts, most of them given 1–3 rows; 16 with 7 active, as at C16
+// when every row is routed alike: a campaign's C identical greedy requests).
+// Counters: bytes of weights per second and multiply-adds per second.
 void BM_ExpertProducts(benchmark::State& state) {
   using S = ExpertStore;
   const std::int64_t rows = state.range(3);
-  const std::size_t active = rows == 1 ? 7 : 48;
+  const std::size_t active = rows == 1 || rows == 16 ? 7 : 48;
   static const ExpertStore bf16;
   const bool int4 = state.range(1) == 4, read_only = state.range(1) == 0;
   const std::int64_t products = state.range(2);
@@ -249,10 +251,13 @@ void BM_ExpertProducts(benchmark::State& state) {
   const std::int64_t expert_bytes = static_cast<std::int64_t>(((products & 1) != 0 ? gates[0].bytes() + ups[0].bytes() : 0) +
                                                               ((products & 2) != 0 ? down_of[0].bytes() : 0));
   state.SetBytesProcessed(state.iterations() * static_cast<std::int64_t>(active) * expert_bytes);
+  const double macs =
+      static_cast<double>(active * rows) * S::kHidden * S::kInter * (((products & 1) != 0 ? 2.0 : 0.0) + ((products & 2) != 0 ? 1.0 : 0.0));
+  if (!read_only) state.counters["MAC/s"] = benchmark::Counter(static_cast<double>(state.iterations()) * macs, benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_ExpertProducts)
     ->ArgsProduct({{1, 0}, {16, 4, 0}, {3, 1, 2}, {1}})
-    ->ArgsProduct({{1, 0}, {16, 0}, {3}, {2, 3}})
+    ->ArgsProduct({{1, 0}, {16, 0}, {3}, {2, 3, 16}})
     ->ArgNames({"threads", "format", "products", "rows"})
     ->MinTime(0.5)
     ->Unit(benchmark::kMicrosecond);

@@ -1,4 +1,6 @@
+#include <algorithm>
 #include <csignal>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -20,6 +22,7 @@
 #include "runtime/model/checkpoint.hpp"
 #include "runtime/model/model_revision.hpp"
 #include "runtime/serve/api_server.hpp"
+#include "runtime/serve/prefill_budget.hpp"
 #include "runtime/serve/scheduler.hpp"
 
 namespace tandem::rt::cli {
@@ -100,11 +103,15 @@ void Serve(Options opt) {
   Engine engine(
       ckpt, EngineOptions{.threads = opt.threads, .expert_input = ExpertInput(layout), .keep_hidden = mtp, .device = EngineDevice(layout)},
       MakeExpertExecutor(ckpt, layout, nullptr));
-  // The largest step the scheduler makes (a prompt chunk beside every decoding
-  // request's row and drafts), once before the first request: its buffers are then
-  // mapped, and a worker that cannot answer fails the start, not a request.
+  // The largest step the scheduler makes (the most prompt chunks a step takes beside
+  // every decoding request's row and drafts: PrefillBudget), once before the first
+  // request: its buffers are then mapped, and a worker that cannot answer fails the
+  // start, not a request.
   const int drafts = draft_mode == "off" ? 0 : opt.draft.max_drafts;
-  engine.WarmUp(std::min(opt.scheduler.max_context, opt.scheduler.prefill_chunk + opt.scheduler.concurrency * (1 + drafts)));
+  const std::int64_t largest_step =
+      static_cast<std::int64_t>(opt.scheduler.prefill_chunk) * std::min(kMaxPrefillChunks, std::max(1, opt.scheduler.concurrency)) +
+      static_cast<std::int64_t>(opt.scheduler.concurrency) * (1 + drafts);
+  engine.WarmUp(static_cast<int>(std::min<std::int64_t>(opt.scheduler.max_context, largest_step)));
   ServedModel served{ModelRevision(ckpt.dir()), opt.scheduler.max_context,
                      opt.max_output_tokens > 0 ? std::min(opt.max_output_tokens, opt.scheduler.max_context) : opt.scheduler.max_context,
                      c.vocab_size, static_cast<TokenId>(c.bos_token_id)};
@@ -172,7 +179,8 @@ void AddServeCommand(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--prefix-cache-entries", opt->scheduler.prefix_cache_entries, "Finished sequences kept for prefix reuse")
       ->capture_default_str();
-  cmd->add_option("--prefill-chunk", opt->scheduler.prefill_chunk, "Prompt tokens per step over all requests")
+  cmd->add_option("--prefill-chunk", opt->scheduler.prefill_chunk,
+                  "Prompt tokens per step over all requests, times the prompts waiting per decoding request (at most 8 times)")
       ->check(CLI::Range(1, 1 << 20))
       ->capture_default_str();
   cmd->add_option("--drain-timeout-s", opt->drain_timeout_s, "On SIGTERM, how long in-flight requests may finish")

@@ -23,7 +23,7 @@ struct SchedulerOptions {
   int queue_depth = 64;                         // requests waiting for a slot; beyond: 429 at once
   std::chrono::milliseconds queue_wait{30000};  // longest wait for a slot; then 429
   std::size_t prefix_cache_entries = 64;
-  int prefill_chunk = 256;  // prompt tokens per step, over all prefilling requests
+  int prefill_chunk = 256;  // prompt tokens per step, over all prefilling requests (scaled: PrefillBudget)
   TokenId eos = 1;
   // Test aid (`--debug-slowdown F`): after each step the scheduler busy-waits F/(1−F)
   // as long as the step computed (decode rows only), so decode throughput becomes (1 − F)
@@ -51,7 +51,8 @@ struct Submission {
 
 // Continuous batching over one Engine, on its own thread. Each step forms one batch:
 // a row for every decoding sequence plus prompt chunks of the prefilling ones (at
-// most `prefill_chunk` tokens per step, served round-robin, so a long prompt cannot
+// most PrefillBudget tokens per step: `prefill_chunk` times the prompts waiting per
+// decoding request, up to 8 chunks; served round-robin, so a long prompt cannot
 // starve running streams), i.e. one worker round trip per MoE layer for all of them.
 // Requests are admitted at step boundaries, up to `concurrency`; a new one starts
 // from the longest prefix the PrefixCache holds, and its tokens go back into the

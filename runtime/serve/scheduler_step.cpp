@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "runtime/draft/verification.hpp"
+#include "runtime/serve/prefill_budget.hpp"
 #include "runtime/serve/scheduler_state.hpp"
 
 namespace tandem::rt {
@@ -139,9 +140,9 @@ void Scheduler::State::DropCancelled() {
 bool Scheduler::State::BuildBatch(Batch& b) {
   std::vector<Active*> prefilling;
   for (Active& a : active) (a.fed < a.prompt_length ? prefilling : b.decoding).push_back(&a);
-  // Prompt chunks round-robin within the budget.
+  // Prompt chunks round-robin within the step's budget (PrefillBudget).
   std::vector<Row> prefill_rows;
-  int budget = options.prefill_chunk;
+  int budget = PrefillBudget(options.prefill_chunk, prefilling.size(), b.decoding.size());
   for (std::size_t i = 0; i < prefilling.size() && budget > 0; ++i) {
     Active& a = *prefilling[(prefill_turn + i) % prefilling.size()];
     const int n = std::min(budget, a.prompt_length - a.fed);
