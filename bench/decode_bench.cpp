@@ -269,6 +269,48 @@ BENCHMARK(BM_BatchDecode)
     ->Unit(benchmark::kMillisecond)
     ->MinTime(2.0);
 
+// A burst of prompts in one step, as the scheduler takes the prompts that wait beside
+// a few decoding streams (PrefillBudget): S fresh sequences of P prompt tokens each in
+// one Forward, the last row of each with logits. Prompt tokens per second over the
+// step and, per StepProfile region, its time. Args: threads (0 = all cores), sequences,
+// prompt tokens each (15 × 100 is a campaign's C16 batch after its first request).
+void BM_PromptBurst(benchmark::State& state) {
+  const Checkpoint ckpt = Checkpoint::Open(tandem::bench::BenchModel());
+  StepProfile profile;
+  Engine engine(ckpt, EngineOptions{.threads = static_cast<int>(state.range(0)), .profile = &profile});
+  const int sequences = static_cast<int>(state.range(1)), prompt = static_cast<int>(state.range(2));
+  ForwardOutput out;
+  std::vector<Row> rows;
+  SequenceId next = 1;
+  const auto fresh_burst = [&] {  // the previous burst's caches closed, new ones opened
+    rows.clear();
+    for (int s = 0; s < sequences; ++s, ++next) {
+      if (engine.kv().Contains(next - static_cast<SequenceId>(sequences))) engine.kv().Close(next - static_cast<SequenceId>(sequences));
+      engine.kv().Open(next, prompt);
+      for (int i = 0; i < prompt; ++i) rows.push_back({next, i, static_cast<TokenId>(100 + (i * 7 + s) % 1000), i + 1 == prompt});
+    }
+  };
+  fresh_burst();
+  engine.Forward(rows, out);  // untimed: the step's buffers
+  profile = StepProfile{};
+  for (auto _ : state) {
+    state.PauseTiming();
+    fresh_burst();
+    state.ResumeTiming();
+    engine.Forward(rows, out);
+  }
+  const auto passes = static_cast<double>(profile.passes);
+  for (std::size_t r = 0; r < StepProfile::kRegions; ++r) {
+    state.counters[std::string(StepProfile::Name(static_cast<StepProfile::Region>(r))) + "_us"] = profile.seconds[r] / passes * 1e6;
+  }
+  state.counters["tok/s"] = benchmark::Counter(static_cast<double>(state.iterations()) * sequences * prompt, benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_PromptBurst)
+    ->ArgsProduct({{1, 0}, {15}, {100}})
+    ->ArgNames({"threads", "sequences", "prompt"})
+    ->Unit(benchmark::kMillisecond)
+    ->MinTime(2.0);
+
 // What an expert worker holding every routed and shared expert does per decoded
 // token: for each MoE layer, one row through its 6 routed experts (drawn at random,
 // as a router spreads them) and the shared expert. Args: threads (0 = all cores),
