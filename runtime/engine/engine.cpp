@@ -168,9 +168,7 @@ constexpr std::int64_t kRowsPerShare = 8;
 
 template <typename Fn>
 void ForRows(ThreadPool& pool, std::int64_t rows, const Fn& fn) {
-  // Capturing one reference keeps the pool's std::function from allocating.
-  pool.ParallelFor(
-      rows, [&fn](std::int64_t begin, std::int64_t end) { fn(begin, end); }, kRowsPerShare);
+  ForShares(&pool, rows, kRowsPerShare, fn);
 }
 
 // From this many rows on, attention's per-head products take a head's rows together

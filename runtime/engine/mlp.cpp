@@ -4,6 +4,7 @@
 
 #include "runtime/kernels/matmul.hpp"
 #include "runtime/kernels/ops.hpp"
+#include "runtime/kernels/thread_pool.hpp"
 #include "runtime/model/checkpoint.hpp"
 
 namespace tandem::rt {
@@ -20,44 +21,67 @@ MlpWeights MlpWeights::Load(const Checkpoint& ckpt, const std::string& prefix, s
 }
 
 void MlpForwardMany(std::span<const MlpTask> tasks, Workspace<float>& scratch, ThreadPool* pool) {
-  // scratch: per task, its gate activations [batch × intermediate] then its up ones.
-  std::size_t size = 0;
-  for (const MlpTask& t : tasks) size += static_cast<std::size_t>(2 * t.batch * t.w->intermediate());
-  scratch.resize(size);
-  // A fused gate_up product writes each row's gate then up ([batch × 2·intermediate]).
+  // scratch: per task, its gate activations [batch × intermediate] then its up ones
+  // (a fused gate_up product writes each row's gate then up: [batch × 2·intermediate]),
+  // then, for a fused one, the SwiGLU of each row packed to [batch × intermediate] for
+  // the down projection.
+  thread_local std::vector<std::size_t> first;  // per task, where its scratch starts
+  first.assign(tasks.size() + 1, 0);
+  std::int64_t rows = 0;
+  for (std::size_t i = 0; i < tasks.size(); ++i) {
+    const MlpTask& t = tasks[i];
+    const std::int64_t n = t.batch * t.w->intermediate();
+    first[i + 1] = first[i] + static_cast<std::size_t>((t.w->gate_up.empty() ? 2 : 3) * n);
+    rows += t.batch;
+  }
+  scratch.resize(first.back());
   thread_local std::vector<MatMulTask> products;
   products.clear();
-  std::size_t offset = 0;
-  for (const MlpTask& t : tasks) {
-    float* gate = scratch.data() + offset;
-    float* up = gate + t.batch * t.w->intermediate();
+  for (std::size_t i = 0; i < tasks.size(); ++i) {
+    const MlpTask& t = tasks[i];
+    float* gate = scratch.data() + first[i];
     if (!t.w->gate_up.empty()) {
       products.push_back({&t.w->gate_up, t.x, t.batch, gate, nullptr});
     } else {
       products.push_back({&t.w->gate, t.x, t.batch, gate, nullptr});
-      products.push_back({&t.w->up, t.x, t.batch, up, nullptr});
+      products.push_back({&t.w->up, t.x, t.batch, gate + t.batch * t.w->intermediate(), nullptr});
     }
-    offset += static_cast<std::size_t>(2 * t.batch * t.w->intermediate());
   }
   MatMulMany(products, pool);
-  products.clear();
-  offset = 0;
-  for (const MlpTask& t : tasks) {
-    const std::int64_t inter = t.w->intermediate(), n = t.batch * inter;
-    float* gate = scratch.data() + offset;
-    if (!t.w->gate_up.empty()) {
-      // Row by row, then packed to [batch × intermediate] for the down projection
-      // (row b moves down to b·inter from 2b·inter: never onto rows not yet read).
-      for (std::int64_t b = 0; b < t.batch; ++b) {
+
+  // SwiGLU row by row over every task's rows (each row alone: the same bits on any
+  // thread), on the pool when a prompt brings many.
+  thread_local std::vector<std::int64_t> row_start;  // per task, its first row in [0, rows)
+  row_start.assign(tasks.size() + 1, 0);
+  for (std::size_t i = 0; i < tasks.size(); ++i) row_start[i + 1] = row_start[i] + tasks[i].batch;
+  // (The pool's threads read the caller's thread_local vectors through these references.)
+  const std::vector<std::size_t>& scratch_at = first;
+  const std::vector<std::int64_t>& rows_at = row_start;
+  const auto activate = [&](std::int64_t begin, std::int64_t end) {
+    auto i = static_cast<std::size_t>(std::upper_bound(rows_at.begin(), rows_at.end(), begin) - rows_at.begin()) - 1;
+    for (std::int64_t r = begin; r < end; ++r) {
+      while (r >= rows_at[i + 1]) ++i;
+      const MlpTask& t = tasks[i];
+      const std::int64_t inter = t.w->intermediate(), b = r - rows_at[i];
+      float* gate = scratch.data() + scratch_at[i];
+      if (!t.w->gate_up.empty()) {
         float* row = gate + 2 * b * inter;
         SwiGlu(row, row + inter, inter);
-        if (b > 0) std::copy_n(row, inter, gate + b * inter);
+        std::copy_n(row, inter, gate + 2 * t.batch * inter + b * inter);
+      } else {
+        SwiGlu(gate + b * inter, gate + t.batch * inter + b * inter, inter);
       }
-    } else {
-      SwiGlu(gate, gate + n, n);
     }
-    products.push_back({&t.w->down, gate, t.batch, t.out, t.out64});
-    offset += static_cast<std::size_t>(2 * n);
+  };
+  constexpr std::int64_t kRowsPerShare = 16;
+  ForShares(pool, rows, kRowsPerShare, activate);
+
+  products.clear();
+  for (std::size_t i = 0; i < tasks.size(); ++i) {
+    const MlpTask& t = tasks[i];
+    const std::int64_t n = t.batch * t.w->intermediate();
+    const float* act = scratch.data() + first[i] + (t.w->gate_up.empty() ? 0 : 2 * n);
+    products.push_back({&t.w->down, act, t.batch, t.out, t.out64});
   }
   MatMulMany(products, pool);
 }

@@ -8,12 +8,17 @@
 
 #include "runtime/kernels/ops.hpp"
 #include "runtime/kernels/quantized_matrix.hpp"
+#include "runtime/kernels/thread_pool.hpp"
 #include "runtime/kernels/weight_memory.hpp"
 #include "runtime/model/checkpoint.hpp"
 
 namespace tandem::rt {
 
 namespace {
+
+// Row-by-row work (gathering experts' inputs, combining their outputs) goes to the pool
+// in shares of at least this many rows: a decode step's few stay on the caller.
+constexpr std::int64_t kRowsPerShare = 8;
 
 // Columns [begin, end) of `m` (tensor `name`) as a new contiguous matrix of the same
 // type. A group-quantized matrix can only be cut at whole groups.
@@ -128,7 +133,6 @@ void MoeSlices::Compute(int layer, const float* x, std::int64_t rows, std::span<
   if (it == layers_.end()) throw std::invalid_argument(fmt::format("expert slices: layer {} is not held here", layer));
   Layer& l = it->second;
   const auto h = static_cast<std::size_t>(hidden_);
-  std::fill_n(out, static_cast<std::size_t>(rows) * h, 0.0);
 
   // Gather, expert by expert, the rows routed to each held expert (slots_ lists
   // their (row, k) slots in that order, by a counting sort over the routes);
@@ -168,6 +172,7 @@ void MoeSlices::Compute(int layer, const float* x, std::int64_t rows, std::span<
     expert_out_f32_.resize(static_cast<std::size_t>(out_rows) * h);
   }
   tasks_.clear();
+  gather_.clear();
   std::int64_t row = 0;
   for (std::size_t t = 0; t < task_experts_.size(); ++t) {
     const std::size_t at = static_cast<std::size_t>(row) * h;
@@ -175,9 +180,7 @@ void MoeSlices::Compute(int layer, const float* x, std::int64_t rows, std::span<
     // token shares that row, and MatMulMany prepares a shared input once).
     const float* input = x + (slots_[static_cast<std::size_t>(row)] / top_k) * hidden_;
     if (task_rows_[t] > 1) {
-      for (std::int64_t j = row; j < row + task_rows_[t]; ++j) {
-        std::copy_n(x + (slots_[static_cast<std::size_t>(j)] / top_k) * hidden_, h, gathered_.data() + j * hidden_);
-      }
+      for (std::int64_t j = row; j < row + task_rows_[t]; ++j) gather_.push_back(j);
       input = gathered_.data() + at;
     }
     tasks_.push_back({&l.experts[task_experts_[t]], input, task_rows_[t], exact_ ? nullptr : expert_out_f32_.data() + at,
@@ -188,6 +191,13 @@ void MoeSlices::Compute(int layer, const float* x, std::int64_t rows, std::span<
     const std::size_t at = static_cast<std::size_t>(row) * h;
     tasks_.push_back({&*l.shared, x, rows, exact_ ? nullptr : expert_out_f32_.data() + at, exact_ ? expert_out_.data() + at : nullptr});
   }
+  // The rows of experts given several, copied together (a prompt's are most of them).
+  ForShares(pool_, static_cast<std::int64_t>(gather_.size()), kRowsPerShare, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t i = begin; i < end; ++i) {
+      const std::int64_t j = gather_[static_cast<std::size_t>(i)];
+      std::copy_n(x + (slots_[static_cast<std::size_t>(j)] / top_k) * hidden_, h, gathered_.data() + j * hidden_);
+    }
+  });
   MlpForwardMany(tasks_, scratch_, pool_);
   if (exact_) {
     Combine(expert_out_.data(), rows, routes, top_k, gathered_rows, l.shared.has_value(), out);
@@ -203,15 +213,19 @@ void MoeSlices::Combine(const T* expert_out, std::int64_t rows, std::span<const 
                         bool shared, double* out) {
   results_.assign(static_cast<std::size_t>(rows * top_k), -1);
   for (std::int64_t j = 0; j < gathered_rows; ++j) results_[static_cast<std::size_t>(slots_[j])] = j;
-  for (std::int64_t r = 0; r < rows; ++r) {
-    double* o = out + r * hidden_;
-    for (int k = 0; k < top_k; ++k) {
-      const std::int64_t j = results_[static_cast<std::size_t>(r * top_k + k)];
-      if (j < 0) continue;
-      AddScaled(o, expert_out + j * hidden_, routes[static_cast<std::size_t>(r * top_k + k)].weight, hidden_);
+  // Row by row (each row's sums in the same order on any thread).
+  ForShares(pool_, rows, kRowsPerShare, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t r = begin; r < end; ++r) {
+      double* o = out + r * hidden_;
+      std::fill_n(o, hidden_, 0.0);
+      for (int k = 0; k < top_k; ++k) {
+        const std::int64_t j = results_[static_cast<std::size_t>(r * top_k + k)];
+        if (j < 0) continue;
+        AddScaled(o, expert_out + j * hidden_, routes[static_cast<std::size_t>(r * top_k + k)].weight, hidden_);
+      }
+      if (shared) AddScaled(o, expert_out + (gathered_rows + r) * hidden_, 1.0, hidden_);
     }
-  }
-  if (shared) AddScaled(out, expert_out + gathered_rows * hidden_, 1.0, rows * hidden_);
+  });
 }
 
 }  // namespace tandem::rt

@@ -80,7 +80,7 @@ class MoeSlices {
   Workspace<double> expert_out_;     // the experts' outputs in exact mode
   Workspace<float> expert_out_f32_;  // and otherwise
   Workspace<float> gathered_, scratch_;
-  std::vector<std::int64_t> slots_, results_, task_rows_, expert_first_;
+  std::vector<std::int64_t> slots_, results_, task_rows_, expert_first_, gather_;
   std::vector<std::size_t> task_experts_;
   std::vector<MlpTask> tasks_;
 };

@@ -52,4 +52,18 @@ class ThreadPool {
   std::atomic<bool> parked_{false};
 };
 
+// fn(begin, end) over [0, n) on the pool in shares of at least `min_share` (so a small
+// n stays on fewer threads, or on the caller alone), or on the caller without a pool.
+// Capturing one reference keeps the pool's std::function from allocating.
+template <typename Fn>
+void ForShares(ThreadPool* pool, std::int64_t n, std::int64_t min_share, const Fn& fn) {
+  if (n <= 0) return;
+  if (pool == nullptr) {
+    fn(0, n);
+    return;
+  }
+  pool->ParallelFor(
+      n, [&fn](std::int64_t begin, std::int64_t end) { fn(begin, end); }, min_share);
+}
+
 }  // namespace tandem::rt
