@@ -205,6 +205,15 @@ void BM_DecodeRoofline(benchmark::State& state) {
 }
 BENCHMARK(BM_DecodeRoofline)->Arg(1)->Arg(0)->ArgName("threads")->Unit(benchmark::kMillisecond)->MinTime(3.0);
 
+// Per StepProfile region its time per pass (REGION_us), and the whole pass (step_us).
+void StepCounters(benchmark::State& state, const StepProfile& profile) {
+  const auto passes = static_cast<double>(profile.passes);
+  for (std::size_t r = 0; r < StepProfile::kRegions; ++r) {
+    state.counters[std::string(StepProfile::Name(static_cast<StepProfile::Region>(r))) + "_us"] = profile.seconds[r] / passes * 1e6;
+  }
+  state.counters["step_us"] = profile.TotalSeconds() / passes * 1e6;
+}
+
 // C sequences decoding together, one row each per step (what the server's scheduler
 // does at concurrency C once prompts are in), contexts cycling between 32 and 160
 // tokens and staggered so the batch's rows sit at different positions. Reports
@@ -225,12 +234,13 @@ void BM_BatchDecode(benchmark::State& state) {
   std::vector<Row> rows;
   std::vector<int> positions(static_cast<std::size_t>(sequences));
   const auto id = [](int s) { return static_cast<SequenceId>(s + 1); };
-  for (int s = 0; s < sequences; ++s) {  // each prompt as long as its sequence's start position
+  const auto own = [same](int s) { return same ? 0 : s; };  // what sets sequence s apart (nothing when alike)
+  for (int s = 0; s < sequences; ++s) {                     // each prompt as long as its sequence's start position
     engine.kv().Open(id(s), kPrompt + kWindow);
-    positions[static_cast<std::size_t>(s)] = kPrompt + (same ? 0 : (s * kWindow) / sequences);
+    positions[static_cast<std::size_t>(s)] = kPrompt + (own(s) * kWindow) / sequences;
     rows.clear();
     for (int i = 0; i < positions[static_cast<std::size_t>(s)]; ++i) {
-      rows.push_back({id(s), i, static_cast<TokenId>(100 + i + (same ? 0 : s)), i + 1 == positions[static_cast<std::size_t>(s)]});
+      rows.push_back({id(s), i, static_cast<TokenId>(100 + i + own(s)), i + 1 == positions[static_cast<std::size_t>(s)]});
     }
     engine.Forward(rows, out);
   }
@@ -243,16 +253,12 @@ void BM_BatchDecode(benchmark::State& state) {
         engine.kv().Get(id(s)).Truncate(kPrompt);
         p = kPrompt;
       }
-      rows.push_back({id(s), p, static_cast<TokenId>((p * 7 + (same ? 0 : s)) % 1000), true});
+      rows.push_back({id(s), p, static_cast<TokenId>((p * 7 + own(s)) % 1000), true});
       ++p;
     }
     engine.Forward(rows, out);
   }
-  const auto passes = static_cast<double>(profile.passes);
-  for (std::size_t r = 0; r < StepProfile::kRegions; ++r) {
-    state.counters[std::string(StepProfile::Name(static_cast<StepProfile::Region>(r))) + "_us"] = profile.seconds[r] / passes * 1e6;
-  }
-  state.counters["step_us"] = profile.TotalSeconds() / passes * 1e6;
+  StepCounters(state, profile);
   state.counters["tok/s"] = benchmark::Counter(static_cast<double>(state.iterations()) * sequences, benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_BatchDecode)
@@ -285,7 +291,8 @@ void BM_PromptBurst(benchmark::State& state) {
   const auto fresh_burst = [&] {  // the previous burst's caches closed, new ones opened
     rows.clear();
     for (int s = 0; s < sequences; ++s, ++next) {
-      if (engine.kv().Contains(next - static_cast<SequenceId>(sequences))) engine.kv().Close(next - static_cast<SequenceId>(sequences));
+      const SequenceId previous = next - static_cast<SequenceId>(sequences);  // the same place in the last burst
+      if (engine.kv().Contains(previous)) engine.kv().Close(previous);
       engine.kv().Open(next, prompt);
       for (int i = 0; i < prompt; ++i) rows.push_back({next, i, static_cast<TokenId>(100 + (i * 7 + s) % 1000), i + 1 == prompt});
     }
@@ -299,10 +306,7 @@ void BM_PromptBurst(benchmark::State& state) {
     state.ResumeTiming();
     engine.Forward(rows, out);
   }
-  const auto passes = static_cast<double>(profile.passes);
-  for (std::size_t r = 0; r < StepProfile::kRegions; ++r) {
-    state.counters[std::string(StepProfile::Name(static_cast<StepProfile::Region>(r))) + "_us"] = profile.seconds[r] / passes * 1e6;
-  }
+  StepCounters(state, profile);
   state.counters["tok/s"] = benchmark::Counter(static_cast<double>(state.iterations()) * sequences * prompt, benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_PromptBurst)

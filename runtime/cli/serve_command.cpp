@@ -108,8 +108,9 @@ void Serve(Options opt) {
   // request: its buffers are then mapped, and a worker that cannot answer fails the
   // start, not a request.
   const int drafts = draft_mode == "off" ? 0 : opt.draft.max_drafts;
+  // (The budget is largest with every slot prefilling and none decoding.)
   const std::int64_t largest_step =
-      static_cast<std::int64_t>(opt.scheduler.prefill_chunk) * std::min(kMaxPrefillChunks, std::max(1, opt.scheduler.concurrency)) +
+      PrefillBudget(opt.scheduler.prefill_chunk, static_cast<std::size_t>(std::max(1, opt.scheduler.concurrency)), 0) +
       static_cast<std::int64_t>(opt.scheduler.concurrency) * (1 + drafts);
   engine.WarmUp(static_cast<int>(std::min<std::int64_t>(opt.scheduler.max_context, largest_step)));
   ServedModel served{ModelRevision(ckpt.dir()), opt.scheduler.max_context,

@@ -25,14 +25,15 @@ void MlpForwardMany(std::span<const MlpTask> tasks, Workspace<float>& scratch, T
   // (a fused gate_up product writes each row's gate then up: [batch × 2·intermediate]),
   // then, for a fused one, the SwiGLU of each row packed to [batch × intermediate] for
   // the down projection.
-  thread_local std::vector<std::size_t> first;  // per task, where its scratch starts
+  thread_local std::vector<std::size_t> first;       // per task, where its scratch starts
+  thread_local std::vector<std::int64_t> row_start;  // per task, its first row over all tasks
   first.assign(tasks.size() + 1, 0);
-  std::int64_t rows = 0;
+  row_start.assign(tasks.size() + 1, 0);
   for (std::size_t i = 0; i < tasks.size(); ++i) {
     const MlpTask& t = tasks[i];
     const std::int64_t n = t.batch * t.w->intermediate();
     first[i + 1] = first[i] + static_cast<std::size_t>((t.w->gate_up.empty() ? 2 : 3) * n);
-    rows += t.batch;
+    row_start[i + 1] = row_start[i] + t.batch;
   }
   scratch.resize(first.back());
   thread_local std::vector<MatMulTask> products;
@@ -51,9 +52,6 @@ void MlpForwardMany(std::span<const MlpTask> tasks, Workspace<float>& scratch, T
 
   // SwiGLU row by row over every task's rows (each row alone: the same bits on any
   // thread), on the pool when a prompt brings many.
-  thread_local std::vector<std::int64_t> row_start;  // per task, its first row in [0, rows)
-  row_start.assign(tasks.size() + 1, 0);
-  for (std::size_t i = 0; i < tasks.size(); ++i) row_start[i + 1] = row_start[i] + tasks[i].batch;
   // (The pool's threads read the caller's thread_local vectors through these references.)
   const std::vector<std::size_t>& scratch_at = first;
   const std::vector<std::int64_t>& rows_at = row_start;
@@ -74,7 +72,7 @@ void MlpForwardMany(std::span<const MlpTask> tasks, Workspace<float>& scratch, T
     }
   };
   constexpr std::int64_t kRowsPerShare = 16;
-  ForShares(pool, rows, kRowsPerShare, activate);
+  ForShares(pool, row_start.back(), kRowsPerShare, activate);
 
   products.clear();
   for (std::size_t i = 0; i < tasks.size(); ++i) {

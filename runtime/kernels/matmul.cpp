@@ -16,19 +16,6 @@ namespace tandem::rt {
 
 namespace {
 
-// Calls fn over [0, n) on the pool, or directly without one. The pool takes a
-// std::function: handing it a lambda that captures a single reference keeps the
-// function object in place, so no call allocates however much `fn` captures.
-template <typename Fn>
-void Run(ThreadPool* pool, std::int64_t n, std::int64_t min_chunk, const Fn& fn) {
-  if (pool == nullptr) {
-    fn(0, n);
-  } else {
-    pool->ParallelFor(
-        n, [&fn](std::int64_t begin, std::int64_t end) { fn(begin, end); }, min_chunk);
-  }
-}
-
 // Reused across calls so the hot path does not allocate: the caller thread's copy
 // of the inputs in the layout a kernel wants (read by every thread of the pool).
 Workspace<float>& InputScratch() {
@@ -271,7 +258,7 @@ void MatMulMany(std::span<const MatMulTask> tasks, ThreadPool* pool) {
     const std::int64_t in_task = per == 0 ? t.w->rows : std::min(t.w->rows, (w - work_at[i - 1] + per - 1) / per);
     return starts[i - 1] + in_task;
   };
-  Run(pool, units, 1, [&](std::int64_t first_unit, std::int64_t end_unit) {
+  ForShares(pool, units, 1, [&](std::int64_t first_unit, std::int64_t end_unit) {
     const std::int64_t begin = rows_before(first_unit * kUnit);
     const std::int64_t end = end_unit == units ? total : rows_before(end_unit * kUnit);
     auto i = static_cast<std::size_t>(std::upper_bound(starts.begin(), starts.end(), begin) - starts.begin()) - 1;
@@ -322,7 +309,7 @@ void MatMulTransposed(const WeightMatrix& w, const float* x, std::int64_t batch,
   const std::int64_t min_chunk = std::max<std::int64_t>(16, 16384 / std::max<std::int64_t>(1, w.rows * batch));
   // By the CPU, not TANDEM_ISA: the AVX2 loops give the same bits (attention_rows.hpp).
   static const bool avx2 = DetectedIsa() >= Isa::kAvx2, avx512 = DetectedIsa() >= Isa::kAvx512;
-  Run(pool, w.cols, min_chunk, [&](std::int64_t begin, std::int64_t end) {
+  ForShares(pool, w.cols, min_chunk, [&](std::int64_t begin, std::int64_t end) {
     switch (w.type) {
       case WeightMatrix::Type::kF32:
         if (avx2) return kernels::TransposedF32Avx2(static_cast<const float*>(w.data), w.rows, w.cols, x, batch, y, begin, end);

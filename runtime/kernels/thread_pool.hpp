@@ -1,5 +1,6 @@
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -58,7 +59,7 @@ class ThreadPool {
 template <typename Fn>
 void ForShares(ThreadPool* pool, std::int64_t n, std::int64_t min_share, const Fn& fn) {
   if (n <= 0) return;
-  if (pool == nullptr) {
+  if (pool == nullptr || n < 2 * std::max<std::int64_t>(min_share, 1)) {  // one share: ParallelFor would run it here too
     fn(0, n);
     return;
   }
