@@ -23,12 +23,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import reference_forward  # noqa: E402
 from reference_forward import Checkpoint  # noqa: E402
-
-# reference_forward reads float tensors; a `tandem-rt quantize` checkpoint's integer
-# tensors are listed too and read by source() below.
-reference_forward.ITEM_SIZE.update({"I8": 1, "U8": 1})
 
 GGML = {0: "f32", 1: "f16", 2: "q4_0", 8: "q8_0", 30: "bf16"}
 BLOCK = {"f32": (1, 4), "f16": (1, 2), "bf16": (1, 2), "q8_0": (32, 34), "q4_0": (32, 18)}
@@ -168,25 +163,8 @@ def encode(x, t):
 # ---------------------------------------------------------------------------
 
 def source(ck, name):
-    if ck.has(name):
-        return ck.get(name).astype(np.float32)
-    base = name[: -len(".weight")]
-    q_path = base + ".qweight"
-    expect(ck.has(q_path), f"checkpoint has no {name}")
-    path, offset, size, dtype, shape = ck.entries[q_path]
-    with open(path, "rb") as f:
-        f.seek(offset)
-        raw = f.read(size)
-    scales = ck.get(base + ".qscales").astype(np.float32)
-    if dtype == "I8":
-        q = np.frombuffer(raw, dtype=np.int8).reshape(shape).astype(np.float32)
-    else:
-        u = np.frombuffer(raw, dtype=np.uint8).reshape(shape)
-        lo, hi = (u & 0xF).astype(np.int8), (u >> 4).astype(np.int8)
-        lo, hi = np.where(lo > 7, lo - 16, lo), np.where(hi > 7, hi - 16, hi)
-        q = np.stack([lo, hi], axis=-1).reshape(shape[0], shape[1] * 2).astype(np.float32)
-    group = q.shape[1] // scales.shape[1]
-    return (q * np.repeat(scales, group, axis=1)).astype(np.float32)
+    expect(ck.has_matrix(name), f"checkpoint has no {name}")
+    return ck.get(name).astype(np.float32)
 
 
 def main():

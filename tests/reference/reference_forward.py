@@ -70,7 +70,7 @@ def _fp8_e4m3fn_table():
 
 FP8_E4M3FN = _fp8_e4m3fn_table()
 
-ITEM_SIZE = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "F8_E4M3": 1}
+ITEM_SIZE = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "F8_E4M3": 1, "I8": 1, "U8": 1}
 
 
 def decode_tensor(raw, dtype, shape):
@@ -86,6 +86,10 @@ def decode_tensor(raw, dtype, shape):
         values = bits.view(np.float32)
     elif dtype == "F8_E4M3":
         values = FP8_E4M3FN[np.frombuffer(raw, dtype=np.uint8)]
+    elif dtype == "I8":
+        values = np.frombuffer(raw, dtype=np.int8)
+    elif dtype == "U8":
+        values = np.frombuffer(raw, dtype=np.uint8)
     else:
         raise UsageError(f"unsupported safetensors dtype {dtype}")
     return values.astype(np.float64).reshape(shape)
@@ -135,6 +139,10 @@ class Checkpoint:
     def has(self, name):
         return name in self.entries
 
+    def has_matrix(self, name):
+        """`name` ("….weight") is present as floats or as `tandem-rt quantize` output."""
+        return self.has(name) or (name.endswith(".weight") and self.has(name[:-len("weight")] + "qweight"))
+
     def _raw(self, name):
         if name not in self.entries:
             raise UsageError(f"checkpoint has no tensor {name}")
@@ -148,7 +156,13 @@ class Checkpoint:
 
     def get(self, name):
         """The tensor as float64; FP8 weights are multiplied by their
-        128x128-block `<name>_scale_inv`."""
+        128x128-block `<name>_scale_inv`; a `tandem-rt quantize` weight (`<base>.qweight`
+        and `<base>.qscales` in place of `<base>.weight`) is its levels times their group
+        scales."""
+        if name not in self.entries and name.endswith(".weight"):
+            base = name[:-len(".weight")]
+            if self.has(base + ".qweight"):
+                return self._dequantized(base)
         values, dtype = self._raw(name)
         if dtype != "F8_E4M3":
             return values
@@ -159,6 +173,25 @@ class Checkpoint:
             raise UsageError(f"{name}_scale_inv has shape {scale.shape}, expected {expected}")
         full_scale = np.repeat(np.repeat(scale, 128, axis=0), 128, axis=1)[:rows, :cols]
         return values * full_scale
+
+    def _dequantized(self, base):
+        """int8: one signed byte per value; int4: two's-complement nibbles, the even
+        column in the low one (tandem-rt quantize's row-major file order); scales
+        [rows, cols / group] in F32."""
+        levels, dtype = self._raw(base + ".qweight")
+        scales, scales_dtype = self._raw(base + ".qscales")
+        if dtype not in ("I8", "U8") or scales_dtype != "F32" or levels.ndim != 2 or scales.ndim != 2:
+            raise UsageError(f"{base}: qweight {dtype} {levels.shape} with qscales {scales_dtype} "
+                             f"{scales.shape} is not tandem-rt quantize output")
+        if dtype == "U8":
+            u = levels.astype(np.int64)
+            low, high = u & 0xF, u >> 4
+            levels = np.stack([np.where(low > 7, low - 16, low), np.where(high > 7, high - 16, high)],
+                              axis=-1).reshape(u.shape[0], 2 * u.shape[1]).astype(np.float64)
+        rows, cols = levels.shape
+        if scales.shape[0] != rows or scales.shape[1] == 0 or cols % scales.shape[1] != 0:
+            raise UsageError(f"{base}.qscales has shape {scales.shape}; [{rows}, {cols} / group] expected")
+        return levels * np.repeat(scales, cols // scales.shape[1], axis=1)
 
 
 # ---------------------------------------------------------------------------
@@ -494,7 +527,7 @@ def reference_forward(ckpt, cfg, tokens, hidden_out=None):
     x = rms_norm(x, ckpt.get("model.norm.weight"), cfg.eps)
     if hidden_out is not None:
         hidden_out.append(x)
-    if cfg.tie_embeddings or not ckpt.has("lm_head.weight"):
+    if cfg.tie_embeddings or not ckpt.has_matrix("lm_head.weight"):
         if not cfg.tie_embeddings:
             raise UsageError("checkpoint has no lm_head.weight and tie_word_embeddings is false")
         head = ckpt.get("model.embed_tokens.weight")
@@ -509,7 +542,7 @@ def mtp_forward(ckpt, cfg, tokens, hidden):
     state at i, and predicts token i+2. Returns logits [T−1, V]."""
     layer = cfg.layers
     p = f"model.layers.{layer}."
-    embed = ckpt.get(p + "embed_tokens.weight") if ckpt.has(p + "embed_tokens.weight") \
+    embed = ckpt.get(p + "embed_tokens.weight") if ckpt.has_matrix(p + "embed_tokens.weight") \
         else ckpt.get("model.embed_tokens.weight")
     e = rms_norm(embed[np.asarray(tokens[1:])], ckpt.get(p + "enorm.weight"), cfg.eps)
     h = rms_norm(hidden[:-1], ckpt.get(p + "hnorm.weight"), cfg.eps)

@@ -58,8 +58,10 @@ class DeviceForward final : public CudaForward {
     use_graphs_ = graphs == nullptr || std::string_view(graphs) != "0";
     if (w.mtp) throw std::invalid_argument("--device cuda: the MTP layer runs on the CPU (use --device cpu for an MTP drafter)");
     embed_ = Upload(w.embed);
-    if (w.lm_head.data == w.embed.data && w.lm_head.type == w.embed.type) {
-      lm_head_view_ = embed_.view;  // tied embeddings: one copy
+    // Tied embeddings (the loader copies the embedding's matrix): one device copy. A
+    // quantized matrix has no `data`, so its values' owner tells two apart.
+    if (w.lm_head.type == w.embed.type && w.lm_head.data == w.embed.data && w.lm_head.quantized == w.embed.quantized) {
+      lm_head_view_ = embed_.view;
     } else {
       lm_head_ = Upload(w.lm_head);
       lm_head_view_ = lm_head_.view;
