@@ -141,7 +141,15 @@ class Checkpoint:
 
     def has_matrix(self, name):
         """`name` ("….weight") is present as floats or as `tandem-rt quantize` output."""
-        return self.has(name) or (name.endswith(".weight") and self.has(name[:-len("weight")] + "qweight"))
+        return self.has(name) or self._quantized_base(name) is not None
+
+    def _quantized_base(self, name):
+        """X for a weight `X.weight` that `tandem-rt quantize` stored as `X.qweight` (and
+        `X.qscales`) instead; None otherwise."""
+        if name in self.entries or not name.endswith(".weight"):
+            return None
+        base = name[:-len(".weight")]
+        return base if self.has(base + ".qweight") else None
 
     def _raw(self, name):
         if name not in self.entries:
@@ -159,10 +167,9 @@ class Checkpoint:
         128x128-block `<name>_scale_inv`; a `tandem-rt quantize` weight (`<base>.qweight`
         and `<base>.qscales` in place of `<base>.weight`) is its levels times their group
         scales."""
-        if name not in self.entries and name.endswith(".weight"):
-            base = name[:-len(".weight")]
-            if self.has(base + ".qweight"):
-                return self._dequantized(base)
+        base = self._quantized_base(name)
+        if base is not None:
+            return self._dequantized(base)
         values, dtype = self._raw(name)
         if dtype != "F8_E4M3":
             return values
