@@ -13,20 +13,19 @@ struct QuantizedMatrix;
 
 namespace tandem::rt::kernels {
 
-// scores[t] = (Dot(q_latent, c_t, latent) + Dot(q_rope, k_t, rope)) · scale for t < len
-// (Dot's fused sixteen lanes and tree; entries `stride` floats apart, c_t then k_t).
-void LatentScoresAvx2(const float* q_latent, const float* q_rope, const float* cache, std::int64_t stride, std::int64_t len,
-                      std::int64_t latent, std::int64_t rope, float scale, float* scores);
-// out[c] += p[t] · c_t[c] for t ascending, each product rounded before it is added.
+// scores[t] = Dot(q, e_t, dims) · scale for t < len: Dot's fused sixteen lanes and
+// tree over an entry's first `dims` floats (entries `stride` floats apart), the latent
+// and rope parts of query and entry taken as one vector each.
+void LatentScoresAvx2(const float* q, const float* cache, std::int64_t stride, std::int64_t len, std::int64_t dims, float scale,
+                      float* scores);
+// out[c] = fma(p[t], c_t[c], out[c]) for t ascending: each product fused into the sum.
 void AddWeightedSumAvx2(const float* p, const float* cache, std::int64_t stride, std::int64_t len, std::int64_t latent, float* out);
 // The AVX-512 forms of the two for `heads` query heads over the same block of `len`
-// entries (head h's queries at q_latent + h·q_latent_stride and q_rope +
-// h·q_rope_stride, its scores at scores + h·scores_stride, its weights at p +
-// h·p_stride, its sums at out + h·out_stride): the same bits as the loops above,
-// head by head (latent_attention_avx512.cpp).
-void LatentScoresHeadsAvx512(const float* q_latent, std::int64_t q_latent_stride, const float* q_rope, std::int64_t q_rope_stride,
-                             std::int64_t heads, const float* cache, std::int64_t stride, std::int64_t len, std::int64_t latent,
-                             std::int64_t rope, float scale, float* scores, std::int64_t scores_stride);
+// entries (head h's query at q + h·q_stride, its scores at scores + h·scores_stride,
+// its weights at p + h·p_stride, its sums at out + h·out_stride): the same bits as the
+// loops above, head by head (latent_attention_avx512.cpp).
+void LatentScoresHeadsAvx512(const float* q, std::int64_t q_stride, std::int64_t heads, const float* cache, std::int64_t stride,
+                             std::int64_t len, std::int64_t dims, float scale, float* scores, std::int64_t scores_stride);
 void AddWeightedSumHeadsAvx512(const float* p, std::int64_t p_stride, std::int64_t heads, const float* cache, std::int64_t stride,
                                std::int64_t len, std::int64_t latent, float* out, std::int64_t out_stride);
 // MatMulTransposed's columns [begin, end): y[b, c] = Σ_r w[r, c] · x[b, r] over r

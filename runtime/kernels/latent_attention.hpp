@@ -6,12 +6,13 @@ namespace tandem::rt {
 
 // One query head over one sequence's compressed MLA cache, with the key and value
 // up-projections absorbed into the query and the output:
-//   s_t = (q_latent · c_t + q_rope · k_t) · scale   for t < len
+//   s_t = (q_latent, q_rope) · (c_t, k_t) · scale   for t < len
 //   out = Σ_t softmax(s)_t · c_t
 // `cache` holds len entries of `stride` floats: c_t (`latent` floats) then k_t
 // (`rope` floats). `scores` is scratch of at least len floats. The sums run in
-// a fixed order (the dot products as Dot, the weighted sum over t ascending),
-// so the result depends on nothing but the inputs.
+// a fixed order (a score as one Dot over the latent + rope floats of query and entry;
+// the weighted sum over t ascending, each product fused into it), so the result
+// depends on nothing but the inputs.
 void LatentAttention(const float* q_latent, const float* q_rope, const float* cache, std::int64_t stride, std::int64_t len,
                      std::int64_t latent, std::int64_t rope, float scale, float* scores, float* out);
 

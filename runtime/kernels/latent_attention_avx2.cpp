@@ -1,9 +1,9 @@
 // The AVX2 + FMA forms of attention's small loops (attention_rows.hpp says what each
 // computes). Compiled with -ffp-contract=off, as latent_attention.cpp is: the
-// weighted sum and the absorbed key product (bf16, fp32 or group-quantized) round
-// each product before adding it, exactly as their portable loops do, and only the
-// scores use explicit fused multiply-adds, as Dot does on every CPU with FMA. So
-// these give the same bits as the loops they replace; they are faster because they
+// absorbed key product (bf16, fp32 or group-quantized) rounds each product before
+// adding it, exactly as its portable loop does, and the scores and the weighted sum
+// use explicit fused multiply-adds, as Dot and the portable weighted sum (std::fma) do.
+// So these give the same bits as the loops they replace; they are faster because they
 // keep their sums in registers and work on four cache entries (or 32–64 outputs) at
 // a time.
 #if !defined(__clang__)
@@ -63,22 +63,20 @@ inline void Dots(const float* q, const float* entry, std::int64_t stride, std::i
   for (int j = 0; j < E; ++j) out[j] = FinishDot(a[j], b[j], entry + j * stride, q, full, n);
 }
 
-template <int E>
-inline void Scores(const float* q_latent, const float* q_rope, const float* entry, std::int64_t stride, std::int64_t latent,
-                   std::int64_t rope, float scale, float* scores) {
-  float l[E], r[E];
-  Dots<E>(q_latent, entry, stride, latent, l);
-  Dots<E>(q_rope, entry + latent, stride, rope, r);
-  for (int j = 0; j < E; ++j) scores[j] = (l[j] + r[j]) * scale;
-}
-
 }  // namespace
 
-void LatentScoresAvx2(const float* q_latent, const float* q_rope, const float* cache, std::int64_t stride, std::int64_t len,
-                      std::int64_t latent, std::int64_t rope, float scale, float* scores) {
+void LatentScoresAvx2(const float* q, const float* cache, std::int64_t stride, std::int64_t len, std::int64_t dims, float scale,
+                      float* scores) {
+  float d[4];
   std::int64_t t = 0;
-  for (; t + 4 <= len; t += 4) Scores<4>(q_latent, q_rope, cache + t * stride, stride, latent, rope, scale, scores + t);
-  for (; t < len; ++t) Scores<1>(q_latent, q_rope, cache + t * stride, stride, latent, rope, scale, scores + t);
+  for (; t + 4 <= len; t += 4) {
+    Dots<4>(q, cache + t * stride, stride, dims, d);
+    for (int j = 0; j < 4; ++j) scores[t + j] = d[j] * scale;
+  }
+  for (; t < len; ++t) {
+    Dots<1>(q, cache + t * stride, stride, dims, d);
+    scores[t] = d[0] * scale;
+  }
 }
 
 void AddWeightedSumAvx2(const float* p, const float* cache, std::int64_t stride, std::int64_t len, std::int64_t latent, float* out) {
@@ -89,19 +87,18 @@ void AddWeightedSumAvx2(const float* p, const float* cache, std::int64_t stride,
     for (std::int64_t t = 0; t < len; ++t) {
       const __m256 pt = _mm256_set1_ps(p[t]);
       const float* e = cache + t * stride + c;
-      for (int j = 0; j < 8; ++j) acc[j] = _mm256_add_ps(acc[j], _mm256_mul_ps(pt, _mm256_loadu_ps(e + 8 * j)));
+      for (int j = 0; j < 8; ++j) acc[j] = _mm256_fmadd_ps(pt, _mm256_loadu_ps(e + 8 * j), acc[j]);
     }
     for (int j = 0; j < 8; ++j) _mm256_storeu_ps(out + c + 8 * j, acc[j]);
   }
   for (; c + 8 <= latent; c += 8) {
     __m256 acc = _mm256_loadu_ps(out + c);
-    for (std::int64_t t = 0; t < len; ++t)
-      acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_set1_ps(p[t]), _mm256_loadu_ps(cache + t * stride + c)));
+    for (std::int64_t t = 0; t < len; ++t) acc = _mm256_fmadd_ps(_mm256_set1_ps(p[t]), _mm256_loadu_ps(cache + t * stride + c), acc);
     _mm256_storeu_ps(out + c, acc);
   }
   for (; c < latent; ++c) {
     float acc = out[c];
-    for (std::int64_t t = 0; t < len; ++t) acc += p[t] * cache[t * stride + c];
+    for (std::int64_t t = 0; t < len; ++t) acc = __builtin_fmaf(p[t], cache[t * stride + c], acc);
     out[c] = acc;
   }
 }

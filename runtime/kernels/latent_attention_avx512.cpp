@@ -1,9 +1,10 @@
 // The AVX-512 forms of attention's two passes over a block of cache entries for
 // several query heads at once (attention_rows.hpp says what each computes). Each
-// (head, entry) score is Dot's sixteen fused lanes and tree, and each weighted sum
-// rounds every product before adding it over t ascending, exactly as the AVX2 and
-// portable loops do: one 512-bit register holds the two 256-bit halves the AVX2 form
-// keeps apart, lane for lane. So these give the same bits; they are faster because a
+// (head, entry) score is Dot's sixteen fused lanes and tree over the whole entry
+// (latent and rope parts as one vector), and each weighted sum fuses every product
+// into its output over t ascending, exactly as the AVX2 and portable loops do: one
+// 512-bit register holds the two 256-bit halves the AVX2 form keeps apart, lane for
+// lane. So these give the same bits; they are faster because a
 // tile of 4 heads × 4 entries loads each query and each entry once for four products
 // (the AVX2 form loads the query again for every head's pass), and the weighted sum
 // loads each entry once for four heads. Compiled with -ffp-contract=off, as the other
@@ -84,62 +85,59 @@ inline __m512 DotsTile(const float* q, std::int64_t qs, const float* entry, std:
 }
 
 template <int H, int E>
-inline void ScoresTile(const float* q_latent, std::int64_t qls, const float* q_rope, std::int64_t qrs, const float* entry,
-                       std::int64_t stride, std::int64_t latent, std::int64_t rope, float scale, float* scores, std::int64_t ss) {
-  float l[kHeads][kEntries], r[kHeads][kEntries];
-  Dots<H, E>(q_latent, qls, entry, stride, latent, l);
-  Dots<H, E>(q_rope, qrs, entry + latent, stride, rope, r);
+inline void ScoresTile(const float* q, std::int64_t qs, const float* entry, std::int64_t stride, std::int64_t dims, float scale,
+                       float* scores, std::int64_t ss) {
+  float d[kHeads][kEntries];
+  Dots<H, E>(q, qs, entry, stride, dims, d);
   for (int h = 0; h < H; ++h) {
-    for (int e = 0; e < E; ++e) scores[h * ss + e] = (l[h][e] + r[h][e]) * scale;
+    for (int e = 0; e < E; ++e) scores[h * ss + e] = d[h][e] * scale;
   }
 }
 
 template <int H>
-inline void ScoresHeads(const float* q_latent, std::int64_t qls, const float* q_rope, std::int64_t qrs, const float* cache,
-                        std::int64_t stride, std::int64_t len, std::int64_t latent, std::int64_t rope, float scale, float* scores,
-                        std::int64_t ss) {
+inline void ScoresHeads(const float* q, std::int64_t qs, const float* cache, std::int64_t stride, std::int64_t len, std::int64_t dims,
+                        float scale, float* scores, std::int64_t ss) {
   std::int64_t t = 0;
   if constexpr (H == kHeads) {
     for (; t + kEntries <= len; t += kEntries) {
-      const float* entry = cache + t * stride;
-      const __m512 l = DotsTile(q_latent, qls, entry, stride, latent), r = DotsTile(q_rope, qrs, entry + latent, stride, rope);
-      const __m512 s = _mm512_mul_ps(_mm512_add_ps(l, r), _mm512_set1_ps(scale));
+      const __m512 s = _mm512_mul_ps(DotsTile(q, qs, cache + t * stride, stride, dims), _mm512_set1_ps(scale));
       StoreQuarters(s, scores + t, ss);
     }
   }
-  for (; t + kEntries <= len; t += kEntries) {
-    ScoresTile<H, kEntries>(q_latent, qls, q_rope, qrs, cache + t * stride, stride, latent, rope, scale, scores + t, ss);
-  }
-  for (; t < len; ++t) ScoresTile<H, 1>(q_latent, qls, q_rope, qrs, cache + t * stride, stride, latent, rope, scale, scores + t, ss);
+  for (; t + kEntries <= len; t += kEntries) ScoresTile<H, kEntries>(q, qs, cache + t * stride, stride, dims, scale, scores + t, ss);
+  for (; t < len; ++t) ScoresTile<H, 1>(q, qs, cache + t * stride, stride, dims, scale, scores + t, ss);
 }
 
 // Columns [c, c + 16·C) of H heads' sums (the last register masked to `last`).
 template <int H, int C>
 inline void WeightedSumTile(const float* p, std::int64_t ps, const float* cache, std::int64_t stride, std::int64_t len, float* out,
                             std::int64_t os, __mmask16 last) {
+  // Every loop over the tile's registers is unrolled, so GCC keeps the sums in
+  // registers: left rolled, it wrote all sixteen back to the stack on every entry.
   __m512 acc[H][C];
+#pragma GCC unroll 4
   for (int h = 0; h < H; ++h) {
-    for (int k = 0; k < C; ++k) {
-      const __mmask16 m = k == C - 1 ? last : static_cast<__mmask16>(0xFFFF);
-      acc[h][k] = _mm512_maskz_loadu_ps(m, out + h * os + k * kLanes);
-    }
+#pragma GCC unroll 4
+    for (int k = 0; k < C; ++k)
+      acc[h][k] = _mm512_maskz_loadu_ps(k == C - 1 ? last : static_cast<__mmask16>(0xFFFF), out + h * os + k * kLanes);
   }
   for (std::int64_t t = 0; t < len; ++t) {
     const float* e = cache + t * stride;
     __m512 ev[C];
-    for (int k = 0; k < C; ++k) {
-      ev[k] = k == C - 1 ? _mm512_maskz_loadu_ps(last, e + k * kLanes) : _mm512_loadu_ps(e + k * kLanes);
-    }
+#pragma GCC unroll 4
+    for (int k = 0; k < C; ++k) ev[k] = _mm512_maskz_loadu_ps(k == C - 1 ? last : static_cast<__mmask16>(0xFFFF), e + k * kLanes);
+#pragma GCC unroll 4
     for (int h = 0; h < H; ++h) {
       const __m512 pt = _mm512_set1_ps(p[h * ps + t]);
-      for (int k = 0; k < C; ++k) acc[h][k] = _mm512_add_ps(acc[h][k], _mm512_mul_ps(pt, ev[k]));
+#pragma GCC unroll 4
+      for (int k = 0; k < C; ++k) acc[h][k] = _mm512_fmadd_ps(pt, ev[k], acc[h][k]);
     }
   }
+#pragma GCC unroll 4
   for (int h = 0; h < H; ++h) {
-    for (int k = 0; k < C; ++k) {
-      const __mmask16 m = k == C - 1 ? last : static_cast<__mmask16>(0xFFFF);
-      _mm512_mask_storeu_ps(out + h * os + k * kLanes, m, acc[h][k]);
-    }
+#pragma GCC unroll 4
+    for (int k = 0; k < C; ++k)
+      _mm512_mask_storeu_ps(out + h * os + k * kLanes, k == C - 1 ? last : static_cast<__mmask16>(0xFFFF), acc[h][k]);
   }
 }
 
@@ -163,24 +161,21 @@ inline void WeightedSumHeads(const float* p, std::int64_t ps, const float* cache
 
 }  // namespace
 
-void LatentScoresHeadsAvx512(const float* q_latent, std::int64_t q_latent_stride, const float* q_rope, std::int64_t q_rope_stride,
-                             std::int64_t heads, const float* cache, std::int64_t stride, std::int64_t len, std::int64_t latent,
-                             std::int64_t rope, float scale, float* scores, std::int64_t scores_stride) {
+void LatentScoresHeadsAvx512(const float* q, std::int64_t q_stride, std::int64_t heads, const float* cache, std::int64_t stride,
+                             std::int64_t len, std::int64_t dims, float scale, float* scores, std::int64_t scores_stride) {
   std::int64_t h = 0;
   for (; h + kHeads <= heads; h += kHeads) {
-    ScoresHeads<kHeads>(q_latent + h * q_latent_stride, q_latent_stride, q_rope + h * q_rope_stride, q_rope_stride, cache, stride, len,
-                        latent, rope, scale, scores + h * scores_stride, scores_stride);
+    ScoresHeads<kHeads>(q + h * q_stride, q_stride, cache, stride, len, dims, scale, scores + h * scores_stride, scores_stride);
   }
-  const float* ql = q_latent + h * q_latent_stride;
-  const float* qr = q_rope + h * q_rope_stride;
+  const float* qh = q + h * q_stride;
   float* s = scores + h * scores_stride;
   switch (heads - h) {
     case 3:
-      return ScoresHeads<3>(ql, q_latent_stride, qr, q_rope_stride, cache, stride, len, latent, rope, scale, s, scores_stride);
+      return ScoresHeads<3>(qh, q_stride, cache, stride, len, dims, scale, s, scores_stride);
     case 2:
-      return ScoresHeads<2>(ql, q_latent_stride, qr, q_rope_stride, cache, stride, len, latent, rope, scale, s, scores_stride);
+      return ScoresHeads<2>(qh, q_stride, cache, stride, len, dims, scale, s, scores_stride);
     case 1:
-      return ScoresHeads<1>(ql, q_latent_stride, qr, q_rope_stride, cache, stride, len, latent, rope, scale, s, scores_stride);
+      return ScoresHeads<1>(qh, q_stride, cache, stride, len, dims, scale, s, scores_stride);
     default:
       return;
   }

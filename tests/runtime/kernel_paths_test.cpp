@@ -304,20 +304,21 @@ TEST(LatentAttention, IsSoftmaxWeightedLatents) {
   }
 }
 
-// The loops LatentAttention and MatMulTransposed ran before their AVX2 forms, written
-// out: Dot for the scores, each product rounded before it is added elsewhere (this
-// file is compiled for the baseline target, which has no fused multiply-add).
+// The loops LatentAttention stands for, written out: a score as one Dot over the query's
+// and the entry's latent and rope floats, the weighted sum fusing each product into its
+// output (std::fma) over t ascending. (MatMulTransposed's loop, below, rounds each product
+// before adding it: this file is compiled for the baseline target, which has no fused
+// multiply-add to contract into.)
 void AttentionAsLoops(const float* q_latent, const float* q_rope, const float* cache, std::int64_t stride, std::int64_t len,
                       std::int64_t latent, std::int64_t rope, float scale, float* out) {
+  std::vector<float> q(q_latent, q_latent + latent);
+  q.insert(q.end(), q_rope, q_rope + rope);
   std::vector<float> s(static_cast<std::size_t>(len));
-  for (std::int64_t t = 0; t < len; ++t) {
-    const float* e = cache + t * stride;
-    s[static_cast<std::size_t>(t)] = (Dot(q_latent, e, latent) + Dot(q_rope, e + latent, rope)) * scale;
-  }
+  for (std::int64_t t = 0; t < len; ++t) s[static_cast<std::size_t>(t)] = Dot(q.data(), cache + t * stride, latent + rope) * scale;
   Softmax(s.data(), len);
   for (std::int64_t c = 0; c < latent; ++c) out[c] = 0.0f;
   for (std::int64_t t = 0; t < len; ++t) {
-    for (std::int64_t c = 0; c < latent; ++c) out[c] += s[static_cast<std::size_t>(t)] * cache[t * stride + c];
+    for (std::int64_t c = 0; c < latent; ++c) out[c] = std::fma(s[static_cast<std::size_t>(t)], cache[t * stride + c], out[c]);
   }
 }
 
@@ -361,6 +362,51 @@ TEST(LatentAttention, HeadsTogetherGiveEachHeadItsOwnBits) {
             ASSERT_EQ(got, alone) << "latent " << latent << ", rope " << rope << ", heads " << heads << ", len " << len << ", head " << h;
             ASSERT_EQ(got, loops) << "latent " << latent << ", rope " << rope << ", heads " << heads << ", len " << len << ", head " << h;
           }
+        }
+      }
+    }
+  }
+}
+
+// The AVX2 and AVX-512 forms called directly (LatentAttention picks the widest the CPU
+// has, so on an AVX-512 machine the AVX2 forms would go untested): scores and weighted
+// sums bit for bit against the loops they stand for, over one block of entries.
+TEST(LatentAttention, SimdFormsGiveTheBitsOfTheirLoops) {
+  const bool avx2 = DetectedIsa() >= Isa::kAvx2, avx512 = DetectedIsa() >= Isa::kAvx512;
+  for (const std::int64_t dims : {160, 104, 37, 16, 5}) {  // whole registers of 16 and tails
+    for (const std::int64_t heads : {1, 3, 4, 6}) {
+      for (const std::int64_t len : {1, 3, 4, 9, 24}) {
+        const std::int64_t stride = dims + 3, q_stride = dims + 5, latent = dims - dims / 5;
+        const std::vector<float> cache = RandomInputs(len * stride, 18), q = RandomInputs(heads * q_stride, 19),
+                                 p = RandomInputs(heads * len, 20), start = RandomInputs(heads * latent, 21);
+        std::vector<float> scores(static_cast<std::size_t>(heads * len)), sums(static_cast<std::size_t>(heads * latent));
+        for (std::int64_t h = 0; h < heads; ++h) {
+          for (std::int64_t t = 0; t < len; ++t) {
+            scores[static_cast<std::size_t>(h * len + t)] = Dot(q.data() + h * q_stride, cache.data() + t * stride, dims) * 0.125f;
+          }
+          for (std::int64_t c = 0; c < latent; ++c) {
+            float acc = start[static_cast<std::size_t>(h * latent + c)];
+            for (std::int64_t t = 0; t < len; ++t)
+              acc = std::fma(p[static_cast<std::size_t>(h * len + t)], cache[static_cast<std::size_t>(t * stride + c)], acc);
+            sums[static_cast<std::size_t>(h * latent + c)] = acc;
+          }
+        }
+        const std::string what = fmt::format("dims {} heads {} len {}", dims, heads, len);
+        if (avx2) {
+          std::vector<float> got_scores(scores.size()), got_sums = start;
+          for (std::int64_t h = 0; h < heads; ++h) {
+            kernels::LatentScoresAvx2(q.data() + h * q_stride, cache.data(), stride, len, dims, 0.125f, got_scores.data() + h * len);
+            kernels::AddWeightedSumAvx2(p.data() + h * len, cache.data(), stride, len, latent, got_sums.data() + h * latent);
+          }
+          ASSERT_EQ(got_scores, scores) << what << ", AVX2";
+          ASSERT_EQ(got_sums, sums) << what << ", AVX2";
+        }
+        if (avx512) {
+          std::vector<float> got_scores(scores.size()), got_sums = start;
+          kernels::LatentScoresHeadsAvx512(q.data(), q_stride, heads, cache.data(), stride, len, dims, 0.125f, got_scores.data(), len);
+          kernels::AddWeightedSumHeadsAvx512(p.data(), len, heads, cache.data(), stride, len, latent, got_sums.data(), latent);
+          ASSERT_EQ(got_scores, scores) << what << ", AVX-512";
+          ASSERT_EQ(got_sums, sums) << what << ", AVX-512";
         }
       }
     }
