@@ -77,8 +77,10 @@ TANDEM_VECTOR_CLONES void Softmax(float* x, std::int64_t n) {
   for (; k + 16 <= n; k += 16) {
     for (int l = 0; l < 16; ++l) lanes_max[l] = x[k + l] > lanes_max[l] ? x[k + l] : lanes_max[l];
   }
-  float max = x[0];
-  for (const float m : lanes_max) max = m > max ? m : max;
+  for (int width = 8; width > 0; width /= 2) {  // a tree, not a chain of sixteen dependent compares
+    for (int l = 0; l < width; ++l) lanes_max[l] = lanes_max[l + width] > lanes_max[l] ? lanes_max[l + width] : lanes_max[l];
+  }
+  float max = lanes_max[0];
   for (; k < n; ++k) max = x[k] > max ? x[k] : max;
   for (std::int64_t i = 0; i < n; ++i) x[i] = ExpF(x[i] - max);
   // The total in eight double lanes (value i in lane i mod 8), combined pairwise.
