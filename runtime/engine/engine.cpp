@@ -242,13 +242,13 @@ void Engine::State::Attention(int layer, std::span<const Row> rows) {
   if (rows_together) {
     // q_abs head by head: head h's row b at (h · rows + b) · kvl.
     head_rows.resize(static_cast<std::size_t>(heads * b_rows * std::max(nope, kvl)));
-    for (std::int64_t h = 0; h < heads; ++h) {
-      for (std::int64_t b = 0; b < b_rows; ++b) {
-        std::copy_n(q.data() + (b * heads + h) * q_head, nope, head_rows.data() + (h * b_rows + b) * nope);
-      }
-    }
     const auto absorb = [&](std::int64_t begin, std::int64_t end) {
       for (std::int64_t h = begin; h < end; ++h) {
+        // The head's rows gathered by the thread that takes them (a prompt chunk's are
+        // megabytes a layer: on the caller alone, the other threads would wait).
+        for (std::int64_t b = 0; b < b_rows; ++b) {
+          std::copy_n(q.data() + (b * heads + h) * q_head, nope, head_rows.data() + (h * b_rows + b) * nope);
+        }
         MatMulTransposed(w.key_up[static_cast<std::size_t>(h)], head_rows.data() + h * b_rows * nope, b_rows,
                          q_abs.data() + h * b_rows * kvl, nullptr);
       }
@@ -277,6 +277,12 @@ void Engine::State::Attention(int layer, std::span<const Row> rows) {
           MatMul(w.value_up[static_cast<std::size_t>(h)], latent.data() + (b * heads + h) * kvl, 1, o.data() + (b * heads + h) * v_dim,
                  nullptr);
         }
+      } else {
+        // W_UV takes a head's rows together: gathered here, while the latents are hot
+        // (the absorption's inputs in head_rows are no longer read).
+        for (std::int64_t h = h0; h < h0 + n; ++h) {
+          std::copy_n(latent.data() + (b * heads + h) * kvl, kvl, head_rows.data() + (h * b_rows + b) * kvl);
+        }
       }
       j += n;
     }
@@ -284,24 +290,23 @@ void Engine::State::Attention(int layer, std::span<const Row> rows) {
   // Capturing one reference keeps the pool's std::function from allocating.
   pool.ParallelFor(b_rows * heads, [&per_head](std::int64_t begin, std::int64_t end) { per_head(begin, end); });
   if (rows_together) {
-    // W_UV head by head over all rows: the latents gathered by head, the outputs back.
+    // W_UV head by head over all rows (gathered by head above), the outputs put back.
     head_out.resize(static_cast<std::size_t>(heads * b_rows * v_dim));
-    for (std::int64_t h = 0; h < heads; ++h) {
-      for (std::int64_t b = 0; b < b_rows; ++b) {
-        std::copy_n(latent.data() + (b * heads + h) * kvl, kvl, head_rows.data() + (h * b_rows + b) * kvl);
-      }
-    }
     head_products.clear();
     for (std::int64_t h = 0; h < heads; ++h) {
       head_products.push_back({&w.value_up[static_cast<std::size_t>(h)], head_rows.data() + h * b_rows * kvl, b_rows,
                                head_out.data() + h * b_rows * v_dim, nullptr});
     }
     MatMulMany(head_products, &pool);
-    for (std::int64_t h = 0; h < heads; ++h) {
-      for (std::int64_t b = 0; b < b_rows; ++b) {
-        std::copy_n(head_out.data() + (h * b_rows + b) * v_dim, v_dim, o.data() + (b * heads + h) * v_dim);
+    // Shares of at least 32 rows: a batch's few rows stay on the caller, a prompt
+    // chunk's are shared out.
+    ForShares(&pool, b_rows, 32, [&](std::int64_t first, std::int64_t last) {
+      for (std::int64_t b = first; b < last; ++b) {
+        for (std::int64_t h = 0; h < heads; ++h) {
+          std::copy_n(head_out.data() + (h * b_rows + b) * v_dim, v_dim, o.data() + (b * heads + h) * v_dim);
+        }
       }
-    }
+    });
   }
   clock.Lap(StepProfile::kAttentionCache);
   attn.resize(static_cast<std::size_t>(b_rows * config.hidden_size));
