@@ -84,23 +84,20 @@ inline __m512 DotsTile(const float* q, std::int64_t qs, const float* entry, std:
   __m512 a00 = _mm512_setzero_ps(), a01 = a00, a02 = a00, a03 = a00, a10 = a00, a11 = a00, a12 = a00, a13 = a00, a20 = a00, a21 = a00,
          a22 = a00, a23 = a00, a30 = a00, a31 = a00, a32 = a00, a33 = a00;
   std::int64_t i = 0;
-  const auto step = [&](__mmask16 m, bool whole) {
-    const float* e0 = entry + i;
-    const __m512 e[4] = {whole ? _mm512_loadu_ps(e0) : _mm512_maskz_loadu_ps(m, e0),
-                         whole ? _mm512_loadu_ps(e0 + stride) : _mm512_maskz_loadu_ps(m, e0 + stride),
-                         whole ? _mm512_loadu_ps(e0 + 2 * stride) : _mm512_maskz_loadu_ps(m, e0 + 2 * stride),
-                         whole ? _mm512_loadu_ps(e0 + 3 * stride) : _mm512_maskz_loadu_ps(m, e0 + 3 * stride)};
+  const auto step = [&](__mmask16 m, bool whole) {  // 16 values of each row, or the masked tail
+    const auto load = [&](const float* p) { return whole ? _mm512_loadu_ps(p) : _mm512_maskz_loadu_ps(m, p); };
     const auto fma = [&](__m512 x, __m512 y, __m512 acc) {
       return whole ? _mm512_fmadd_ps(x, y, acc) : _mm512_mask3_fmadd_ps(x, y, acc, m);
     };
-    __m512 qv = whole ? _mm512_loadu_ps(q + i) : _mm512_maskz_loadu_ps(m, q + i);
-    a00 = fma(e[0], qv, a00), a10 = fma(e[1], qv, a10), a20 = fma(e[2], qv, a20), a30 = fma(e[3], qv, a30);
-    qv = whole ? _mm512_loadu_ps(q + qs + i) : _mm512_maskz_loadu_ps(m, q + qs + i);
-    a01 = fma(e[0], qv, a01), a11 = fma(e[1], qv, a11), a21 = fma(e[2], qv, a21), a31 = fma(e[3], qv, a31);
-    qv = whole ? _mm512_loadu_ps(q + 2 * qs + i) : _mm512_maskz_loadu_ps(m, q + 2 * qs + i);
-    a02 = fma(e[0], qv, a02), a12 = fma(e[1], qv, a12), a22 = fma(e[2], qv, a22), a32 = fma(e[3], qv, a32);
-    qv = whole ? _mm512_loadu_ps(q + 3 * qs + i) : _mm512_maskz_loadu_ps(m, q + 3 * qs + i);
-    a03 = fma(e[0], qv, a03), a13 = fma(e[1], qv, a13), a23 = fma(e[2], qv, a23), a33 = fma(e[3], qv, a33);
+    const __m512 e0 = load(entry + i), e1 = load(entry + stride + i), e2 = load(entry + 2 * stride + i), e3 = load(entry + 3 * stride + i);
+    __m512 qv = load(q + i);
+    a00 = fma(e0, qv, a00), a10 = fma(e1, qv, a10), a20 = fma(e2, qv, a20), a30 = fma(e3, qv, a30);
+    qv = load(q + qs + i);
+    a01 = fma(e0, qv, a01), a11 = fma(e1, qv, a11), a21 = fma(e2, qv, a21), a31 = fma(e3, qv, a31);
+    qv = load(q + 2 * qs + i);
+    a02 = fma(e0, qv, a02), a12 = fma(e1, qv, a12), a22 = fma(e2, qv, a22), a32 = fma(e3, qv, a32);
+    qv = load(q + 3 * qs + i);
+    a03 = fma(e0, qv, a03), a13 = fma(e1, qv, a13), a23 = fma(e2, qv, a23), a33 = fma(e3, qv, a33);
   };
   for (; i + kLanes <= n; i += kLanes) step(static_cast<__mmask16>(0xFFFF), true);
   if (i < n) step(Tail(n - i), false);
