@@ -2,6 +2,7 @@
 // or repeat without bound, bodies that are not JSON, cross-origin pages, slow and
 // greedy clients, a drain that runs out of time, a malformed --listen, API keys.
 // Every test runs a real server on a loopback port chosen at run time.
+#include <atomic>
 #include <csignal>
 #include <cstdlib>
 #include <fstream>
@@ -361,8 +362,11 @@ TEST(ServeLimits, LongStreamsDoNotTakeTheThreadHealthNeeds) {
 }
 
 TEST(ServeLimits, ADrainThatRunsOutOfTimeEndsEachStreamWithAnErrorAndTheTerminator) {
-  Server server(0, {"--drain-timeout-s", "0", "--debug-slowdown", "0.5"});
+  // Decode slowed tenfold and the signal sent once the stream has begun: a fixed wait
+  // let the tiny model finish all 1800 tokens first once its attention got faster.
+  Server server(0, {"--drain-timeout-s", "0", "--debug-slowdown", "0.9"});
   std::string body;
+  std::atomic<bool> streaming{false};
   httplib::Error error = httplib::Error::Unknown;
   std::thread reader([&] {
     auto client = server.Client();
@@ -375,12 +379,14 @@ TEST(ServeLimits, ADrainThatRunsOutOfTimeEndsEachStreamWithAnErrorAndTheTerminat
     req.set_header("Content-Type", "application/json");
     req.content_receiver = [&](const char* data, std::size_t len, std::uint64_t, std::uint64_t) {
       body.append(data, len);
+      streaming = true;
       return true;
     };
     httplib::Response res;
     client.send(req, res, error);
   });
-  std::this_thread::sleep_for(500ms);
+  const auto deadline = std::chrono::steady_clock::now() + 20s;
+  while (!streaming && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(10ms);
   server.process().Signal(SIGTERM);
   reader.join();
   EXPECT_EQ(error, httplib::Error::Success) << "the chunked body ended with its terminator, not a cut connection";
