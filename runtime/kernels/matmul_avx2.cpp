@@ -118,24 +118,21 @@ struct NextRange {
   std::int64_t bytes = 0;
 };
 
-// R output rows × B inputs: each weight block is loaded once and used B times,
-// each input block once for R rows.
-template <class F, int R, int B>
-inline void Tile(const typename F::T* w, std::int64_t cols, const float* x, float* y, std::int64_t y_stride, const char* stop,
-                 const NextRange& next) {
-  __m256 acc_a[R][B], acc_b[R][B];
-  for (int r = 0; r < R; ++r) {
-    for (int b = 0; b < B; ++b) acc_a[r][b] = acc_b[r][b] = _mm256_setzero_ps();
-  }
-  const std::int64_t full = cols - cols % kBlock;
-  // Per block of 16 columns the tile reads R · 16 values: prefetch as many bytes,
-  // kAheadBytes on (its rows are contiguous).
-  constexpr std::int64_t kStep = R * kBlock * static_cast<std::int64_t>(sizeof(typename F::T));
-  // Up to `stop`, the end of the caller's rows, then on into `next` (the head of
-  // the rows this thread reads after them, if the caller named them).
-  const char* ahead = reinterpret_cast<const char*>(w) + kAheadBytes;
-  const std::int64_t room = stop - reinterpret_cast<const char*>(w) - kAheadBytes;
-  for (std::int64_t i = 0; i < full; i += kBlock) {
+// Prefetches for a tile whose rows are adjacent (one stream of R rows): per block
+// of 16 columns as many bytes as the tile reads, kAheadBytes on, up to `stop` (the
+// end of the caller's rows), then on into `next` (the head of the rows this thread
+// reads after them, if the caller named them).
+template <class F, int R>
+struct AdjacentAhead {
+  static constexpr std::int64_t kStep = R * kBlock * static_cast<std::int64_t>(sizeof(typename F::T));
+  const char* ahead;
+  std::int64_t room;
+  const NextRange& next;
+
+  AdjacentAhead(const typename F::T* w, const char* stop, const NextRange& next_range)
+      : ahead(reinterpret_cast<const char*>(w) + kAheadBytes), room(stop - ahead), next(next_range) {}
+
+  void operator()(std::int64_t i) const {
     const std::int64_t at = i / kBlock * kStep;
     if constexpr (kStep >= 64) {
       if (at < room) {
@@ -153,8 +150,58 @@ inline void Tile(const typename F::T* w, std::int64_t cols, const float* x, floa
         }
       }
     }
+  }
+};
+
+// The smallest range of rows read in four streams (see Rows).
+constexpr std::int64_t kSpreadBytes = 256 * 1024;
+
+// Prefetches for a tile whose four rows come from four streams (the quarters of a
+// range, see Rows): each row's next line, kAheadBytes on, up to its stream's end
+// (`ends[r]`); the last stream runs on to `stop` and then into `next` as above.
+template <class F>
+struct SpreadAhead {
+  const char* ahead[4];
+  std::int64_t room[4];
+  const NextRange& next;
+
+  SpreadAhead(const typename F::T* const (&rows)[4], const char* const (&ends)[4], const NextRange& next_range) : next(next_range) {
+    for (int r = 0; r < 4; ++r) {
+      ahead[r] = reinterpret_cast<const char*>(rows[r]) + kAheadBytes;
+      room[r] = ends[r] - ahead[r];
+    }
+  }
+
+  void operator()(std::int64_t i) const {
+    const std::int64_t at = i * static_cast<std::int64_t>(sizeof(typename F::T));
+    if (at % 64 != 0) return;
+    for (int r = 0; r < 3; ++r) {
+      if (at < room[r]) _mm_prefetch(ahead[r] + at, _MM_HINT_T1);
+    }
+    if (at < room[3]) {
+      _mm_prefetch(ahead[3] + at, _MM_HINT_T1);
+    } else if (next.begin != nullptr && at - room[3] < next.bytes) {
+      _mm_prefetch(next.begin + (at - room[3]), _MM_HINT_T1);
+    }
+  }
+};
+
+// R output rows × B inputs: each weight block is loaded once and used B times,
+// each input block once for R rows. Row r's values start at rows[r], its result
+// for input b goes to y[b · y_stride + r · y_step]; `prefetch(i)` runs before the
+// block at column i is read.
+template <class F, int R, int B, class Prefetch>
+inline void Tile(const typename F::T* const (&rows)[R], std::int64_t cols, const float* x, float* y, std::int64_t y_stride,
+                 std::int64_t y_step, const Prefetch& prefetch) {
+  __m256 acc_a[R][B], acc_b[R][B];
+  for (int r = 0; r < R; ++r) {
+    for (int b = 0; b < B; ++b) acc_a[r][b] = acc_b[r][b] = _mm256_setzero_ps();
+  }
+  const std::int64_t full = cols - cols % kBlock;
+  for (std::int64_t i = 0; i < full; i += kBlock) {
+    prefetch(i);
     __m256 wa[R], wb[R];
-    for (int r = 0; r < R; ++r) F::Load(w + r * cols + i, wa[r], wb[r]);
+    for (int r = 0; r < R; ++r) F::Load(rows[r] + i, wa[r], wb[r]);
     for (int b = 0; b < B; ++b) {
       const __m256 xa = _mm256_loadu_ps(x + b * cols + i), xb = _mm256_loadu_ps(x + b * cols + i + 8);
       for (int r = 0; r < R; ++r) {
@@ -165,13 +212,26 @@ inline void Tile(const typename F::T* w, std::int64_t cols, const float* x, floa
   }
   for (int r = 0; r < R; ++r) {
     for (int b = 0; b < B; ++b) {
-      y[b * y_stride + r] = ReduceWithTail<F>(acc_a[r][b], acc_b[r][b], w + r * cols, x + b * cols, full, cols);
+      y[b * y_stride + r * y_step] = ReduceWithTail<F>(acc_a[r][b], acc_b[r][b], rows[r], x + b * cols, full, cols);
     }
   }
 }
 
+// One weight row against B inputs (its bytes one stream).
+template <class F, int B>
+inline void RowTile(const typename F::T* w, std::int64_t cols, const float* x, float* y, std::int64_t y_stride, const char* stop,
+                    const NextRange& next) {
+  const typename F::T* const rows[1] = {w};
+  Tile<F, 1, B>(rows, cols, x, y, y_stride, 1, AdjacentAhead<F, 1>(w, stop, next));
+}
+
 // Inputs in fours (one weight row at a time), the rest one input at a time over
-// four weight rows.
+// four weight rows: one from each quarter of [begin, end), the leftover rows one by
+// one. Four adjacent rows (four streams a row apart) read from memory at ~0.7 of
+// the rate of one row or four rows far apart (Zen 5: BM_MatMul bf16, 131072 rows,
+// 17.5 against 25 GB/s; docs/performance.md, "Four streams, not four rows"), while a
+// row alone waits on its sums' latency. A row's sums are the same whichever rows
+// share its tile.
 template <class F>
 bool Rows(const typename F::T* w, std::int64_t cols, const float* x, std::int64_t batch, float* y, std::int64_t y_stride,
           std::int64_t begin, std::int64_t end, const RowStream& stream) {
@@ -189,14 +249,28 @@ bool Rows(const typename F::T* w, std::int64_t cols, const float* x, std::int64_
   for (; b + 4 <= batch; b += 4) {
     if (b > 0 || !stream.head_warm) PrefetchHead(w + begin * cols, stop);
     const NextRange& next = prefetches_next && b + 4 == batch ? next_head : none;
-    for (std::int64_t o = begin; o < end; ++o) Tile<F, 1, 4>(w + o * cols, cols, x + b * cols, y + b * y_stride + o, y_stride, stop, next);
+    for (std::int64_t o = begin; o < end; ++o) RowTile<F, 4>(w + o * cols, cols, x + b * cols, y + b * y_stride + o, y_stride, stop, next);
   }
+  const bool spread = stop - reinterpret_cast<const char*>(w + begin * cols) >= kSpreadBytes;
+  const std::int64_t quarter = spread ? (end - begin) / 4 : 0;
   for (; b < batch; ++b) {
     if (b > 0 || !stream.head_warm) PrefetchHead(w + begin * cols, stop);
     const NextRange& next = prefetches_next && b + 1 == batch ? next_head : none;
     std::int64_t o = begin;
-    for (; o + 4 <= end; o += 4) Tile<F, 4, 1>(w + o * cols, cols, x + b * cols, y + b * y_stride + o, y_stride, stop, next);
-    for (; o < end; ++o) Tile<F, 1, 1>(w + o * cols, cols, x + b * cols, y + b * y_stride + o, y_stride, stop, next);
+    if (quarter > 0) {
+      // Stream r: rows [begin + r·quarter, begin + (r + 1)·quarter); the last one's
+      // prefetches run on over the leftover rows to `stop`.
+      const char* ends[4];
+      for (int r = 0; r < 4; ++r) ends[r] = r == 3 ? stop : reinterpret_cast<const char*>(w + (begin + (r + 1) * quarter) * cols);
+      for (int r = 1; r < 4; ++r) PrefetchHead(w + (begin + r * quarter) * cols, ends[r]);
+      for (std::int64_t k = 0; k < quarter; ++k) {
+        const typename F::T* const rows[4] = {w + (begin + k) * cols, w + (begin + quarter + k) * cols,
+                                              w + (begin + 2 * quarter + k) * cols, w + (begin + 3 * quarter + k) * cols};
+        Tile<F, 4, 1>(rows, cols, x + b * cols, y + b * y_stride + begin + k, y_stride, quarter, SpreadAhead<F>(rows, ends, next));
+      }
+      o = begin + 4 * quarter;
+    }
+    for (; o < end; ++o) RowTile<F, 1>(w + o * cols, cols, x + b * cols, y + b * y_stride + o, y_stride, stop, next);
   }
   return prefetches_next && batch > 0;
 }

@@ -158,6 +158,30 @@ TEST_P(DensePaths, RowSlicesReadTheFullMatrixsScales) {
   }
 }
 
+// One input over a range of at least 256 KiB reads it in four streams (a row from
+// each quarter of the range side by side, the rows a quarter leaves over one by
+// one: matmul_avx2.cpp); a smaller range row by row. 1027 rows of 160 columns are
+// 321 KiB of bf16 (four quarters of 256 rows and 3 left over); each row read alone
+// must give the same bits, on one thread and on three (ranges too small to spread).
+TEST_P(DensePaths, RowsReadInFourStreamsGiveTheBitsOfEachRowAlone) {
+  const WeightMatrix w = RandomMatrix(GetParam(), 1027, 160, 9);
+  const std::vector<float> x = RandomInputs(3 * 160, 10);
+  ThreadPool pool(3);
+  for (Isa isa : AvailablePaths()) {
+    for (const std::int64_t batch : {1, 3}) {
+      const std::vector<float> whole = Product(w, x, batch, nullptr, isa), shared = Product(w, x, batch, &pool, isa);
+      EXPECT_EQ(shared, whole) << ToString(isa) << ", batch " << batch;
+      for (std::int64_t o = 0; o < w.rows; ++o) {
+        const std::vector<float> alone = Product(w.RowSlice(o, 1), x, batch, nullptr, isa);
+        for (std::int64_t b = 0; b < batch; ++b) {
+          ASSERT_EQ(alone[static_cast<std::size_t>(b)], whole[static_cast<std::size_t>(b * w.rows + o)])
+              << ToString(isa) << ", batch " << batch << ", row " << o;
+        }
+      }
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Formats, DensePaths, ::testing::Values(Format::kF32, Format::kBf16, Format::kFp8), [](const auto& p) {
   return std::string(p.param == Format::kF32 ? "f32" : p.param == Format::kBf16 ? "bf16" : "fp8");
 });
