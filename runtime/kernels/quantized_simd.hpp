@@ -101,10 +101,12 @@ inline void TileYmm(const std::uint8_t* w, const float* ws, std::int64_t groups,
 // VNNI: a tile's 16 rows per 512-bit register. Each 64-byte chunk (int4: its low and
 // its high nibbles) against the input's 4 bytes broadcast, the block's sum started
 // from −offset × its input sum, in two chains added at the end: exact integers.
-// int8 has no software prefetch: a tile is one contiguous stream, which the hardware
-// prefetcher follows; prefetching 8 KiB ahead as the AVX2 tile does made a 64 MiB
-// int8 product 1.25× slower here (BM_MatMul, Zen 4) and decode 8% slower. int4
-// (half the bytes per block) measured the other way: decode 8% faster with it.
+// Both prefetch kAheadBytes on, as the AVX2 tile does. A tile is one contiguous
+// stream, which the hardware prefetcher follows within a large product; a decode
+// step is hundreds of small ones (an int8 expert projection is 64 KiB), where it
+// keeps restarting. Zen 5, one input: int8 decode 1.15× faster with the prefetch on
+// one thread and 1.07× on two, a 64 MiB product as fast, a 4 MiB one (L3) 0.9×
+// (docs/performance.md; on Zen 4 the 64 MiB product had been 1.25× slower with it).
 // (A template so that only the VNNI build instantiates it.)
 template <bool kVnni, bool kInt4, int NB>
 inline void TileZmm(const std::uint8_t* w, const float* ws, std::int64_t groups, int group, const QuantizedInput* in,
@@ -120,9 +122,7 @@ inline void TileZmm(const std::uint8_t* w, const float* ws, std::int64_t groups,
   for (std::int64_t g = 0; g < groups; ++g) {
     const __m512 scale = _mm512_loadu_ps(ws + g * kTileRows);
     for (std::int64_t k = g * per_group; k < (g + 1) * per_group; ++k) {
-      if constexpr (kInt4) {
-        if (k * kBytes < room) PrefetchRange(ahead + k * kBytes, kBytes);
-      }
+      if (k * kBytes < room) PrefetchRange(ahead + k * kBytes, kBytes);
       const std::uint8_t* wk = w + k * kBytes;
       __m512i v[8];  // v[m] multiplies the block's inputs 4m … 4m + 3
       if constexpr (kInt4) {
@@ -159,7 +159,12 @@ inline void Tiles(const std::uint8_t* values, const float* scales, std::int64_t 
   const std::int64_t first = begin / kTile, last = (end + kTile - 1) / kTile;
   const char* stop = reinterpret_cast<const char*>(values + last * tile_bytes);
   PrefetchHead(values + first * tile_bytes, stop);
+  // The scales are a stream of their own (a tile's: groups × 16 floats): two tiles ahead.
+  const std::int64_t scale_bytes = kTile * groups * static_cast<std::int64_t>(sizeof(float));
+  const char* scale_of = reinterpret_cast<const char*>(scales);
+  PrefetchRange(scale_of + first * scale_bytes, (last - first < 2 ? last - first : 2) * scale_bytes);
   for (std::int64_t t = first; t < last; ++t) {
+    if (t + 2 < last) PrefetchRange(scale_of + (t + 2) * scale_bytes, scale_bytes);
     alignas(64) float rows[NB][kTile];
     if constexpr (kVnni) {
       TileZmm<kVnni, kInt4, NB>(values + t * tile_bytes, scales + t * kTile * groups, groups, group, inputs, rows, stop);
