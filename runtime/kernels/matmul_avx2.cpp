@@ -225,13 +225,15 @@ inline void RowTile(const typename F::T* w, std::int64_t cols, const float* x, f
   Tile<F, 1, B>(rows, cols, x, y, y_stride, 1, AdjacentAhead<F, 1>(w, stop, next));
 }
 
-// Inputs in fours (one weight row at a time), the rest one input at a time over
-// four weight rows: one from each quarter of [begin, end), the leftover rows one by
-// one. Four adjacent rows (four streams a row apart) read from memory at ~0.7 of
-// the rate of one row or four rows far apart (Zen 5: BM_MatMul bf16, 131072 rows,
-// 17.5 against 25 GB/s; docs/performance.md, "Four streams, not four rows"), while a
-// row alone waits on its sums' latency. A row's sums are the same whichever rows
-// share its tile.
+// Inputs in fours (one weight row at a time), the rest one input at a time: a range
+// of at least kSpreadBytes as four streams, a row from each quarter of [begin, end)
+// side by side (the leftover rows one by one), a smaller range row by row. Four
+// adjacent rows (loads a row apart) read from memory at ~0.7 of the rate of one row
+// or of four rows far apart (Zen 5: BM_MatMul bf16, 131072 rows, 18–20 against
+// 24–25 GB/s; docs/performance.md, "Four streams, not four rows"), while a row alone
+// waits on its sums' latency once its bytes are near (in L3 ~0.75 of four quarters);
+// the 128 KiB expert projections of a decode step still ran fastest row by row. A
+// row's sums are the same whichever rows share its tile.
 template <class F>
 bool Rows(const typename F::T* w, std::int64_t cols, const float* x, std::int64_t batch, float* y, std::int64_t y_stride,
           std::int64_t begin, std::int64_t end, const RowStream& stream) {
