@@ -227,7 +227,8 @@ inline void RowTile(const typename F::T* w, std::int64_t cols, const float* x, f
 
 // Inputs in fours (one weight row at a time), the rest one input at a time: a range
 // of at least kSpreadBytes as four streams, a row from each quarter of [begin, end)
-// side by side (the leftover rows one by one), a smaller range row by row. Four
+// side by side (the leftover rows one by one), a smaller range row by row on its
+// first pass and four adjacent rows at a time on later ones (from L2). Four
 // adjacent rows (loads a row apart) read from memory at ~0.7 of the rate of one row
 // or of four rows far apart (Zen 5: BM_MatMul bf16, 131072 rows, 18–20 against
 // 24–25 GB/s; docs/performance.md, "Four streams, not four rows"), while a row alone
@@ -259,7 +260,14 @@ bool Rows(const typename F::T* w, std::int64_t cols, const float* x, std::int64_
     if (b > 0 || !stream.head_warm) PrefetchHead(w + begin * cols, stop);
     const NextRange& next = prefetches_next && b + 1 == batch ? next_head : none;
     std::int64_t o = begin;
-    if (quarter > 0) {
+    if (b > 0 && !spread) {
+      // A small range the pass before just read is in L2, where four adjacent rows at
+      // a time are the fastest (BM_ExpertProducts, 3 rows an expert, AVX2 path).
+      for (; o + 4 <= end; o += 4) {
+        const typename F::T* const rows[4] = {w + o * cols, w + (o + 1) * cols, w + (o + 2) * cols, w + (o + 3) * cols};
+        Tile<F, 4, 1>(rows, cols, x + b * cols, y + b * y_stride + o, y_stride, 1, AdjacentAhead<F, 4>(rows[0], stop, next));
+      }
+    } else if (quarter > 0) {
       // Stream r: rows [begin + r·quarter, begin + (r + 1)·quarter); the last one's
       // prefetches run on over the leftover rows to `stop`.
       const char* ends[4];
