@@ -105,7 +105,7 @@ inline void TileYmm(const std::uint8_t* w, const float* ws, std::int64_t groups,
 // stream, which the hardware prefetcher follows within a large product; a decode
 // step is hundreds of small ones (an int8 expert projection is 64 KiB), where it
 // keeps restarting. Zen 5, one input: int8 decode 1.15× faster with the prefetch on
-// one thread and 1.07× on two, a 64 MiB product as fast, a 4 MiB one (L3) 0.9×
+// one thread and 1.07× on two, a 64 MiB product as fast, a 4 MiB one (L3) 0.75–0.9×
 // (docs/performance.md; on Zen 4 the 64 MiB product had been 1.25× slower with it).
 // (A template so that only the VNNI build instantiates it.)
 template <bool kVnni, bool kInt4, int NB>
