@@ -106,29 +106,61 @@ inline void Tile(const typename F::T* w, std::int64_t cols, const float* x, floa
       for (int r = 0; r < R; ++r) acc[r][b] = _mm512_fmadd_ps(wv[r], xv, acc[r][b]);
     }
   }
-  if constexpr (R == 4 && B == 4) {
-    if (full == cols) {
-      // The sixteen sums reduced together (ReduceSixteen: lane 4b + r holds row r, input b).
-      const __m512 sum = ReduceSixteen(&acc[0][0]);
-      StoreQuarters(sum, y, y_stride);
-      return;
-    }
-  } else if constexpr (R == 4 && (B == 2 || B == 3)) {
-    if (full == cols) {
-      // The same with the missing inputs' sums zero: one tree for the eight or twelve
-      // sums costs fewer instructions than a tree each (an expert's down rows, 128
-      // columns, spent about a third of theirs reducing). The same bits.
-      __m512 all[16];
-      for (int r = 0; r < 4; ++r) {
-        // (b < B ? b : 0: the index stays in bounds where the sum is not taken.)
-        for (int b = 0; b < 4; ++b) all[4 * r + b] = b < B ? acc[r][b < B ? b : 0] : _mm512_setzero_ps();
-      }
-      StoreQuarters<B>(ReduceSixteen(all), y, y_stride);
-      return;
-    }
-  }
   for (int r = 0; r < R; ++r) {
     for (int b = 0; b < B; ++b) y[b * y_stride + r] = ReduceWithTail<F>(acc[r][b], w + r * cols, x + b * cols, full, cols);
+  }
+}
+
+// Four rows × B inputs (2 to 4), ManyRows' tile: Tile's loop with each sum a named
+// variable, and the 4 · B sums reduced together (ReduceSixteen; the unused inputs'
+// sums stay zero and are not stored): one tree for sixteen sums costs fewer
+// instructions than one each. Written out because with an array of sums GCC zeroed
+// them on the stack, stored them there after the loop and reduced from memory, some 32
+// stores of 64 bytes a tile, which for an expert's down rows (128 columns: 8 blocks of
+// 16 multiply-adds) cost about a third as much as the multiply-adds. The same
+// operations per sum as Tile, so the same bits.
+template <class F, int B>
+inline void TileFourRows(const typename F::T* w, std::int64_t cols, const float* x, float* y, std::int64_t y_stride, const char* stop) {
+  static_assert(B >= 2 && B <= 4);
+  __m512 a00 = _mm512_setzero_ps(), a01 = a00, a02 = a00, a03 = a00, a10 = a00, a11 = a00, a12 = a00, a13 = a00, a20 = a00, a21 = a00,
+         a22 = a00, a23 = a00, a30 = a00, a31 = a00, a32 = a00, a33 = a00;  // a<row><input>
+  const typename F::T *w0 = w, *w1 = w + cols, *w2 = w + 2 * cols, *w3 = w + 3 * cols;
+  const float *x0 = x, *x1 = x + cols, *x2 = x + (B > 2 ? 2 : 0) * cols, *x3 = x + (B > 3 ? 3 : 0) * cols;
+  const std::int64_t full = cols - cols % kBlock;
+  constexpr std::int64_t kStep = 4 * kBlock * static_cast<std::int64_t>(sizeof(typename F::T));
+  const char* ahead = reinterpret_cast<const char*>(w) + kAheadBytes;
+  const std::int64_t room = stop - reinterpret_cast<const char*>(w) - kAheadBytes;
+  for (std::int64_t i = 0; i < full; i += kBlock) {
+    const std::int64_t at = i / kBlock * kStep;
+    if (at < room) PrefetchRange(ahead + at, kStep);
+    const __m512 v0 = F::Load(w0 + i), v1 = F::Load(w1 + i), v2 = F::Load(w2 + i), v3 = F::Load(w3 + i);
+    __m512 xv = _mm512_loadu_ps(x0 + i);
+    a00 = _mm512_fmadd_ps(v0, xv, a00), a10 = _mm512_fmadd_ps(v1, xv, a10), a20 = _mm512_fmadd_ps(v2, xv, a20),
+    a30 = _mm512_fmadd_ps(v3, xv, a30);
+    xv = _mm512_loadu_ps(x1 + i);
+    a01 = _mm512_fmadd_ps(v0, xv, a01), a11 = _mm512_fmadd_ps(v1, xv, a11), a21 = _mm512_fmadd_ps(v2, xv, a21),
+    a31 = _mm512_fmadd_ps(v3, xv, a31);
+    if constexpr (B > 2) {
+      xv = _mm512_loadu_ps(x2 + i);
+      a02 = _mm512_fmadd_ps(v0, xv, a02), a12 = _mm512_fmadd_ps(v1, xv, a12), a22 = _mm512_fmadd_ps(v2, xv, a22),
+      a32 = _mm512_fmadd_ps(v3, xv, a32);
+    }
+    if constexpr (B > 3) {
+      xv = _mm512_loadu_ps(x3 + i);
+      a03 = _mm512_fmadd_ps(v0, xv, a03), a13 = _mm512_fmadd_ps(v1, xv, a13), a23 = _mm512_fmadd_ps(v2, xv, a23),
+      a33 = _mm512_fmadd_ps(v3, xv, a33);
+    }
+  }
+  if (full == cols) {
+    // Lane 4b + r of the reduced sums holds row r, input b.
+    const __m512 all[16] = {a00, a01, a02, a03, a10, a11, a12, a13, a20, a21, a22, a23, a30, a31, a32, a33};
+    StoreQuarters<B>(ReduceSixteen(all), y, y_stride);
+    return;
+  }
+  const __m512 sums[4][4] = {{a00, a01, a02, a03}, {a10, a11, a12, a13}, {a20, a21, a22, a23}, {a30, a31, a32, a33}};
+  const typename F::T* rows[4] = {w0, w1, w2, w3};
+  for (int r = 0; r < 4; ++r) {
+    for (int b = 0; b < B; ++b) y[b * y_stride + r] = ReduceWithTail<F>(sums[r][b], rows[r], x + b * cols, full, cols);
   }
 }
 
@@ -169,7 +201,7 @@ void ManyRows(const typename F::T* w, std::int64_t cols, const float* x, std::in
     std::int64_t b = 0;
     for (; b + 4 <= batch; b += 4) {
       std::int64_t o = first;
-      for (; o + 4 <= last; o += 4) Tile<F, 4, 4>(w + o * cols, cols, x + b * cols, y + b * y_stride + o, y_stride, stop);
+      for (; o + 4 <= last; o += 4) TileFourRows<F, 4>(w + o * cols, cols, x + b * cols, y + b * y_stride + o, y_stride, stop);
       for (; o < last; ++o) Tile<F, 1, 4>(w + o * cols, cols, x + b * cols, y + b * y_stride + o, y_stride, stop);
     }
     // The last one to three inputs together, so the weights are widened once for them too.
@@ -178,10 +210,10 @@ void ManyRows(const typename F::T* w, std::int64_t cols, const float* x, std::in
     float* yb = y + b * y_stride;
     std::int64_t o = first;
     if (left == 3) {
-      for (; o + 4 <= last; o += 4) Tile<F, 4, 3>(w + o * cols, cols, xb, yb + o, y_stride, stop);
+      for (; o + 4 <= last; o += 4) TileFourRows<F, 3>(w + o * cols, cols, xb, yb + o, y_stride, stop);
       for (; o < last; ++o) Tile<F, 1, 3>(w + o * cols, cols, xb, yb + o, y_stride, stop);
     } else if (left == 2) {
-      for (; o + 4 <= last; o += 4) Tile<F, 4, 2>(w + o * cols, cols, xb, yb + o, y_stride, stop);
+      for (; o + 4 <= last; o += 4) TileFourRows<F, 2>(w + o * cols, cols, xb, yb + o, y_stride, stop);
       for (; o < last; ++o) Tile<F, 1, 2>(w + o * cols, cols, xb, yb + o, y_stride, stop);
     } else if (left == 1) {
       for (; o + 4 <= last; o += 4) Tile<F, 4, 1>(w + o * cols, cols, xb, yb + o, y_stride, stop);
