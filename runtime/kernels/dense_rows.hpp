@@ -95,8 +95,10 @@ void RowsFp8Avx2(const std::uint8_t* w, std::int64_t cols, const float* x, std::
 // inputs or more (RowsBf16ManyAvx512, 4 × 4 tiles, the last 1–3 inputs together): for
 // one the AVX2 kernel is faster on AVX-512 machines too (see matmul_avx512.cpp). Same
 // bits as the AVX2 path.
-void RowsBf16ManyAvx512(const std::uint16_t* w, std::int64_t cols, const float* x, std::int64_t batch, float* y, std::int64_t y_stride,
-                        std::int64_t begin, std::int64_t end);
+// With five inputs or more it prefetches the next block (or `stream.next`) while its
+// later passes compute; returns whether it prefetched the head of `stream.next`.
+bool RowsBf16ManyAvx512(const std::uint16_t* w, std::int64_t cols, const float* x, std::int64_t batch, float* y, std::int64_t y_stride,
+                        std::int64_t begin, std::int64_t end, const RowStream& stream);
 void RowsF32Avx512(const float* w, std::int64_t cols, const float* x, std::int64_t batch, float* y, std::int64_t y_stride,
                    std::int64_t begin, std::int64_t end);
 void RowsFp8Avx512(const std::uint8_t* w, std::int64_t cols, const float* x, std::int64_t batch, float* y, std::int64_t y_stride,

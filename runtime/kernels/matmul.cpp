@@ -73,8 +73,8 @@ bool ManyBf16Inputs(Isa isa, std::int64_t batch) { return isa == Isa::kAvx512 &&
 bool Bf16Dots(Isa isa) { return isa == Isa::kAvx512Bf16; }
 
 // Rows [begin, end) of one product with fp32 output; `x` as PrepareInput left it.
-// Returns whether the kernel prefetched the head of `stream.next` (only the bf16
-// kernels of AVX2 and AVX-512 BF16 follow a stream across products).
+// Returns whether the kernel prefetched the head of `stream.next` (the bf16 kernels of
+// AVX2, AVX-512 with many inputs and AVX-512 BF16 follow a stream across products).
 bool RowsOf(const WeightMatrix& w, Isa isa, const float* x, std::int64_t batch, float* y, std::int64_t begin, std::int64_t end,
             const kernels::RowStream& stream) {
   const std::int64_t rows = w.rows, cols = w.cols;
@@ -85,10 +85,7 @@ bool RowsOf(const WeightMatrix& w, Isa isa, const float* x, std::int64_t batch, 
         // x as PrepareBf16InputDpbf16 wrote it into the float scratch.
         return kernels::RowsBf16Dpbf16(data, cols, reinterpret_cast<const std::uint16_t*>(x), batch, y, rows, begin, end, stream);
       }
-      if (ManyBf16Inputs(isa, batch)) {
-        kernels::RowsBf16ManyAvx512(data, cols, x, batch, y, rows, begin, end);
-        return false;
-      }
+      if (ManyBf16Inputs(isa, batch)) return kernels::RowsBf16ManyAvx512(data, cols, x, batch, y, rows, begin, end, stream);
       if (isa >= Isa::kAvx2) return kernels::RowsBf16Avx2(data, cols, x, batch, y, rows, begin, end, stream);
       if (isa == Isa::kAvxFma) {
         kernels::RowsBf16AvxFma(data, cols, x, batch, y, rows, begin, end);
@@ -160,6 +157,12 @@ void RowsOfF64(const WeightMatrix& w, Isa isa, const float* x, std::int64_t batc
 // PrepareBf16InputAvx2) or rounded to bf16 (PrepareBf16InputDpbf16).
 bool NeedsPreparedInput(const MatMulTask& t, Isa isa) {
   return isa >= Isa::kAvx2 && t.y != nullptr && t.w->type == WeightMatrix::Type::kBF16 && !t.w->quantized && !ManyBf16Inputs(isa, t.batch);
+}
+
+// Whether the kernel that reads t's rows follows a RowStream (the bf16 kernels of AVX2,
+// AVX-512 with many inputs, and AVX-512 BF16).
+bool FollowsRowStream(const MatMulTask& t, Isa isa) {
+  return isa >= Isa::kAvx2 && t.y != nullptr && t.w->type == WeightMatrix::Type::kBF16 && !t.w->quantized;
 }
 
 // The floats of scratch a prepared input takes (bf16 values, two to a float, for
@@ -271,7 +274,7 @@ void MatMulMany(std::span<const MatMulTask> tasks, ThreadPool* pool) {
       stream.head_warm = std::exchange(head_warm, false);
       // The next product this thread reads, if the same kernel reads it (its rows
       // in this share start at its first row: the shares are contiguous).
-      if (i + 1 < tasks.size() && starts[i + 1] < end && tasks[i + 1].batch > 0 && NeedsPreparedInput(tasks[i + 1], isa)) {
+      if (i + 1 < tasks.size() && starts[i + 1] < end && tasks[i + 1].batch > 0 && FollowsRowStream(tasks[i + 1], isa)) {
         const WeightMatrix& next = *tasks[i + 1].w;
         stream.next = static_cast<const char*>(next.data);
         stream.next_bytes = (std::min(end, starts[i + 2]) - starts[i + 1]) * next.cols * static_cast<std::int64_t>(sizeof(std::uint16_t));

@@ -111,6 +111,20 @@ inline void Tile(const typename F::T* w, std::int64_t cols, const float* x, floa
   }
 }
 
+// Cache lines another range's reading wants in L2 (ManyRows' later passes prefetch the
+// next block): the lines that start in [from, to), taken a few at a time.
+struct LineSpan {
+  std::uintptr_t line = 0, to = 0;
+  LineSpan() = default;
+  LineSpan(const char* from, const char* end)
+      : line((reinterpret_cast<std::uintptr_t>(from) + 63) & ~std::uintptr_t{63}), to(reinterpret_cast<std::uintptr_t>(end)) {}
+  bool Empty() const { return line >= to; }
+  void PrefetchSome(int n) {
+    for (; n > 0 && line < to; --n, line += 64) _mm_prefetch(reinterpret_cast<const char*>(line), _MM_HINT_T1);
+  }
+  void PrefetchAll() { PrefetchSome(1 << 30); }
+};
+
 // Four rows × B inputs (2 to 4), ManyRows' tile: Tile's loop with each sum a named
 // variable, and the 4 · B sums reduced together (ReduceSixteen; the unused inputs'
 // sums stay zero and are not stored): one tree for sixteen sums costs fewer
@@ -119,8 +133,9 @@ inline void Tile(const typename F::T* w, std::int64_t cols, const float* x, floa
 // stores of 64 bytes a tile, which for an expert's down rows (128 columns: 8 blocks of
 // 16 multiply-adds) cost about a third as much as the multiply-adds. The same
 // operations per sum as Tile, so the same bits.
-template <class F, int B>
-inline void TileFourRows(const typename F::T* w, std::int64_t cols, const float* x, float* y, std::int64_t y_stride, const char* stop) {
+template <class F, int B, bool kOwnPrefetch = true>
+inline void TileFourRows(const typename F::T* w, std::int64_t cols, const float* x, float* y, std::int64_t y_stride, const char* stop,
+                         LineSpan other = {}) {
   static_assert(B >= 2 && B <= 4);
   __m512 a00 = _mm512_setzero_ps(), a01 = a00, a02 = a00, a03 = a00, a10 = a00, a11 = a00, a12 = a00, a13 = a00, a20 = a00, a21 = a00,
          a22 = a00, a23 = a00, a30 = a00, a31 = a00, a32 = a00, a33 = a00;  // a<row><input>
@@ -131,8 +146,12 @@ inline void TileFourRows(const typename F::T* w, std::int64_t cols, const float*
   const char* ahead = reinterpret_cast<const char*>(w) + kAheadBytes;
   const std::int64_t room = stop - reinterpret_cast<const char*>(w) - kAheadBytes;
   for (std::int64_t i = 0; i < full; i += kBlock) {
-    const std::int64_t at = i / kBlock * kStep;
-    if (at < room) PrefetchRange(ahead + at, kStep);
+    if constexpr (kOwnPrefetch) {
+      const std::int64_t at = i / kBlock * kStep;
+      if (at < room) PrefetchRange(ahead + at, kStep);
+    } else {
+      other.PrefetchSome(2);  // a tile's share of `other` is ~1.3 lines a block of 16 columns at 4 passes
+    }
     const __m512 v0 = F::Load(w0 + i), v1 = F::Load(w1 + i), v2 = F::Load(w2 + i), v3 = F::Load(w3 + i);
     __m512 xv = _mm512_loadu_ps(x0 + i);
     a00 = _mm512_fmadd_ps(v0, xv, a00), a10 = _mm512_fmadd_ps(v1, xv, a10), a20 = _mm512_fmadd_ps(v2, xv, a20),
@@ -188,45 +207,89 @@ void Rows(const typename F::T* w, std::int64_t cols, const float* x, std::int64_
 // four inputs and each input block loaded once for four rows. Rows go in blocks of
 // about 64 KiB of weights, which stay in L2 while every input passes over them: the
 // weights come from memory once, the inputs from cache once per block.
+//
+// With two passes or more (five inputs on), the later passes over a block, which find
+// its rows in L2 and only compute, prefetch the next block instead (the next rows of
+// the range, or the head of the next product the thread reads, `stream`), each tile a
+// proportional share spread over its loop; the first pass over that block then finds
+// it in L2 as well, so reading the weights overlaps the multiply-adds instead of
+// preceding them. The range's first block, and every block read in one pass, still
+// relies on the tiles' own prefetches 8 KiB ahead. Bursts of a tile's whole share at
+// its start measured slower (Zen 5) than no change. Returns whether it prefetched the
+// head of `stream.next`.
 template <class F>
-void ManyRows(const typename F::T* w, std::int64_t cols, const float* x, std::int64_t batch, float* y, std::int64_t y_stride,
-              std::int64_t begin, std::int64_t end) {
+bool ManyRows(const typename F::T* w, std::int64_t cols, const float* x, std::int64_t batch, float* y, std::int64_t y_stride,
+              std::int64_t begin, std::int64_t end, const RowStream& stream) {
   const char* stop = reinterpret_cast<const char*>(w + end * cols);
   const std::int64_t row_bytes = cols * static_cast<std::int64_t>(sizeof(typename F::T));
   std::int64_t block = (64 * 1024 / (row_bytes > 0 ? row_bytes : 1)) / 4 * 4;
   if (block < 4) block = 4;
+  const std::int64_t passes = (batch + 3) / 4;  // the last one to three inputs are a pass too
+  bool next_warm = false;
   for (std::int64_t first = begin; first < end; first += block) {
     const std::int64_t last = end - first < block ? end : first + block;
-    PrefetchHead(w + first * cols, stop);
-    std::int64_t b = 0;
-    for (; b + 4 <= batch; b += 4) {
-      std::int64_t o = first;
-      for (; o + 4 <= last; o += 4) TileFourRows<F, 4>(w + o * cols, cols, x + b * cols, y + b * y_stride + o, y_stride, stop);
-      for (; o < last; ++o) Tile<F, 1, 4>(w + o * cols, cols, x + b * cols, y + b * y_stride + o, y_stride, stop);
+    const char* next = nullptr;  // what this block's later passes prefetch
+    std::int64_t next_bytes = 0;
+    if (passes > 1 && last < end) {
+      next = reinterpret_cast<const char*>(w + last * cols);
+      next_bytes = ((end - last < block ? end : last + block) - last) * row_bytes;
+    } else if (passes > 1 && stream.next != nullptr) {
+      next = stream.next;
+      next_bytes = stream.next_bytes < block * row_bytes ? stream.next_bytes : block * row_bytes;
+      next_warm = next_bytes > 0;
     }
+    // Whether the block's first pass prefetches for itself (nobody prefetched it).
+    const bool own = passes == 1 || first == begin;
+    if (own && !(first == begin && stream.head_warm)) PrefetchHead(w + first * cols, stop);
+    // Rows [o, o + n)'s share of `next` in pass p ≥ 1: the p-th of passes − 1 equal
+    // parts, split over the block's rows.
+    const auto share = [&](std::int64_t pass, std::int64_t o, std::int64_t n) {
+      if (pass == 0 || next_bytes == 0) return LineSpan{};
+      const std::int64_t lo = (pass - 1) * next_bytes / (passes - 1), hi = pass * next_bytes / (passes - 1), rows = last - first;
+      return LineSpan(next + lo + (hi - lo) * (o - first) / rows, next + lo + (hi - lo) * (o + n - first) / rows);
+    };
+    std::int64_t b = 0, pass = 0;
+    // Four rows × B inputs over the block; rows past the last four one at a time.
+    const auto four_rows = [&]<int B>(const float* xb, float* yb) {
+      std::int64_t o = first;
+      if (own && pass == 0) {
+        for (; o + 4 <= last; o += 4) TileFourRows<F, B>(w + o * cols, cols, xb, yb + o, y_stride, stop);
+      } else {
+        for (; o + 4 <= last; o += 4) TileFourRows<F, B, false>(w + o * cols, cols, xb, yb + o, y_stride, stop, share(pass, o, 4));
+      }
+      for (; o < last; ++o) {
+        share(pass, o, 1).PrefetchAll();
+        Tile<F, 1, B>(w + o * cols, cols, xb, yb + o, y_stride, stop);
+      }
+    };
+    for (; b + 4 <= batch; b += 4, ++pass) four_rows.template operator()<4>(x + b * cols, y + b * y_stride);
     // The last one to three inputs together, so the weights are widened once for them too.
-    const std::int64_t left = batch - b;
     const float* xb = x + b * cols;
     float* yb = y + b * y_stride;
-    std::int64_t o = first;
-    if (left == 3) {
-      for (; o + 4 <= last; o += 4) TileFourRows<F, 3>(w + o * cols, cols, xb, yb + o, y_stride, stop);
-      for (; o < last; ++o) Tile<F, 1, 3>(w + o * cols, cols, xb, yb + o, y_stride, stop);
-    } else if (left == 2) {
-      for (; o + 4 <= last; o += 4) TileFourRows<F, 2>(w + o * cols, cols, xb, yb + o, y_stride, stop);
-      for (; o < last; ++o) Tile<F, 1, 2>(w + o * cols, cols, xb, yb + o, y_stride, stop);
-    } else if (left == 1) {
-      for (; o + 4 <= last; o += 4) Tile<F, 4, 1>(w + o * cols, cols, xb, yb + o, y_stride, stop);
-      for (; o < last; ++o) Tile<F, 1, 1>(w + o * cols, cols, xb, yb + o, y_stride, stop);
+    if (batch - b == 3) {
+      four_rows.template operator()<3>(xb, yb);
+    } else if (batch - b == 2) {
+      four_rows.template operator()<2>(xb, yb);
+    } else if (batch - b == 1) {
+      std::int64_t o = first;
+      for (; o + 4 <= last; o += 4) {
+        share(pass, o, 4).PrefetchAll();
+        Tile<F, 4, 1>(w + o * cols, cols, xb, yb + o, y_stride, stop);
+      }
+      for (; o < last; ++o) {
+        share(pass, o, 1).PrefetchAll();
+        Tile<F, 1, 1>(w + o * cols, cols, xb, yb + o, y_stride, stop);
+      }
     }
   }
+  return next_warm;
 }
 
 }  // namespace
 
-void RowsBf16ManyAvx512(const std::uint16_t* w, std::int64_t cols, const float* x, std::int64_t batch, float* y, std::int64_t y_stride,
-                        std::int64_t begin, std::int64_t end) {
-  ManyRows<Bf16>(w, cols, x, batch, y, y_stride, begin, end);
+bool RowsBf16ManyAvx512(const std::uint16_t* w, std::int64_t cols, const float* x, std::int64_t batch, float* y, std::int64_t y_stride,
+                        std::int64_t begin, std::int64_t end, const RowStream& stream) {
+  return ManyRows<Bf16>(w, cols, x, batch, y, y_stride, begin, end, stream);
 }
 
 void RowsF32Avx512(const float* w, std::int64_t cols, const float* x, std::int64_t batch, float* y, std::int64_t y_stride,
