@@ -261,6 +261,9 @@ void Engine::State::Attention(int layer, std::span<const Row> rows) {
       const std::int64_t b = attention_order[static_cast<std::size_t>(j / heads)], h0 = j % heads, n = std::min(heads - h0, end - j);
       const std::int64_t i = b * heads + h0;
       if (!rows_together) {
+        // All of this share's absorptions read their matrices from memory at once,
+        // instead of one after another (each product only prefetches its own).
+        for (std::int64_t h = h0; h < h0 + n; ++h) PrefetchWeights(w.key_up[static_cast<std::size_t>(h)]);
         for (std::int64_t h = h0; h < h0 + n; ++h) {
           MatMulTransposed(w.key_up[static_cast<std::size_t>(h)], q.data() + (b * heads + h) * q_head, 1,
                            q_abs.data() + (b * heads + h) * kvl, nullptr);

@@ -298,6 +298,19 @@ void MatMulMany(std::span<const MatMulTask> tasks, ThreadPool* pool) {
   });
 }
 
+void PrefetchWeights(const WeightMatrix& w) {
+  const auto lines = [](const void* data, std::size_t bytes) {
+    const auto* p = static_cast<const char*>(data);
+    for (std::size_t at = 0; at < bytes; at += 64) __builtin_prefetch(p + at, 0, 2);  // prefetcht1: into L2
+  };
+  if (w.quantized) {
+    lines(w.quantized->values.data(), w.quantized->values.size());
+    lines(w.quantized->scales.data(), w.quantized->scales.size() * sizeof(float));
+    return;
+  }
+  lines(w.data, static_cast<std::size_t>(w.rows * w.cols) * w.element_size());
+}
+
 void MatMul(const WeightMatrix& w, const float* x, std::int64_t batch, float* y, ThreadPool* pool) {
   const MatMulTask task{&w, x, batch, y, nullptr};
   MatMulMany(std::span<const MatMulTask>(&task, 1), pool);

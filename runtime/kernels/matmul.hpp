@@ -41,6 +41,12 @@ void MatMulMany(std::span<const MatMulTask> tasks, ThreadPool* pool);
 // its input is not quantized, unlike MatMul's).
 void MatMulTransposed(const WeightMatrix& w, const float* x, std::int64_t batch, float* y, ThreadPool* pool);
 
+// Starts reading into L2 the bytes a product over `w` reads (software prefetches;
+// results are unaffected). For several small products run one after another, whose
+// own prefetches each start only when the product does: a decode row's per-head
+// absorptions wait on memory for every head in turn.
+void PrefetchWeights(const WeightMatrix& w);
+
 // Σ a[i]·b[i] over fp32 vectors, with the same fixed summation order as MatMul.
 float Dot(const float* a, const float* b, std::int64_t n);
 
