@@ -246,22 +246,29 @@ struct TileBytes {
         block(kTile * (w.format == QuantFormat::kInt8 ? kBlock : kBlock / 2)) {}
 };
 
-// Columns [32·block, 32·block + 32) of one input row, rows ascending.
-void TransposedQuantizedBlock(const QuantizedMatrix& w, const float* xb, std::int64_t block, float* out) {
+// Columns [32·block, 32·block + 32) of NB input rows (`x_stride` floats apart; their
+// outputs `out_stride` apart), rows ascending. The levels are transposed and widened
+// once for the NB inputs, then each input's products added as it would be alone.
+template <int NB>
+void TransposedQuantizedBlock(const QuantizedMatrix& w, const float* xb, std::int64_t x_stride, std::int64_t block, float* out,
+                              std::int64_t out_stride) {
   const bool int8 = w.format == QuantFormat::kInt8;
   const TileBytes bytes(w);
   const std::int64_t groups = w.cols / w.group, g = block * kBlock / w.group;
-  __m256 acc[4];
-  for (auto& a : acc) a = _mm256_setzero_ps();
+  __m256 acc[NB][4];
+  for (auto& input : acc) {
+    for (auto& a : input) a = _mm256_setzero_ps();
+  }
   for (std::int64_t first = 0; first < w.rows; first += kTile) {
     const std::uint8_t* base = w.values.data() + first / kTile * bytes.tile + block * bytes.block;
     const float* scale = w.scales.data() + (first / kTile * groups + g) * kTile;
     const std::int64_t live = std::min(kTile, w.rows - first);
-    float coef[kTile];
-    for (std::int64_t i = 0; i < live; ++i) coef[i] = scale[i] * xb[first + i];
+    float coef[NB][kTile];
+    for (int b = 0; b < NB; ++b) {
+      for (std::int64_t i = 0; i < live; ++i) coef[b][i] = scale[i] * xb[b * x_stride + first + i];
+    }
     for (std::int64_t half = 0; half * 8 < live; ++half) {
       const std::int64_t n = std::min<std::int64_t>(8, live - half * 8);
-      const float* c = coef + half * 8;
       __m256i v[8];
       __m256 f[4];
       if (int8) {
@@ -269,19 +276,21 @@ void TransposedQuantizedBlock(const QuantizedMatrix& w, const float* xb, std::in
         TransposeDwords8x8(v);
         for (std::int64_t i = 0; i < n; ++i) {
           Int8Levels(v[i], f);
-          AddRow(f, c[i], acc);
+          for (int b = 0; b < NB; ++b) AddRow(f, coef[b][half * 8 + i], acc[b]);
         }
       } else {
         for (int j = 0; j < 4; ++j) v[j] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(base + j * kChunk + half * 32));
         TransposeDwords8x4(v);
         for (std::int64_t i = 0; i < n; ++i) {
           Int4Levels(i < 4 ? _mm256_castsi256_si128(v[i]) : _mm256_extracti128_si256(v[i - 4], 1), f);
-          AddRow(f, c[i], acc);
+          for (int b = 0; b < NB; ++b) AddRow(f, coef[b][half * 8 + i], acc[b]);
         }
       }
     }
   }
-  for (int k = 0; k < 4; ++k) _mm256_storeu_ps(out + 8 * k, acc[k]);
+  for (int b = 0; b < NB; ++b) {
+    for (int k = 0; k < 4; ++k) _mm256_storeu_ps(out + b * out_stride + 8 * k, acc[b][k]);
+  }
 }
 
 }  // namespace
@@ -297,9 +306,16 @@ void TransposedQuantizedAvx2(const QuantizedMatrix& w, const float* x, std::int6
   PrefetchRange(reinterpret_cast<const char*>(w.scales.data()), static_cast<std::int64_t>(w.scales.size() * sizeof(float)));
   TransposedQuantizedPortable(w, x, batch, y, begin, std::min(end, first * kBlock));
   TransposedQuantizedPortable(w, x, batch, y, std::max(begin, last * kBlock), end);
-  for (std::int64_t b = 0; b < batch; ++b) {
+  // Inputs in pairs (a prompt chunk's or a batch's rows): each block's levels widened
+  // once for two. (Four would spill AVX2's sixteen registers.)
+  std::int64_t b = 0;
+  for (; b + 2 <= batch; b += 2) {
     for (std::int64_t block = first; block < last; ++block)
-      TransposedQuantizedBlock(w, x + b * w.rows, block, y + b * w.cols + block * kBlock);
+      TransposedQuantizedBlock<2>(w, x + b * w.rows, w.rows, block, y + b * w.cols + block * kBlock, w.cols);
+  }
+  for (; b < batch; ++b) {
+    for (std::int64_t block = first; block < last; ++block)
+      TransposedQuantizedBlock<1>(w, x + b * w.rows, w.rows, block, y + b * w.cols + block * kBlock, w.cols);
   }
 }
 

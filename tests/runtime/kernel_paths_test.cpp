@@ -484,7 +484,7 @@ TEST(MatMulTransposed, QuantizedGivesTheBitsOfItsPlainLoopOnEveryPath) {
           const auto q =
               std::make_shared<const QuantizedMatrix>(QuantizedMatrix::Quantize(WeightMatrix::OwnedF32(rows, cols, f32), format, group));
           const WeightMatrix w = WeightMatrix::FromQuantized(q);
-          for (const std::int64_t batch : {1, 3}) {
+          for (const std::int64_t batch : {1, 3, 4}) {  // 3: a pair and one alone
             const std::vector<float> x = RandomInputs(batch * rows, 17);
             std::vector<float> expected(static_cast<std::size_t>(batch * cols));
             for (std::int64_t b = 0; b < batch; ++b) {
