@@ -153,17 +153,16 @@ void RowsOfF64(const WeightMatrix& w, Isa isa, const float* x, std::int64_t batc
   }
 }
 
-// Whether a product's fp32 kernel wants its input rearranged (AVX2 bf16: see
-// PrepareBf16InputAvx2) or rounded to bf16 (PrepareBf16InputDpbf16).
-bool NeedsPreparedInput(const MatMulTask& t, Isa isa) {
-  return isa >= Isa::kAvx2 && t.y != nullptr && t.w->type == WeightMatrix::Type::kBF16 && !t.w->quantized && !ManyBf16Inputs(isa, t.batch);
-}
-
 // Whether the kernel that reads t's rows follows a RowStream (the bf16 kernels of AVX2,
 // AVX-512 with many inputs, and AVX-512 BF16).
 bool FollowsRowStream(const MatMulTask& t, Isa isa) {
   return isa >= Isa::kAvx2 && t.y != nullptr && t.w->type == WeightMatrix::Type::kBF16 && !t.w->quantized;
 }
+
+// Whether a product's fp32 kernel wants its input rearranged (AVX2 bf16: see
+// PrepareBf16InputAvx2) or rounded to bf16 (PrepareBf16InputDpbf16): all of those
+// but AVX-512's many-input tiles, which read x as given.
+bool NeedsPreparedInput(const MatMulTask& t, Isa isa) { return FollowsRowStream(t, isa) && !ManyBf16Inputs(isa, t.batch); }
 
 // The floats of scratch a prepared input takes (bf16 values, two to a float, for
 // the dot-product path).
@@ -299,6 +298,8 @@ void MatMulMany(std::span<const MatMulTask> tasks, ThreadPool* pool) {
 }
 
 void PrefetchWeights(const WeightMatrix& w) {
+  // (Not kernels/prefetch.hpp's PrefetchRange: that is x86-only, for the SIMD files;
+  // this file is built for every target.)
   const auto lines = [](const void* data, std::size_t bytes) {
     const auto* p = static_cast<const char*>(data);
     for (std::size_t at = 0; at < bytes; at += 64) __builtin_prefetch(p + at, 0, 2);  // prefetcht1: into L2

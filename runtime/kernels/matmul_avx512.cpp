@@ -118,7 +118,6 @@ struct LineSpan {
   LineSpan() = default;
   LineSpan(const char* from, const char* end)
       : line((reinterpret_cast<std::uintptr_t>(from) + 63) & ~std::uintptr_t{63}), to(reinterpret_cast<std::uintptr_t>(end)) {}
-  bool Empty() const { return line >= to; }
   void PrefetchSome(int n) {
     for (; n > 0 && line < to; --n, line += 64) _mm_prefetch(reinterpret_cast<const char*>(line), _MM_HINT_T1);
   }
@@ -150,7 +149,9 @@ inline void TileFourRows(const typename F::T* w, std::int64_t cols, const float*
       const std::int64_t at = i / kBlock * kStep;
       if (at < room) PrefetchRange(ahead + at, kStep);
     } else {
-      other.PrefetchSome(2);  // a tile's share of `other` is ~1.3 lines a block of 16 columns at 4 passes
+      // A tile's share of `other` is ~0.7 lines a block of 16 columns with four passes,
+      // 2 with two: up to two a block keep pace.
+      other.PrefetchSome(2);
     }
     const __m512 v0 = F::Load(w0 + i), v1 = F::Load(w1 + i), v2 = F::Load(w2 + i), v3 = F::Load(w3 + i);
     __m512 xv = _mm512_loadu_ps(x0 + i);
