@@ -1,6 +1,7 @@
 #include "harness/traffic/workload_runner.hpp"
 
 #include <algorithm>
+#include <latch>
 #include <map>
 #include <thread>
 
@@ -89,8 +90,16 @@ class Runner {
     const auto before = ReadDraftCounters(HttpGet(ctx_.base_url, "/v1/stats", 30, nullptr, ctx_.api_key));
     std::vector<StreamedCompletion> responses(batch.size());
     std::vector<std::thread> threads;
+    // Every thread first exists, then all send: started as they are created, a batch's
+    // requests went out up to a thread start apart, and on a fast model (the tiny test
+    // preset, 16 tokens) the first could finish before the last arrived, which then rode
+    // its prefix cache (cache_bound failed) although they were meant to run together.
+    std::latch ready(static_cast<std::ptrdiff_t>(batch.size()));
     for (std::size_t i = 0; i < batch.size(); ++i) {
-      threads.emplace_back([&, i] { responses[i] = StreamChat(ctx_.base_url, batch[i].body, ctx_.request_timeout_s, ctx_.api_key); });
+      threads.emplace_back([&, i] {
+        ready.arrive_and_wait();
+        responses[i] = StreamChat(ctx_.base_url, batch[i].body, ctx_.request_timeout_s, ctx_.api_key);
+      });
     }
     for (auto& t : threads) t.join();
     const auto after = ReadDraftCounters(HttpGet(ctx_.base_url, "/v1/stats", 30, nullptr, ctx_.api_key));

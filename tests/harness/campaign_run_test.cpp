@@ -603,7 +603,10 @@ TEST_F(Campaigns, ExternalArmIsMeasuredButNeverRelaunched) {
             2);
   // Its second session used other nonce markers, so its prompts missed the prefix
   // cache the server kept: every sample passed cache_bound, no marker repeated.
-  EXPECT_EQ(Count(store, "SELECT COUNT(*) FROM sample WHERE valid = 0"), 0);
+  EXPECT_EQ(Count(store, "SELECT COUNT(*) FROM sample WHERE valid = 0"), 0)
+      << Text(store,
+              "SELECT group_concat(session_id || ' ' || case_id || ' level ' || level || ' slot ' || slot || ': ' || checks_json || ' "
+              "' || error, char(10)) FROM sample WHERE valid = 0");
   EXPECT_EQ(Count(store,
                   "SELECT COUNT(*) FROM sample x JOIN session a ON a.id = x.session_id JOIN sample y ON y.nonce = x.nonce "
                   "JOIN session b ON b.id = y.session_id WHERE a.order_index = 1 AND b.order_index = 2 AND x.nonce <> ''"),
