@@ -184,6 +184,17 @@ void AddServeCommand(CLI::App& app) {
                   "Prompt tokens per step over all requests, times the prompts waiting per decoding request (at most 8 times)")
       ->check(CLI::Range(1, 1 << 20))
       ->capture_default_str();
+  cmd->add_option_function<double>(
+         "--burst-window-ms",
+         [opt](double ms) { opt->scheduler.burst_window = std::chrono::microseconds(static_cast<std::int64_t>(ms * 1000)); },
+         "An idle server's first step waits up to this long for requests arriving together, so their prompts go in one step "
+         "(0: admit at once; default 10)")
+      ->check(CLI::Range(0.0, 1000.0));
+  cmd->add_option_function<double>(
+         "--burst-quiet-ms",
+         [opt](double ms) { opt->scheduler.burst_quiet = std::chrono::microseconds(static_cast<std::int64_t>(ms * 1000)); },
+         "...admitting them once none has arrived for this long (default 2)")
+      ->check(CLI::Range(0.0, 1000.0));
   cmd->add_option("--drain-timeout-s", opt->drain_timeout_s, "On SIGTERM, how long in-flight requests may finish")
       ->check(CLI::Range(0, 3600))
       ->capture_default_str();

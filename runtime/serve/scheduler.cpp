@@ -182,6 +182,24 @@ void Scheduler::State::SlowDown(Clock::duration step) {
   }
 }
 
+// Requests that arrive together (a client's batch, a burst of users) reach the queue a
+// little apart: each has been read, parsed and tokenized on its own connection's
+// thread. Admitting the first at once would prefill it alone and the rest in the next
+// step, after it has started decoding; waiting while they still arrive puts the burst's
+// prompts in one forward (one pass over the weights for all of them). The wait ends
+// when none has arrived for `burst_quiet`, `burst_window` after the first, or with the
+// slots full, and never while a request is running: a busy scheduler admits at its next
+// step boundary as before. A lone request waits `burst_quiet`.
+void Scheduler::State::GatherBurst(std::unique_lock<std::mutex>& lock) {
+  if (options.burst_window.count() <= 0 || queue.empty()) return;
+  const Clock::time_point deadline = queue.front().enqueued + options.burst_window;
+  while (!stopping && !queue.empty() && static_cast<int>(queue.size()) < options.concurrency) {
+    const Clock::time_point until = std::min(deadline, queue.back().enqueued + options.burst_quiet);
+    if (Clock::now() >= until) return;
+    wake.wait_until(lock, until);
+  }
+}
+
 void Scheduler::State::Run() {
   for (;;) {
     std::vector<std::promise<std::string>> requests;
@@ -193,6 +211,7 @@ void Scheduler::State::Run() {
         return stopping || !stats_requests.empty() || !active.empty() ||
                (!queue.empty() && static_cast<int>(active.size()) < options.concurrency);
       });
+      if (active.empty()) GatherBurst(lock);
       if (stopping) break;
       requests = std::move(stats_requests);
       stats_requests.clear();

@@ -24,6 +24,12 @@ struct SchedulerOptions {
   std::chrono::milliseconds queue_wait{30000};  // longest wait for a slot; then 429
   std::size_t prefix_cache_entries = 64;
   int prefill_chunk = 256;  // prompt tokens per step, over all prefilling requests (scaled: PrefillBudget)
+  // An idle scheduler's first step waits for a burst: while requests keep arriving (a
+  // gap under `burst_quiet` since the last), up to `burst_window` after the first, or
+  // until the slots are full. The burst's prompts then go in one forward instead of
+  // the first alone and the rest after it. Zero window: admit at once.
+  std::chrono::microseconds burst_window{10000};
+  std::chrono::microseconds burst_quiet{2000};
   TokenId eos = 1;
   // Test aid (`--debug-slowdown F`): after each step the scheduler busy-waits F/(1−F)
   // as long as the step computed (decode rows only), so decode throughput becomes (1 − F)

@@ -125,6 +125,8 @@ struct Scheduler::State {
   void SlowDown(Clock::duration step);
   double decode_share = 0;  // of the last step's rows; --debug-slowdown pads decode only
   void Admit();
+  // Idle with requests queued: waits (under `lock`) while a burst is still arriving.
+  void GatherBurst(std::unique_lock<std::mutex>& lock);
   void Draft(const std::vector<Active*>& decoding, StepShape step, std::vector<rt::Draft>& drafts, DraftRoundTiming& timing);
   // Feeds `token` (emitted at the current end of `a`) to the request's text and
   // limits; returns the finish reason, or "" when the request goes on.
