@@ -10,6 +10,7 @@
 #include "reports/report_sections.hpp"
 #include "stats/decode_metrics.hpp"
 #include "stats/descriptive.hpp"
+#include "stats/log_ratio.hpp"
 #include "stats/stats_error.hpp"
 #include "store/comparison.hpp"
 
@@ -376,6 +377,35 @@ void DraftAcceptance(const CampaignRecord& r, MarkdownDoc& d) {
   }
 }
 
+namespace {
+
+// Cn over C1 of the same arm session by session (a session's score at a level is the
+// median of its batches there): the geometric mean of the per-session ratios with a
+// paired 95% t interval, as for A/B pairs (stats::PairedLogRatio). Sessions are the
+// independent units; the batches within one are not.
+std::string ScalingCell(const FamilyScores* c1, const FamilyScores* cn, const std::string& arm) {
+  if (c1 == nullptr || cn == nullptr) return std::string(kNone);
+  const auto s1 = c1->sessions_by_arm.find(arm), sn = cn->sessions_by_arm.find(arm);
+  const auto v1 = c1->by_arm.find(arm), vn = cn->by_arm.find(arm);
+  if (s1 == c1->sessions_by_arm.end() || sn == cn->sessions_by_arm.end() || v1 == c1->by_arm.end() || vn == cn->by_arm.end()) {
+    return std::string(kNone);
+  }
+  std::vector<stats::SessionPair> pairs;
+  for (std::size_t i = 0; i < sn->second.size(); ++i) {
+    const auto at = std::find(s1->second.begin(), s1->second.end(), sn->second[i]);
+    if (at != s1->second.end()) pairs.push_back({v1->second[static_cast<std::size_t>(at - s1->second.begin())], vn->second[i]});
+  }
+  if (pairs.size() < 2) return std::string(kNone);
+  try {
+    const stats::RatioInterval ratio = stats::PairedLogRatio(pairs);
+    return fmt::format("×{:.2f} ({:.2f}–{:.2f})", ratio.ratio, ratio.lo, ratio.hi);
+  } catch (const stats::StatsError&) {
+    return std::string(kNone);
+  }
+}
+
+}  // namespace
+
 void Concurrency(const CampaignRecord& r, MarkdownDoc& d) {
   // Series: (workload, case) of aggregate families, in family order.
   std::vector<std::pair<std::string, std::string>> series;
@@ -412,6 +442,17 @@ void Concurrency(const CampaignRecord& r, MarkdownDoc& d) {
       }
       d.Line("{}", Row(row));
     }
+    if (!with_range && levels[key].contains(1)) {
+      for (int level : levels[key]) {
+        if (level == 1) continue;
+        std::vector<std::string> row = {fmt::format("C{}/C1 by session", level)};
+        for (const Column& c : columns) {
+          row.push_back(ScalingCell(Find(r, c.layout, fmt::format("{}: {} C1", key.first, key.second)),
+                                    Find(r, c.layout, fmt::format("{}: {} C{}", key.first, key.second, level)), c.arm));
+        }
+        d.Line("{}", Row(row));
+      }
+    }
     d.Blank();
   };
   bool any_concurrency = false, any_mixed = false;
@@ -421,7 +462,8 @@ void Concurrency(const CampaignRecord& r, MarkdownDoc& d) {
     d.Blank();
     d.Line(
         "Aggregate throughput of a batch of C identical requests, Σ(ct − 1) / (max t_finish − min t_first_output), median over "
-        "the batches of every session, tok/s; ×: relative to C1 of the same arm.");
+        "the batches of every session, tok/s; ×: relative to C1 of the same arm. Cn/C1 by session: each session's Cn score over its "
+        "C1 score (a score is the median of the session's batches), geometric mean over the sessions with a paired 95% t interval.");
     d.Blank();
     for (const auto& key : series) {
       if (kind[key] == "mixed") continue;

@@ -288,6 +288,27 @@ def expected(sessions):
             m = np.median(aggregates(l, a, "code-sweep", level))
             cells.append(f"{m:.1f}" if level == 1 else f"{m:.1f} ×{m / np.median(aggregates(l, a, 'code-sweep', 1)):.2f}")
         concurrency.append(f"| C{level} | {' | '.join(cells)} |")
+    # ... then Cn over C1 session by session: each session's own family scores (the
+    # median of its batches), their log ratios' mean with a one-sample t interval.
+    for level in (2, 4):
+        cells = []
+        for l, a in columns:
+            logs = []
+            for s in sessions:
+                if s["layout"] != l or s["arm"] != a:
+                    continue
+                sc = scores(s)
+                c1, cn = sc.get("code-sweep: code C1"), sc.get(f"code-sweep: code C{level}")
+                if c1 is not None and cn is not None:
+                    logs.append(math.log(cn / c1))
+            logs = np.array(logs)
+            if len(logs) < 2:
+                cells.append("—")
+                continue
+            m, se = logs.mean(), logs.std(ddof=1) / math.sqrt(len(logs))
+            t = stats.t.ppf(0.975, len(logs) - 1)
+            cells.append(f"×{math.exp(m):.2f} ({math.exp(m - t * se):.2f}–{math.exp(m + t * se):.2f})")
+        concurrency.append(f"| C{level}/C1 by session | {' | '.join(cells)} |")
     mixed = [f"| C3 | {' | '.join(spread(aggregates(l, a, 'mixed-sweep', 3)) for l, a in columns)} |"]
     retained = [f"| retained | 128 tokens | {' | '.join(spread([decode(x) for x in measured(l, a, 'retained') if x['role'] == 'child']) for l, a in columns)} |"]
     # Draft acceptance: each batch's counter deltas once, summed per column.
