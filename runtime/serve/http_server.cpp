@@ -231,11 +231,25 @@ class MemoryConnection final : public ConnectionStream {
   std::size_t offset_ = 0;
 };
 
+// Connection threads started with the server (ConnectionThreads): a concurrency
+// campaign's batch of 16, twice over.
+constexpr int kReadyConnectionThreads = 32;
+
 // A thread per connection, made when no idle one is left, up to `max_threads`; idle
 // threads are reused. httplib's fixed pool let a few long streams hold every thread.
+// `ready` threads are started up front, so that a burst of new connections (a client
+// sending 16 requests at once, each on a connection of its own) does not wait on thread
+// creation, one after another on the accepting thread, before its requests are read.
 class ConnectionThreads final : public httplib::TaskQueue {
  public:
-  explicit ConnectionThreads(std::size_t max_threads) : max_threads_(max_threads) {}
+  ConnectionThreads(std::size_t max_threads, std::size_t ready) : max_threads_(max_threads) {
+    std::lock_guard lock(mutex_);
+    try {
+      while (threads_.size() < ready && threads_.size() < max_threads_) threads_.emplace_back([this] { Work(); });
+    } catch (const std::system_error&) {
+      // Out of threads: the rest are made as connections come, as always.
+    }
+  }
 
   void enqueue(std::function<void()> fn) override {
     std::lock_guard lock(mutex_);
@@ -324,7 +338,9 @@ struct HttpServer::Connections {
 HttpServer::HttpServer(HttpLimits limits) : limits_(limits), connections_(std::make_unique<Connections>()) {
   // Connections over a cap still need a thread to be refused on: a few beyond it.
   const auto threads = static_cast<std::size_t>(limits_.max_connections) + 16;
-  new_task_queue = [threads] { return new ConnectionThreads(threads); };
+  new_task_queue = [threads, ready = static_cast<std::size_t>(std::min(limits_.max_connections, kReadyConnectionThreads))] {
+    return new ConnectionThreads(threads, ready);
+  };
   // httplib sets these as SO_RCVTIMEO/SO_SNDTIMEO on accepted sockets; the reads and
   // writes here wait with poll() on the limits themselves.
   set_read_timeout(std::chrono::duration_cast<std::chrono::seconds>(limits_.idle_read) + std::chrono::seconds(1));
