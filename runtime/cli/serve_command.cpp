@@ -193,7 +193,7 @@ void AddServeCommand(CLI::App& app) {
   cmd->add_option_function<double>(
          "--burst-quiet-ms",
          [opt](double ms) { opt->scheduler.burst_quiet = std::chrono::microseconds(static_cast<std::int64_t>(ms * 1000)); },
-         "...admitting them once none has arrived for this long (default 2)")
+         "While gathering a burst (--burst-window-ms), admit once no request has arrived for this long (default 2; 0: at once)")
       ->check(CLI::Range(0.0, 1000.0));
   cmd->add_option("--drain-timeout-s", opt->drain_timeout_s, "On SIGTERM, how long in-flight requests may finish")
       ->check(CLI::Range(0, 3600))
