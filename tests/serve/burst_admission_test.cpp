@@ -54,6 +54,16 @@ class BurstAdmission : public ::testing::Test {
     return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - submitted).count();
   }
 
+  // Milliseconds from Submit to admission of a lone request to an idle scheduler.
+  double LoneAdmissionMillis(const SchedulerOptions& options) {
+    Scheduler scheduler(engine_, tokenizer_, options);
+    const auto submitted = std::chrono::steady_clock::now();
+    auto stream = scheduler.Submit(OneToken(0));
+    const double ms = MillisToAdmission(*stream, submitted);
+    testing::ReadToEnd(*stream);
+    return ms;
+  }
+
   Checkpoint ckpt_;
   Tokenizer tokenizer_;
   Engine engine_;
@@ -75,21 +85,13 @@ TEST_F(BurstAdmission, RequestsArrivingTogetherArePrefilledInOneStep) {
 }
 
 TEST_F(BurstAdmission, ALoneRequestWaitsTheQuietGap) {
-  Scheduler scheduler(engine_, tokenizer_, Options(milliseconds(5000), milliseconds(300)));
-  const auto submitted = std::chrono::steady_clock::now();
-  auto stream = scheduler.Submit(OneToken(0));
-  EXPECT_GE(MillisToAdmission(*stream, submitted), 300.0);
-  testing::ReadToEnd(*stream);
+  EXPECT_GE(LoneAdmissionMillis(Options(milliseconds(5000), milliseconds(300))), 300.0);
 }
 
 TEST_F(BurstAdmission, AZeroWindowAdmitsAtOnce) {
   // Admitted at the scheduler thread's next wake-up, far under the quiet gap that is
   // not applied (the bound only guards against a stalled machine).
-  Scheduler scheduler(engine_, tokenizer_, Options(milliseconds(0), milliseconds(3000)));
-  const auto submitted = std::chrono::steady_clock::now();
-  auto stream = scheduler.Submit(OneToken(0));
-  EXPECT_LT(MillisToAdmission(*stream, submitted), 2000.0);
-  testing::ReadToEnd(*stream);
+  EXPECT_LT(LoneAdmissionMillis(Options(milliseconds(0), milliseconds(3000))), 2000.0);
 }
 
 TEST_F(BurstAdmission, TheWindowBoundsTheWaitWhileRequestsKeepArriving) {
