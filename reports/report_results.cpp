@@ -10,7 +10,6 @@
 #include "reports/report_sections.hpp"
 #include "stats/decode_metrics.hpp"
 #include "stats/descriptive.hpp"
-#include "stats/log_ratio.hpp"
 #include "stats/stats_error.hpp"
 #include "store/comparison.hpp"
 
@@ -381,27 +380,13 @@ namespace {
 
 // Cn over C1 of the same arm session by session (a session's score at a level is the
 // median of its batches there): the geometric mean of the per-session ratios with a
-// paired 95% t interval, as for A/B pairs (stats::PairedLogRatio). Sessions are the
-// independent units; the batches within one are not.
+// paired 95% t interval (store::PairBySession). Sessions are the independent units;
+// the batches within one are not.
 std::string ScalingCell(const FamilyScores* c1, const FamilyScores* cn, const std::string& arm) {
   if (c1 == nullptr || cn == nullptr) return std::string(kNone);
-  const auto s1 = c1->sessions_by_arm.find(arm), sn = cn->sessions_by_arm.find(arm);
-  const auto v1 = c1->by_arm.find(arm), vn = cn->by_arm.find(arm);
-  if (s1 == c1->sessions_by_arm.end() || sn == cn->sessions_by_arm.end() || v1 == c1->by_arm.end() || vn == cn->by_arm.end()) {
-    return std::string(kNone);
-  }
-  std::vector<stats::SessionPair> pairs;
-  for (std::size_t i = 0; i < sn->second.size(); ++i) {
-    const auto at = std::find(s1->second.begin(), s1->second.end(), sn->second[i]);
-    if (at != s1->second.end()) pairs.push_back({v1->second[static_cast<std::size_t>(at - s1->second.begin())], vn->second[i]});
-  }
-  if (pairs.size() < 2) return std::string(kNone);
-  try {
-    const stats::RatioInterval ratio = stats::PairedLogRatio(pairs);
-    return fmt::format("×{:.2f} ({:.2f}–{:.2f})", ratio.ratio, ratio.lo, ratio.hi);
-  } catch (const stats::StatsError&) {
-    return std::string(kNone);
-  }
+  const store::PairedComparison p = store::PairBySession(*c1, *cn, arm);
+  if (!p.interval) return std::string(kNone);
+  return fmt::format("×{:.2f} ({:.2f}–{:.2f})", p.interval->ratio, p.interval->lo, p.interval->hi);
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 #include "store/comparison.hpp"
 
 #include <map>
+#include <span>
 
 #include <fmt/format.h>
 
@@ -8,15 +9,32 @@
 
 namespace tandem::store {
 
+namespace {
+
+// Adds one arm's scores in family `f` to `score`, by session.
+void ScoresBySession(const FamilyScores& f, const std::string& arm, std::map<std::int64_t, double>& score) {
+  const auto scores = f.by_arm.find(arm);
+  const auto ids = f.sessions_by_arm.find(arm);
+  if (scores == f.by_arm.end() || ids == f.sessions_by_arm.end()) return;
+  for (std::size_t i = 0; i < scores->second.size() && i < ids->second.size(); ++i) score[ids->second[i]] = scores->second[i];
+}
+
+void Interval(std::span<const stats::SessionPair> pairs, PairedComparison& out) {
+  out.pairs = pairs.size();
+  try {
+    out.interval = stats::PairedLogRatio(pairs);
+  } catch (const stats::StatsError& e) {
+    out.missing = e.what();
+  }
+}
+
+}  // namespace
+
 PairedComparison PairByBlock(const CampaignRecord& r, const FamilyScores& f, const std::string& baseline, const std::string& candidate) {
   PairedComparison out;
   std::map<std::int64_t, double> score;  // session → this family's score
-  for (const std::string* arm : {&baseline, &candidate}) {
-    const auto scores = f.by_arm.find(*arm);
-    const auto ids = f.sessions_by_arm.find(*arm);
-    if (scores == f.by_arm.end() || ids == f.sessions_by_arm.end()) continue;
-    for (std::size_t i = 0; i < scores->second.size() && i < ids->second.size(); ++i) score[ids->second[i]] = scores->second[i];
-  }
+  ScoresBySession(f, baseline, score);
+  ScoresBySession(f, candidate, score);
   std::vector<const SessionRecord*> order;  // the layout's sessions of the two arms, in run order
   for (const SessionRecord& s : r.sessions) {
     if (s.layout == f.layout && (s.arm == baseline || s.arm == candidate) && s.status != "skipped") order.push_back(&s);
@@ -46,12 +64,20 @@ PairedComparison PairByBlock(const CampaignRecord& r, const FamilyScores& f, con
     }
     pairs.push_back({sa->second, sb->second});
   }
-  out.pairs = pairs.size();
-  try {
-    out.interval = stats::PairedLogRatio(pairs);
-  } catch (const stats::StatsError& e) {
-    out.missing = e.what();
+  Interval(pairs, out);
+  return out;
+}
+
+PairedComparison PairBySession(const FamilyScores& baseline, const FamilyScores& candidate, const std::string& arm) {
+  std::map<std::int64_t, double> a, b;
+  ScoresBySession(baseline, arm, a);
+  ScoresBySession(candidate, arm, b);
+  std::vector<stats::SessionPair> pairs;
+  for (const auto& [session, score] : b) {
+    if (const auto at = a.find(session); at != a.end()) pairs.push_back({at->second, score});
   }
+  PairedComparison out;
+  Interval(pairs, out);
   return out;
 }
 

@@ -32,6 +32,11 @@ struct PairedComparison {
 PairedComparison PairByBlock(const CampaignRecord& record, const FamilyScores& family, const std::string& baseline,
                              const std::string& candidate);
 
+// One arm's scores in two families, session by session (the sessions with a score in
+// both): a concurrency level against C1 of the same sessions, say. The paired interval
+// of candidate-family over baseline-family scores.
+PairedComparison PairBySession(const FamilyScores& baseline, const FamilyScores& candidate, const std::string& arm);
+
 // Every family (in the order given) that either arm measured.
 std::vector<FamilyComparison> CompareArms(const std::vector<FamilyScores>& families, const std::string& baseline,
                                           const std::string& candidate, double level = 0.95);

@@ -192,6 +192,30 @@ TEST_F(Report, PairedIntervalsPairAdjacentSessionsAndRefuseAPairThatLostOne) {
   EXPECT_NE(RenderReport(lost, {}).find("; paired: the pair of sessions 1 and 2 lost session 2"), std::string::npos);
 }
 
+TEST(PairBySession, PairsAnArmsTwoFamiliesBySessionNotByIndex) {
+  // C1 and C4 of one arm: session 12 has no C4 score, and the C4 scores come in another
+  // order. Pairing by index would put 20's C1 against 11's C4.
+  store::FamilyScores c1, c4;
+  c1.by_arm["a"] = {100, 110, 120};
+  c1.sessions_by_arm["a"] = {10, 11, 12};
+  c4.by_arm["a"] = {330, 310, 290, 505};
+  c4.sessions_by_arm["a"] = {11, 10, 13, 20};
+  c4.by_arm["b"] = {1, 2};
+  c4.sessions_by_arm["b"] = {10, 11};
+  const store::PairedComparison p = store::PairBySession(c1, c4, "a");
+  ASSERT_TRUE(p.interval) << p.missing;
+  EXPECT_EQ(p.pairs, 2u);
+  const stats::SessionPair by_session[] = {{100, 310}, {110, 330}};
+  const stats::RatioInterval want = stats::PairedLogRatio(by_session);
+  EXPECT_DOUBLE_EQ(p.interval->ratio, want.ratio);
+  EXPECT_DOUBLE_EQ(p.interval->lo, want.lo);
+  EXPECT_DOUBLE_EQ(p.interval->hi, want.hi);
+  // An arm with fewer than two shared sessions has no interval, and says why.
+  const store::PairedComparison none = store::PairBySession(c1, c4, "b");
+  EXPECT_FALSE(none.interval);
+  EXPECT_FALSE(none.missing.empty());
+}
+
 TEST_F(Report, RoundTimePredictionErrorComesFromTheStatsAroundEachWorkload) {
   // The candidate's code sweep: per session, 100 predicted rounds with |error| summing to
   // 5 (5%) and a signed error of +20 µs a round; in one session the server restarted.
