@@ -128,9 +128,9 @@ BENCHMARK(BM_AttentionHeadProducts)->ArgsProduct({{1, 2, 3}, {1, 3, 4}})->ArgNam
 // up like a checkpoint's sorted tensors), their gates and ups as one MatMulMany over
 // one input row, then their downs as another. What it shows is the cost of reading
 // many 128 KiB matrices instead of one long stream (compare
-// BM_MatMul/format:1/rows:131072 and BM_ReadBandwidth). The int4 variant shows
-// the same for a quantized checkpoint's experts (40 KiB per matrix, scales
-// included), where per-product costs weigh more.
+// BM_MatMul/format:1/rows:131072 and BM_ReadBandwidth). The int8 and int4 variants
+// show the same for a quantized checkpoint's experts (int8: gate and up 136 KiB with
+// their scales, down 68 KiB), where per-product costs weigh more.
 // Short runs over weights made once, so variants can be compared with
 // --benchmark_repetitions=15 --benchmark_enable_random_interleaving=true.
 struct ExpertStore {
@@ -159,51 +159,69 @@ struct ExpertStore {
   }
 };
 
-// The same experts group-quantized to int4 (group 32), as `tandem-rt quantize`
-// writes routed experts: each matrix's values and scales in weight memory, in
-// loading order (down, gate, up), as a quantized checkpoint's loader leaves them.
-struct Int4ExpertStore {
-  std::vector<WeightMatrix> down, gate, up;
+// The same experts group-quantized, as `tandem-rt quantize` writes routed experts and
+// the engine holds them (MoeSlices): each expert's down, then its gate and up stacked
+// as one matrix (FuseGateUp), values and scales in weight memory in that order. int4
+// group 32; int8 group 64, as bench/peers.py's all-layer 8-bit checkpoint.
+struct QuantizedExpertStore {
+  std::vector<WeightMatrix> down, gate_up;
 
-  explicit Int4ExpertStore(const ExpertStore& bf16) {
-    const auto quantize = [](const WeightMatrix& w) {
-      return WeightMatrix::FromQuantized(std::make_shared<const QuantizedMatrix>(QuantizedMatrix::Quantize(w, QuantFormat::kInt4, 32)));
-    };
+  QuantizedExpertStore(const ExpertStore& bf16, QuantFormat format, int group) {
+    const auto quantize = [&](const WeightMatrix& w) { return QuantizedMatrix::Quantize(w, format, group); };
+    const auto hold = [](QuantizedMatrix m) { return WeightMatrix::FromQuantized(std::make_shared<const QuantizedMatrix>(std::move(m))); };
     for (std::size_t e = 0; e < bf16.down.size(); ++e) {
-      down.push_back(quantize(bf16.down[e]));
-      gate.push_back(quantize(bf16.gate[e]));
-      up.push_back(quantize(bf16.up[e]));
+      down.push_back(hold(quantize(bf16.down[e])));
+      gate_up.push_back(hold(QuantizedMatrix::StackRows(quantize(bf16.gate[e]), quantize(bf16.up[e]))));
     }
   }
 };
 
-const Int4ExpertStore& Int4Experts(const ExpertStore& bf16) {
-  static const Int4ExpertStore store(bf16);  // made on first use: only int4 runs pay for it
-  return store;
+// Made on first use: only the runs of a format pay for it.
+const QuantizedExpertStore& QuantizedExperts(const ExpertStore& bf16, int format) {
+  if (format == 4) {
+    static const QuantizedExpertStore int4(bf16, QuantFormat::kInt4, 32);
+    return int4;
+  }
+  static const QuantizedExpertStore int8(bf16, QuantFormat::kInt8, 64);
+  return int8;
+}
+
+// The byte ranges a product reads (a quantized matrix's values and its scales).
+std::vector<std::pair<const float*, std::int64_t>> ReadRanges(const WeightMatrix& w) {
+  if (w.quantized) {
+    return {{reinterpret_cast<const float*>(w.quantized->values.data()), static_cast<std::int64_t>(w.quantized->values.size())},
+            {w.quantized->scales.data(), static_cast<std::int64_t>(w.quantized->scales.size() * sizeof(float))}};
+  }
+  return {{static_cast<const float*>(w.data), static_cast<std::int64_t>(w.bytes())}};
 }
 
 // The matrices of one MatMulMany read by a plain sum (bench::ReadFloats) instead, the
 // threads sharing the bytes as the products share the work: the ceiling a pass is
 // measured against.
 void ReadAll(const std::vector<MatMulTask>& group, ThreadPool& pool) {
-  constexpr std::int64_t kLine = 16;                     // floats in a 64-byte line
-  std::vector<std::int64_t> first(group.size() + 1, 0);  // lines before each matrix
-  for (std::size_t i = 0; i < group.size(); ++i) first[i + 1] = first[i] + static_cast<std::int64_t>(group[i].w->bytes() / 64);
+  constexpr std::int64_t kLine = 16;  // floats in a 64-byte line
+  std::vector<std::pair<const float*, std::int64_t>> ranges;
+  for (const MatMulTask& t : group) {
+    for (const auto& r : ReadRanges(*t.w)) ranges.emplace_back(r.first, r.second / 64);
+  }
+  std::vector<std::int64_t> first(ranges.size() + 1, 0);  // lines before each range
+  for (std::size_t i = 0; i < ranges.size(); ++i) first[i + 1] = first[i] + ranges[i].second;
   std::vector<float> sums(static_cast<std::size_t>(pool.size()));
   pool.ParallelFor(first.back(), [&](std::int64_t begin, std::int64_t end) {
     auto i = static_cast<std::size_t>(std::upper_bound(first.begin(), first.end(), begin) - first.begin()) - 1;
     float sum = 0;
-    for (; i < group.size() && first[i] < end; ++i) {
+    for (; i < ranges.size() && first[i] < end; ++i) {
       const std::int64_t b = std::max(begin, first[i]), e = std::min(end, first[i + 1]);
-      sum += bench::ReadFloats(static_cast<const float*>(group[i].w->data) + (b - first[i]) * kLine, (e - b) * kLine);
+      sum += bench::ReadFloats(ranges[i].first + (b - first[i]) * kLine, (e - b) * kLine);
     }
     sums[static_cast<std::size_t>(begin * pool.size() / first.back())] += sum;
   });
   benchmark::DoNotOptimize(sums.data());
 }
 
-// Args: threads (0: all), format (16: bf16, 4: int4 group 32; bytes counted are
-// the format's, scales included; 0: the bf16 matrices read by ReadAll, not multiplied), products (3: gates and ups, then downs, as
+// Args: threads (0: all), format (16: bf16; 8: int8 group 64; 4: int4 group 32; bytes
+// counted are the format's, scales included; 0, -8, -4: the bf16, int8 or int4
+// matrices read by ReadAll, not multiplied), products (3: gates and ups, then downs, as
 // decode; 1: the gates and ups only; 2: the downs only, whose rows are a quarter
 // as long), rows (each expert's inputs: 1 as in single-sequence decode, where 7
 // experts are active; 2 or 3 with 48 active, as at C16, where a layer's 96 routes land
@@ -215,29 +233,33 @@ void BM_ExpertProducts(benchmark::State& state) {
   const std::int64_t rows = state.range(3);
   const std::size_t active = rows == 1 || rows == 16 ? 7 : 48;
   static const ExpertStore bf16;
-  const bool int4 = state.range(1) == 4, read_only = state.range(1) == 0;
+  const bool read_only = state.range(1) <= 0;
+  const int format = read_only ? static_cast<int>(-state.range(1)) : static_cast<int>(state.range(1));
   const std::int64_t products = state.range(2);
-  const Int4ExpertStore* quantized = int4 ? &Int4Experts(bf16) : nullptr;
-  const auto& gates = int4 ? quantized->gate : bf16.gate;
-  const auto& ups = int4 ? quantized->up : bf16.up;
-  const auto& down_of = int4 ? quantized->down : bf16.down;
+  const QuantizedExpertStore* quantized = format == 4 || format == 8 ? &QuantizedExperts(bf16, format) : nullptr;
   ThreadPool pool(static_cast<int>(state.range(0)));
   const auto per_expert = [rows](std::int64_t n) { return static_cast<std::size_t>(rows * n); };
   std::vector<float> x(per_expert(S::kHidden), 0.5f), hidden(2 * active * per_expert(S::kInter), 0.25f),
       out(active * per_expert(S::kHidden));
-  std::vector<MatMulTask> gate_up(2 * active), downs(active);
+  std::vector<MatMulTask> gate_up, downs(active);
   std::vector<std::size_t> experts(static_cast<std::size_t>(S::kExperts));
   for (std::size_t e = 0; e < experts.size(); ++e) experts[e] = e;
   std::mt19937 rng(4);
+  std::size_t bytes = 0;  // of the last iteration's matrices
   for (auto _ : state) {
     // The first `active` of a partial shuffle: distinct, as a token's experts are.
     for (std::size_t a = 0; a < active; ++a) std::swap(experts[a], experts[a + rng() % (experts.size() - a)]);
+    gate_up.clear();
     for (std::size_t a = 0; a < active; ++a) {
       const std::size_t e = experts[a];
       float* h = hidden.data() + 2 * a * per_expert(S::kInter);
-      gate_up[2 * a] = {&gates[e], x.data(), rows, h, nullptr};
-      gate_up[2 * a + 1] = {&ups[e], x.data(), rows, h + per_expert(S::kInter), nullptr};
-      downs[a] = {&down_of[e], h, rows, out.data() + a * per_expert(S::kHidden), nullptr};
+      if (quantized != nullptr) {
+        gate_up.push_back({&quantized->gate_up[e], x.data(), rows, h, nullptr});
+      } else {
+        gate_up.push_back({&bf16.gate[e], x.data(), rows, h, nullptr});
+        gate_up.push_back({&bf16.up[e], x.data(), rows, h + per_expert(S::kInter), nullptr});
+      }
+      downs[a] = {quantized != nullptr ? &quantized->down[e] : &bf16.down[e], h, rows, out.data() + a * per_expert(S::kHidden), nullptr};
     }
     if (read_only) {
       if ((products & 1) != 0) ReadAll(gate_up, pool);
@@ -248,15 +270,15 @@ void BM_ExpertProducts(benchmark::State& state) {
     if ((products & 2) != 0) MatMulMany(downs, &pool);
     benchmark::DoNotOptimize(out.data());
   }
-  const std::int64_t expert_bytes = static_cast<std::int64_t>(((products & 1) != 0 ? gates[0].bytes() + ups[0].bytes() : 0) +
-                                                              ((products & 2) != 0 ? down_of[0].bytes() : 0));
-  state.SetBytesProcessed(state.iterations() * static_cast<std::int64_t>(active) * expert_bytes);
+  for (const MatMulTask& t : gate_up) bytes += (products & 1) != 0 ? t.w->bytes() : 0;
+  for (const MatMulTask& t : downs) bytes += (products & 2) != 0 ? t.w->bytes() : 0;
+  state.SetBytesProcessed(state.iterations() * static_cast<std::int64_t>(bytes));
   const double macs =
       static_cast<double>(active * rows) * S::kHidden * S::kInter * (((products & 1) != 0 ? 2.0 : 0.0) + ((products & 2) != 0 ? 1.0 : 0.0));
   if (!read_only) state.counters["MAC/s"] = benchmark::Counter(static_cast<double>(state.iterations()) * macs, benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_ExpertProducts)
-    ->ArgsProduct({{1, 0}, {16, 4, 0}, {3, 1, 2}, {1}})
+    ->ArgsProduct({{1, 0}, {16, 8, 4, 0, -8, -4}, {3, 1, 2}, {1}})
     ->ArgsProduct({{1, 0}, {16, 0}, {3}, {2, 3, 16}})
     ->ArgNames({"threads", "format", "products", "rows"})
     ->MinTime(0.5)
