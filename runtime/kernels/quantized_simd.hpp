@@ -107,6 +107,9 @@ inline void TileYmm(const std::uint8_t* w, const float* ws, std::int64_t groups,
 // keeps restarting. Zen 5, one input: int8 decode 1.15× faster with the prefetch on
 // one thread and 1.07× on two, a 64 MiB product as fast, a 4 MiB one (L3) 0.75–0.9×
 // (docs/performance.md; on Zen 4 the 64 MiB product had been 1.25× slower with it).
+// Into L1 rather than L2: a block's eight byte dot products are little work beside
+// an L2 hit per load (Zen 5, one thread, against prefetcht1: seven int8 experts'
+// products 1.06–1.09× in three rounds of four; int8 decode 1.01–1.05×; prompts as fast).
 // (A template so that only the VNNI build instantiates it.)
 template <bool kVnni, bool kInt4, int NB>
 inline void TileZmm(const std::uint8_t* w, const float* ws, std::int64_t groups, int group, const QuantizedInput* in,
@@ -122,7 +125,7 @@ inline void TileZmm(const std::uint8_t* w, const float* ws, std::int64_t groups,
   for (std::int64_t g = 0; g < groups; ++g) {
     const __m512 scale = _mm512_loadu_ps(ws + g * kTileRows);
     for (std::int64_t k = g * per_group; k < (g + 1) * per_group; ++k) {
-      if (k * kBytes < room) PrefetchRange(ahead + k * kBytes, kBytes);
+      if (k * kBytes < room) PrefetchRangeToL1(ahead + k * kBytes, kBytes);
       const std::uint8_t* wk = w + k * kBytes;
       __m512i v[8];  // v[m] multiplies the block's inputs 4m … 4m + 3
       if constexpr (kInt4) {
