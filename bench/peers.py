@@ -4,13 +4,15 @@
     bench/peers.py --tandem-rt build/bin/tandem-rt --model DIR \\
         --peer llama.cpp=/path/to/llama-bench --peer "ik=/path/to/ik/llama-bench -rtr 1 -thp 1 -ger 1" \\
         [--types bf16,q8_0,q4_0] [--threads 1,2] [--rounds 3] [--work DIR] [--tandem-layers all|experts] \\
-        [--tandem-group 32|64|128] [--tandem-isa avx512,avx512-bf16]
+        [--tandem-group 32|64|128|q8_0=128,q4_0=64] [--tandem-isa avx512,avx512-bf16]
 
 For each type the checkpoint is exported once with `tandem-rt export --format gguf`
 (the peers' weights) and, for q8_0 / q4_0, quantized with `tandem-rt quantize --format
 int8|int4 --layers all` (Tandem's own 8-/4-bit weights: every linear layer but the
 router; `--tandem-layers experts` quantizes the experts alone; `--tandem-group` sets
-the values per scale: 64 gives the bytes per value of Q8_0 / Q4_0, 32 the default).
+the values per scale, for both types or per type as `q8_0=128,q4_0=64`: with fp32 scales
+64 gives the bytes per value of Q8_0 / Q4_0 (8.5 / 4.5 bits), 128 fewer (8.25 / 4.25), 32
+the default).
 Every round then runs, for each type and thread count, each runtime once, in an order
 that alternates between rounds (ABC, CBA, ...): Tandem's prompt rate from a prompt of
 508–512 tokens (`generate --max-tokens 1 --warmup`: after one untimed run of the same
@@ -155,6 +157,26 @@ def peer(cmd, gguf, threads):
     return float(pp), float(tg), None
 
 
+def groups_of(spec):
+    """`--tandem-group`: one group size for q8_0 and q4_0, or NAME=SIZE per type."""
+    allowed = (32, 64, 128)
+    try:
+        if "=" not in spec:
+            groups = {"q8_0": int(spec), "q4_0": int(spec)}
+        else:
+            groups = {"q8_0": 32, "q4_0": 32}
+            for item in spec.split(","):
+                name, size = item.split("=", 1)
+                if name not in groups:
+                    sys.exit(f"peers.py: --tandem-group: unknown type {name!r} (q8_0 or q4_0)")
+                groups[name] = int(size)
+    except ValueError:
+        sys.exit(f"peers.py: --tandem-group {spec!r}: expected 32, 64, 128 or q8_0=N,q4_0=N")
+    if any(g not in allowed for g in groups.values()):
+        sys.exit(f"peers.py: --tandem-group {spec!r}: group sizes are 32, 64 or 128")
+    return groups
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--tandem-rt", required=True)
@@ -166,8 +188,9 @@ def main():
     ap.add_argument("--work", default="build/peers")
     ap.add_argument("--tandem-layers", default="all", choices=["all", "experts"],
                     help="what Tandem's 8-/4-bit checkpoints quantize (tandem-rt quantize --layers)")
-    ap.add_argument("--tandem-group", type=int, default=32, choices=[32, 64, 128],
-                    help="values per scale of Tandem's 8-/4-bit checkpoints (tandem-rt quantize --group)")
+    ap.add_argument("--tandem-group", default="32",
+                    help="values per scale of Tandem's 8-/4-bit checkpoints (tandem-rt quantize --group): "
+                         "32, 64 or 128 for both, or per type, e.g. q8_0=128,q4_0=64")
     ap.add_argument("--tandem-isa", default="", help="comma-separated TANDEM_ISA values, one Tandem arm each (default: one, as the environment says)")
     a = ap.parse_args()
     peers = [tuple(p.split("=", 1)) for p in a.peer]
@@ -175,6 +198,7 @@ def main():
         sys.exit("peers.py: --peer takes NAME=COMMAND")
     os.makedirs(a.work, exist_ok=True)
     types, threads = a.types.split(","), [int(t) for t in a.threads.split(",")]
+    group_of = groups_of(a.tandem_group)
     models = {}
     for t in types:
         gguf = os.path.join(a.work, f"model.{t}.gguf")
@@ -182,11 +206,11 @@ def main():
             run([a.tandem_rt, "export", "--format", "gguf", "--in", a.model, "--out", gguf, "--type", t])
         own = a.model
         if t in ("q8_0", "q4_0"):
-            own = os.path.join(a.work, f"tandem.{a.tandem_layers}.{t}" + ("" if a.tandem_group == 32 else f".g{a.tandem_group}"))
+            own = os.path.join(a.work, f"tandem.{a.tandem_layers}.{t}" + ("" if group_of[t] == 32 else f".g{group_of[t]}"))
             if not os.path.exists(own):
                 scope = ["--layers", "all"] if a.tandem_layers == "all" else ["--experts", "all"]
                 run([a.tandem_rt, "quantize", "--in", a.model, "--out", own, "--format", "int8" if t == "q8_0" else "int4",
-                     "--group", str(a.tandem_group)] + scope)
+                     "--group", str(group_of[t])] + scope)
         models[t] = (own, gguf)
     prompt = prompt_of(a.tandem_rt, a.model, 512)
     # Tandem's arms and the TANDEM_ISA each runs with (None: as the environment says).
