@@ -20,9 +20,11 @@ prompt, as llama-bench measures after its warm-up run), the same for a fresh pro
 first prompt (no `--warmup`: it also faults in the buffers a prompt needs), and its
 decode rate over 128 tokens after a one-token prompt (`--ignore-eos`); each peer's
 `llama-bench -p 512 -n 128 -r 1`. The
-table gives medians over rounds and Tandem's ratio to each peer, beside each file's size
-and the weights a decode step reads from (every tensor but the token embeddings and
-Tandem's MTP layer). `--tandem-isa` runs
+table gives medians over rounds and Tandem's ratio of medians to each peer, and per round
+(the two runs of a round are at most minutes apart, so the host's drift cancels): the
+geometric mean of the rounds' ratios with its 95% t interval, beside each file's size and
+the weights a decode step reads from (every tensor but the token embeddings and Tandem's
+MTP layer). `--tandem-isa` runs
 Tandem once per listed kernel path (TANDEM_ISA) as arms of their own, and each peer's
 ratios then list one value per path, in that order. Peer executables are the user's:
 this script builds nothing.
@@ -30,6 +32,7 @@ this script builds nothing.
 
 import argparse
 import json
+import math
 import os
 import re
 import shlex
@@ -43,6 +46,27 @@ RATE = re.compile(r"\[prompt: (\d+) tokens in [\d.]+ s, ([\d.]+) tok/s \| decode
 
 class Failed(Exception):
     pass
+
+
+# Two-sided 95% quantiles of Student's t for 1–30 degrees of freedom (scipy.stats.t.ppf(0.975, df));
+# beyond 30, 1.96 + 2.4 / df is within 0.002 of it.
+T975 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
+        2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042]
+
+
+def paired_ratio(mine, theirs):
+    """Geometric mean of the per-round ratios mine[r] / theirs[r] over the rounds both ran, with
+    its 95% t interval: each round's two runs are minutes apart at most, so the host's drift
+    between rounds cancels in the ratio."""
+    logs = [math.log(mine[r] / theirs[r]) for r in mine if r in theirs]
+    if not logs:
+        return ""
+    mean = statistics.fmean(logs)
+    if len(logs) < 2:
+        return f"{math.exp(mean):.2f}"
+    df = len(logs) - 1
+    half = (T975[df - 1] if df <= 30 else 1.96 + 2.4 / df) * statistics.stdev(logs) / math.sqrt(len(logs))
+    return f"{math.exp(mean):.2f} ({math.exp(mean - half):.2f}–{math.exp(mean + half):.2f})"
 
 
 def run(cmd, timeout=600, env=None):
@@ -217,7 +241,7 @@ def main():
     isa_of = {f"tandem[{i}]": i for i in a.tandem_isa.split(",") if i} or {"tandem": None}
     mine_arms = list(isa_of)
     arms = mine_arms + [name for name, _ in peers]
-    samples, failed = {}, {}
+    samples, by_round, failed = {}, {}, {}
     for r in range(a.rounds):
         order = arms if r % 2 == 0 else arms[::-1]
         for t in types:
@@ -236,6 +260,7 @@ def main():
                         print(f"round {r + 1} {t} {th}t {arm}: failed: {e}", file=sys.stderr)
                         continue
                     samples.setdefault((t, th, arm), []).append(got)
+                    by_round.setdefault((t, th, arm), {})[r] = got
                     first = "" if got[2] is None else f" (first prompt {got[2]:.1f})"
                     print(f"round {r + 1} {t} {th}t {arm}: pp512 {got[0]:.1f}{first} tg128 {got[1]:.1f} tok/s", file=sys.stderr)
     size = {t: ((sum(os.path.getsize(os.path.join(d, f)) for f in os.listdir(d) if f.endswith(".safetensors")), safetensors_weights(d)),
@@ -244,21 +269,24 @@ def main():
     # Tandem's pp512 is warm (generate --warmup), as llama-bench's is after its warm-up
     # run; "first prompt" is a fresh process's first prompt, which also faults in its buffers.
     print("| type | threads | runtime | file | weights read | pp512 tok/s | first prompt tok/s | tg128 tok/s "
-          "| Tandem pp / it | Tandem first prompt / it | Tandem tg / it |")
-    print("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+          "| Tandem pp / it | Tandem first prompt / it | Tandem tg / it | pp per round (95%) | tg per round (95%) |")
+    print("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for t in types:
         for th in threads:
             mine = [[statistics.median(x) for x in zip(*samples[(t, th, m)])] for m in mine_arms]
             for arm in arms:
                 if (t, th, arm) not in samples:
-                    print(f"| {t} | {th} | {arm} | | | failed | | failed | | | |")
+                    print(f"| {t} | {th} | {arm} | | | failed | | failed | | | | | |")
                     continue
                 got = samples[(t, th, arm)]
                 pp, tg = statistics.median(g[0] for g in got), statistics.median(g[1] for g in got)
                 first = f"{statistics.median(g[2] for g in got):.1f}" if arm in mine_arms else ""
                 b = size[t][0] if arm in mine_arms else size[t][1]
-                ratio = "| |" if arm in mine_arms else " | ".join(", ".join(f"{m[k] / base:.2f}" for m in mine)
-                                                                 for k, base in ((0, pp), (2, pp), (1, tg)))
+                ratio = "| | | |" if arm in mine_arms else " | ".join(
+                    [", ".join(f"{m[k] / base:.2f}" for m in mine) for k, base in ((0, pp), (2, pp), (1, tg))] +
+                    ["; ".join(paired_ratio({r: g[k] for r, g in by_round[(t, th, m)].items()},
+                                            {r: g[k] for r, g in by_round[(t, th, arm)].items()}) for m in mine_arms)
+                     for k in (0, 1)])
                 print(f"| {t} | {th} | {arm} | {b[0] / 1e6:.0f} MB | {b[1] / 1e6:.1f} MB | {pp:.1f} | {first} | {tg:.1f} | {ratio} |")
     for (t, arm), why in sorted(failed.items()):
         print(f"\n{arm} failed on {t}: {why}")
