@@ -4,7 +4,7 @@
     bench/peers.py --tandem-rt build/bin/tandem-rt --model DIR \\
         --peer llama.cpp=/path/to/llama-bench --peer "ik=/path/to/ik/llama-bench -rtr 1 -thp 1 -ger 1" \\
         [--types bf16,q8_0,q4_0] [--threads 1,2] [--rounds 3] [--work DIR] [--tandem-layers all|experts] \\
-        [--tandem-group 32|64|128|q8_0=128,q4_0=64] [--tandem-isa avx512,avx512-bf16]
+        [--tandem-group 32|64|128|q8_0=128,q4_0=64] [--tandem-isa avx512,avx512-bf16] [--tandem build/bin/tandem]
 
 For each type the checkpoint is exported once with `tandem-rt export --format gguf`
 (the peers' weights) and, for q8_0 / q4_0, quantized with `tandem-rt quantize --format
@@ -22,7 +22,8 @@ decode rate over 128 tokens after a one-token prompt (`--ignore-eos`); each peer
 `llama-bench -p 512 -n 128 -r 1`. The
 table gives medians over rounds and Tandem's ratio of medians to each peer, and per round
 (the two runs of a round are at most minutes apart, so the host's drift cancels): the
-geometric mean of the rounds' ratios with its 95% t interval, beside each file's size and
+geometric mean of the rounds' ratios with its paired 95% t interval (`tandem stats compare
+--method paired`), beside each file's size and
 the weights a decode step reads from (every tensor but the token embeddings and Tandem's
 MTP layer). `--tandem-isa` runs
 Tandem once per listed kernel path (TANDEM_ISA) as arms of their own, and each peer's
@@ -32,7 +33,6 @@ this script builds nothing.
 
 import argparse
 import json
-import math
 import os
 import re
 import shlex
@@ -46,27 +46,6 @@ RATE = re.compile(r"\[prompt: (\d+) tokens in [\d.]+ s, ([\d.]+) tok/s \| decode
 
 class Failed(Exception):
     pass
-
-
-# Two-sided 95% quantiles of Student's t for 1–30 degrees of freedom (scipy.stats.t.ppf(0.975, df));
-# beyond 30, 1.96 + 2.4 / df is within 0.002 of it.
-T975 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
-        2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042]
-
-
-def paired_ratio(mine, theirs):
-    """Geometric mean of the per-round ratios mine[r] / theirs[r] over the rounds both ran, with
-    its 95% t interval: each round's two runs are minutes apart at most, so the host's drift
-    between rounds cancels in the ratio."""
-    logs = [math.log(mine[r] / theirs[r]) for r in mine if r in theirs]
-    if not logs:
-        return ""
-    mean = statistics.fmean(logs)
-    if len(logs) < 2:
-        return f"{math.exp(mean):.2f}"
-    df = len(logs) - 1
-    half = (T975[df - 1] if df <= 30 else 1.96 + 2.4 / df) * statistics.stdev(logs) / math.sqrt(len(logs))
-    return f"{math.exp(mean):.2f} ({math.exp(mean - half):.2f}–{math.exp(mean + half):.2f})"
 
 
 def run(cmd, timeout=600, env=None):
@@ -181,6 +160,24 @@ def peer(cmd, gguf, threads):
     return float(pp), float(tg), None
 
 
+def paired_ratio(tandem_cli, mine, theirs):
+    """Geometric mean of the per-round ratios mine[r] / theirs[r] over the rounds both ran, with
+    its paired 95% t interval from `tandem stats compare --method paired` (the harness's own
+    statistics): each round's two runs are minutes apart at most, so the host's drift between
+    rounds cancels in the ratio."""
+    rounds = sorted(r for r in mine if r in theirs)
+    if len(rounds) < 2:
+        return "" if not rounds else f"{mine[rounds[0]] / theirs[rounds[0]]:.2f}"
+    try:
+        out = run([tandem_cli, "stats", "compare", "--method", "paired", "--json",
+                   "--baseline", ",".join(repr(theirs[r]) for r in rounds),
+                   "--candidate", ",".join(repr(mine[r]) for r in rounds)])
+    except Failed as e:  # e.g. every round gave the same ratio: no spread, no interval
+        return f"no interval ({str(e).split(': ', 1)[-1]})"
+    c = json.loads(out)
+    return f"{c['ratio']:.2f} ({c['lo']:.2f}–{c['hi']:.2f})"
+
+
 def groups_of(spec):
     """`--tandem-group`: one group size for q8_0 and q4_0, or NAME=SIZE per type."""
     allowed = (32, 64, 128)
@@ -215,6 +212,8 @@ def main():
     ap.add_argument("--tandem-group", default="32",
                     help="values per scale of Tandem's 8-/4-bit checkpoints (tandem-rt quantize --group): "
                          "32, 64 or 128 for both, or per type, e.g. q8_0=128,q4_0=64")
+    ap.add_argument("--tandem", default="",
+                    help="the harness CLI, for the per-round intervals (default: `tandem` beside --tandem-rt)")
     ap.add_argument("--tandem-isa", default="", help="comma-separated TANDEM_ISA values, one Tandem arm each (default: one, as the environment says)")
     a = ap.parse_args()
     peers = [tuple(p.split("=", 1)) for p in a.peer]
@@ -223,6 +222,9 @@ def main():
     os.makedirs(a.work, exist_ok=True)
     types, threads = a.types.split(","), [int(t) for t in a.threads.split(",")]
     group_of = groups_of(a.tandem_group)
+    tandem_cli = a.tandem or os.path.join(os.path.dirname(os.path.abspath(a.tandem_rt)), "tandem")
+    if not os.access(tandem_cli, os.X_OK):
+        sys.exit(f"peers.py: {tandem_cli} is not an executable (the harness CLI: pass --tandem PATH)")
     models = {}
     for t in types:
         gguf = os.path.join(a.work, f"model.{t}.gguf")
@@ -284,7 +286,7 @@ def main():
                 b = size[t][0] if arm in mine_arms else size[t][1]
                 ratio = "| | | |" if arm in mine_arms else " | ".join(
                     [", ".join(f"{m[k] / base:.2f}" for m in mine) for k, base in ((0, pp), (2, pp), (1, tg))] +
-                    ["; ".join(paired_ratio({r: g[k] for r, g in by_round[(t, th, m)].items()},
+                    ["; ".join(paired_ratio(tandem_cli, {r: g[k] for r, g in by_round[(t, th, m)].items()},
                                             {r: g[k] for r, g in by_round[(t, th, arm)].items()}) for m in mine_arms)
                      for k in (0, 1)])
                 print(f"| {t} | {th} | {arm} | {b[0] / 1e6:.0f} MB | {b[1] / 1e6:.1f} MB | {pp:.1f} | {first} | {tg:.1f} | {ratio} |")
