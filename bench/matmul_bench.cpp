@@ -245,7 +245,6 @@ void BM_ExpertProducts(benchmark::State& state) {
   std::vector<std::size_t> experts(static_cast<std::size_t>(S::kExperts));
   for (std::size_t e = 0; e < experts.size(); ++e) experts[e] = e;
   std::mt19937 rng(4);
-  std::size_t bytes = 0;  // of the last iteration's matrices
   for (auto _ : state) {
     // The first `active` of a partial shuffle: distinct, as a token's experts are.
     for (std::size_t a = 0; a < active; ++a) std::swap(experts[a], experts[a + rng() % (experts.size() - a)]);
@@ -270,6 +269,7 @@ void BM_ExpertProducts(benchmark::State& state) {
     if ((products & 2) != 0) MatMulMany(downs, &pool);
     benchmark::DoNotOptimize(out.data());
   }
+  std::size_t bytes = 0;  // of the last iteration's matrices (every expert's are the same size)
   for (const MatMulTask& t : gate_up) bytes += (products & 1) != 0 ? t.w->bytes() : 0;
   for (const MatMulTask& t : downs) bytes += (products & 2) != 0 ? t.w->bytes() : 0;
   state.SetBytesProcessed(state.iterations() * static_cast<std::int64_t>(bytes));

@@ -193,8 +193,8 @@ TEST_F(Report, PairedIntervalsPairAdjacentSessionsAndRefuseAPairThatLostOne) {
 }
 
 TEST(PairBySession, PairsAnArmsTwoFamiliesBySessionNotByIndex) {
-  // C1 and C4 of one arm: session 12 has no C4 score, and the C4 scores come in another
-  // order. Pairing by index would put 20's C1 against 11's C4.
+  // C1 and C4 of one arm: session 12 has no C4 score, 13 and 20 no C1 score, and the C4
+  // scores come in another order. Pairing by index would put session 10's C1 against 11's C4.
   store::FamilyScores c1, c4;
   c1.by_arm["a"] = {100, 110, 120};
   c1.sessions_by_arm["a"] = {10, 11, 12};
