@@ -22,15 +22,12 @@ namespace {
 // sequential sum: 31–32); 4 KiB was too short (213 tok/s), 16 KiB 308.
 constexpr std::int64_t kAheadBytes = 8192;
 
-// Prefetches the cache lines of [from, from + bytes) that start in it, into L2.
+// Prefetches the cache lines of [from, from + bytes) that start in it, into L2
+// (_MM_HINT_T0: into L1, for a kernel whose own compute is too little to hide an L2
+// hit; see TileZmm, quantized_simd.hpp).
+template <int kHint = _MM_HINT_T1>
 inline void PrefetchRange(const char* from, std::int64_t bytes) {
-  for (std::int64_t b = 0; b < bytes; b += 64) _mm_prefetch(from + b, _MM_HINT_T1);
-}
-
-// The same into L1 (prefetcht0): for a kernel whose own compute is too little to
-// hide an L2 hit (see TileZmm, quantized_simd.hpp).
-inline void PrefetchRangeToL1(const char* from, std::int64_t bytes) {
-  for (std::int64_t b = 0; b < bytes; b += 64) _mm_prefetch(from + b, _MM_HINT_T0);
+  for (std::int64_t b = 0; b < bytes; b += 64) _mm_prefetch(from + b, static_cast<decltype(_MM_HINT_T1)>(kHint));
 }
 
 // Warms the first kAheadBytes of a row range, which the tiles' own prefetches

@@ -125,7 +125,7 @@ inline void TileZmm(const std::uint8_t* w, const float* ws, std::int64_t groups,
   for (std::int64_t g = 0; g < groups; ++g) {
     const __m512 scale = _mm512_loadu_ps(ws + g * kTileRows);
     for (std::int64_t k = g * per_group; k < (g + 1) * per_group; ++k) {
-      if (k * kBytes < room) PrefetchRangeToL1(ahead + k * kBytes, kBytes);
+      if (k * kBytes < room) PrefetchRange<_MM_HINT_T0>(ahead + k * kBytes, kBytes);
       const std::uint8_t* wk = w + k * kBytes;
       __m512i v[8];  // v[m] multiplies the block's inputs 4m … 4m + 3
       if constexpr (kInt4) {
