@@ -111,6 +111,16 @@ void TransposedQuantizedPortable(const QuantizedMatrix& w, const float* x, std::
   }
 }
 
+void TransposedQuantizedAvx512(const QuantizedMatrix& w, const float* x, std::int64_t batch, float* y, std::int64_t begin,
+                               std::int64_t end) {
+  constexpr std::int64_t kBlock = 32;  // QuantizedMatrix's columns a block
+  const std::int64_t first = (begin + kBlock - 1) / kBlock, last = std::max(first, end / kBlock);
+  TransposedQuantizedPortable(w, x, batch, y, begin, std::min(end, first * kBlock));
+  TransposedQuantizedPortable(w, x, batch, y, std::max(begin, last * kBlock), end);
+  const QuantizedTiles tiles{w.values.data(), w.scales.data(), w.rows, w.cols, w.group, w.format == QuantFormat::kInt8};
+  TransposedQuantizedBlocksAvx512(tiles, x, batch, y, first, last);
+}
+
 }  // namespace kernels
 
 }  // namespace tandem::rt

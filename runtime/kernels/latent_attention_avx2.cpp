@@ -18,6 +18,7 @@
 #include "runtime/kernels/attention_rows.hpp"
 #include "runtime/kernels/prefetch.hpp"
 #include "runtime/kernels/quantized_matrix.hpp"
+#include "runtime/kernels/transposed_quantized.hpp"
 
 #if defined(__clang__)
 #pragma clang attribute push(__attribute__((target("avx2,fma"))), apply_to = function)
@@ -178,39 +179,6 @@ void TransposedF32Avx2(const float* w, std::int64_t rows, std::int64_t cols, con
 
 namespace {
 
-constexpr std::int64_t kTile = QuantizedMatrix::kTileRows, kBlock = 32, kChunk = 64;
-
-// v[j] holds the 4 bytes of 8 rows in chunk j; afterwards v[i] holds row i's 4 bytes
-// of every chunk, chunk after chunk.
-inline void TransposeDwords8x8(__m256i v[8]) {
-  __m256i t[8], u[8];
-  for (int k = 0; k < 4; ++k) {
-    t[2 * k] = _mm256_unpacklo_epi32(v[2 * k], v[2 * k + 1]);
-    t[2 * k + 1] = _mm256_unpackhi_epi32(v[2 * k], v[2 * k + 1]);
-  }
-  for (int k = 0; k < 2; ++k) {
-    u[4 * k] = _mm256_unpacklo_epi64(t[4 * k], t[4 * k + 2]);
-    u[4 * k + 1] = _mm256_unpackhi_epi64(t[4 * k], t[4 * k + 2]);
-    u[4 * k + 2] = _mm256_unpacklo_epi64(t[4 * k + 1], t[4 * k + 3]);
-    u[4 * k + 3] = _mm256_unpackhi_epi64(t[4 * k + 1], t[4 * k + 3]);
-  }
-  for (int i = 0; i < 4; ++i) {
-    v[i] = _mm256_permute2x128_si256(u[i], u[4 + i], 0x20);
-    v[4 + i] = _mm256_permute2x128_si256(u[i], u[4 + i], 0x31);
-  }
-}
-
-// v[j] (j < 4) holds the 4 bytes of 8 rows in chunk j; afterwards v[i] holds rows i
-// (low half) and 4 + i (high half), each as its 4 bytes of the 4 chunks in order.
-inline void TransposeDwords8x4(__m256i v[4]) {
-  const __m256i t0 = _mm256_unpacklo_epi32(v[0], v[1]), t1 = _mm256_unpackhi_epi32(v[0], v[1]);
-  const __m256i t2 = _mm256_unpacklo_epi32(v[2], v[3]), t3 = _mm256_unpackhi_epi32(v[2], v[3]);
-  v[0] = _mm256_unpacklo_epi64(t0, t2);
-  v[1] = _mm256_unpackhi_epi64(t0, t2);
-  v[2] = _mm256_unpacklo_epi64(t1, t3);
-  v[3] = _mm256_unpackhi_epi64(t1, t3);
-}
-
 // 32 signed bytes (columns in order) as 4 × 8 floats.
 inline void ToFloats(__m128i lo, __m128i hi, __m256 f[4]) {
   f[0] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(lo));
@@ -219,32 +187,22 @@ inline void ToFloats(__m128i lo, __m128i hi, __m256 f[4]) {
   f[3] = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(hi, 8)));
 }
 
-// A row's 32 bytes of an int8 block (q + 128, columns in order).
+// A row's levels of an int8 or int4 block (transposed_quantized.hpp) as floats.
 inline void Int8Levels(__m256i row, __m256 f[4]) {
-  const __m256i q = _mm256_xor_si256(row, _mm256_set1_epi8(static_cast<char>(0x80)));
-  ToFloats(_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1), f);
+  __m128i lo, hi;
+  Int8Columns(row, lo, hi);
+  ToFloats(lo, hi, f);
 }
-
-// A row's 16 bytes of an int4 block: chunk j's byte i holds columns 8j + i (low
-// nibble) and 8j + 4 + i (high), each q + 8.
 inline void Int4Levels(__m128i row, __m256 f[4]) {
-  const __m128i nibble = _mm_set1_epi8(0x0F), eight = _mm_set1_epi8(8);
-  const __m128i low = _mm_and_si128(row, nibble), high = _mm_and_si128(_mm_srli_epi16(row, 4), nibble);
-  ToFloats(_mm_sub_epi8(_mm_unpacklo_epi32(low, high), eight), _mm_sub_epi8(_mm_unpackhi_epi32(low, high), eight), f);
+  __m128i lo, hi;
+  Int4Columns(row, lo, hi);
+  ToFloats(lo, hi, f);
 }
 
 inline void AddRow(const __m256 f[4], float coef, __m256 acc[4]) {
   const __m256 c = _mm256_set1_ps(coef);
   for (int k = 0; k < 4; ++k) acc[k] = _mm256_add_ps(acc[k], _mm256_mul_ps(f[k], c));
 }
-
-// Where a QuantizedMatrix's tiles and their blocks start (quantized_matrix.hpp).
-struct TileBytes {
-  std::int64_t tile, block;
-  explicit TileBytes(const QuantizedMatrix& w)
-      : tile(kTile * (w.format == QuantFormat::kInt8 ? w.cols : w.cols / 2)),
-        block(kTile * (w.format == QuantFormat::kInt8 ? kBlock : kBlock / 2)) {}
-};
 
 // Columns [32·block, 32·block + 32) of NB input rows (`x_stride` floats apart; their
 // outputs `out_stride` apart), rows ascending. The levels are transposed and widened
@@ -253,7 +211,7 @@ template <int NB>
 void TransposedQuantizedBlock(const QuantizedMatrix& w, const float* xb, std::int64_t x_stride, std::int64_t block, float* out,
                               std::int64_t out_stride) {
   const bool int8 = w.format == QuantFormat::kInt8;
-  const TileBytes bytes(w);
+  const TileBytes bytes(w.format == QuantFormat::kInt8, w.cols);
   const std::int64_t groups = w.cols / w.group, g = block * kBlock / w.group;
   __m256 acc[NB][4];
   for (auto& input : acc) {
@@ -298,7 +256,7 @@ void TransposedQuantizedBlock(const QuantizedMatrix& w, const float* xb, std::in
 void TransposedQuantizedAvx2(const QuantizedMatrix& w, const float* x, std::int64_t batch, float* y, std::int64_t begin, std::int64_t end) {
   // Whole blocks inside [begin, end) here; the columns either side by the portable loop.
   const std::int64_t first = (begin + kBlock - 1) / kBlock, last = std::max(first, end / kBlock);
-  const TileBytes bytes(w);
+  const TileBytes bytes(w.format == QuantFormat::kInt8, w.cols);
   const auto* values = reinterpret_cast<const char*>(w.values.data());
   for (std::int64_t at = 0; at < static_cast<std::int64_t>(w.values.size()); at += bytes.tile) {
     PrefetchRange(values + at + first * bytes.block, (last - first) * bytes.block);

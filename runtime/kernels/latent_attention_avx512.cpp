@@ -22,6 +22,7 @@
 
 #include "runtime/kernels/attention_rows.hpp"
 #include "runtime/kernels/prefetch.hpp"
+#include "runtime/kernels/transposed_quantized.hpp"
 
 #if defined(__clang__)
 #pragma clang attribute push(__attribute__((target("avx512f,avx512vl,avx2,fma"))), apply_to = function)
@@ -262,6 +263,125 @@ void TransposedBf16Avx512(const std::uint16_t* w, std::int64_t rows, std::int64_
     if (b > 0 && whole < end) TransposedBf16Avx2(w, rows, cols, x, b, y, whole, end);
   }
   if (b < batch) TransposedBf16Avx2(w, rows, cols, x + b * rows, batch - b, y + b * cols, begin, end);
+}
+
+namespace {
+
+// TransposedQuantizedAvx2's sums over up to kWindow blocks (128 columns) of a tile's
+// rows at once, so that the matrix is read tile after tile, one contiguous stream,
+// rather than block after block across all tiles; each (input, block) keeps its two
+// 16-column sums in registers. Lane for lane the AVX2 loop's operations (the scale's
+// product with the input rounded, then its product with the level, then the sum, rows
+// ascending): the same bits.
+constexpr std::int64_t kWindow = 4;
+
+template <int NB, int KB, bool kInt8>
+void TransposedQuantizedWindow(const QuantizedTiles& w, const float* x, std::int64_t first_block, float* y) {
+  const TileBytes bytes(kInt8, w.cols);
+  const std::int64_t groups = w.cols / w.group, tiles = (w.rows + kTile - 1) / kTile;
+  const std::uint8_t* values = w.values + first_block * bytes.block;
+  const std::int64_t window_bytes = KB * bytes.block;
+  // One stream: two tiles ahead, into L2 (the hardware prefetcher restarts on every
+  // small matrix; see prefetch.hpp).
+  const std::int64_t scale_bytes = groups * kTile * static_cast<std::int64_t>(sizeof(float));
+  const auto ahead = [&](std::int64_t t) {
+    PrefetchRange(reinterpret_cast<const char*>(values + t * bytes.tile), window_bytes);
+    PrefetchRange(reinterpret_cast<const char*>(w.scales) + t * scale_bytes, scale_bytes);
+  };
+  for (std::int64_t t = 0; t < tiles && t < 2; ++t) ahead(t);
+  __m512 acc[NB][KB][2];
+  for (auto& input : acc) {
+    for (auto& block : input) block[0] = block[1] = _mm512_setzero_ps();
+  }
+  for (std::int64_t t = 0; t < tiles; ++t) {
+    if (t + 2 < tiles) ahead(t + 2);
+    const std::int64_t first = t * kTile, live = w.rows - first < kTile ? w.rows - first : kTile;
+    const auto rows = static_cast<__mmask16>(live == kTile ? 0xFFFF : (1u << live) - 1);  // rows past w.rows are not read
+    alignas(64) float coef[NB][KB][kTile];
+    for (int b = 0; b < NB; ++b) {
+      const __m512 xv = _mm512_maskz_loadu_ps(rows, x + b * w.rows + first);
+      for (int k = 0; k < KB; ++k) {
+        const std::int64_t g = (first_block + k) * kBlock / w.group;
+        _mm512_store_ps(coef[b][k], _mm512_mul_ps(_mm512_loadu_ps(w.scales + (t * groups + g) * kTile), xv));
+      }
+    }
+    const std::uint8_t* tile = values + t * bytes.tile;
+    for (std::int64_t half = 0; half * 8 < live; ++half) {
+      const std::int64_t n = live - half * 8 < 8 ? live - half * 8 : 8;
+      for (int k = 0; k < KB; ++k) {
+        const std::uint8_t* base = tile + k * bytes.block + half * 32;
+        __m256i v[8];
+        if constexpr (kInt8) {
+          for (int j = 0; j < 8; ++j) v[j] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(base + j * kChunk));
+          TransposeDwords8x8(v);
+        } else {
+          for (int j = 0; j < 4; ++j) v[j] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(base + j * kChunk));
+          TransposeDwords8x4(v);
+        }
+        for (std::int64_t i = 0; i < n; ++i) {
+          __m128i lo, hi;
+          if constexpr (kInt8) {
+            Int8Columns(v[i], lo, hi);
+          } else {
+            Int4Columns(i < 4 ? _mm256_castsi256_si128(v[i]) : _mm256_extracti128_si256(v[i - 4], 1), lo, hi);
+          }
+          const __m512 f0 = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(lo)), f1 = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(hi));
+          for (int b = 0; b < NB; ++b) {
+            const __m512 c = _mm512_set1_ps(coef[b][k][half * 8 + i]);
+            acc[b][k][0] = _mm512_add_ps(acc[b][k][0], _mm512_mul_ps(f0, c));
+            acc[b][k][1] = _mm512_add_ps(acc[b][k][1], _mm512_mul_ps(f1, c));
+          }
+        }
+      }
+    }
+  }
+  for (int b = 0; b < NB; ++b) {
+    for (int k = 0; k < KB; ++k) {
+      _mm512_storeu_ps(y + b * w.cols + k * kBlock, acc[b][k][0]);
+      _mm512_storeu_ps(y + b * w.cols + k * kBlock + 16, acc[b][k][1]);
+    }
+  }
+}
+
+template <int NB, bool kInt8>
+void TransposedQuantizedBlocks(const QuantizedTiles& w, const float* x, std::int64_t first_block, std::int64_t blocks, float* y) {
+  switch (blocks) {
+    case 4:
+      return TransposedQuantizedWindow<NB, 4, kInt8>(w, x, first_block, y);
+    case 3:
+      return TransposedQuantizedWindow<NB, 3, kInt8>(w, x, first_block, y);
+    case 2:
+      return TransposedQuantizedWindow<NB, 2, kInt8>(w, x, first_block, y);
+    default:
+      return TransposedQuantizedWindow<NB, 1, kInt8>(w, x, first_block, y);
+  }
+}
+
+}  // namespace
+
+void TransposedQuantizedBlocksAvx512(const QuantizedTiles& w, const float* x, std::int64_t batch, float* y, std::int64_t first_block,
+                                     std::int64_t last_block) {
+  for (std::int64_t block = first_block; block < last_block; block += kWindow) {
+    const std::int64_t blocks = last_block - block < kWindow ? last_block - block : kWindow;
+    float* out = y + block * kBlock;
+    // Inputs in pairs (a prompt chunk's or a batch's rows): each tile's levels widened
+    // once for two.
+    std::int64_t b = 0;
+    for (; b + 2 <= batch; b += 2) {
+      if (w.int8) {
+        TransposedQuantizedBlocks<2, true>(w, x + b * w.rows, block, blocks, out + b * w.cols);
+      } else {
+        TransposedQuantizedBlocks<2, false>(w, x + b * w.rows, block, blocks, out + b * w.cols);
+      }
+    }
+    if (b < batch) {
+      if (w.int8) {
+        TransposedQuantizedBlocks<1, true>(w, x + b * w.rows, block, blocks, out + b * w.cols);
+      } else {
+        TransposedQuantizedBlocks<1, false>(w, x + b * w.rows, block, blocks, out + b * w.cols);
+      }
+    }
+  }
 }
 
 }  // namespace tandem::rt::kernels

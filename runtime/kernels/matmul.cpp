@@ -340,6 +340,7 @@ void MatMulTransposed(const WeightMatrix& w, const float* x, std::int64_t batch,
         }
         return kernels::TransposedBf16Portable(static_cast<const std::uint16_t*>(w.data), w.rows, w.cols, x, batch, y, begin, end);
       case WeightMatrix::Type::kQuantized:
+        if (avx512) return kernels::TransposedQuantizedAvx512(*w.quantized, x, batch, y, begin, end);
         if (avx2) return kernels::TransposedQuantizedAvx2(*w.quantized, x, batch, y, begin, end);
         return kernels::TransposedQuantizedPortable(*w.quantized, x, batch, y, begin, end);
       case WeightMatrix::Type::kF8E4M3:

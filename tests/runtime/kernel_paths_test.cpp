@@ -6,6 +6,7 @@
 #include <cmath>
 #include <memory>
 #include <random>
+#include <string_view>
 #include <vector>
 
 #include <fmt/format.h>
@@ -472,10 +473,10 @@ TEST(MatMulTransposed, GivesTheBitsOfItsPlainLoop) {
 // for shapes with and without a padded last tile, every group, and column ranges that
 // cut blocks (what the AVX2 kernel hands to the portable loop).
 TEST(MatMulTransposed, QuantizedGivesTheBitsOfItsPlainLoopOnEveryPath) {
-  const bool avx2 = DetectedIsa() >= Isa::kAvx2;
+  const bool avx2 = DetectedIsa() >= Isa::kAvx2, avx512 = DetectedIsa() >= Isa::kAvx512;
   for (const QuantFormat format : {QuantFormat::kInt8, QuantFormat::kInt4}) {
     for (const std::int64_t rows : {64, 40, 16, 5}) {
-      for (const std::int64_t cols : {128, 256, 96}) {
+      for (const std::int64_t cols : {128, 256, 96, 160}) {
         for (const int group : {32, 64, 128}) {
           if (cols % group != 0) continue;
           const std::vector<float> values = RandomInputs(rows * cols, 16);
@@ -504,18 +505,20 @@ TEST(MatMulTransposed, QuantizedGivesTheBitsOfItsPlainLoopOnEveryPath) {
             MatMulTransposed(w, x.data(), batch, y.data(), &pool);
             ASSERT_EQ(y, expected) << what << ", two threads";
             for (const auto& [begin, end] : {std::pair<std::int64_t, std::int64_t>{0, cols}, {5, cols - 7}, {33, 63}, {40, 50}, {0, 32}}) {
-              for (const bool simd : {false, true}) {
-                if (simd && !avx2) continue;
+              for (const std::string_view path : {"portable", "AVX2", "AVX-512"}) {
+                if ((path == "AVX2" && !avx2) || (path == "AVX-512" && !avx512)) continue;
                 std::vector<float> part(expected.size(), -1.0f);
-                if (simd)
+                if (path == "AVX2")
                   kernels::TransposedQuantizedAvx2(*q, x.data(), batch, part.data(), begin, end);
+                else if (path == "AVX-512")
+                  kernels::TransposedQuantizedAvx512(*q, x.data(), batch, part.data(), begin, end);
                 else
                   kernels::TransposedQuantizedPortable(*q, x.data(), batch, part.data(), begin, end);
                 for (std::int64_t b = 0; b < batch; ++b) {
                   for (std::int64_t c = 0; c < cols; ++c) {
                     const std::size_t i = static_cast<std::size_t>(b * cols + c);
                     ASSERT_EQ(part[i], c >= begin && c < end ? expected[i] : -1.0f)
-                        << what << (simd ? ", AVX2" : ", portable") << ", columns [" << begin << ", " << end << "), column " << c;
+                        << what << ", " << path << ", columns [" << begin << ", " << end << "), column " << c;
                   }
                 }
               }
