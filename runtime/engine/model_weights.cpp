@@ -24,10 +24,16 @@ AttentionWeights LoadAttention(const Checkpoint& ckpt, const std::string& p) {
   a.kv_a_proj = ckpt.Matrix(p + ".kv_a_proj_with_mqa.weight", c.kv_lora_rank + c.qk_rope_head_dim, h);
   a.kv_a_norm = ckpt.Vector(p + ".kv_a_layernorm.weight", c.kv_lora_rank);
   const WeightMatrix kv_b_proj = ckpt.Matrix(p + ".kv_b_proj.weight", heads * (c.qk_nope_head_dim + c.v_head_dim), c.kv_lora_rank);
+  // Every head's key slice, then every head's value slice: a quantized slice is a copy
+  // of its tiles, so in weight memory the key slices a step absorbs one after another
+  // follow each other (one stream the hardware prefetcher keeps up with, rather than
+  // eight 8 KiB pieces a value slice apart), and so do the value slices (Zen 5, one
+  // thread, all-layer int8: decode 1.03–1.06× in alternating runs, 43 of 66 above).
   for (std::int64_t head = 0; head < heads; ++head) {
-    const std::int64_t first = head * (c.qk_nope_head_dim + c.v_head_dim);
-    a.key_up.push_back(kv_b_proj.RowSlice(first, c.qk_nope_head_dim));
-    a.value_up.push_back(kv_b_proj.RowSlice(first + c.qk_nope_head_dim, c.v_head_dim));
+    a.key_up.push_back(kv_b_proj.RowSlice(head * (c.qk_nope_head_dim + c.v_head_dim), c.qk_nope_head_dim));
+  }
+  for (std::int64_t head = 0; head < heads; ++head) {
+    a.value_up.push_back(kv_b_proj.RowSlice(head * (c.qk_nope_head_dim + c.v_head_dim) + c.qk_nope_head_dim, c.v_head_dim));
   }
   a.o_proj = ckpt.Matrix(p + ".o_proj.weight", h, heads * c.v_head_dim);
   return a;
