@@ -18,11 +18,13 @@
 #include "runtime/kernels/attention_rows.hpp"
 #include "runtime/kernels/prefetch.hpp"
 #include "runtime/kernels/quantized_matrix.hpp"
-#include "runtime/kernels/transposed_quantized.hpp"
 
 #if defined(__clang__)
 #pragma clang attribute push(__attribute__((target("avx2,fma"))), apply_to = function)
 #endif
+
+// After the clang target: its inline functions are AVX2 code.
+#include "runtime/kernels/transposed_quantized.hpp"
 
 namespace tandem::rt::kernels {
 

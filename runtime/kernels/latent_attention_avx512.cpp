@@ -22,13 +22,13 @@
 
 #include "runtime/kernels/attention_rows.hpp"
 #include "runtime/kernels/prefetch.hpp"
-#include "runtime/kernels/transposed_quantized.hpp"
 
 #if defined(__clang__)
 #pragma clang attribute push(__attribute__((target("avx512f,avx512vl,avx2,fma"))), apply_to = function)
 #endif
 
 #include "runtime/kernels/reduce_avx512.hpp"
+#include "runtime/kernels/transposed_quantized.hpp"
 
 namespace tandem::rt::kernels {
 
