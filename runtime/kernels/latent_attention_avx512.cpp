@@ -7,8 +7,10 @@
 // lane. So these give the same bits; they are faster because a
 // tile of 4 heads × 4 entries loads each query and each entry once for four products
 // (the AVX2 form loads the query again for every head's pass), and the weighted sum
-// loads each entry once for four heads. Compiled with -ffp-contract=off, as the other
-// attention files are. No standard-library templates in this file (see
+// loads each entry once for four heads. Also the AVX-512 forms of the absorbed key
+// product (bf16 inputs in fours; a group-quantized matrix tile after tile), each
+// lane doing what the AVX2 loop's lane does. Compiled with -ffp-contract=off, as the
+// other attention files are. No standard-library templates in this file (see
 // matmul_avx2.cpp).
 #if !defined(__clang__)
 #pragma GCC target("avx512f,avx512vl,avx2,fma")
