@@ -42,22 +42,23 @@ void TransposedBf16Avx512(const std::uint16_t* w, std::int64_t rows, std::int64_
 // Σ_r q[r, c] · (scale[r, c] · x[b, r]) over r ascending, the scale's product with the
 // input rounded, then the product with the level, before it is added (rows past
 // w.rows, a tile's padding, are not read). TransposedQuantizedPortable is the loop it
-// stands for (latent_attention.cpp, compiled as this file is): the same bits.
-void TransposedQuantizedAvx2(const QuantizedMatrix& w, const float* x, std::int64_t batch, float* y, std::int64_t begin, std::int64_t end);
-// Its AVX-512 form: a tile's rows over up to 128 columns at a time, the matrix read
-// tile after tile: the same bits. TransposedQuantizedAvx512 (latent_attention.cpp)
-// takes the columns either side of whole blocks by the portable loop and the blocks by
-// TransposedQuantizedBlocksAvx512 (latent_attention_avx512.cpp), over a
-// QuantizedTiles: the matrix's storage as plain pointers, for a file that may not use
-// standard-library templates.
+// stands for (latent_attention.cpp, compiled as this file is): the same bits. AVX2
+// takes a tile's 8 rows × 32 columns at a time; AVX-512 up to 128 columns of a tile's
+// rows, reading the matrix tile after tile. Both (latent_attention.cpp) give the
+// columns either side of whole 32-column blocks to the portable loop and the blocks to
+// their SIMD file's TransposedQuantizedBlocks*, over a QuantizedTiles: the matrix's
+// storage as plain pointers, for files that may not use standard-library templates.
 struct QuantizedTiles {
   const std::uint8_t* values;
   const float* scales;
   std::int64_t rows, cols, group;
   bool int8;
 };
+void TransposedQuantizedAvx2(const QuantizedMatrix& w, const float* x, std::int64_t batch, float* y, std::int64_t begin, std::int64_t end);
 void TransposedQuantizedAvx512(const QuantizedMatrix& w, const float* x, std::int64_t batch, float* y, std::int64_t begin,
                                std::int64_t end);
+void TransposedQuantizedBlocksAvx2(const QuantizedTiles& w, const float* x, std::int64_t batch, float* y, std::int64_t first_block,
+                                   std::int64_t last_block);
 void TransposedQuantizedBlocksAvx512(const QuantizedTiles& w, const float* x, std::int64_t batch, float* y, std::int64_t first_block,
                                      std::int64_t last_block);
 void TransposedQuantizedPortable(const QuantizedMatrix& w, const float* x, std::int64_t batch, float* y, std::int64_t begin,

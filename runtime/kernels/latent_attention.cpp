@@ -111,14 +111,30 @@ void TransposedQuantizedPortable(const QuantizedMatrix& w, const float* x, std::
   }
 }
 
-void TransposedQuantizedAvx512(const QuantizedMatrix& w, const float* x, std::int64_t batch, float* y, std::int64_t begin,
-                               std::int64_t end) {
+namespace {
+
+// The columns of [begin, end) either side of its whole 32-column blocks by the
+// portable loop, the blocks by `blocks` (a SIMD file's TransposedQuantizedBlocks*).
+template <class Blocks>
+void ByWholeBlocks(const QuantizedMatrix& w, const float* x, std::int64_t batch, float* y, std::int64_t begin, std::int64_t end,
+                   Blocks blocks) {
   constexpr std::int64_t kBlock = 32;  // QuantizedMatrix's columns a block
   const std::int64_t first = (begin + kBlock - 1) / kBlock, last = std::max(first, end / kBlock);
   TransposedQuantizedPortable(w, x, batch, y, begin, std::min(end, first * kBlock));
   TransposedQuantizedPortable(w, x, batch, y, std::max(begin, last * kBlock), end);
-  const QuantizedTiles tiles{w.values.data(), w.scales.data(), w.rows, w.cols, w.group, w.format == QuantFormat::kInt8};
-  TransposedQuantizedBlocksAvx512(tiles, x, batch, y, first, last);
+  blocks(QuantizedTiles{w.values.data(), w.scales.data(), w.rows, w.cols, w.group, w.format == QuantFormat::kInt8}, x, batch, y, first,
+         last);
+}
+
+}  // namespace
+
+void TransposedQuantizedAvx2(const QuantizedMatrix& w, const float* x, std::int64_t batch, float* y, std::int64_t begin, std::int64_t end) {
+  ByWholeBlocks(w, x, batch, y, begin, end, TransposedQuantizedBlocksAvx2);
+}
+
+void TransposedQuantizedAvx512(const QuantizedMatrix& w, const float* x, std::int64_t batch, float* y, std::int64_t begin,
+                               std::int64_t end) {
+  ByWholeBlocks(w, x, batch, y, begin, end, TransposedQuantizedBlocksAvx512);
 }
 
 }  // namespace kernels

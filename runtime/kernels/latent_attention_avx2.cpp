@@ -10,14 +10,12 @@
 #pragma GCC target("avx2,fma")
 #endif
 
-#include <algorithm>
 #include <cstdint>
 
 #include <immintrin.h>
 
 #include "runtime/kernels/attention_rows.hpp"
 #include "runtime/kernels/prefetch.hpp"
-#include "runtime/kernels/quantized_matrix.hpp"
 
 #if defined(__clang__)
 #pragma clang attribute push(__attribute__((target("avx2,fma"))), apply_to = function)
@@ -210,28 +208,27 @@ inline void AddRow(const __m256 f[4], float coef, __m256 acc[4]) {
 // outputs `out_stride` apart), rows ascending. The levels are transposed and widened
 // once for the NB inputs, then each input's products added as it would be alone.
 template <int NB>
-void TransposedQuantizedBlock(const QuantizedMatrix& w, const float* xb, std::int64_t x_stride, std::int64_t block, float* out,
+void TransposedQuantizedBlock(const QuantizedTiles& w, const float* xb, std::int64_t x_stride, std::int64_t block, float* out,
                               std::int64_t out_stride) {
-  const bool int8 = w.format == QuantFormat::kInt8;
-  const TileBytes bytes(w.format == QuantFormat::kInt8, w.cols);
+  const TileBytes bytes(w.int8, w.cols);
   const std::int64_t groups = w.cols / w.group, g = block * kBlock / w.group;
   __m256 acc[NB][4];
   for (auto& input : acc) {
     for (auto& a : input) a = _mm256_setzero_ps();
   }
   for (std::int64_t first = 0; first < w.rows; first += kTile) {
-    const std::uint8_t* base = w.values.data() + first / kTile * bytes.tile + block * bytes.block;
-    const float* scale = w.scales.data() + (first / kTile * groups + g) * kTile;
-    const std::int64_t live = std::min(kTile, w.rows - first);
+    const std::uint8_t* base = w.values + first / kTile * bytes.tile + block * bytes.block;
+    const float* scale = w.scales + (first / kTile * groups + g) * kTile;
+    const std::int64_t live = w.rows - first < kTile ? w.rows - first : kTile;
     float coef[NB][kTile];
     for (int b = 0; b < NB; ++b) {
       for (std::int64_t i = 0; i < live; ++i) coef[b][i] = scale[i] * xb[b * x_stride + first + i];
     }
     for (std::int64_t half = 0; half * 8 < live; ++half) {
-      const std::int64_t n = std::min<std::int64_t>(8, live - half * 8);
+      const std::int64_t n = live - half * 8 < 8 ? live - half * 8 : 8;
       __m256i v[8];
       __m256 f[4];
-      if (int8) {
+      if (w.int8) {
         for (int j = 0; j < 8; ++j) v[j] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(base + j * kChunk + half * 32));
         TransposeDwords8x8(v);
         for (std::int64_t i = 0; i < n; ++i) {
@@ -255,26 +252,25 @@ void TransposedQuantizedBlock(const QuantizedMatrix& w, const float* xb, std::in
 
 }  // namespace
 
-void TransposedQuantizedAvx2(const QuantizedMatrix& w, const float* x, std::int64_t batch, float* y, std::int64_t begin, std::int64_t end) {
-  // Whole blocks inside [begin, end) here; the columns either side by the portable loop.
-  const std::int64_t first = (begin + kBlock - 1) / kBlock, last = std::max(first, end / kBlock);
-  const TileBytes bytes(w.format == QuantFormat::kInt8, w.cols);
-  const auto* values = reinterpret_cast<const char*>(w.values.data());
-  for (std::int64_t at = 0; at < static_cast<std::int64_t>(w.values.size()); at += bytes.tile) {
-    PrefetchRange(values + at + first * bytes.block, (last - first) * bytes.block);
+void TransposedQuantizedBlocksAvx2(const QuantizedTiles& w, const float* x, std::int64_t batch, float* y, std::int64_t first_block,
+                                   std::int64_t last_block) {
+  // Every tile's bytes of these blocks into L2 up front (Transposed above says why).
+  const TileBytes bytes(w.int8, w.cols);
+  const std::int64_t tiles = (w.rows + kTile - 1) / kTile;
+  for (std::int64_t t = 0; t < tiles; ++t) {
+    PrefetchRange(reinterpret_cast<const char*>(w.values + t * bytes.tile + first_block * bytes.block),
+                  (last_block - first_block) * bytes.block);
   }
-  PrefetchRange(reinterpret_cast<const char*>(w.scales.data()), static_cast<std::int64_t>(w.scales.size() * sizeof(float)));
-  TransposedQuantizedPortable(w, x, batch, y, begin, std::min(end, first * kBlock));
-  TransposedQuantizedPortable(w, x, batch, y, std::max(begin, last * kBlock), end);
+  PrefetchRange(reinterpret_cast<const char*>(w.scales), tiles * (w.cols / w.group) * kTile * static_cast<std::int64_t>(sizeof(float)));
   // Inputs in pairs (a prompt chunk's or a batch's rows): each block's levels widened
   // once for two. (Four would spill AVX2's sixteen registers.)
   std::int64_t b = 0;
   for (; b + 2 <= batch; b += 2) {
-    for (std::int64_t block = first; block < last; ++block)
+    for (std::int64_t block = first_block; block < last_block; ++block)
       TransposedQuantizedBlock<2>(w, x + b * w.rows, w.rows, block, y + b * w.cols + block * kBlock, w.cols);
   }
   for (; b < batch; ++b) {
-    for (std::int64_t block = first; block < last; ++block)
+    for (std::int64_t block = first_block; block < last_block; ++block)
       TransposedQuantizedBlock<1>(w, x + b * w.rows, w.rows, block, y + b * w.cols + block * kBlock, w.cols);
   }
 }
