@@ -34,8 +34,8 @@ void TransposedBf16Avx2(const std::uint16_t* w, std::int64_t rows, std::int64_t 
                         std::int64_t begin, std::int64_t end);
 void TransposedF32Avx2(const float* w, std::int64_t rows, std::int64_t cols, const float* x, std::int64_t batch, float* y,
                        std::int64_t begin, std::int64_t end);
-// The bf16 one with inputs in fours on AVX-512 (attention's key absorption over a
-// prompt chunk's or a batch's rows): the same bits (latent_attention_avx512.cpp).
+// The bf16 one on AVX-512 (attention's key absorption: a decode step's one input, or a
+// prompt chunk's or a batch's rows in fours): the same bits (latent_attention_avx512.cpp).
 void TransposedBf16Avx512(const std::uint16_t* w, std::int64_t rows, std::int64_t cols, const float* x, std::int64_t batch, float* y,
                           std::int64_t begin, std::int64_t end);
 // The same for a QuantizedMatrix (int8 or int4, its tile layout): y[b, c] =

@@ -225,46 +225,63 @@ void AddWeightedSumHeadsAvx512(const float* p, std::int64_t p_stride, std::int64
   }
 }
 
-// Four inputs together over 64 columns: each weight vector is widened once for the
-// four (the AVX2 form widens it again for every input). Lane for lane the same
-// operations as the AVX2 loop (the product rounded, then added, r ascending), so the
-// same bits; the columns past the last whole 64 and the inputs past the last four go
-// to the AVX2 loop.
+namespace {
+
+// Row r's 16·j-th … 16·j + 15-th columns from c on, widened to floats.
+inline __m512 Bf16Vector(const std::uint16_t* row, std::int64_t at) {
+  const __m256i half = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + at));
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(half), 16));
+}
+
+// NI inputs over V × 16 columns from c on, rows ascending: each weight vector is
+// widened once for all the inputs.
+template <int NI, int V>
+inline void TransposedBf16Columns(const std::uint16_t* w, std::int64_t rows, std::int64_t cols, const float* x, float* y, std::int64_t c) {
+  __m512 acc[NI][V];
+  for (int i = 0; i < NI; ++i) {
+    for (int j = 0; j < V; ++j) acc[i][j] = _mm512_setzero_ps();
+  }
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const std::uint16_t* wr = w + r * cols + c;
+    __m512 wv[V];
+    for (int j = 0; j < V; ++j) wv[j] = Bf16Vector(wr, 16 * j);
+    for (int i = 0; i < NI; ++i) {
+      const __m512 xr = _mm512_set1_ps(x[i * rows + r]);
+      for (int j = 0; j < V; ++j) acc[i][j] = _mm512_add_ps(acc[i][j], _mm512_mul_ps(wv[j], xr));
+    }
+  }
+  for (int i = 0; i < NI; ++i) {
+    for (int j = 0; j < V; ++j) _mm512_storeu_ps(y + i * cols + c + 16 * j, acc[i][j]);
+  }
+}
+
+}  // namespace
+
+// Inputs in fours over 64 columns, then one at a time over 128 (a decode step's key
+// absorption: one input, 8 of 16 registers of sums) and 16: each weight vector is
+// widened once for a pass's inputs, twice the lanes of the AVX2 form. Lane for lane
+// the same operations as the AVX2 loop (the product rounded, then added, r
+// ascending), so the same bits; the columns past the last whole 16 go to the AVX2
+// loop.
 void TransposedBf16Avx512(const std::uint16_t* w, std::int64_t rows, std::int64_t cols, const float* x, std::int64_t batch, float* y,
                           std::int64_t begin, std::int64_t end) {
-  constexpr int kInputs = 4, kVectors = 4;  // 4 × 16 columns
-  const std::int64_t whole = begin + (end - begin) / 64 * 64;
-  std::int64_t b = 0;
-  if (whole > begin) {
-    for (std::int64_t r = 0; r < rows; ++r) {  // into L2 up front, as the AVX2 form does (its comment says why)
-      PrefetchRange(reinterpret_cast<const char*>(w + r * cols + begin), (whole - begin) * 2);
-    }
-    for (; b + kInputs <= batch; b += kInputs) {
-      for (std::int64_t c = begin; c < whole; c += 64) {
-        __m512 acc[kInputs][kVectors];
-        for (int i = 0; i < kInputs; ++i) {
-          for (int j = 0; j < kVectors; ++j) acc[i][j] = _mm512_setzero_ps();
-        }
-        for (std::int64_t r = 0; r < rows; ++r) {
-          const std::uint16_t* wr = w + r * cols + c;
-          __m512 wv[kVectors];
-          for (int j = 0; j < kVectors; ++j) {
-            const __m256i half = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wr + 16 * j));
-            wv[j] = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(half), 16));
-          }
-          for (int i = 0; i < kInputs; ++i) {
-            const __m512 xr = _mm512_set1_ps(x[(b + i) * rows + r]);
-            for (int j = 0; j < kVectors; ++j) acc[i][j] = _mm512_add_ps(acc[i][j], _mm512_mul_ps(wv[j], xr));
-          }
-        }
-        for (int i = 0; i < kInputs; ++i) {
-          for (int j = 0; j < kVectors; ++j) _mm512_storeu_ps(y + (b + i) * cols + c + 16 * j, acc[i][j]);
-        }
-      }
-    }
-    if (b > 0 && whole < end) TransposedBf16Avx2(w, rows, cols, x, b, y, whole, end);
+  constexpr int kInputs = 4;
+  const std::int64_t whole64 = begin + (end - begin) / 64 * 64, whole16 = begin + (end - begin) / 16 * 16;
+  if (whole16 == begin) return TransposedBf16Avx2(w, rows, cols, x, batch, y, begin, end);
+  for (std::int64_t r = 0; r < rows; ++r) {  // into L2 up front, as the AVX2 form does (its comment says why)
+    PrefetchRange(reinterpret_cast<const char*>(w + r * cols + begin), (whole16 - begin) * 2);
   }
-  if (b < batch) TransposedBf16Avx2(w, rows, cols, x + b * rows, batch - b, y + b * cols, begin, end);
+  std::int64_t b = 0;
+  for (; b + kInputs <= batch && whole64 > begin; b += kInputs) {
+    for (std::int64_t c = begin; c < whole64; c += 64) TransposedBf16Columns<kInputs, 4>(w, rows, cols, x + b * rows, y + b * cols, c);
+    for (std::int64_t c = whole64; c < whole16; c += 16) TransposedBf16Columns<kInputs, 1>(w, rows, cols, x + b * rows, y + b * cols, c);
+  }
+  for (; b < batch; ++b) {
+    std::int64_t c = begin;
+    for (; c + 128 <= whole16; c += 128) TransposedBf16Columns<1, 8>(w, rows, cols, x + b * rows, y + b * cols, c);
+    for (; c < whole16; c += 16) TransposedBf16Columns<1, 1>(w, rows, cols, x + b * rows, y + b * cols, c);
+  }
+  if (whole16 < end) TransposedBf16Avx2(w, rows, cols, x, batch, y, whole16, end);
 }
 
 namespace {

@@ -332,7 +332,7 @@ void MatMulTransposed(const WeightMatrix& w, const float* x, std::int64_t batch,
         if (avx2) return kernels::TransposedF32Avx2(static_cast<const float*>(w.data), w.rows, w.cols, x, batch, y, begin, end);
         return kernels::TransposedF32Portable(static_cast<const float*>(w.data), w.rows, w.cols, x, batch, y, begin, end);
       case WeightMatrix::Type::kBF16:
-        if (avx512 && batch >= 4) {
+        if (avx512) {
           return kernels::TransposedBf16Avx512(static_cast<const std::uint16_t*>(w.data), w.rows, w.cols, x, batch, y, begin, end);
         }
         if (avx2) {

@@ -463,6 +463,33 @@ TEST(MatMulTransposed, GivesTheBitsOfItsPlainLoop) {
         EXPECT_EQ(y, expected) << "cols " << cols << ", batch " << batch;
         MatMulTransposed(w, x.data(), batch, y.data(), &pool);
         EXPECT_EQ(y, expected) << "cols " << cols << ", batch " << batch << ", two threads";
+        if (w.type != WeightMatrix::Type::kBF16) continue;
+        // Each SIMD path the CPU has, on column ranges that cut its passes.
+        const auto* data = static_cast<const std::uint16_t*>(w.data);
+        for (const auto& [begin, end] : {std::pair<std::int64_t, std::int64_t>{0, cols}, {cols / 3, cols - cols / 5}}) {
+          const auto part_of = [&](std::vector<float> got) {
+            std::vector<float> part, want;
+            for (std::int64_t b = 0; b < batch; ++b) {
+              for (std::int64_t c = begin; c < end; ++c) {
+                part.push_back(got[static_cast<std::size_t>(b * cols + c)]);
+                want.push_back(expected[static_cast<std::size_t>(b * cols + c)]);
+              }
+            }
+            return std::pair{part, want};
+          };
+          if (DetectedIsa() >= Isa::kAvx2) {
+            std::vector<float> got(y.size());
+            kernels::TransposedBf16Avx2(data, kRows, cols, x.data(), batch, got.data(), begin, end);
+            const auto [part, want] = part_of(got);
+            EXPECT_EQ(part, want) << "AVX2, cols " << cols << ", batch " << batch << ", columns " << begin << "-" << end;
+          }
+          if (DetectedIsa() >= Isa::kAvx512) {
+            std::vector<float> got(y.size());
+            kernels::TransposedBf16Avx512(data, kRows, cols, x.data(), batch, got.data(), begin, end);
+            const auto [part, want] = part_of(got);
+            EXPECT_EQ(part, want) << "AVX-512, cols " << cols << ", batch " << batch << ", columns " << begin << "-" << end;
+          }
+        }
       }
     }
   }
