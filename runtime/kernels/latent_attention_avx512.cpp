@@ -227,7 +227,7 @@ void AddWeightedSumHeadsAvx512(const float* p, std::int64_t p_stride, std::int64
 
 namespace {
 
-// Row r's 16·j-th … 16·j + 15-th columns from c on, widened to floats.
+// The 16 bf16 values at row + at, widened to floats.
 inline __m512 Bf16Vector(const std::uint16_t* row, std::int64_t at) {
   const __m256i half = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + at));
   return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(half), 16));
