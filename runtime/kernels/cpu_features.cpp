@@ -78,6 +78,18 @@ bool HasAvx512Vnni() {
 #endif
 }
 
+bool IsIntelCpu() {
+#if defined(__x86_64__)
+  static const bool intel = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_is("intel") != 0;
+  }();
+  return intel;
+#else
+  return false;
+#endif
+}
+
 namespace {
 
 Isa FromEnvironment() {

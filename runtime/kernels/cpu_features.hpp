@@ -29,6 +29,9 @@ std::optional<Isa> ParseIsa(std::string_view name);
 // What this CPU supports.
 Isa DetectedIsa();
 bool HasAvx512Vnni();
+// Whether the CPU is Intel's: for choices between kernels that give the same bits but
+// run at different speeds on different cores (see matmul.cpp).
+bool IsIntelCpu();
 
 // The path the kernels take: the detected one up to kAvx512, or the one named by the
 // TANDEM_ISA environment variable if the CPU has it (read once; a higher or unknown name

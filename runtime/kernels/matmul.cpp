@@ -63,10 +63,17 @@ namespace {
 
 // bf16 with two inputs or more on AVX-512: the register-tile kernel, which reads x in
 // natural order and the weights once for all inputs (the same bits as the AVX2
-// kernel's, which passes over the weights once per input). One input stays on AVX2.
-constexpr std::int64_t kManyBf16Inputs = 2;
-
-bool ManyBf16Inputs(Isa isa, std::int64_t batch) { return isa == Isa::kAvx512 && batch >= kManyBf16Inputs; }
+// kernel's, which passes over the weights once per input). One input goes to whichever
+// of the two reads faster on the CPU (the same bits either way): on AMD (Zen 4 and
+// Zen 5) the AVX2 kernel, one row at a time (four rows' streams read 15-25% slower from
+// memory, and widening by vpmovzxwd cost 10-20% of decode); on Intel the AVX-512
+// tiles of four rows, where the AVX2 kernel reached half the read rate on a decode
+// step's expert products (Emerald Rapids, 2 vCPUs: whole bf16 decode 1.3x faster on
+// the AVX-512 tiles; docs/performance.md, "2026-12-05, afternoon").
+bool ManyBf16Inputs(Isa isa, std::int64_t batch) {
+  if (isa != Isa::kAvx512) return false;
+  return batch >= 2 || (batch == 1 && IsIntelCpu());
+}
 
 // bf16 by dot products of bf16 pairs (AVX-512 BF16), for every batch: inputs rounded
 // to bf16 once per product (dense_rows.hpp).

@@ -79,25 +79,40 @@ inline float ReduceWithTail(__m512 acc, const typename F::T* w, const float* x, 
   return ReduceLanes(lanes);
 }
 
+// The head of the range a tile's prefetches run on into past `stop`.
+struct NextRange {
+  const char* begin = nullptr;
+  std::int64_t bytes = 0;
+};
+
 template <class F, int R, int B>
-inline void Tile(const typename F::T* w, std::int64_t cols, const float* x, float* y, std::int64_t y_stride, const char* stop) {
+inline void Tile(const typename F::T* w, std::int64_t cols, const float* x, float* y, std::int64_t y_stride, const char* stop,
+                 const NextRange& next = {}) {
   __m512 acc[R][B];
   for (int r = 0; r < R; ++r) {
     for (int b = 0; b < B; ++b) acc[r][b] = _mm512_setzero_ps();
   }
   const std::int64_t full = cols - cols % kBlock;
   // Per block of 16 columns the tile reads R · 16 values: prefetch as many bytes,
-  // kAheadBytes on (its rows are contiguous).
+  // kAheadBytes on (its rows are contiguous), never past `stop`, the end of the
+  // caller's rows, but from there on into `next` if the caller named it.
   constexpr std::int64_t kStep = R * kBlock * static_cast<std::int64_t>(sizeof(typename F::T));
-  // Never past `stop`, the end of the caller's rows.
   const char* ahead = reinterpret_cast<const char*>(w) + kAheadBytes;
   const std::int64_t room = stop - reinterpret_cast<const char*>(w) - kAheadBytes;
   for (std::int64_t i = 0; i < full; i += kBlock) {
     const std::int64_t at = i / kBlock * kStep;
     if constexpr (kStep >= 64) {
-      if (at < room) PrefetchRange(ahead + at, kStep);
-    } else {
-      if (at % 64 == 0 && at < room) _mm_prefetch(ahead + at, _MM_HINT_T1);
+      if (at < room) {
+        PrefetchRange(ahead + at, kStep);
+      } else if (next.begin != nullptr && at - room < next.bytes) {
+        PrefetchRange(next.begin + (at - room), kStep);
+      }
+    } else if (at % 64 == 0) {
+      if (at < room) {
+        _mm_prefetch(ahead + at, _MM_HINT_T1);
+      } else if (next.begin != nullptr && at - room < next.bytes) {
+        _mm_prefetch(next.begin + (at - room), _MM_HINT_T1);
+      }
     }
     __m512 wv[R];
     for (int r = 0; r < R; ++r) wv[r] = F::Load(w + r * cols + i);
@@ -203,6 +218,29 @@ void Rows(const typename F::T* w, std::int64_t cols, const float* x, std::int64_
   }
 }
 
+// One input (where the CPU reads it faster so than with the AVX2 kernel, see
+// matmul.cpp): four adjacent rows a tile, one pass over the range, whose last tiles
+// prefetch on into the head of the rows the thread reads next, as the AVX2 kernel's
+// do (RowStream). Returns whether they did.
+template <class F>
+bool OneInput(const typename F::T* w, std::int64_t cols, const float* x, float* y, std::int64_t begin, std::int64_t end,
+              const RowStream& stream) {
+  const char* stop = reinterpret_cast<const char*>(w + end * cols);
+  const std::int64_t row_bytes = cols * static_cast<std::int64_t>(sizeof(typename F::T));
+  // The tiles' prefetch steps meet `stop` exactly when a row is whole pairs of cache
+  // lines, and reach the next range's head from its first byte only if this range is
+  // at least the prefetch distance long: else the next range warms its own head.
+  const bool prefetches_next =
+      stream.next != nullptr && stream.next_bytes > 0 && row_bytes % 128 == 0 && (end - begin) * row_bytes >= kAheadBytes;
+  const NextRange next =
+      prefetches_next ? NextRange{stream.next, stream.next_bytes < kAheadBytes ? stream.next_bytes : kAheadBytes} : NextRange{};
+  if (!stream.head_warm) PrefetchHead(w + begin * cols, stop);
+  std::int64_t o = begin;
+  for (; o + 4 <= end; o += 4) Tile<F, 4, 1>(w + o * cols, cols, x, y + o, 1, stop, next);
+  for (; o < end; ++o) Tile<F, 1, 1>(w + o * cols, cols, x, y + o, 1, stop, next);
+  return prefetches_next;
+}
+
 // Several inputs (prefill, verification, batched decode): tiles of 4 weight rows × 4
 // inputs keep 16 accumulators in registers, so each weight block is widened once for
 // four inputs and each input block loaded once for four rows. Rows go in blocks of
@@ -222,6 +260,7 @@ template <class F>
 bool ManyRows(const typename F::T* w, std::int64_t cols, const float* x, std::int64_t batch, float* y, std::int64_t y_stride,
               std::int64_t begin, std::int64_t end, const RowStream& stream) {
   const char* stop = reinterpret_cast<const char*>(w + end * cols);
+  if (batch == 1) return OneInput<F>(w, cols, x, y, begin, end, stream);
   const std::int64_t row_bytes = cols * static_cast<std::int64_t>(sizeof(typename F::T));
   std::int64_t block = (64 * 1024 / (row_bytes > 0 ? row_bytes : 1)) / 4 * 4;
   if (block < 4) block = 4;

@@ -14,6 +14,7 @@
 
 #include "runtime/kernels/attention_rows.hpp"
 #include "runtime/kernels/cpu_features.hpp"
+#include "runtime/kernels/dense_rows.hpp"
 #include "runtime/kernels/latent_attention.hpp"
 #include "runtime/kernels/matmul.hpp"
 #include "runtime/kernels/ops.hpp"
@@ -186,6 +187,37 @@ TEST_P(DensePaths, RowsReadInFourStreamsGiveTheBitsOfEachRowAlone) {
 INSTANTIATE_TEST_SUITE_P(Formats, DensePaths, ::testing::Values(Format::kF32, Format::kBf16, Format::kFp8), [](const auto& p) {
   return std::string(p.param == Format::kF32 ? "f32" : p.param == Format::kBf16 ? "bf16" : "fp8");
 });
+
+// MatMul gives one bf16 input to the AVX2 kernel or to the AVX-512 tiles by the CPU's
+// maker (matmul.cpp), so either may go untested through MatMul: both called directly,
+// whole and cut row ranges, with and without a next range to prefetch into. Outputs
+// outside the range must stay as they were.
+TEST(MatMul, OneBf16InputGivesTheSameBitsOnAvx2AndAvx512) {
+  if (DetectedIsa() < Isa::kAvx512) return;                  // nothing to compare: MatMul takes the AVX2 kernel
+  for (const std::int64_t cols : {512, 128, 100, 37, 16}) {  // whole cache-line pairs, whole registers, tails
+    constexpr std::int64_t kRows = 38;
+    const WeightMatrix w = RandomMatrix(Format::kBf16, kRows, cols, 22), next = RandomMatrix(Format::kBf16, 8, cols, 23);
+    const auto* data = static_cast<const std::uint16_t*>(w.data);
+    const std::vector<float> x = RandomInputs(cols, 24);
+    std::vector<float> prepared(x.size());
+    kernels::PrepareBf16InputAvx2(x.data(), 1, cols, prepared.data());
+    for (const auto& [begin, end] : {std::pair<std::int64_t, std::int64_t>{0, kRows}, {3, 30}, {5, 6}, {0, 4}, {33, 38}}) {
+      for (const bool with_next : {false, true}) {
+        const kernels::RowStream stream{with_next ? static_cast<const char*>(next.data) : nullptr,
+                                        with_next ? static_cast<std::int64_t>(next.bytes()) : 0, false};
+        std::vector<float> avx2(kRows, -1.0f), avx512(kRows, -1.0f);
+        kernels::RowsBf16Avx2(data, cols, prepared.data(), 1, avx2.data(), kRows, begin, end, stream);
+        kernels::RowsBf16ManyAvx512(data, cols, x.data(), 1, avx512.data(), kRows, begin, end, stream);
+        EXPECT_EQ(avx512, avx2) << "cols " << cols << ", rows [" << begin << ", " << end << ")" << (with_next ? ", next range" : "");
+        for (std::int64_t o = 0; o < kRows; ++o) {
+          if (o < begin || o >= end) {
+            ASSERT_EQ(avx512[static_cast<std::size_t>(o)], -1.0f) << "cols " << cols << ", row " << o;
+          }
+        }
+      }
+    }
+  }
+}
 
 TEST(MatMulMany, GivesWhatEachProductGivesAlone) {
   ThreadPool pool(2);
