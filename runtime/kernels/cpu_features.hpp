@@ -12,18 +12,21 @@ namespace tandem::rt {
 // gives up that identity for bf16 weights: it rounds their inputs to bf16 to
 // multiply pairs at twice the rate (dense_rows.hpp); everything else runs as on
 // kAvx512. It is taken only when TANDEM_ISA=avx512-bf16 asks for it (or SetActiveIsa).
+// kAmx multiplies bf16 weights by those rounded inputs in AMX tiles (matmul_amx.cpp),
+// again with bits of its own; also only when asked for (TANDEM_ISA=amx).
 enum class Isa {
   kPortable,    // plain C++ (whatever the compiler vectorises for the baseline target)
   kAvxFma,      // AVX + FMA + F16C, no AVX2 (older AMD machines of the CI kind)
   kAvx2,        // AVX2 + FMA + F16C
   kAvx512,      // AVX-512 F/BW/VL (+ VNNI when present, for the quantized kernels)
   kAvx512Bf16,  // kAvx512 + AVX512_BF16 (Zen 4 and later, Intel Cooper Lake and Sapphire Rapids on)
+  kAmx,         // kAvx512Bf16 + AMX-TILE and AMX-BF16, the tile state granted by the kernel (Intel Sapphire Rapids on)
 };
 
 // Every path, in increasing order.
-inline constexpr Isa kAllIsas[] = {Isa::kPortable, Isa::kAvxFma, Isa::kAvx2, Isa::kAvx512, Isa::kAvx512Bf16};
+inline constexpr Isa kAllIsas[] = {Isa::kPortable, Isa::kAvxFma, Isa::kAvx2, Isa::kAvx512, Isa::kAvx512Bf16, Isa::kAmx};
 
-std::string_view ToString(Isa isa);  // "portable" | "avx-fma" | "avx2" | "avx512" | "avx512-bf16"
+std::string_view ToString(Isa isa);  // "portable" | "avx-fma" | "avx2" | "avx512" | "avx512-bf16" | "amx"
 std::optional<Isa> ParseIsa(std::string_view name);
 
 // What this CPU supports.

@@ -91,12 +91,13 @@ void RowsF32Avx2(const float* w, std::int64_t cols, const float* x, std::int64_t
 void RowsFp8Avx2(const std::uint8_t* w, std::int64_t cols, const float* x, std::int64_t batch, float* y, std::int64_t y_stride,
                  std::int64_t begin, std::int64_t end);
 
-// AVX-512 F/BW/VL (matmul_avx512.cpp): x in natural order. bf16 only for two
-// inputs or more (RowsBf16ManyAvx512, 4 × 4 tiles, the last 1–3 inputs together): for
-// one the AVX2 kernel is faster on AVX-512 machines too (see matmul_avx512.cpp). Same
-// bits as the AVX2 path.
+// AVX-512 F/BW/VL (matmul_avx512.cpp): x in natural order. bf16 for two inputs or
+// more (RowsBf16ManyAvx512, 4 × 4 tiles, the last 1–3 inputs together), and for one on
+// Intel CPUs (four adjacent rows a tile; on AMD's the AVX2 kernel reads one input
+// faster: see matmul.cpp). Same bits as the AVX2 path.
 // With five inputs or more it prefetches the next block (or `stream.next`) while its
-// later passes compute; returns whether it prefetched the head of `stream.next`.
+// later passes compute, with one its last tiles prefetch `stream.next`'s head; returns
+// whether it prefetched the head of `stream.next`.
 bool RowsBf16ManyAvx512(const std::uint16_t* w, std::int64_t cols, const float* x, std::int64_t batch, float* y, std::int64_t y_stride,
                         std::int64_t begin, std::int64_t end, const RowStream& stream);
 void RowsF32Avx512(const float* w, std::int64_t cols, const float* x, std::int64_t batch, float* y, std::int64_t y_stride,
@@ -114,5 +115,16 @@ std::int64_t Bf16DotStride(std::int64_t cols);
 void PrepareBf16InputDpbf16(const float* x, std::int64_t batch, std::int64_t cols, std::uint16_t* out);
 bool RowsBf16Dpbf16(const std::uint16_t* w, std::int64_t cols, const std::uint16_t* x, std::int64_t batch, float* y, std::int64_t y_stride,
                     std::int64_t begin, std::int64_t end, const RowStream& stream);
+
+// AMX (matmul_amx.cpp; only with TANDEM_ISA=amx): bf16 weights whose rows are a multiple
+// of 32 values, in tiles of 32 rows × 16 or 32 inputs (TDPBF16PS); x rounded to bf16 as
+// PrepareBf16InputDpbf16 rounds it and laid out by PrepareBf16InputAmx in groups of 16
+// inputs, column pairs interleaved (Bf16AmxInputValues(batch, cols) values, zero for the
+// inputs past `batch`). Its own order within blocks of 32 columns, so its own bits, as
+// close to the exact paths' as kAvx512Bf16's; batch and threads change nothing.
+std::int64_t Bf16AmxInputValues(std::int64_t batch, std::int64_t cols);
+void PrepareBf16InputAmx(const float* x, std::int64_t batch, std::int64_t cols, std::uint16_t* out);
+void RowsBf16Amx(const std::uint16_t* w, std::int64_t cols, const std::uint16_t* x, std::int64_t batch, float* y, std::int64_t y_stride,
+                 std::int64_t begin, std::int64_t end);
 
 }  // namespace tandem::rt::kernels

@@ -75,9 +75,13 @@ bool ManyBf16Inputs(Isa isa, std::int64_t batch) {
   return batch >= 2 || (batch == 1 && IsIntelCpu());
 }
 
-// bf16 by dot products of bf16 pairs (AVX-512 BF16), for every batch: inputs rounded
-// to bf16 once per product (dense_rows.hpp).
-bool Bf16Dots(Isa isa) { return isa == Isa::kAvx512Bf16; }
+// bf16 by dot products of bf16 pairs (AVX-512 BF16, or AMX tiles), for every batch:
+// inputs rounded to bf16 once per product (dense_rows.hpp).
+bool Bf16Dots(Isa isa) { return isa >= Isa::kAvx512Bf16; }
+
+// Of those, the AMX tiles take rows of whole 64-byte blocks; other widths stay on the
+// AVX-512 BF16 kernel (a choice by the matrix, so a row's bits never depend on its batch).
+bool AmxTiles(Isa isa, std::int64_t cols) { return isa == Isa::kAmx && cols % 32 == 0; }
 
 // Rows [begin, end) of one product with fp32 output; `x` as PrepareInput left it.
 // Returns whether the kernel prefetched the head of `stream.next` (the bf16 kernels of
@@ -88,6 +92,11 @@ bool RowsOf(const WeightMatrix& w, Isa isa, const float* x, std::int64_t batch, 
   switch (w.type) {
     case WeightMatrix::Type::kBF16: {
       const auto* data = static_cast<const std::uint16_t*>(w.data);
+      if (AmxTiles(isa, cols)) {
+        // x as PrepareBf16InputAmx wrote it into the float scratch.
+        kernels::RowsBf16Amx(data, cols, reinterpret_cast<const std::uint16_t*>(x), batch, y, rows, begin, end);
+        return false;
+      }
       if (Bf16Dots(isa)) {
         // x as PrepareBf16InputDpbf16 wrote it into the float scratch.
         return kernels::RowsBf16Dpbf16(data, cols, reinterpret_cast<const std::uint16_t*>(x), batch, y, rows, begin, end, stream);
@@ -174,12 +183,15 @@ bool NeedsPreparedInput(const MatMulTask& t, Isa isa) { return FollowsRowStream(
 // The floats of scratch a prepared input takes (bf16 values, two to a float, for
 // the dot-product path).
 std::size_t PreparedFloats(const MatMulTask& t, Isa isa) {
+  if (AmxTiles(isa, t.w->cols)) return static_cast<std::size_t>(kernels::Bf16AmxInputValues(t.batch, t.w->cols) / 2);
   if (Bf16Dots(isa)) return static_cast<std::size_t>(t.batch * kernels::Bf16DotStride(t.w->cols) / 2);
   return static_cast<std::size_t>(t.batch * t.w->cols);
 }
 
 void PrepareInput(const MatMulTask& t, Isa isa, float* out) {
-  if (Bf16Dots(isa)) {
+  if (AmxTiles(isa, t.w->cols)) {
+    kernels::PrepareBf16InputAmx(t.x, t.batch, t.w->cols, reinterpret_cast<std::uint16_t*>(out));
+  } else if (Bf16Dots(isa)) {
     kernels::PrepareBf16InputDpbf16(t.x, t.batch, t.w->cols, reinterpret_cast<std::uint16_t*>(out));
   } else {
     kernels::PrepareBf16InputAvx2(t.x, t.batch, t.w->cols, out);

@@ -1,11 +1,14 @@
 // The AVX-512 row kernels for fp32 and fp8 weights, and bf16 for two inputs or more
 // (see dense_rows.hpp for the order they share): one 16-lane register is exactly the
 // sixteen canonical lanes, so inputs stay in their natural order. bf16 for one input
-// stays on the AVX2 kernel: widening with vpmovzxwd measured 10–20% slower on the CI
-// machines' EPYC (family 26) for decode than the AVX2 kernel, which needs no shuffles;
-// with two inputs or more the 32 registers' tiles, which widen each weight block once
-// for all inputs, win (the results are the same bits: same lanes, same order). Compiled for that target only through the pragma; nothing
-// here may be reached unless DetectedIsa() says the CPU has it. No standard-library templates in this file (see matmul_avx2.cpp).
+// runs here on Intel only: on AMD's EPYCs (family 25 and 26) widening with vpmovzxwd
+// measured 10–20% slower for decode than the AVX2 kernel, which needs no shuffles, while
+// on an Emerald Rapids the AVX2 kernel read at half the rate of these tiles (matmul.cpp).
+// With two inputs or more the 32 registers' tiles, which widen each weight block once
+// for all inputs, win (the results are the same bits: same lanes, same order). Compiled
+// for that target only through the pragma; nothing here may be reached unless
+// DetectedIsa() says the CPU has it. No standard-library templates in this file (see
+// matmul_avx2.cpp).
 #if !defined(__clang__)
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx2,fma,f16c")
 #endif

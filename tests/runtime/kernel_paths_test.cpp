@@ -102,7 +102,7 @@ TEST_P(DensePaths, EveryPathBatchAndThreadCountGivesTheSameBitsAndTheRightValues
   // 300 rows cross fp8 row blocks and split over the pool's threads.
   for (const std::int64_t cols : {512, 200, 37, 96}) {
     const WeightMatrix w = RandomMatrix(GetParam(), 300, cols, static_cast<unsigned>(cols));
-    constexpr std::int64_t kBatch = 9;
+    constexpr std::int64_t kBatch = 37;  // the AMX path's inputs in groups of 16: two, then a partial one
     const std::vector<float> x = RandomInputs(kBatch * cols, 7);
     const std::vector<float> reference = Product(w, x, kBatch, &pool, ExactPath());
     for (std::int64_t b = 0; b < kBatch; ++b) {
@@ -116,7 +116,7 @@ TEST_P(DensePaths, EveryPathBatchAndThreadCountGivesTheSameBitsAndTheRightValues
       // reads e4m3 through a table) are only close: the compiler decides where it
       // fuses multiply-adds there. Every hand-written SIMD path is exact to the bit.
       const std::vector<float> y = Product(w, x, kBatch, nullptr, isa);
-      if (isa == Isa::kAvx512Bf16 && GetParam() == Format::kBf16) {
+      if (isa >= Isa::kAvx512Bf16 && GetParam() == Format::kBf16) {
         // Products of bf16 weights and bf16-rounded inputs: right to fp32 summation
         // error, and within the inputs' rounding (2^-9 of Σ|w·x|) of the exact paths.
         for (std::int64_t b = 0; b < kBatch; ++b) {
@@ -134,7 +134,7 @@ TEST_P(DensePaths, EveryPathBatchAndThreadCountGivesTheSameBitsAndTheRightValues
       } else {
         EXPECT_EQ(y, reference) << ToString(isa) << ", " << cols << " columns";
       }
-      for (std::int64_t batch : {1, 2, 3, 4, 5}) {
+      for (std::int64_t batch : {1, 2, 3, 4, 5, 20}) {
         const std::vector<float> part(x.begin() + 2 * cols, x.begin() + (2 + batch) * cols);
         const std::vector<float> alone = Product(w, part, batch, &pool, isa);
         for (std::int64_t b = 0; b < batch; ++b) {
