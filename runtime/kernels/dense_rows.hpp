@@ -124,7 +124,9 @@ bool RowsBf16Dpbf16(const std::uint16_t* w, std::int64_t cols, const std::uint16
 // close to the exact paths' as kAvx512Bf16's; batch and threads change nothing.
 std::int64_t Bf16AmxInputValues(std::int64_t batch, std::int64_t cols);
 void PrepareBf16InputAmx(const float* x, std::int64_t batch, std::int64_t cols, std::uint16_t* out);
-void RowsBf16Amx(const std::uint16_t* w, std::int64_t cols, const std::uint16_t* x, std::int64_t batch, float* y, std::int64_t y_stride,
-                 std::int64_t begin, std::int64_t end);
+// `w_rows`: the matrix's rows (a pass may read rows of it outside [begin, end); it
+// stores only those).
+void RowsBf16Amx(const std::uint16_t* w, std::int64_t w_rows, std::int64_t cols, const std::uint16_t* x, std::int64_t batch, float* y,
+                 std::int64_t y_stride, std::int64_t begin, std::int64_t end);
 
 }  // namespace tandem::rt::kernels

@@ -94,7 +94,7 @@ bool RowsOf(const WeightMatrix& w, Isa isa, const float* x, std::int64_t batch, 
       const auto* data = static_cast<const std::uint16_t*>(w.data);
       if (AmxTiles(isa, cols)) {
         // x as PrepareBf16InputAmx wrote it into the float scratch.
-        kernels::RowsBf16Amx(data, cols, reinterpret_cast<const std::uint16_t*>(x), batch, y, rows, begin, end);
+        kernels::RowsBf16Amx(data, rows, cols, reinterpret_cast<const std::uint16_t*>(x), batch, y, rows, begin, end);
         return false;
       }
       if (Bf16Dots(isa)) {

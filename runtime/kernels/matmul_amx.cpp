@@ -88,22 +88,25 @@ struct TailRows {
   }
 };
 
-// A tile's sums (rows r0 on, inputs b0 on) into y, those of rows and inputs that exist.
-inline void StoreSums(const float* sums, float* y, std::int64_t y_stride, std::int64_t r0, std::int64_t rows, std::int64_t b0,
-                      std::int64_t batch) {
+// A tile's sums (rows r0 on, inputs b0 on) into y: those of the rows in [first, last)
+// and of the inputs that exist.
+inline void StoreSums(const float* sums, float* y, std::int64_t y_stride, std::int64_t r0, std::int64_t first, std::int64_t last,
+                      std::int64_t b0, std::int64_t batch) {
+  const std::int64_t lo = first > r0 ? first - r0 : 0, hi = last - r0 < kTile ? last - r0 : kTile;
   for (std::int64_t b = 0; b < kTile && b0 + b < batch; ++b) {
-    float* out = y + (b0 + b) * y_stride;
-    for (std::int64_t r = 0; r < kTile && r0 + r < rows; ++r) out[r0 + r] = sums[r * kTile + b];
+    float* out = y + (b0 + b) * y_stride + r0;
+    for (std::int64_t r = lo; r < hi; ++r) out[r] = sums[r * kTile + b];
   }
 }
 
-// 32 rows (the weights at `a`, `a_stride` bytes a row; `rows` of them real) against the
-// input group at `xg` and, with kTwoGroups, the next one; input b0 is the first's first.
+// 32 rows (the weights at `a`, `a_stride` bytes a row; those in [first, last) stored)
+// against the input group at `xg` and, with kTwoGroups, the next one; input b0 is the
+// first's first.
 // `prefetch`, if set, is the next 32 rows, fetched a block at a time alongside.
 template <bool kTwoGroups>
 inline void Pass(const std::uint16_t* a, std::int64_t a_stride, std::int64_t cols, const std::uint16_t* xg, std::int64_t group_stride,
-                 float* y, std::int64_t y_stride, std::int64_t rows, std::int64_t b0, std::int64_t batch, const char* prefetch,
-                 std::int64_t prefetch_stride) {
+                 float* y, std::int64_t y_stride, std::int64_t first, std::int64_t last, std::int64_t b0, std::int64_t batch,
+                 const char* prefetch, std::int64_t prefetch_stride) {
   _tile_zero(0);
   _tile_zero(2);
   if constexpr (kTwoGroups) {
@@ -132,14 +135,14 @@ inline void Pass(const std::uint16_t* a, std::int64_t a_stride, std::int64_t col
   }
   alignas(64) float sums[kTile * kTile];
   _tile_stored(0, sums, 64);
-  StoreSums(sums, y, y_stride, 0, rows, b0, batch);
+  StoreSums(sums, y, y_stride, 0, first, last, b0, batch);
   _tile_stored(2, sums, 64);
-  StoreSums(sums, y, y_stride, kTile, rows, b0, batch);
+  StoreSums(sums, y, y_stride, kTile, first, last, b0, batch);
   if constexpr (kTwoGroups) {
     _tile_stored(1, sums, 64);
-    StoreSums(sums, y, y_stride, 0, rows, b0 + kTile, batch);
+    StoreSums(sums, y, y_stride, 0, first, last, b0 + kTile, batch);
     _tile_stored(3, sums, 64);
-    StoreSums(sums, y, y_stride, kTile, rows, b0 + kTile, batch);
+    StoreSums(sums, y, y_stride, kTile, first, last, b0 + kTile, batch);
   }
 }
 
@@ -163,27 +166,41 @@ void PrepareBf16InputAmx(const float* x, std::int64_t batch, std::int64_t cols, 
   }
 }
 
-void RowsBf16Amx(const std::uint16_t* w, std::int64_t cols, const std::uint16_t* x, std::int64_t batch, float* y, std::int64_t y_stride,
-                 std::int64_t begin, std::int64_t end) {
+void RowsBf16Amx(const std::uint16_t* w, std::int64_t w_rows, std::int64_t cols, const std::uint16_t* x, std::int64_t batch, float* y,
+                 std::int64_t y_stride, std::int64_t begin, std::int64_t end) {
   if (batch <= 0 || begin >= end) return;
   ConfigureTiles();
   static thread_local TailRows tail;
   const std::int64_t groups = (batch + kTile - 1) / kTile, group_stride = cols * kTile, row_bytes = cols * 2;
   for (std::int64_t o = begin; o < end; o += kRowsAPass) {
     const std::int64_t rows = end - o < kRowsAPass ? end - o : kRowsAPass;
-    const std::uint16_t* a = rows == kRowsAPass ? w + o * cols : tail.Fill(w + o * cols, cols, rows);
-    // The next pass's rows, fetched while this one computes (only its whole ones).
-    const bool next_whole = end - (o + kRowsAPass) >= kRowsAPass;
+    // A range's last rows short of a pass: the pass over the 32 rows of the matrix that
+    // end with them (a thread's range rarely ends on a multiple of 32), storing only
+    // theirs; a copy only where the whole matrix is shorter than a pass.
+    std::int64_t start = o;
+    const std::uint16_t* a = w + o * cols;
+    if (rows < kRowsAPass && w_rows >= kRowsAPass) {
+      start = o < w_rows - kRowsAPass ? o : w_rows - kRowsAPass;
+      a = w + start * cols;
+    } else if (rows < kRowsAPass) {
+      a = tail.Fill(a, cols, rows);
+    }
+    // The next pass's rows, fetched while this one computes (only a whole one), where
+    // there is computing to hide them behind: with one group of inputs a pass is mostly
+    // loads, and 32 more lines a block only stall it (decode, 2 threads: 238 against
+    // ~270 tok/s without; Emerald Rapids).
+    const bool next_whole = groups > 1 && end - (o + kRowsAPass) >= kRowsAPass;
     const char* next = next_whole ? reinterpret_cast<const char*>(w + (o + kRowsAPass) * cols) : nullptr;
-    float* yo = y + o;
+    float* window = y + start;
+    const std::int64_t first = o - start, last = first + rows;
     std::int64_t g = 0;
     for (; g + 2 <= groups; g += 2) {
-      Pass<true>(a, row_bytes, cols, x + g * group_stride, group_stride, yo, y_stride, rows, g * kTile, batch, g == 0 ? next : nullptr,
-                 row_bytes);
+      Pass<true>(a, row_bytes, cols, x + g * group_stride, group_stride, window, y_stride, first, last, g * kTile, batch,
+                 g == 0 ? next : nullptr, row_bytes);
     }
     if (g < groups) {
-      Pass<false>(a, row_bytes, cols, x + g * group_stride, group_stride, yo, y_stride, rows, g * kTile, batch, g == 0 ? next : nullptr,
-                  row_bytes);
+      Pass<false>(a, row_bytes, cols, x + g * group_stride, group_stride, window, y_stride, first, last, g * kTile, batch,
+                  g == 0 ? next : nullptr, row_bytes);
     }
   }
 }

@@ -219,6 +219,34 @@ TEST(MatMul, OneBf16InputGivesTheSameBitsOnAvx2AndAvx512) {
   }
 }
 
+// The AMX path computes 32 rows a pass: a range's last rows short of a pass take the
+// pass over the matrix's 32 rows that end with them, or a zero-padded copy where the
+// matrix is shorter than 32 rows. Either way each row must get its own bits: the whole
+// matrix, on threads (ranges cut anywhere), and each row alone (a one-row slice: the
+// copy), for batches of one, two and three groups of 16 inputs.
+TEST(MatMul, AmxPassesGiveEachRowItsOwnBitsWhereverARangeEnds) {
+  if (DetectedIsa() < Isa::kAmx) return;  // no AMX here: the path is never taken
+  ThreadPool pool(3);
+  for (const std::int64_t rows : {5, 31, 32, 45, 100}) {
+    for (const std::int64_t cols : {64, 512}) {
+      const WeightMatrix w = RandomMatrix(Format::kBf16, rows, cols, static_cast<unsigned>(rows + cols));
+      for (const std::int64_t batch : {1, 17, 40}) {
+        const std::vector<float> x = RandomInputs(batch * cols, 25);
+        const std::vector<float> whole = Product(w, x, batch, nullptr, Isa::kAmx), shared = Product(w, x, batch, &pool, Isa::kAmx);
+        const std::string what = fmt::format("rows {} cols {} batch {}", rows, cols, batch);
+        ASSERT_EQ(shared, whole) << what << ", three threads";
+        for (std::int64_t o = 0; o < rows; ++o) {
+          const std::vector<float> alone = Product(w.RowSlice(o, 1), x, batch, nullptr, Isa::kAmx);
+          for (std::int64_t b = 0; b < batch; ++b) {
+            ASSERT_EQ(alone[static_cast<std::size_t>(b)], whole[static_cast<std::size_t>(b * rows + o)])
+                << what << ", row " << o << " alone";
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(MatMulMany, GivesWhatEachProductGivesAlone) {
   ThreadPool pool(2);
   const WeightMatrix a = RandomMatrix(Format::kBf16, 128, 512, 1), b = RandomMatrix(Format::kFp8, 130, 512, 2),
