@@ -68,7 +68,7 @@ namespace {
 // Zen 5) the AVX2 kernel, one row at a time (four rows' streams read 15-25% slower from
 // memory, and widening by vpmovzxwd cost 10-20% of decode); on Intel the AVX-512
 // tiles of four rows, where the AVX2 kernel reached half the read rate on a decode
-// step's expert products (Emerald Rapids, 2 vCPUs: whole bf16 decode 1.3x faster on
+// step's expert products (Emerald Rapids, 2 vCPUs: whole bf16 decode 1.4x faster on
 // the AVX-512 tiles; docs/performance.md, "2026-12-05, afternoon").
 bool ManyBf16Inputs(Isa isa, std::int64_t batch) {
   if (isa != Isa::kAvx512) return false;

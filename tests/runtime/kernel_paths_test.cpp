@@ -1,7 +1,7 @@
 // The dense kernels on every instruction-set path this CPU has: the same bits on
-// every path, in every batch, on any thread count, and the right values. The one
-// path that rounds inputs (AVX-512 BF16 for bf16 weights) is checked against the
-// exact paths within that rounding, and for its own batch and thread invariance.
+// every path, in every batch, on any thread count, and the right values. The paths
+// that round inputs (AVX-512 BF16 and AMX, for bf16 weights) are checked against the
+// exact paths within that rounding, and for their own batch and thread invariance.
 #include <algorithm>
 #include <cmath>
 #include <memory>
