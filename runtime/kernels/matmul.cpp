@@ -67,10 +67,10 @@ namespace {
 // of the two reads faster on the CPU (the same bits either way): on AMD (Zen 4 and
 // Zen 5) the AVX2 kernel, one row at a time (four rows' streams read 15-25% slower from
 // memory, and widening by vpmovzxwd cost 10-20% of decode); on Intel the AVX-512
-// tiles of four rows, where the AVX2 kernel reached half the read rate on a decode
-// step's expert products (Emerald Rapids, 2 vCPUs: whole bf16 decode 1.4x faster on
-// the AVX-512 tiles; docs/performance.md, "2026-12-05, afternoon").
-bool ManyBf16Inputs(Isa isa, std::int64_t batch) {
+// tiles of four rows (Emerald Rapids, 2 vCPUs: a decode step's expert products 25-26
+// against 23-24 GB/s, whole bf16 decode x1.00-1.16 on one thread, x1.03-1.08 on two;
+// docs/performance.md, "2026-12-05, afternoon").
+bool OnAvx512Tiles(Isa isa, std::int64_t batch) {
   if (isa != Isa::kAvx512) return false;
   return batch >= 2 || (batch == 1 && IsIntelCpu());
 }
@@ -101,7 +101,7 @@ bool RowsOf(const WeightMatrix& w, Isa isa, const float* x, std::int64_t batch, 
         // x as PrepareBf16InputDpbf16 wrote it into the float scratch.
         return kernels::RowsBf16Dpbf16(data, cols, reinterpret_cast<const std::uint16_t*>(x), batch, y, rows, begin, end, stream);
       }
-      if (ManyBf16Inputs(isa, batch)) return kernels::RowsBf16ManyAvx512(data, cols, x, batch, y, rows, begin, end, stream);
+      if (OnAvx512Tiles(isa, batch)) return kernels::RowsBf16ManyAvx512(data, cols, x, batch, y, rows, begin, end, stream);
       if (isa >= Isa::kAvx2) return kernels::RowsBf16Avx2(data, cols, x, batch, y, rows, begin, end, stream);
       if (isa == Isa::kAvxFma) {
         kernels::RowsBf16AvxFma(data, cols, x, batch, y, rows, begin, end);
@@ -178,7 +178,7 @@ bool FollowsRowStream(const MatMulTask& t, Isa isa) {
 // Whether a product's fp32 kernel wants its input rearranged (AVX2 bf16: see
 // PrepareBf16InputAvx2) or rounded to bf16 (PrepareBf16InputDpbf16): all of those
 // but AVX-512's many-input tiles, which read x as given.
-bool NeedsPreparedInput(const MatMulTask& t, Isa isa) { return FollowsRowStream(t, isa) && !ManyBf16Inputs(isa, t.batch); }
+bool NeedsPreparedInput(const MatMulTask& t, Isa isa) { return FollowsRowStream(t, isa) && !OnAvx512Tiles(isa, t.batch); }
 
 // The floats of scratch a prepared input takes (bf16 values, two to a float, for
 // the dot-product path).

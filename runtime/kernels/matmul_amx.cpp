@@ -102,11 +102,12 @@ inline void StoreSums(const float* sums, float* y, std::int64_t y_stride, std::i
 // 32 rows (the weights at `a`, `a_stride` bytes a row; those in [first, last) stored)
 // against the input group at `xg` and, with kTwoGroups, the next one; input b0 is the
 // first's first.
-// `prefetch`, if set, is the next 32 rows, fetched a block at a time alongside.
+// `prefetch`, if set, is the next 32 rows (as far apart as these), fetched a block at a
+// time alongside.
 template <bool kTwoGroups>
 inline void Pass(const std::uint16_t* a, std::int64_t a_stride, std::int64_t cols, const std::uint16_t* xg, std::int64_t group_stride,
                  float* y, std::int64_t y_stride, std::int64_t first, std::int64_t last, std::int64_t b0, std::int64_t batch,
-                 const char* prefetch, std::int64_t prefetch_stride) {
+                 const char* prefetch) {
   _tile_zero(0);
   _tile_zero(2);
   if constexpr (kTwoGroups) {
@@ -119,7 +120,7 @@ inline void Pass(const std::uint16_t* a, std::int64_t a_stride, std::int64_t col
       // The next pass's rows at this block: one line a row, into L1, while these
       // compute (from memory, 64 inputs: ~300 GFLOP/s against ~200 with the hardware
       // prefetcher alone or prefetches into L2; Emerald Rapids, one thread).
-      for (std::int64_t r = 0; r < kRowsAPass; ++r) _mm_prefetch(prefetch + r * prefetch_stride + k * 2, _MM_HINT_T0);
+      for (std::int64_t r = 0; r < kRowsAPass; ++r) _mm_prefetch(prefetch + r * a_stride + k * 2, _MM_HINT_T0);
     }
     _tile_loadd(4, a + k, a_stride);
     _tile_loadd(5, a1 + k, a_stride);
@@ -196,11 +197,11 @@ void RowsBf16Amx(const std::uint16_t* w, std::int64_t w_rows, std::int64_t cols,
     std::int64_t g = 0;
     for (; g + 2 <= groups; g += 2) {
       Pass<true>(a, row_bytes, cols, x + g * group_stride, group_stride, window, y_stride, first, last, g * kTile, batch,
-                 g == 0 ? next : nullptr, row_bytes);
+                 g == 0 ? next : nullptr);
     }
     if (g < groups) {
       Pass<false>(a, row_bytes, cols, x + g * group_stride, group_stride, window, y_stride, first, last, g * kTile, batch,
-                  g == 0 ? next : nullptr, row_bytes);
+                  g == 0 ? next : nullptr);
     }
   }
 }

@@ -112,12 +112,6 @@ inline float ReduceWithTail(__m256 a, __m256 b, const typename F::T* w, const fl
   return ReduceLanes(lanes);
 }
 
-// The head of the range a tile's prefetches run on into past `stop`.
-struct NextRange {
-  const char* begin = nullptr;
-  std::int64_t bytes = 0;
-};
-
 // Prefetches for a tile whose rows are adjacent (one stream of R rows): per block
 // of 16 columns as many bytes as the tile reads, kAheadBytes on, up to `stop` (the
 // end of the caller's rows), then on into `next` (the head of the rows this thread
@@ -134,22 +128,8 @@ struct AdjacentAhead {
 
   void operator()(std::int64_t i) const {
     const std::int64_t at = i / kBlock * kStep;
-    if constexpr (kStep >= 64) {
-      if (at < room) {
-        PrefetchRange(ahead + at, kStep);
-      } else if (next.begin != nullptr) {
-        const std::int64_t into = at - room;
-        if (into < next.bytes) PrefetchRange(next.begin + into, kStep);
-      }
-    } else {
-      if (at % 64 == 0) {
-        if (at < room) {
-          _mm_prefetch(ahead + at, _MM_HINT_T1);
-        } else if (next.begin != nullptr && at - room < next.bytes) {
-          _mm_prefetch(next.begin + (at - room), _MM_HINT_T1);
-        }
-      }
-    }
+    // Under a line a block: one prefetch every other block.
+    if (kStep >= 64 || at % 64 == 0) PrefetchAhead(ahead, room, next, at, kStep);
   }
 };
 
@@ -178,11 +158,7 @@ struct SpreadAhead {
     for (int r = 0; r < 3; ++r) {
       if (at < room[r]) _mm_prefetch(ahead[r] + at, _MM_HINT_T1);
     }
-    if (at < room[3]) {
-      _mm_prefetch(ahead[3] + at, _MM_HINT_T1);
-    } else if (next.begin != nullptr && at - room[3] < next.bytes) {
-      _mm_prefetch(next.begin + (at - room[3]), _MM_HINT_T1);
-    }
+    PrefetchAhead(ahead[3], room[3], next, at, 64);
   }
 };
 
@@ -247,7 +223,7 @@ bool Rows(const typename F::T* w, std::int64_t cols, const float* x, std::int64_
   const bool prefetches_next = stream.next != nullptr && stream.next_bytes > 0 && cols % 64 == 0 &&
                                stop - reinterpret_cast<const char*>(w + begin * cols) >= kAheadBytes;
   // No std::min here: nothing built for AVX2 may instantiate a standard template.
-  const NextRange none{}, next_head{stream.next, stream.next_bytes < kAheadBytes ? stream.next_bytes : kAheadBytes};
+  const NextRange none{}, next_head = HeadOf(stream.next, stream.next_bytes);
   std::int64_t b = 0;
   for (; b + 4 <= batch; b += 4) {
     if (b > 0 || !stream.head_warm) PrefetchHead(w + begin * cols, stop);

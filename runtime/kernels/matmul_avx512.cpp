@@ -3,7 +3,7 @@
 // sixteen canonical lanes, so inputs stay in their natural order. bf16 for one input
 // runs here on Intel only: on AMD's EPYCs (family 25 and 26) widening with vpmovzxwd
 // measured 10–20% slower for decode than the AVX2 kernel, which needs no shuffles, while
-// on an Emerald Rapids the AVX2 kernel read at half the rate of these tiles (matmul.cpp).
+// on an Emerald Rapids these tiles read a decode step's expert products ~8% faster (matmul.cpp).
 // With two inputs or more the 32 registers' tiles, which widen each weight block once
 // for all inputs, win (the results are the same bits: same lanes, same order). Compiled
 // for that target only through the pragma; nothing here may be reached unless
@@ -82,12 +82,6 @@ inline float ReduceWithTail(__m512 acc, const typename F::T* w, const float* x, 
   return ReduceLanes(lanes);
 }
 
-// The head of the range a tile's prefetches run on into past `stop`.
-struct NextRange {
-  const char* begin = nullptr;
-  std::int64_t bytes = 0;
-};
-
 template <class F, int R, int B>
 inline void Tile(const typename F::T* w, std::int64_t cols, const float* x, float* y, std::int64_t y_stride, const char* stop,
                  const NextRange& next = {}) {
@@ -104,19 +98,8 @@ inline void Tile(const typename F::T* w, std::int64_t cols, const float* x, floa
   const std::int64_t room = stop - reinterpret_cast<const char*>(w) - kAheadBytes;
   for (std::int64_t i = 0; i < full; i += kBlock) {
     const std::int64_t at = i / kBlock * kStep;
-    if constexpr (kStep >= 64) {
-      if (at < room) {
-        PrefetchRange(ahead + at, kStep);
-      } else if (next.begin != nullptr && at - room < next.bytes) {
-        PrefetchRange(next.begin + (at - room), kStep);
-      }
-    } else if (at % 64 == 0) {
-      if (at < room) {
-        _mm_prefetch(ahead + at, _MM_HINT_T1);
-      } else if (next.begin != nullptr && at - room < next.bytes) {
-        _mm_prefetch(next.begin + (at - room), _MM_HINT_T1);
-      }
-    }
+    // Under a line a block: one prefetch every other block.
+    if (kStep >= 64 || at % 64 == 0) PrefetchAhead(ahead, room, next, at, kStep);
     __m512 wv[R];
     for (int r = 0; r < R; ++r) wv[r] = F::Load(w + r * cols + i);
     for (int b = 0; b < B; ++b) {
@@ -221,7 +204,7 @@ void Rows(const typename F::T* w, std::int64_t cols, const float* x, std::int64_
   }
 }
 
-// One input (where the CPU reads it faster so than with the AVX2 kernel, see
+// One input (where the CPU reads it faster so than with the AVX2 kernel: see
 // matmul.cpp): four adjacent rows a tile, one pass over the range, whose last tiles
 // prefetch on into the head of the rows the thread reads next, as the AVX2 kernel's
 // do (RowStream). Returns whether they did.
@@ -235,8 +218,7 @@ bool OneInput(const typename F::T* w, std::int64_t cols, const float* x, float* 
   // at least the prefetch distance long: else the next range warms its own head.
   const bool prefetches_next =
       stream.next != nullptr && stream.next_bytes > 0 && row_bytes % 128 == 0 && (end - begin) * row_bytes >= kAheadBytes;
-  const NextRange next =
-      prefetches_next ? NextRange{stream.next, stream.next_bytes < kAheadBytes ? stream.next_bytes : kAheadBytes} : NextRange{};
+  const NextRange next = prefetches_next ? HeadOf(stream.next, stream.next_bytes) : NextRange{};
   if (!stream.head_warm) PrefetchHead(w + begin * cols, stop);
   std::int64_t o = begin;
   for (; o + 4 <= end; o += 4) Tile<F, 4, 1>(w + o * cols, cols, x, y + o, 1, stop, next);
@@ -262,8 +244,8 @@ bool OneInput(const typename F::T* w, std::int64_t cols, const float* x, float* 
 template <class F>
 bool ManyRows(const typename F::T* w, std::int64_t cols, const float* x, std::int64_t batch, float* y, std::int64_t y_stride,
               std::int64_t begin, std::int64_t end, const RowStream& stream) {
-  const char* stop = reinterpret_cast<const char*>(w + end * cols);
   if (batch == 1) return OneInput<F>(w, cols, x, y, begin, end, stream);
+  const char* stop = reinterpret_cast<const char*>(w + end * cols);
   const std::int64_t row_bytes = cols * static_cast<std::int64_t>(sizeof(typename F::T));
   std::int64_t block = (64 * 1024 / (row_bytes > 0 ? row_bytes : 1)) / 4 * 4;
   if (block < 4) block = 4;

@@ -39,11 +39,6 @@ constexpr std::int64_t kBlock = 32;  // bf16 values per register
 
 inline __m512 DotPairs(__m512 acc, __m512i w, __m512i x) { return _mm512_dpbf16_ps(acc, (__m512bh)w, (__m512bh)x); }
 
-struct NextRange {
-  const char* begin = nullptr;
-  std::int64_t bytes = 0;
-};
-
 // R output rows × B inputs. `x` holds the inputs as bf16, `xs` values apart, zero
 // past `cols` up to a whole block; the weights' last partial block is read masked,
 // so it adds exact zeros past `cols`.
@@ -61,12 +56,7 @@ inline void Tile(const std::uint16_t* w, std::int64_t cols, const std::uint16_t*
   const char* ahead = reinterpret_cast<const char*>(w) + kAheadBytes;
   const std::int64_t room = stop - reinterpret_cast<const char*>(w) - kAheadBytes;
   for (std::int64_t i = 0; i < full; i += kBlock) {
-    const std::int64_t at = i / kBlock * kStep;
-    if (at < room) {
-      PrefetchRange(ahead + at, kStep);
-    } else if (next.begin != nullptr && at - room < next.bytes) {
-      PrefetchRange(next.begin + (at - room), kStep);
-    }
+    PrefetchAhead(ahead, room, next, i / kBlock * kStep, kStep);
     __m512i wv[R];
     for (int r = 0; r < R; ++r) wv[r] = _mm512_loadu_si512(w + r * cols + i);
     for (int b = 0; b < B; ++b) {
@@ -141,7 +131,7 @@ bool RowsBf16Dpbf16(const std::uint16_t* w, std::int64_t cols, const std::uint16
   // the prefetch distance; else the next range warms its own head.
   const bool prefetches_next = stream.next != nullptr && stream.next_bytes > 0 && cols % kBlock == 0 &&
                                stop - reinterpret_cast<const char*>(w + begin * cols) >= kAheadBytes;
-  const NextRange none{}, next_head{stream.next, stream.next_bytes < kAheadBytes ? stream.next_bytes : kAheadBytes};
+  const NextRange none{}, next_head = HeadOf(stream.next, stream.next_bytes);
   // Several inputs pass over blocks of about 64 KiB of rows, which stay in L2: the
   // weights come from memory once, the inputs from cache once per block. One input
   // passes once.

@@ -30,6 +30,27 @@ inline void PrefetchRange(const char* from, std::int64_t bytes) {
   for (std::int64_t b = 0; b < bytes; b += 64) _mm_prefetch(from + b, static_cast<decltype(_MM_HINT_T1)>(kHint));
 }
 
+// The head of the range a tile's prefetches run on into past the end of their own
+// rows: the rows the thread reads next (RowStream in dense_rows.hpp), at most
+// kAheadBytes of them.
+struct NextRange {
+  const char* begin = nullptr;
+  std::int64_t bytes = 0;
+};
+
+inline NextRange HeadOf(const char* begin, std::int64_t bytes) { return {begin, bytes < kAheadBytes ? bytes : kAheadBytes}; }
+
+// A tile's prefetch of `bytes` at `at` into its look-ahead: from `ahead` (kAheadBytes
+// past where it reads) while that is within its rows (`room` bytes from `ahead`), then
+// as far on into `next`, so the stream runs on without a gap into the next range.
+inline void PrefetchAhead(const char* ahead, std::int64_t room, const NextRange& next, std::int64_t at, std::int64_t bytes) {
+  if (at < room) {
+    PrefetchRange(ahead + at, bytes);
+  } else if (next.begin != nullptr && at - room < next.bytes) {
+    PrefetchRange(next.begin + (at - room), bytes);
+  }
+}
+
 // Warms the first kAheadBytes of a row range, which the tiles' own prefetches
 // (kAheadBytes ahead of where they read) never reach.
 inline void PrefetchHead(const void* begin, const void* stop) {
