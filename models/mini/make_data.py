@@ -58,14 +58,8 @@ def sha256_file(path):
 
 
 def default_tokenizer_source():
-    """Where tandem-rt looks for the DeepSeek-V3 tokenizer (runtime/model/cache_dir.cpp)."""
-    if os.environ.get("TANDEM_CACHE_DIR"):
-        base = Path(os.environ["TANDEM_CACHE_DIR"])
-    elif os.environ.get("XDG_CACHE_HOME"):
-        base = Path(os.environ["XDG_CACHE_HOME"]) / "tandem"
-    else:
-        base = Path.home() / ".cache" / "tandem"
-    return base / "tokenizers" / "deepseek-v3"
+    """The DeepSeek-V3 tokenizer committed in the repository (models/tokenizers/deepseek-v3)."""
+    return Path(__file__).resolve().parent.parent / "tokenizers" / "deepseek-v3"
 
 
 # ---------------------------------------------------------------------------
@@ -78,7 +72,7 @@ def derive_tokenizer(tandem_rt, merges, source, out):
                             "--tokenizer-source", str(source), "--out", tmp], capture_output=True, text=True, check=True)
         line = [l for l in r.stdout.splitlines() if l.startswith("tokenizer:")][0]
         if "byte-level" in line:
-            sys.exit(f"make_data: {line}\nthe DeepSeek-V3 tokenizer is missing from {source}; run scripts/setup first")
+            sys.exit(f"make_data: {line}\nthe DeepSeek-V3 tokenizer is missing from {source}")
         for name in ("tokenizer.json", "tokenizer_config.json"):
             shutil.copyfile(Path(tmp) / name, out / name)
     vocab = json.load(open(out / "tokenizer.json"))

