@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <cmath>
 #include <csignal>
 #include <cstdint>
 #include <cstdio>
@@ -7,6 +8,7 @@
 #include <memory>
 
 #include <pthread.h>
+#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -35,6 +37,7 @@ struct Options {
   SchedulerOptions scheduler;
   int max_context = 0;
   int max_output_tokens = 0;
+  double kv_budget_mb = 0;  // 0: half the memory available at start
   int queue_wait_ms = 30000;
   int drain_timeout_s = 30;
   int threads = 0;
@@ -65,6 +68,42 @@ std::string ReadSecretFile(const std::string& path, const char* flag) {
   const auto last = line.find_last_not_of(" \t\r");
   if (first == std::string::npos) throw std::invalid_argument(fmt::format("{} {}: the first line is empty", flag, path));
   return line.substr(first, last - first + 1);
+}
+
+// MemAvailable from /proc/meminfo (what the kernel can give without swapping), else the free pages.
+std::uint64_t AvailableMemoryBytes() {
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  std::uint64_t kib = 0;
+  std::string unit;
+  while (in >> key >> kib >> unit) {
+    if (key == "MemAvailable:") return kib * 1024;
+  }
+  return static_cast<std::uint64_t>(sysconf(_SC_AVPHYS_PAGES)) * static_cast<std::uint64_t>(sysconf(_SC_PAGESIZE));
+}
+
+// The bytes every sequence's KV cache may hold together, and the context that follows
+// from it: a request whose prompt and max_tokens would not fit is refused with 400
+// before it starts, and one that runs out of room later (others grew too) fails alone.
+int ApplyKvBudget(const Options& opt, KvCachePool& kv, int max_context, std::string& described) {
+  constexpr double kMiB = 1024.0 * 1024.0;
+  const double available = static_cast<double>(AvailableMemoryBytes());
+  const double bytes = opt.kv_budget_mb > 0 ? opt.kv_budget_mb * kMiB : available / 2;
+  const auto per_position = static_cast<double>(kv.bytes_per_position());
+  const double positions = std::floor(bytes / per_position);
+  const std::string source =
+      opt.kv_budget_mb > 0 ? "--kv-budget-mb" : fmt::format("half of the {:.0f} MiB available at start", available / kMiB);
+  if (positions < 16) {
+    throw std::invalid_argument(
+        fmt::format("a KV budget of {:.4g} MiB ({}) holds {:.0f} positions of {:.0f} bytes (this model's KV "
+                    "per token); give --kv-budget-mb {:.4g} or more",
+                    bytes / kMiB, source, positions, per_position, 16 * per_position / kMiB));
+  }
+  kv.SetBudget(static_cast<std::size_t>(bytes));
+  const int context = static_cast<int>(std::min<double>(max_context, positions));
+  described = fmt::format("KV budget {:.4g} MiB ({}): {:.0f} positions of {:.0f} bytes{}", bytes / kMiB, source, positions, per_position,
+                          context < max_context ? fmt::format("; the context is cut to {}", context) : "");
+  return context;
 }
 
 void Serve(Options opt) {
@@ -103,6 +142,9 @@ void Serve(Options opt) {
   Engine engine(
       ckpt, EngineOptions{.threads = opt.threads, .expert_input = ExpertInput(layout), .keep_hidden = mtp, .device = EngineDevice(layout)},
       MakeExpertExecutor(ckpt, layout, nullptr));
+  std::string kv_budget;
+  opt.scheduler.max_context = ApplyKvBudget(opt, engine.kv(), opt.scheduler.max_context, kv_budget);
+  fmt::print(stderr, "tandem-rt serve: {}\n", kv_budget);
   // The largest step the scheduler makes (the most prompt chunks a step takes beside
   // every decoding request's row and drafts: PrefillBudget), once before the first
   // request: its buffers are then mapped, and a worker that cannot answer fails the
@@ -121,7 +163,8 @@ void Serve(Options opt) {
   const std::string drafting = drafter ? fmt::format("drafts {} ({})", drafter->name(), opt.draft.policy) : "no drafts";
   Scheduler scheduler(engine, tokenizer, opt.scheduler, std::move(drafter), MakeDraftPolicy(opt.draft.policy, opt.draft.max_drafts));
   api.Attach(&scheduler, &tokenizer, std::move(chat), served);
-  fmt::print("tandem-rt serve: ready ({} as '{}', context {}, concurrency {}, {}{})\n", opt.model, opt.api.served_model, served.max_context,
+  fmt::print("tandem-rt serve: ready ({} as '{}', context {}, KV budget {:.4g} MiB, concurrency {}, {}{})\n", opt.model,
+             opt.api.served_model, served.max_context, static_cast<double>(engine.kv().budget_bytes()) / (1024.0 * 1024.0),
              opt.scheduler.concurrency, drafting,
              opt.scheduler.debug_slowdown > 0
                  ? fmt::format("; DEBUG SLOWDOWN {:.0f}%: decode deliberately slowed", 100 * opt.scheduler.debug_slowdown)
@@ -172,6 +215,10 @@ void AddServeCommand(CLI::App& app) {
       ->check(CLI::Range(1, 1 << 24));
   cmd->add_option("--max-output-tokens", opt->max_output_tokens, "Output tokens per request (default: the context)")
       ->check(CLI::Range(1, 1 << 24));
+  cmd->add_option("--kv-budget-mb", opt->kv_budget_mb,
+                  "MiB the KV caches of all sequences may hold together (caches grow with their sequences; the prefix cache gives "
+                  "way first); it also bounds the context. Default: half the memory available at start")
+      ->check(CLI::Range(0.001, 1e9));
   cmd->add_option("--queue-depth", opt->scheduler.queue_depth, "Requests waiting for a slot; beyond: 429")
       ->check(CLI::Range(0, 1 << 20))
       ->capture_default_str();

@@ -368,6 +368,8 @@ void Engine::Forward(std::span<const Row> rows, ForwardOutput& out, const float*
   if (s.weights.mtp && hidden_in == nullptr) throw std::invalid_argument("the MTP layer needs the target's hidden state of every row");
   std::map<SequenceId, int> next_position;
   s.Validate(rows, next_position);
+  // Caches grow with their sequences: room for this pass's positions before any is written.
+  for (const auto& [sequence, length] : next_position) s.kv.Get(sequence).Reserve(length);
   if (s.cuda) {
     s.cuda->Forward(rows, s.kv, s.experts.get(), s.options.expert_input, s.options.record_routes, s.options.keep_hidden, out);
     s.device_logits_pass = out.pass;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <stdexcept>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -15,18 +16,64 @@ std::uint64_t NextSerial() {
 }
 }  // namespace
 
-KvCache::KvCache(int layers, int width, int capacity)
-    : layers_(layers),
-      width_(width),
-      capacity_(capacity),
-      serial_(NextSerial()),
-      data_(static_cast<std::size_t>(layers) * static_cast<std::size_t>(capacity) * static_cast<std::size_t>(width)) {
+KvCache::KvCache(int layers, int width, int capacity, std::shared_ptr<KvMemory> memory)
+    : layers_(layers), width_(width), capacity_(capacity), serial_(NextSerial()), memory_(std::move(memory)) {
   if (layers <= 0 || width <= 0 || capacity <= 0) throw std::invalid_argument("kv cache: layers, width and capacity must be positive");
+  if (memory_) ++memory_->caches;
+  try {
+    Grow(1, std::min(capacity, kFirstAllocation));
+  } catch (...) {
+    if (memory_) --memory_->caches;
+    throw;
+  }
+}
+
+KvCache::~KvCache() {
+  if (!memory_) return;
+  memory_->bytes -= Bytes(allocated_);
+  --memory_->caches;
+}
+
+std::size_t KvCache::Bytes(int positions) const {
+  return static_cast<std::size_t>(layers_) * static_cast<std::size_t>(positions) * static_cast<std::size_t>(width_) * sizeof(float);
+}
+
+void KvCache::Reserve(int positions) {
+  if (positions <= allocated_) return;
+  if (positions > capacity_) {
+    throw std::invalid_argument(fmt::format("kv cache: {} positions exceed the capacity of {}", positions, capacity_));
+  }
+  Grow(positions, std::min(capacity_, std::max(positions, 2 * allocated_)));  // doubling keeps the copies amortised
+}
+
+void KvCache::Grow(int positions, int wanted) {
+  int grown = wanted;  // within a budget, as much of it as fits
+  if (memory_ && memory_->limit_bytes > 0) {
+    const std::size_t others = memory_->bytes - Bytes(allocated_);
+    const std::size_t room = memory_->limit_bytes > others ? memory_->limit_bytes - others : 0;
+    grown = static_cast<int>(std::min<std::size_t>(static_cast<std::size_t>(grown), room / Bytes(1)));
+    if (grown < positions) {
+      constexpr double kMiB = 1024.0 * 1024.0;
+      throw KvBudgetExhausted(fmt::format(
+          "the KV cache budget of {:.1f} MiB is in use ({:.1f} MiB by {} sequences); this sequence needs {:.1f} MiB for {} positions",
+          static_cast<double>(memory_->limit_bytes) / kMiB, static_cast<double>(memory_->bytes) / kMiB, memory_->caches,
+          static_cast<double>(Bytes(positions)) / kMiB, positions));
+    }
+  }
+  std::vector<float> data(static_cast<std::size_t>(layers_) * static_cast<std::size_t>(grown) * static_cast<std::size_t>(width_));
+  const auto valid = static_cast<std::size_t>(length_) * static_cast<std::size_t>(width_);
+  for (int l = 0; l < layers_; ++l) {
+    std::copy_n(At(l, 0), valid,
+                data.data() + static_cast<std::size_t>(l) * static_cast<std::size_t>(grown) * static_cast<std::size_t>(width_));
+  }
+  if (memory_) memory_->bytes += Bytes(grown) - Bytes(allocated_);
+  data_ = std::move(data);
+  allocated_ = grown;
 }
 
 void KvCache::SetLength(int length) {
-  if (length < 0 || length > capacity_) {
-    throw std::invalid_argument(fmt::format("kv cache: length {} outside [0, {}]", length, capacity_));
+  if (length < 0 || length > allocated_) {
+    throw std::invalid_argument(fmt::format("kv cache: length {} outside [0, {}] (capacity {})", length, allocated_, capacity_));
   }
   length_ = length;
 }
@@ -44,6 +91,7 @@ void KvCache::CopyPrefixFrom(const KvCache& other, int length) {
     throw std::invalid_argument(
         fmt::format("kv cache: cannot copy a {}-position prefix (source has {}, capacity {})", length, other.length_, capacity_));
   }
+  Reserve(length);
   for (int l = 0; l < layers_; ++l) {
     std::copy_n(other.At(l, 0), static_cast<std::size_t>(length) * static_cast<std::size_t>(width_), At(l, 0));
   }
@@ -53,7 +101,7 @@ void KvCache::CopyPrefixFrom(const KvCache& other, int length) {
 
 KvCache& KvCachePool::Open(SequenceId id, int capacity) {
   if (caches_.contains(id)) throw std::invalid_argument(fmt::format("kv cache: sequence {} is already open", id));
-  auto cache = std::make_unique<KvCache>(layers_, width_, capacity);
+  auto cache = std::make_unique<KvCache>(layers_, width_, capacity, memory_);
   KvCache& ref = *cache;
   caches_.emplace(id, std::move(cache));
   return ref;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <new>
 
 namespace tandem::rt {
 
@@ -114,10 +115,38 @@ void PrefixCache::Insert(std::span<const TokenId> tokens, SequenceId source) {
   entry->last_used = ++clock_;
   entry->node = node;
   const int length = static_cast<int>(tokens.size());
-  pool_.Fork(source, entry->sequence, length, length);
   node->entry = entry.get();
   entries_.push_back(std::move(entry));
+  Entry* added = entries_.back().get();
+  // Within the KV budget, older entries make room; when even that is not enough, this
+  // one is not kept (a cache, not a promise).
+  for (;;) {
+    try {
+      pool_.Fork(source, added->sequence, length, length);
+      break;
+    } catch (const KvBudgetExhausted&) {
+      if (!EvictOldestBut(added)) {
+        Remove(added);
+        return;
+      }
+    } catch (const std::bad_alloc&) {
+      Remove(added);
+      return;
+    }
+  }
   Evict();
+}
+
+bool PrefixCache::EvictOldest() { return EvictOldestBut(nullptr); }
+
+bool PrefixCache::EvictOldestBut(const Entry* keep) {
+  Entry* oldest = nullptr;
+  for (const auto& e : entries_) {
+    if (e.get() != keep && (oldest == nullptr || e->last_used < oldest->last_used)) oldest = e.get();
+  }
+  if (oldest == nullptr) return false;
+  Remove(oldest);
+  return true;
 }
 
 void PrefixCache::Evict() {
@@ -129,7 +158,7 @@ void PrefixCache::Evict() {
 }
 
 void PrefixCache::Remove(Entry* entry) {
-  pool_.Close(entry->sequence);
+  if (pool_.Contains(entry->sequence)) pool_.Close(entry->sequence);  // an entry whose copy failed has none
   Node* node = entry->node;
   node->entry = nullptr;
   // Prune nodes that no longer lead to any entry, and merge a lone child into its parent.

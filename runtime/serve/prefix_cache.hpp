@@ -31,8 +31,12 @@ class PrefixCache {
 
   // Keeps the first `length` positions of sequence `source` (whose KV holds
   // `tokens`) as an entry: copied into a cache-owned sequence of exactly that size.
-  // A sequence already covered by an existing entry only refreshes that entry.
+  // A sequence already covered by an existing entry only refreshes that entry. Past
+  // the pool's KV budget, older entries are evicted to make room, or the entry is not kept.
   void Insert(std::span<const TokenId> tokens, SequenceId source);
+
+  // Frees the least recently used entry's KV; false when there is none.
+  bool EvictOldest();
 
   std::size_t entries() const;
 
@@ -40,6 +44,7 @@ class PrefixCache {
   struct Node;
   struct Entry;
   void Evict();
+  bool EvictOldestBut(const Entry* keep);
   void Remove(Entry* entry);
 
   KvCachePool& pool_;

@@ -67,11 +67,22 @@ void Scheduler::State::Admit() {
     a.prompt_length = static_cast<int>(a.tokens.size());
     const int capacity = std::min(options.max_context, a.prompt_length + a.submission.max_new_tokens);
     // Reuse the longest cached prefix, keeping at least one prompt token to compute.
-    const PrefixCache::Match match = prefix_cache.Lookup(a.tokens, a.prompt_length - 1);
-    if (match.length > 0) {
-      engine.kv().Fork(match.sequence, a.sequence, match.length, capacity);
-    } else {
-      engine.kv().Open(a.sequence, capacity);
+    PrefixCache::Match match;
+    try {
+      WithinKvBudget([&] {  // an eviction may take the matched entry: look again each time
+        match = prefix_cache.Lookup(a.tokens, a.prompt_length - 1);
+        if (match.length > 0) {
+          engine.kv().Fork(match.sequence, a.sequence, match.length, capacity);
+        } else {
+          engine.kv().Open(a.sequence, capacity);
+        }
+      });
+    } catch (const std::exception& e) {  // the KV budget, or memory itself: this request fails, the server goes on
+      a.stream->Push(Failure(503, fmt::format("no KV cache for this request: {}", e.what()), "server_error", 1));
+      std::lock_guard lock(mutex);
+      ++counters.failed;
+      --running;
+      continue;
     }
     a.fed = a.cached = match.length;
     a.text = std::make_unique<ReplyText>(tokenizer, a.submission.stop, a.submission.think_end);
@@ -220,9 +231,13 @@ void Scheduler::State::Run() {
       const std::string json = Stats();
       for (auto& p : requests) p.set_value(json);
     }
-    Admit();
-    const auto step_start = Clock::now();
-    if (Step() && options.debug_slowdown > 0) SlowDown(Clock::now() - step_start);
+    try {
+      Admit();
+      const auto step_start = Clock::now();
+      if (Step() && options.debug_slowdown > 0) SlowDown(Clock::now() - step_start);
+    } catch (const std::exception& e) {  // the last resort: nothing a request causes may end the process
+      FailEverything(fmt::format("the scheduler failed: {}", e.what()));
+    }
     std::lock_guard lock(mutex);
     running = active.size();
   }

@@ -117,6 +117,22 @@ struct Scheduler::State {
   struct Batch;
   using Finished = std::vector<std::pair<Active*, std::string>>;  // requests that ended, and why
   void DropCancelled();
+  // Grows each request's KV cache for the positions this step may write; a request whose
+  // cache cannot grow within the budget (or memory) fails alone, with a 503 naming it.
+  void ReserveCaches();
+  // Runs `grow`; while it throws KvBudgetExhausted, the prefix cache gives up its least
+  // recently used entry and `grow` runs again (it throws once nothing is left to give).
+  template <class Grow>
+  void WithinKvBudget(Grow&& grow) {
+    for (;;) {
+      try {
+        grow();
+        return;
+      } catch (const KvBudgetExhausted&) {
+        if (!prefix_cache.EvictOldest()) throw;
+      }
+    }
+  }
   // The step's rows and drafts; false when the drafter failed (everything failed).
   bool BuildBatch(Batch& b);
   // Returns the logits row after the decoding requests' (the first prompt chunk's).

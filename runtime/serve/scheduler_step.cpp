@@ -2,6 +2,7 @@
 // every decoding request's anchor and drafts plus the prompt chunks of prefilling ones,
 // then sample-and-match and the commits.
 #include <algorithm>
+#include <new>
 
 #include <fmt/format.h>
 
@@ -137,6 +138,34 @@ void Scheduler::State::DropCancelled() {
   }
 }
 
+using scheduling::Failure;
+
+void Scheduler::State::ReserveCaches() {
+  const int drafts = drafter && policy ? policy->MaxDrafts() : 0;
+  for (auto it = active.begin(); it != active.end();) {
+    KvCache& kv = engine.kv().Get(it->sequence);
+    // A prompt is computed in chunks of at most the rest of it; a decoding step writes the anchor and its drafts.
+    const int end = it->fed < it->prompt_length ? it->prompt_length : it->fed + 1 + drafts;
+    std::string failure;
+    try {
+      WithinKvBudget([&] { kv.Reserve(std::min(kv.capacity(), end)); });
+    } catch (const KvBudgetExhausted& e) {
+      failure = e.what();
+    } catch (const std::bad_alloc&) {
+      failure = fmt::format("out of memory growing the KV cache to {} positions", end);
+    }
+    if (failure.empty()) {
+      ++it;
+      continue;
+    }
+    it->stream->Push(Failure(503, fmt::format("the request was stopped: {}", failure), "server_error", 1));
+    Close(*it);
+    it = active.erase(it);
+    std::lock_guard lock(mutex);
+    ++counters.failed;
+  }
+}
+
 bool Scheduler::State::BuildBatch(Batch& b) {
   std::vector<Active*> prefilling;
   for (Active& a : active) (a.fed < a.prompt_length ? prefilling : b.decoding).push_back(&a);
@@ -259,6 +288,7 @@ void Scheduler::State::CommitPrefillRows(const Batch& b, const ForwardOutput& ou
 bool Scheduler::State::Step() {
   // Cancelled streams free their slot at the step boundary.
   DropCancelled();
+  ReserveCaches();
   if (active.empty()) return false;
   Batch b;
   if (!BuildBatch(b)) return false;

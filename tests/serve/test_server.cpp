@@ -22,10 +22,11 @@ Worker StartWorker() {
   return w;
 }
 
-Server::Server(int workers, std::vector<std::string> flags) {
+Server::Server(int workers, std::vector<std::string> flags, const std::filesystem::path& model) {
   for (int i = 0; i < workers; ++i) workers_.push_back(StartWorker());
-  std::vector<std::string> args = {
-      "serve", "--model", TinyCheckpoint().string(), "--listen", "127.0.0.1:0", "--served-model-name", "tiny", "--threads", "1"};
+  std::vector<std::string> args = {"serve",    "--model",     model.empty() ? TinyCheckpoint().string() : model.string(),
+                                   "--listen", "127.0.0.1:0", "--served-model-name",
+                                   "tiny",     "--threads",   "1"};
   if (!workers_.empty()) {
     std::string list;
     for (const Worker& w : workers_) list += (list.empty() ? "" : ",") + w.address;

@@ -23,11 +23,11 @@ struct Worker {
 
 Worker StartWorker();
 
-// A server on the tiny preset; `workers` real expert workers unless 0. `flags` are
-// appended to `tandem-rt serve`'s command line.
+// A server on the tiny preset (or `model`); `workers` real expert workers unless 0.
+// `flags` are appended to `tandem-rt serve`'s command line.
 class Server {
  public:
-  explicit Server(int workers, std::vector<std::string> flags = {});
+  explicit Server(int workers, std::vector<std::string> flags = {}, const std::filesystem::path& model = {});
 
   httplib::Client Client() const;
   std::string address() const { return address_; }  // host:port

@@ -45,7 +45,7 @@ struct DeviceLayer {
 // A sequence's compressed cache on the device, mirroring the host's KvCache.
 struct CacheMirror {
   DeviceBuffer<float> data;
-  int capacity = 0;
+  int positions = 0;  // allocated per layer: the host cache's allocation, which grows with the sequence
   std::uint64_t serial = 0;
   int synced = 0;  // positions [0, synced) hold the host cache's values
 };
@@ -207,10 +207,11 @@ void DeviceForward::SyncCaches(std::span<const Row> rows, KvCachePool& kv) {
   for (const Row& r : rows) {
     const KvCache& host = kv.Get(r.sequence);
     CacheMirror& m = mirrors_[r.sequence];
-    if (m.serial != host.serial()) {  // a new cache, or its content replaced on the host
-      if (m.capacity != host.capacity()) {
-        m.data = DeviceBuffer<float>(static_cast<std::size_t>(layers * host.capacity() * width));
-        m.capacity = host.capacity();
+    // A new cache, its content replaced on the host, or its allocation grown: upload it whole.
+    if (m.serial != host.serial() || m.positions != host.allocated()) {
+      if (m.positions != host.allocated()) {
+        m.data = DeviceBuffer<float>(static_cast<std::size_t>(layers * host.allocated() * width));
+        m.positions = host.allocated();
       }
       m.serial = host.serial();
       m.synced = 0;
@@ -218,7 +219,7 @@ void DeviceForward::SyncCaches(std::span<const Row> rows, KvCachePool& kv) {
     m.synced = std::min(m.synced, host.length());
     if (m.synced < host.length()) {  // positions the host has and the mirror lacks
       for (std::int64_t l = 0; l < layers; ++l) {
-        const std::int64_t first = (l * m.capacity + m.synced) * width;
+        const std::int64_t first = (l * m.positions + m.synced) * width;
         Check(cudaMemcpyAsync(m.data.get() + first, host.At(static_cast<int>(l), m.synced),
                               static_cast<std::size_t>((host.length() - m.synced) * width) * sizeof(float), cudaMemcpyHostToDevice,
                               stream_.get()),
@@ -238,7 +239,7 @@ void DeviceForward::SyncCaches(std::span<const Row> rows, KvCachePool& kv) {
     caches[b] = m.data.get();
     ints[b] = rows[b].token;
     ints[n + b] = rows[b].position;
-    ints[2 * n + b] = m.capacity;
+    ints[2 * n + b] = m.positions;
   }
   Check(cudaMemcpyAsync(device, row_args_pinned_.get(), bytes, cudaMemcpyHostToDevice, stream_.get()), "cudaMemcpyAsync (rows' arguments)");
   caches_ = reinterpret_cast<float* const*>(device);
