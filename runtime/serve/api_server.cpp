@@ -480,6 +480,11 @@ ApiServer::ApiServer(ApiServerOptions options) : state_(std::make_unique<State>(
     // httplib's own refusals: a request that did not parse or arrive in time, or was too
     // large. What follows it on the connection cannot be trusted to start a request.
     if (res.status == 400 || res.status == 413 || res.status == 414) HttpServer::CloseConnectionAfterResponse(res);
+    if (const std::string head = HttpServer::RequestHeadRefusal(); res.status == 400 && !head.empty()) {
+      // Where this request's body ends is unclear: so is where the next one would start.
+      res.set_content(Dump(ErrorJson(head, "invalid_request_error", "invalid_framing", "")), "application/json");
+      return;
+    }
     const std::string message = res.status == 404   ? fmt::format("no route {} {}", req.method, req.path)
                                 : res.status == 413 ? fmt::format("the request body is larger than {} bytes", limits::kBodyBytes)
                                 : res.status == 400 ? "the request is malformed, or did not arrive in time"

@@ -17,6 +17,8 @@
 
 #include <fmt/format.h>
 
+#include "runtime/serve/request_framing.hpp"
+
 namespace tandem::rt {
 
 namespace {
@@ -24,21 +26,71 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 // Set while a connection's requests run on this thread: where a handler asks for the
-// connection to close after its response.
+// connection to close after its response, and why the current request's head was refused.
 thread_local bool* t_close_after = nullptr;
+thread_local const std::string* t_head_error = nullptr;
 
 int Millis(Clock::duration d) {
   return static_cast<int>(std::clamp<std::int64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(d).count(), 0, 1 << 30));
 }
 
-// One connection as httplib reads and writes it, plus what the connection loop needs.
+// One connection as httplib reads and writes it, plus what the connection loop needs:
+// the bytes httplib takes of each request are counted, and its head is checked
+// (RequestHeadError) before httplib parses it.
 class ConnectionStream : public httplib::Stream {
  public:
+  explicit ConnectionStream(const HttpLimits& limits) : limits_(limits) {}
   // Whether a next request begins within `wait` (false: the connection is done).
   virtual bool WaitForRequest(std::chrono::milliseconds wait, const std::atomic<socket_t>& listening) = 0;
   // A request begins: all of it must arrive within `budget`.
-  virtual void StartRequest(std::chrono::milliseconds budget) = 0;
+  virtual void StartRequest(std::chrono::milliseconds) {
+    in_headers_ = true;
+    line_end_ = 0;
+    header_bytes_ = body_bytes_ = 0;
+    head_.clear();
+    head_error.clear();
+  }
   bool close_after = false;
+  std::string head_error;  // why this request's head was refused, or ""
+
+ protected:
+  // Counts the bytes httplib takes of this request: its line and headers (up to the
+  // empty line) against max_header_bytes, the rest against max_body_bytes. httplib
+  // bounds a line only once it is whole, the number of headers not at all, and a
+  // chunked body not at all; false (a failed read) stops it at the bound, or at a head
+  // that does not say plainly where its body ends (httplib then answers 400).
+  bool Account(const char* bytes, std::size_t n) {
+    std::size_t i = 0;
+    for (; in_headers_ && i < n; ++i) {
+      const char c = bytes[i];
+      head_ += c;
+      if (c == '\n') {
+        in_headers_ = line_end_ != 2;  // "\r\n" right after a line end: the empty line, as httplib reads it
+        line_end_ = 1;
+      } else if (c == '\r' && line_end_ == 1) {
+        line_end_ = 2;
+      } else {
+        line_end_ = 0;
+      }
+      if (++header_bytes_ > limits_.max_header_bytes) return false;
+      if (!in_headers_) {
+        head_error = RequestHeadError(head_);
+        head_.clear();
+        if (!head_error.empty()) return false;
+      }
+    }
+    body_bytes_ += n - i;
+    // Chunked framing adds a little to the body itself.
+    return body_bytes_ <= limits_.max_body_bytes + limits_.max_body_bytes / 16 + 4096;
+  }
+
+  const HttpLimits& limits_;
+
+ private:
+  bool in_headers_ = true;
+  int line_end_ = 0;  // 0 in a line; 1 just after '\n'; 2 after "\n\r"
+  std::size_t header_bytes_ = 0, body_bytes_ = 0;
+  std::string head_;
 };
 
 // A socket whose reads share one deadline per request and pause at most `idle_read`
@@ -46,7 +98,7 @@ class ConnectionStream : public httplib::Stream {
 // for one byte at a time).
 class SocketConnection final : public ConnectionStream {
  public:
-  SocketConnection(socket_t sock, const HttpLimits& limits) : sock_(sock), limits_(limits) {}
+  SocketConnection(socket_t sock, const HttpLimits& limits) : ConnectionStream(limits), sock_(sock) {}
 
   bool WaitForRequest(std::chrono::milliseconds wait, const std::atomic<socket_t>& listening) override {
     if (offset_ < size_) return true;
@@ -64,10 +116,8 @@ class SocketConnection final : public ConnectionStream {
   }
 
   void StartRequest(std::chrono::milliseconds budget) override {
+    ConnectionStream::StartRequest(budget);
     deadline_ = Clock::now() + budget;
-    in_headers_ = true;
-    line_end_ = 0;
-    header_bytes_ = body_bytes_ = 0;
   }
 
   bool is_readable() const override {
@@ -164,35 +214,8 @@ class SocketConnection final : public ConnectionStream {
     }
   }
 
-  // Counts the bytes httplib takes of this request: its line and headers (up to the
-  // empty line) against max_header_bytes, the rest against max_body_bytes. httplib
-  // bounds a line only once it is whole, the number of headers not at all, and a
-  // chunked body not at all; false (a failed read) stops it at the bound.
-  bool Account(const char* bytes, std::size_t n) {
-    std::size_t i = 0;
-    for (; in_headers_ && i < n; ++i) {
-      const char c = bytes[i];
-      if (c == '\n') {
-        in_headers_ = line_end_ == 0;  // a line end right after one: the empty line
-        line_end_ = 1;
-      } else if (c == '\r' && line_end_ == 1) {
-        line_end_ = 2;
-      } else {
-        line_end_ = 0;
-      }
-      if (++header_bytes_ > limits_.max_header_bytes) return false;
-    }
-    body_bytes_ += n - i;
-    // Chunked framing adds a little to the body itself.
-    return body_bytes_ <= limits_.max_body_bytes + limits_.max_body_bytes / 16 + 4096;
-  }
-
   socket_t sock_;
-  const HttpLimits& limits_;
   Clock::time_point deadline_ = Clock::now();
-  bool in_headers_ = true;
-  int line_end_ = 0;  // 0 in a line; 1 just after '\n'; 2 after "\n\r"
-  std::size_t header_bytes_ = 0, body_bytes_ = 0;
   char buffer_[4096];
   std::size_t offset_ = 0, size_ = 0;
 };
@@ -200,13 +223,13 @@ class SocketConnection final : public ConnectionStream {
 // A connection read from bytes in memory, written to a string.
 class MemoryConnection final : public ConnectionStream {
  public:
-  explicit MemoryConnection(const std::string& in) : in_(in) {}
+  MemoryConnection(const std::string& in, const HttpLimits& limits) : ConnectionStream(limits), in_(in) {}
   bool WaitForRequest(std::chrono::milliseconds, const std::atomic<socket_t>&) override { return offset_ < in_.size(); }
-  void StartRequest(std::chrono::milliseconds) override {}
   bool is_readable() const override { return offset_ < in_.size(); }
   bool is_writable() const override { return true; }
   ssize_t read(char* ptr, size_t size) override {
     const std::size_t n = std::min(size, in_.size() - offset_);
+    if (!Account(in_.data() + offset_, n)) return -1;
     std::copy_n(in_.data() + offset_, n, ptr);
     offset_ += n;
     return static_cast<ssize_t>(n);
@@ -354,6 +377,8 @@ void HttpServer::CloseConnectionAfterResponse(httplib::Response& res) {
   res.set_header("Connection", "close");
 }
 
+std::string HttpServer::RequestHeadRefusal() { return t_head_error != nullptr ? *t_head_error : ""; }
+
 int HttpServer::open_connections() const {
   std::lock_guard lock(connections_->mutex);
   return connections_->open;
@@ -369,6 +394,7 @@ bool HttpServer::process_and_close_socket(socket_t sock) {
     connection.Refuse(refusal);
   } else {
     t_close_after = &connection.close_after;
+    t_head_error = &connection.head_error;
     try {
       for (std::size_t left = keep_alive_max_count_; left > 0; --left) {
         if (!connection.WaitForRequest(limits_.keep_alive, svr_sock_)) break;
@@ -381,6 +407,7 @@ bool HttpServer::process_and_close_socket(socket_t sock) {
       served = false;  // outside httplib's own handler (a failed allocation): this connection ends
     }
     t_close_after = nullptr;
+    t_head_error = nullptr;
     if (connection.close_after) connection.LingeringClose();
     connections_->Release(client);
   }
@@ -390,15 +417,18 @@ bool HttpServer::process_and_close_socket(socket_t sock) {
 }
 
 std::string HttpServer::ProcessForTesting(const std::string& raw) {
-  MemoryConnection connection(raw);
+  MemoryConnection connection(raw, limits_);
   t_close_after = &connection.close_after;
+  t_head_error = &connection.head_error;
   const std::atomic<socket_t> listening{0};
   for (std::size_t left = keep_alive_max_count_; left > 0; --left) {
     if (!connection.WaitForRequest(limits_.keep_alive, listening)) break;
+    connection.StartRequest(limits_.request_read);
     bool closed = false;
     if (!process_request(connection, left == 1, closed, nullptr) || closed || connection.close_after) break;
   }
   t_close_after = nullptr;
+  t_head_error = nullptr;
   return connection.out;
 }
 

@@ -27,6 +27,10 @@ class HttpServer : public httplib::Server {
   // unread body must not be taken for the next request).
   static void CloseConnectionAfterResponse(httplib::Response& res);
 
+  // Why the request this thread is answering had its head refused (RequestHeadError),
+  // or "": for the error handler's message.
+  static std::string RequestHeadRefusal();
+
   int open_connections() const;
 
   // Runs one connection's requests from `raw` bytes instead of a socket; returns what the

@@ -273,6 +273,45 @@ TEST_F(ServeHardening, AHeaderThatNeverEndsIsCutNotBuffered) {
   EXPECT_EQ(health->status, 200);
 }
 
+TEST_F(ServeHardening, AHeadThatHidesWhereItsBodyEndsIsRefusedAndItsConnectionClosed) {
+  // httplib read "Content-Length: abc" as 0 and then ran the body as a second request on
+  // the same connection; "20abc", "+20", two differing lengths and lines it could not
+  // parse (skipped without a word) were taken too.
+  const std::string smuggled = "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
+  const std::vector<std::pair<std::string, std::string>> heads = {
+      {"Content-Length: abc\r\n", "Content-Length 'abc'"},
+      {"Content-Length: 20abc\r\n", "Content-Length '20abc'"},
+      {"Content-Length: +20\r\n", "Content-Length '+20'"},
+      {"Content-Length: -1\r\n", "Content-Length '-1'"},
+      {"Content-Length: 0\r\nContent-Length: 40\r\n", "two Content-Length headers disagree"},
+      {"Content-Length: 40\r\nTransfer-Encoding: chunked\r\n", "both Content-Length and Transfer-Encoding"},
+      {"Transfer-Encoding: gzip, chunked\r\n", "Transfer-Encoding 'gzip, chunked'"},
+      {"Host: evil.example\r\n", "more than one Host"},
+      // httplib dropped these lines silently, where a proxy in front may not.
+      {"Content-Length:\r\n", "Content-Length ''"},
+      {"Content-Length: 40\n", "ends with LF alone"},
+      {"NoColonHere\r\n", "is not 'Name: value'"},
+      {"X-Note: a\r\n Content-Length: 40\r\n", "is folded"},
+  };
+  for (const auto& [head, reason] : heads) {
+    SCOPED_TRACE(head);
+    RawClient raw(server_->address());
+    ASSERT_TRUE(raw.connected());
+    ASSERT_TRUE(
+        raw.Send("POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n" + head + "\r\n" + smuggled));
+    bool closed = false;
+    const std::string answer = raw.Receive(3s, &closed);
+    EXPECT_EQ(answer.rfind("HTTP/1.1 400", 0), 0u) << answer;
+    EXPECT_NE(answer.find(reason), std::string::npos) << answer;
+    EXPECT_EQ(answer.find("HTTP/1.1", 1), std::string::npos) << "one answer; the hidden request is never run: " << answer;
+    EXPECT_TRUE(closed) << "the connection is closed after the refusal";
+  }
+  // Equal duplicates and leading zeros say the same length: accepted.
+  RawClient raw(server_->address());
+  ASSERT_TRUE(raw.Send("GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 0\r\nContent-Length: 00\r\n\r\n"));
+  EXPECT_EQ(raw.Receive(3s).rfind("HTTP/1.1 200", 0), 0u);
+}
+
 TEST(ServeLimits, SlowClientsNeitherHoldTheirConnectionNorStarveHealth) {
   // A header line every second: httplib's read timeout restarted with each one, and 40
   // such clients held every handler thread, so /health went unanswered.
