@@ -1,5 +1,9 @@
 // `tandem`: the campaign harness command line.
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <exception>
+#include <iostream>
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -26,15 +30,20 @@ void OpenStandardDescriptors() {
   }
 }
 
-}  // namespace
+// What a command printed must have reached its destination: a full disk, /dev/full or a
+// closed file turns a success into exit 2, naming standard output.
+int CheckStandardOutput(int code) {
+  std::cout.flush();
+  errno = 0;
+  const bool flushed = std::fflush(stdout) == 0;
+  const int error = errno;
+  if (flushed && std::ferror(stdout) == 0 && std::cout.good()) return code;
+  fmt::print(stderr, "tandem: error: writing to standard output failed{}{}\n", error != 0 ? ": " : "",
+             error != 0 ? std::strerror(error) : "");
+  return code == 0 ? kBadInput : code;
+}
 
-int main(int argc, char** argv) {
-  OpenStandardDescriptors();
-  CLI::App app("tandem: A/B campaigns between runtime versions, with statistics you can trust", "tandem");
-  app.require_subcommand(1);
-  tandem::harness::AddStatsCommand(app);
-  tandem::harness::AddRunCommands(app);
-  tandem::reports::AddReportCommands(app);
+int Run(CLI::App& app, int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -57,4 +66,16 @@ int main(int argc, char** argv) {
     return 1;
   }
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  OpenStandardDescriptors();
+  CLI::App app("tandem: A/B campaigns between runtime versions, with statistics you can trust", "tandem");
+  app.require_subcommand(1);
+  tandem::harness::AddStatsCommand(app);
+  tandem::harness::AddRunCommands(app);
+  tandem::reports::AddReportCommands(app);
+  return CheckStandardOutput(Run(app, argc, argv));
 }

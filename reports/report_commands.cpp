@@ -1,6 +1,8 @@
 #include "reports/report_commands.hpp"
 
+#include <cerrno>
 #include <cstdint>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -35,16 +37,26 @@ CampaignRecord Load(const std::string& db, std::int64_t campaign) {
   return LoadCampaignRecord(store, campaign > 0 ? std::optional<std::int64_t>(campaign) : std::nullopt);
 }
 
+// Written beside `file` and renamed into place, so a reader never sees half of it; a
+// write that fails (a full disk) leaves nothing behind and names the file.
 void WriteFile(const fs::path& file, const std::string& text) {
   std::error_code ec;
   if (file.has_parent_path()) fs::create_directories(file.parent_path(), ec);
   const fs::path partial = file.string() + ".partial";
-  {
-    std::ofstream out(partial, std::ios::binary);
-    out << text;
-    if (!out) throw InputError(fmt::format("{}: cannot write", file.string()));
+  std::ofstream out(partial, std::ios::binary);
+  if (!out) throw InputError(fmt::format("{}: cannot write: {}", file.string(), std::strerror(errno)));
+  out << text;
+  out.close();  // the last bytes reach the file here, and so does a full disk's error
+  const int error = errno;
+  if (!out) {
+    fs::remove(partial, ec);
+    throw InputError(fmt::format("{}: cannot write: {}", file.string(), error != 0 ? std::strerror(error) : "write failed"));
   }
-  fs::rename(partial, file);  // a reader never sees half a report
+  fs::rename(partial, file, ec);
+  if (ec) {
+    fs::remove(partial, ec);
+    throw InputError(fmt::format("{}: cannot write: {}", file.string(), ec.message()));
+  }
 }
 
 struct ReportFlags {
@@ -87,8 +99,10 @@ void AddReportCommands(CLI::App& app) {
       const fs::path out(rf->out);
       plots = out.parent_path() / (out.stem().string() + "-plots");
     }
+    bool plots_made = false;  // the folder is ours to remove when the report cannot be written
     if (!plots.empty()) {
       plots = fs::absolute(plots);
+      plots_made = !fs::exists(plots);
       const char* program = std::getenv("TANDEM_GNUPLOT");
       options.plots = DrawPlots(record, plots, program != nullptr && *program != '\0' ? program : "gnuplot");
       options.plots_requested = true;
@@ -98,7 +112,13 @@ void AddReportCommands(CLI::App& app) {
       return;
     }
     options.markdown_dir = fs::absolute(rf->out).parent_path();
-    WriteFile(rf->out, RenderReport(record, options) + "\n");
+    try {
+      WriteFile(rf->out, RenderReport(record, options) + "\n");
+    } catch (...) {
+      std::error_code ec;
+      if (plots_made) fs::remove_all(plots, ec);
+      throw;
+    }
     fmt::print("report: {}\n", rf->out);
     if (!options.plots.note.empty()) fmt::print(stderr, "tandem report: {}\n", options.plots.note);
   });

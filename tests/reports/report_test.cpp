@@ -19,6 +19,7 @@
 #include "store/comparison.hpp"
 #include "store/store.hpp"
 #include "tests/support/fixture_store.hpp"
+#include "tests/support/run_command.hpp"
 
 namespace tandem::reports {
 namespace {
@@ -299,6 +300,37 @@ TEST_F(Report, ExportsRoundTrip) {
   }
   EXPECT_EQ(scores.size(), expected);
   EXPECT_TRUE(scores[0].contains("values"));
+}
+
+// Output that does not reach its destination is a failure: every command that writes to
+// standard output exits 2 naming it (they exited 0 into /dev/full; a failing gate keeps 1), and a report whose
+// file cannot be written leaves neither a .partial file nor the plots it drew.
+TEST_F(Report, OutputThatCannotBeWrittenFailsAndLeavesNothingBehind) {
+  const std::string db = (dir_ / "store.db").string();
+  for (const std::vector<std::string>& command :
+       std::vector<std::vector<std::string>>{{"export", db, "--format", "csv"},
+                                             {"export", db, "--format", "json", "--table", "scores"},
+                                             {"report", db},
+                                             {"gate", db, "--json"},
+                                             {"sessions", db}}) {
+    std::vector<std::string> args = {"-c", "exec \"$0\" \"$@\" > /dev/full", TANDEM_BIN};
+    args.insert(args.end(), command.begin(), command.end());
+    const auto r = tandem::testing::RunCommand("/bin/sh", args);
+    SCOPED_TRACE(command.front());
+    // The gate keeps a failing verdict's own code (1); a success becomes 2.
+    const int verdict = command.front() == "gate" ? tandem::testing::RunCommand(TANDEM_BIN, command).exit_code : 0;
+    EXPECT_EQ(r.exit_code, verdict == 0 ? 2 : verdict) << r.err;
+    EXPECT_NE(r.err.find("writing to standard output failed"), std::string::npos) << r.err;
+  }
+  const fs::path taken = dir_ / "taken";  // a directory with a file in it: the report cannot be renamed there
+  fs::create_directories(taken);
+  std::ofstream(taken / "keep") << "x";
+  const auto r = tandem::testing::RunCommand(TANDEM_BIN, {"report", db, "--out", taken.string(), "--plots", (dir_ / "plots").string()});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find(taken.string() + ": cannot write"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(taken.string() + ".partial"));
+  EXPECT_FALSE(fs::exists(dir_ / "plots")) << "the plots of a report that was not written";
+  EXPECT_TRUE(fs::exists(taken / "keep"));
 }
 
 }  // namespace
