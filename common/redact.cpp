@@ -270,19 +270,27 @@ std::vector<std::string> SecretValuesOfEnv(const std::map<std::string, std::stri
 }
 
 std::string RedactShellCommand(std::string_view command) {
-  const std::vector<ShellWord> words = ShellWords(command);
+  // An earlier redaction's "<redacted>" is one word to sh's reading only once its '<' and
+  // '>' (redirections) are out of the way: it stands in as a plain word, and comes back.
+  constexpr std::string_view kPlaceholder = "\x1fREDACTED\x1f";
+  std::string text(command);
+  for (std::size_t at; (at = text.find(kRedacted)) != std::string::npos;) text.replace(at, kRedacted.size(), kPlaceholder);
+  const std::vector<ShellWord> words = ShellWords(text);
   std::vector<std::string> values;
   for (const ShellWord& w : words) values.push_back(w.value);
   const auto starts = SecretStarts(values);
-  std::string out(command);
+  std::string out = text;
   // From the last word back, so that earlier offsets stay valid.
   for (std::size_t i = words.size(); i-- > 0;) {
     if (!starts[i]) continue;
     const ShellWord& w = words[i];
     // A value after '=' is replaced from just after the '=' in the text, its quotes with it.
     const std::size_t from = *starts[i] == 0 ? w.begin : w.map[*starts[i] - 1] + 1;
-    out.replace(from, w.end - from, kRedacted);
+    out.replace(from, w.end - from, kPlaceholder);
   }
+  // The same secret elsewhere in the line (a header, a second flag, a comment) goes too.
+  out = ScrubSecrets(out, SecretValuesOfArgs(values));
+  for (std::size_t at; (at = out.find(kPlaceholder)) != std::string::npos;) out.replace(at, kPlaceholder.size(), kRedacted);
   return out;
 }
 

@@ -1,9 +1,11 @@
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <csignal>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <memory>
 
@@ -62,8 +64,9 @@ sigset_t ShutdownSignals() {
 // The first line of a file holding a secret, trimmed; a missing or empty one is an error.
 std::string ReadSecretFile(const std::string& path, const char* flag) {
   std::ifstream in(path);
+  if (!in) throw std::invalid_argument(fmt::format("{} {}: cannot read the file: {}", flag, path, std::strerror(errno)));
   std::string line;
-  if (!in || !std::getline(in, line)) throw std::invalid_argument(fmt::format("{} {}: cannot read the file", flag, path));
+  if (!std::getline(in, line)) throw std::invalid_argument(fmt::format("{} {}: the file is empty", flag, path));
   const auto first = line.find_first_not_of(" \t\r");
   const auto last = line.find_last_not_of(" \t\r");
   if (first == std::string::npos) throw std::invalid_argument(fmt::format("{} {}: the first line is empty", flag, path));
@@ -85,23 +88,28 @@ std::uint64_t AvailableMemoryBytes() {
 // The bytes every sequence's KV cache may hold together, and the context that follows
 // from it: a request whose prompt and max_tokens would not fit is refused with 400
 // before it starts, and one that runs out of room later (others grew too) fails alone.
+// Mebibytes as a person reads them: 11520, 64.0, 0.0293.
+std::string MiB(double bytes) {
+  const double mib = bytes / (1024.0 * 1024.0);
+  return mib >= 100 ? fmt::format("{:.0f}", mib) : fmt::format("{:.3g}", mib);
+}
+
 int ApplyKvBudget(const Options& opt, KvCachePool& kv, int max_context, std::string& described) {
   constexpr double kMiB = 1024.0 * 1024.0;
   const double available = static_cast<double>(AvailableMemoryBytes());
   const double bytes = opt.kv_budget_mb > 0 ? opt.kv_budget_mb * kMiB : available / 2;
   const auto per_position = static_cast<double>(kv.bytes_per_position());
   const double positions = std::floor(bytes / per_position);
-  const std::string source =
-      opt.kv_budget_mb > 0 ? "--kv-budget-mb" : fmt::format("half of the {:.0f} MiB available at start", available / kMiB);
+  const std::string source = opt.kv_budget_mb > 0 ? "--kv-budget-mb" : fmt::format("half of the {} MiB available at start", MiB(available));
   if (positions < 16) {
     throw std::invalid_argument(
-        fmt::format("a KV budget of {:.4g} MiB ({}) holds {:.0f} positions of {:.0f} bytes (this model's KV "
-                    "per token); give --kv-budget-mb {:.4g} or more",
-                    bytes / kMiB, source, positions, per_position, 16 * per_position / kMiB));
+        fmt::format("a KV budget of {} MiB ({}) holds {:.0f} positions of {:.0f} bytes (this model's KV per token); give "
+                    "--kv-budget-mb {} or more",
+                    MiB(bytes), source, positions, per_position, MiB(16 * per_position)));
   }
   kv.SetBudget(static_cast<std::size_t>(bytes));
   const int context = static_cast<int>(std::min<double>(max_context, positions));
-  described = fmt::format("KV budget {:.4g} MiB ({}): {:.0f} positions of {:.0f} bytes{}", bytes / kMiB, source, positions, per_position,
+  described = fmt::format("KV budget {} MiB ({}): {:.0f} positions of {:.0f} bytes{}", MiB(bytes), source, positions, per_position,
                           context < max_context ? fmt::format("; the context is cut to {}", context) : "");
   return context;
 }
@@ -163,9 +171,8 @@ void Serve(Options opt) {
   const std::string drafting = drafter ? fmt::format("drafts {} ({})", drafter->name(), opt.draft.policy) : "no drafts";
   Scheduler scheduler(engine, tokenizer, opt.scheduler, std::move(drafter), MakeDraftPolicy(opt.draft.policy, opt.draft.max_drafts));
   api.Attach(&scheduler, &tokenizer, std::move(chat), served);
-  fmt::print("tandem-rt serve: ready ({} as '{}', context {}, KV budget {:.4g} MiB, concurrency {}, {}{})\n", opt.model,
-             opt.api.served_model, served.max_context, static_cast<double>(engine.kv().budget_bytes()) / (1024.0 * 1024.0),
-             opt.scheduler.concurrency, drafting,
+  fmt::print("tandem-rt serve: ready ({} as '{}', context {}, KV budget {} MiB, concurrency {}, {}{})\n", opt.model, opt.api.served_model,
+             served.max_context, MiB(static_cast<double>(engine.kv().budget_bytes())), opt.scheduler.concurrency, drafting,
              opt.scheduler.debug_slowdown > 0
                  ? fmt::format("; DEBUG SLOWDOWN {:.0f}%: decode deliberately slowed", 100 * opt.scheduler.debug_slowdown)
                  : "");

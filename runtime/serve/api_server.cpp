@@ -522,7 +522,11 @@ ApiServer::ApiServer(ApiServerOptions options) : state_(std::make_unique<State>(
 
 ApiServer::~ApiServer() { Stop(); }
 
-std::string ApiServer::address() const { return fmt::format("{}:{}", state_->host, state_->port); }
+std::string ApiServer::address() const {
+  // An IPv6 host is bracketed, as in a URL: [::1]:8000.
+  if (state_->host.find(':') != std::string::npos) return fmt::format("[{}]:{}", state_->host, state_->port);
+  return fmt::format("{}:{}", state_->host, state_->port);
+}
 
 void ApiServer::Attach(Scheduler* scheduler, const Tokenizer* tokenizer, ChatTemplate chat, ServedModel model) {
   std::lock_guard lock(state_->mutex);

@@ -76,9 +76,21 @@ void Unsupported(const json& body) {
     if (Number(body, penalty, 0.0, -1e9, 1e9) != 0.0) refuse(penalty, "is not supported (only 0)");
   }
   if (const json* v = Find(body, "logit_bias"); v != nullptr && !(v->is_object() && v->empty())) refuse("logit_bias", "is not supported");
-  if (const json* v = Find(body, "tools"); v != nullptr && !(v->is_array() && v->empty())) refuse("tools", "are not supported");
-  if (const json* v = Find(body, "logprobs"); v != nullptr && !(v->is_boolean() && !v->get<bool>())) {
-    refuse("logprobs", "is not supported");
+  // Tool and function calling and log-probabilities are not served: a request that asks
+  // for them hears so, whichever of their fields it uses (a field left as its "off" value passes).
+  const auto off = [&](const char* key, auto&& is_off) {
+    const json* v = Find(body, key);
+    return v == nullptr || v->is_null() || is_off(*v);
+  };
+  const auto empty_list = [](const json& v) { return v.is_array() && v.empty(); };
+  const auto none = [](const json& v) { return v.is_string() && v.get<std::string>() == "none"; };
+  if (!off("tools", empty_list)) refuse("tools", "are not supported");
+  if (!off("functions", empty_list)) refuse("functions", "are not supported");
+  if (!off("tool_choice", none)) refuse("tool_choice", "is not supported (no tools are; only \"none\")");
+  if (!off("function_call", none)) refuse("function_call", "is not supported (no functions are; only \"none\")");
+  if (!off("logprobs", [](const json& v) { return v.is_boolean() && !v.get<bool>(); })) refuse("logprobs", "is not supported");
+  if (!off("top_logprobs", [](const json& v) { return v.is_number_integer() && v.get<std::int64_t>() == 0; })) {
+    refuse("top_logprobs", "is not supported (logprobs are not)");
   }
 }
 

@@ -117,6 +117,17 @@ TEST(Redact, ShellCommandLinesKeepTheirQuotingAndEverythingElse) {
   EXPECT_EQ(RedactShellCommand("srv --threads 2"), "srv --threads 2");
 }
 
+// A secret written twice was redacted once (the dry run, the store and the report showed
+// the second), and a stored, redacted command redacted again read "<<redacted>>".
+TEST(Redact, EveryCopyOfASecretGoesAndRedactingTwiceChangesNothing) {
+  const std::string once = RedactShellCommand("srv --api-key S3CRETVALUE --header 'Authorization: Bearer S3CRETVALUE' # {port}");
+  EXPECT_EQ(once, "srv --api-key <redacted> --header 'Authorization: Bearer <redacted>' # {port}");
+  EXPECT_EQ(RedactShellCommand(once), once);
+  EXPECT_EQ(RedactShellCommand("srv --api-key=S3CRETVALUE --again S3CRETVALUE"), "srv --api-key=<redacted> --again <redacted>");
+  EXPECT_EQ(RedactShellCommand("srv --api-key=<redacted> --x 1"), "srv --api-key=<redacted> --x 1");
+  EXPECT_EQ(RedactShellCommand("srv --api-key <redacted> --x 1"), "srv --api-key <redacted> --x 1");
+}
+
 TEST(Redact, ScrubbingFreeText) {
   const std::vector<std::string> secrets = {"s3cr3t", "s3cr3t-longer", "true", "1", "a\"b\\c"};
   EXPECT_EQ(ScrubSecrets("key s3cr3t-longer and s3cr3t; flag true 1", secrets), "key <redacted> and <redacted>; flag true 1");

@@ -62,6 +62,19 @@ TEST(CompletionRequest, BadInputIsA400NamingTheField) {
   EXPECT_EQ(ErrorOf(R"({"messages":[{"role":"user","content":"x"}],"stop":["a","b","c","d","e"]})").second,
             "'stop' must be a string or a list of up to 4 strings");
   EXPECT_EQ(ErrorOf(R"({"messages":[{"role":"user","content":"x"}],"logprobs":true})").second, "'logprobs' is not supported");
+  // Tool, function and log-probability fields are refused alike (tool_choice, functions and
+  // top_logprobs were silently ignored); their "off" values pass.
+  EXPECT_EQ(ErrorOf(R"({"messages":[{"role":"user","content":"x"}],"tool_choice":"auto"})").second,
+            "'tool_choice' is not supported (no tools are; only \"none\")");
+  EXPECT_EQ(ErrorOf(R"({"messages":[{"role":"user","content":"x"}],"tool_choice":{"type":"function","function":{"name":"f"}}})").first,
+            400);
+  EXPECT_EQ(ErrorOf(R"({"messages":[{"role":"user","content":"x"}],"functions":[{"name":"f"}]})").second, "'functions' are not supported");
+  EXPECT_EQ(ErrorOf(R"({"messages":[{"role":"user","content":"x"}],"function_call":"auto"})").first, 400);
+  EXPECT_EQ(ErrorOf(R"({"messages":[{"role":"user","content":"x"}],"top_logprobs":3})").second,
+            "'top_logprobs' is not supported (logprobs are not)");
+  EXPECT_NO_THROW(ParseCompletionRequest(
+      R"({"messages":[{"role":"user","content":"x"}],"tools":[],"tool_choice":"none","functions":null,"logprobs":false,"top_logprobs":0})",
+      Endpoint::kChatCompletions, 100));
   EXPECT_EQ(ErrorOf(R"({"prompt":[1,200]})", Endpoint::kCompletions).second, "'prompt[1]' must be a token id in [0, 100)");
   EXPECT_EQ(ErrorOf("{\"messages\":[{\"role\":\"user\",\"content\":\"\xff\"}]}").first, 400) << "invalid UTF-8";
 }

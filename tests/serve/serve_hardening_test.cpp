@@ -22,6 +22,7 @@
 
 #include "tests/runtime/tiny_model.hpp"
 #include "tests/serve/test_server.hpp"
+#include "tests/support/child_process.hpp"
 #include "tests/support/run_command.hpp"
 
 namespace tandem::rt {
@@ -463,6 +464,29 @@ TEST(ServeLimits, AnEmptyApiKeyInTheEnvironmentIsAnErrorNotAnOpenServer) {
   ::unsetenv("TANDEM_API_KEY");
   EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
   EXPECT_NE(r.err.find("TANDEM_API_KEY is set but empty"), std::string::npos) << r.err;
+}
+
+TEST(ServeLimits, AnEmptyApiKeyFileSaysItIsEmpty) {
+  // It said "cannot read the file", which sends one looking at permissions.
+  const auto file = TempDir("empty-key") / "key";
+  std::ofstream(file).close();
+  const auto r = tandem::testing::RunCommand(
+      TANDEM_RT_BIN,
+      {"serve", "--model", tandem::testing::TinyCheckpoint().string(), "--listen", "127.0.0.1:0", "--api-key-file", file.string()},
+      std::chrono::seconds(20));
+  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find(file.string() + ": the file is empty"), std::string::npos) << r.err;
+}
+
+TEST(ServeLimits, AnIpv6ListenAddressIsPrintedAsAUrl) {
+  // `--listen [::1]:0` printed http://::1:PORT, which no client parses.
+  tandem::testing::ChildProcess server(
+      TANDEM_RT_BIN, {"serve", "--model", tandem::testing::TinyCheckpoint().string(), "--listen", "[::1]:0", "--threads", "1"},
+      (TempDir("ipv6") / "stderr.log").string());
+  const auto line = server.ReadLine(30s);
+  ASSERT_TRUE(line);
+  EXPECT_NE(line->find("listening on http://[::1]:"), std::string::npos) << *line;
+  server.Kill();
 }
 
 TEST(ServeLimits, TheApiKeyComesFromAFileOrTheEnvironmentAndBearerIsCaseInsensitive) {
