@@ -120,13 +120,15 @@ inline std::string OneOf(const At& at, std::initializer_list<const char*> allowe
   throw at.Error(fmt::format("'{}' is not one of {}", value, fmt::join(allowed, ", ")));
 }
 
-// Parses YAML text, turning a syntax error into "FILE:LINE:COLUMN: not valid YAML: ...".
-inline YAML::Node Load(const std::string& text, const std::string& file) {
-  try {
-    return YAML::Load(text);
-  } catch (const YAML::ParserException& e) {
-    throw InputError(fmt::format("{}:{}:{}: not valid YAML: {}", file, e.mark.line + 1, e.mark.column + 1, e.msg));
-  }
-}
+// What one YAML document the harness reads may hold: its text, and what it expands to
+// when every alias is followed (a few anchors of aliases make billions of nodes).
+inline constexpr std::size_t kMaxYamlBytes = 16 << 20;
+inline constexpr std::size_t kMaxYamlNodes = 1'000'000;
+inline constexpr std::size_t kMaxYamlScalarBytes = 64 << 20;
+inline constexpr int kMaxYamlDepth = 64;
+
+// Parses YAML text, turning a syntax error into "FILE:LINE:COLUMN: not valid YAML: ...",
+// and refuses a document past the bounds above with where and which bound.
+YAML::Node Load(const std::string& text, const std::string& file);
 
 }  // namespace tandem::harness::yaml

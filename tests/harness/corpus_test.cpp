@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -59,6 +60,27 @@ TEST(Corpus, BadResponseFormatOrTypeIsAnErrorNamingTheLine) {
       InputError);
   std::ofstream(file) << "cases:\n  - id: x\n    prompt: p\n    checks: [{json_fields: {keys: [a], types: {a: date}}}]\n";
   EXPECT_THROW(LoadCorpus(file), InputError);
+  std::filesystem::remove(file);
+}
+
+// Ten levels of anchors of nine aliases each grew `tandem run --dry-run` past 12 GB as the
+// response_format was expanded; now the expanded size is bounded when the file is read.
+TEST(Corpus, AnAliasBombIsRefusedNamingTheLineAndTheLimit) {
+  std::string text = "cases:\n  - id: bomb\n    prompt: hi\n    response_format:\n      a0: &a0 [x, x, x, x, x, x, x, x, x]\n";
+  for (int i = 1; i < 10; ++i) {
+    text += fmt::format("      a{}: &a{} [", i, i);
+    for (int k = 0; k < 9; ++k) text += fmt::format("{}*a{}", k == 0 ? "" : ", ", i - 1);
+    text += "]\n";
+  }
+  const auto file = Write(text);
+  try {
+    LoadCorpus(file);
+    ADD_FAILURE() << "the bomb was read";
+  } catch (const InputError& e) {
+    const std::string what = e.what();
+    EXPECT_EQ(what.rfind(file.string() + ":", 0), 0u) << what;
+    EXPECT_NE(what.find("more than 1000000 nodes (each use of an alias counts)"), std::string::npos) << what;
+  }
   std::filesystem::remove(file);
 }
 
