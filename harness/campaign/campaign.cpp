@@ -4,6 +4,7 @@
 #include <cctype>
 #include <cstdlib>
 #include <fstream>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -224,6 +225,47 @@ LayoutSpec ParseLayout(const At& at, const std::vector<HostSpec>& hosts) {
     }
   }
   return l;
+}
+
+// Where a flag of tandem-rt that the harness passes comes from, for a layout: the key
+// that sets it, or "" when the harness sets it for every session; nullopt when the
+// harness does not pass it (the arm's options may). A flag passed twice makes tandem-rt
+// exit at once ("At Most 1 required but received 2").
+std::optional<std::string> HarnessFlagSource(const std::string& flag, const LayoutSpec& l, bool worker) {
+  const bool hybrid = l.workers > 0 || l.coordinator_ranks == 2;
+  if (worker) {
+    if (flag == "--listen" || flag == "--model" || flag == "--role") return "";
+    if (flag == "--threads") return "worker_threads";
+    if (flag == "--emulated-rtt-us" && l.emulated_rtt_us > 0) return "emulated_rtt_us";
+    return std::nullopt;
+  }
+  if (flag == "--listen" || flag == "--model" || flag == "--served-model-name") return "";
+  if (hybrid && flag == "--experts") return "workers";
+  if (hybrid && flag == "--expert-parallel") return "expert_parallel";
+  if (hybrid && flag == "--local-expert-layers") return "local_expert_layers";
+  if (hybrid && flag == "--wire-dtype") return "wire_dtype";
+  if (hybrid && flag == "--partial-dtype") return "partial_dtype";
+  if (l.coordinator_ranks == 2 && (flag == "--coordinator-ranks" || flag == "--peer")) return "coordinator_ranks";
+  if (l.coordinator_threads > 0 && flag == "--threads") return "coordinator_threads";
+  return std::nullopt;
+}
+
+// Options the harness also passes are refused where they are written, naming the layout
+// key that sets them (a coordinator given a flag twice exits at once, and the session's
+// failure would only say it never started).
+void CheckOptionsAgainstLayout(const At& list, const std::vector<std::string>& options, const LayoutSpec& l, std::size_t layout,
+                               bool worker) {
+  for (std::size_t k = 0; k < options.size(); ++k) {
+    const std::string& option = options[k];
+    if (option.rfind("--", 0) != 0) continue;
+    const std::string flag = option.substr(0, option.find('='));
+    const std::optional<std::string> source = HarnessFlagSource(flag, l, worker);
+    if (!source) continue;
+    const At at = list.node().IsSequence() ? list.Item(list.node()[k], k) : list;
+    if (source->empty()) throw at.Error(fmt::format("'{}' is set by the harness for every session; leave it out", flag));
+    throw at.Error(fmt::format("'{}' is set from layouts[{}] ('{}') key {}: set {} there instead of passing the flag", flag, layout, l.name,
+                               *source, *source));
+  }
 }
 
 SamplingSpec ParseSampling(const At& at) {
@@ -511,6 +553,15 @@ Campaign ParseCampaign(std::string_view text, const std::filesystem::path& file)
     // Only Tandem's own workers know the flag: a command or external arm would run
     // without the emulated link and be compared as if it had one.
     const LayoutSpec& l = c.layouts.back();
+    const auto listed = [](const At& parent, const char* key) { return parent.Child(parent.node()[key], key); };
+    CheckOptionsAgainstLayout(listed(item, "options"), l.options, l, i, false);
+    for (std::size_t a = 0; a < c.arms.size(); ++a) {
+      const ArmSpec& arm = c.arms[a];
+      if (arm.kind == ArmSourceKind::kCommand || arm.kind == ArmSourceKind::kExternal) continue;
+      const At at = arms.Item(arms.node()[a], a);
+      CheckOptionsAgainstLayout(listed(at, "options"), arm.options, l, i, false);
+      CheckOptionsAgainstLayout(listed(at, "worker_options"), arm.worker_options, l, i, true);
+    }
     for (const ArmSpec& arm : c.arms) {
       if (l.emulated_rtt_us > 0 && (arm.kind == ArmSourceKind::kCommand || arm.kind == ArmSourceKind::kExternal)) {
         throw item.Child(item.node()["emulated_rtt_us"], "emulated_rtt_us")

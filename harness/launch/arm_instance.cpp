@@ -1,8 +1,13 @@
 #include "harness/launch/arm_instance.hpp"
 
+#include <algorithm>
+#include <fstream>
+#include <sstream>
 #include <thread>
+#include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "harness/traffic/sse_client.hpp"
 
@@ -21,13 +26,43 @@ std::string AddressOf(const std::string& listening_line) {
   return text;
 }
 
-// Why a process never said where it listens: it ended, or it is still quiet.
-std::string NotStarted(SessionProcess& process, double timeout_s) {
-  if (process.running()) {
-    return fmt::format("the {} did not report where it listens within {:.0f} s (see {})", process.role(), timeout_s,
-                       process.log().string());
+// The last lines of a log, for a failure that should say what the process said.
+std::string LogTail(const std::filesystem::path& log, std::size_t lines = 5) {
+  std::ifstream in(log, std::ios::binary);
+  if (!in) return "";
+  in.seekg(0, std::ios::end);
+  const std::streamoff size = in.tellg();
+  const std::streamoff from = std::max<std::streamoff>(0, size - 4096);
+  in.seekg(from);
+  std::string text(static_cast<std::size_t>(size - from), '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  std::vector<std::string> kept;
+  std::istringstream stream(text);
+  for (std::string line; std::getline(stream, line);) {
+    if (!line.empty()) kept.push_back(line);
   }
-  return fmt::format("the {} did not start: {}", process.role(), process.DescribeExit());
+  if (kept.size() > lines) kept.erase(kept.begin(), kept.end() - static_cast<std::ptrdiff_t>(lines));
+  return kept.empty() ? "" : "; its log ends: " + fmt::format("{}", fmt::join(kept, " | "));
+}
+
+// Why a process never said where it listens: it ended (how, after how long, and what it
+// said last), or it is still quiet. Its output closes as it exits, just before the exit
+// can be seen: a wait that ended early gives the exit a moment instead of calling it quiet.
+std::string NotStarted(SessionProcess& process, double timeout_s, std::chrono::steady_clock::time_point since) {
+  const auto waited = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count(); };
+  if (waited() < timeout_s) {
+    for (int i = 0; i < 250 && process.running(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  if (!process.running()) {
+    return fmt::format("the {} did not start: {} after {:.1f} s{}", process.role(), process.DescribeExit(), waited(),
+                       LogTail(process.log()));
+  }
+  if (waited() < timeout_s) {
+    return fmt::format("the {} closed its output after {:.1f} s without saying where it listens (see {}){}", process.role(), waited(),
+                       process.log().string(), LogTail(process.log()));
+  }
+  return fmt::format("the {} did not report where it listens within {:.0f} s (see {}){}", process.role(), timeout_s, process.log().string(),
+                     LogTail(process.log()));
 }
 
 }  // namespace
@@ -92,8 +127,9 @@ std::unique_ptr<ArmInstance> ArmInstance::Launch(const ResolvedArm& arm, const L
         self->processes_.push_back(SessionProcess::Start(p, timeout));
         if (on_started) on_started(self->Processes(false));
         SessionProcess& started = *self->processes_.back();
+        const auto since = std::chrono::steady_clock::now();
         const auto line = started.WaitForLine("listening on ", timeout);
-        if (!line) throw std::runtime_error(NotStarted(started, timeout_s));
+        if (!line) throw std::runtime_error(NotStarted(started, timeout_s, since));
         return AddressOf(*line);
       };
       if (layout.coordinator_ranks == 2) peer = start_worker("peer", 0, PeerHost(layout));
@@ -120,8 +156,9 @@ std::unique_ptr<ArmInstance> ArmInstance::Launch(const ResolvedArm& arm, const L
       self->processes_.push_back(SessionProcess::Start(p, timeout));
       if (on_started) on_started(self->Processes(false));
       SessionProcess& coordinator = *self->processes_.back();
+      const auto since = std::chrono::steady_clock::now();
       const auto line = coordinator.WaitForLine("listening on ", timeout);
-      if (!line) throw std::runtime_error(NotStarted(coordinator, timeout_s));
+      if (!line) throw std::runtime_error(NotStarted(coordinator, timeout_s, since));
       self->base_url_ = "http://" + AddressOf(*line);
     } else {  // command: the templates name the port; workers first if there is a worker command
       const std::string model = cluster.model_dir("local");

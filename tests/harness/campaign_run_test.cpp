@@ -735,6 +735,25 @@ TEST_F(Campaigns, AServerThatWantsAnApiKeyFailsItsSessionAtOnceWhenTheArmGivesNo
   EXPECT_TRUE(LeftRunning(Model().string()).empty());
 }
 
+// A coordinator that exits at once (here an option it does not know) was reported as one
+// that "did not report where it listens within 300 s": its exit, how soon, and its last
+// words are the session's failure now.
+TEST_F(Campaigns, ACoordinatorThatExitsAtOnceIsReportedWithItsCodeAndLastWords) {
+  const std::string arms = fmt::format(
+      "  - label: broken\n    source: {{kind: binary, coordinator: {0}}}\n    options: [--threads, \"1\", --no-such-flag]\n"
+      "  - label: two\n    source: {{kind: binary, coordinator: {0}}}\n    options: [--threads, \"1\"]",
+      TANDEM_RT_BIN);
+  const auto r = testing::RunCommand(TANDEM_BIN, {"run", WriteShortCampaign(arms).string(), "--quiet"}, 300s);
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  const store::Store store = store::Store::Open(Dir() / "store.db");
+  const std::string reason = Text(store, "SELECT reason FROM session WHERE order_index = 0");
+  EXPECT_NE(reason.find("exited with code 2"), std::string::npos) << reason;
+  EXPECT_NE(reason.find(" s; its log ends: "), std::string::npos) << reason;
+  EXPECT_NE(reason.find("--no-such-flag"), std::string::npos) << reason;
+  EXPECT_EQ(reason.find("did not report where it listens"), std::string::npos) << reason;
+  EXPECT_TRUE(LeftRunning(Model().string()).empty());
+}
+
 TEST_F(Campaigns, AnApiKeyVariableThatIsNotSetIsRefusedBeforeAnythingStarts) {
   const std::string arms = fmt::format(
       "  - label: keyed\n    source: {{kind: binary, coordinator: {0}}}\n    api_key_env: TANDEM_TEST_UNSET_VARIABLE\n"

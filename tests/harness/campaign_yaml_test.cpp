@@ -8,6 +8,7 @@
 
 #include <unistd.h>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "common/input_error.hpp"
@@ -167,6 +168,48 @@ TEST(CampaignYaml, ErrorsNameFileLineColumnAndKey) {
 
 // The campaign text the store keeps: secrets replaced where they stand, everything else as
 // written (comments too); it still parses, to the same campaign but for the secrets.
+// Past the bounds of what one YAML file may hold: refused with where and which bound, exit 2
+// (a 56 MB file of 8 M options ended in "internal error: std::bad_alloc", exit 1; 600
+// levels of nesting in "not valid YAML: bad file").
+TEST(CampaignYaml, DocumentsPastTheirBoundsAreRefusedNamingTheBound) {
+  const std::string deep = ReplaceLine(Valid(), 2, "model: " + std::string(600, '[') + std::string(600, ']'));
+  EXPECT_NE(ErrorOf(deep).find("nests deeper than 64 levels"), std::string::npos) << ErrorOf(deep);
+  EXPECT_EQ(ErrorOf(deep).rfind(std::string(kFile) + ":2:", 0), 0u) << ErrorOf(deep);
+  std::string nested = "x";
+  for (int i = 0; i < 70; ++i) nested = "[" + nested + "]";
+  EXPECT_NE(ErrorOf(ReplaceLine(Valid(), 2, "model: " + nested)).find("nests deeper than 64 levels"), std::string::npos);
+
+  std::string huge = Valid();
+  huge.reserve(17 << 20);
+  while (huge.size() <= (16u << 20)) huge += "# padding padding padding padding padding padding padding padding\n";
+  EXPECT_NE(ErrorOf(huge).find("more than the 16 MiB a campaign or corpus file may have"), std::string::npos);
+
+  std::string aliases = Valid() + "x-a0: &a0 [" + std::string(40, 'y') + "]\n";
+  for (int i = 1; i < 8; ++i) {
+    aliases += fmt::format("x-a{}: &a{} [", i, i);
+    for (int k = 0; k < 10; ++k) aliases += fmt::format("{}*a{}", k == 0 ? "" : ", ", i - 1);
+    aliases += "]\n";
+  }
+  EXPECT_NE(ErrorOf(aliases).find("more than 1000000 nodes"), std::string::npos) << ErrorOf(aliases);
+}
+
+// A flag the harness passes from the layout, given again in an arm's options, made the
+// coordinator exit at once and the session read "did not report where it listens within
+// 300 s"; it is refused where it is written, naming the layout key to use instead.
+TEST(CampaignYaml, AnOptionTheLayoutAlreadySetsIsRefusedNamingTheKey) {
+  EXPECT_EQ(ErrorOf(ReplaceLine(Valid(), 8, "    options: [--partial-dtype, f32]")),
+            kFile +
+                ":8:15: arms[1].options[0]: '--partial-dtype' is set from layouts[0] ('l') key partial_dtype: set partial_dtype there "
+                "instead of passing the flag");
+  EXPECT_NE(ErrorOf(ReplaceLine(Valid(), 8, "    worker_options: ['--threads=4']")).find("key worker_threads"), std::string::npos);
+  EXPECT_NE(ErrorOf(ReplaceLine(Valid(), 8, "    options: [--listen, '0.0.0.0:1']")).find("set by the harness for every session"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf(ReplaceLine(Valid(), 11, "    workers: 2\n    options: [--wire-dtype, fp8]")).find("layouts[0].options[0]"),
+            std::string::npos);
+  // Not set by this layout: allowed (coordinator_threads is 0, so --threads is the arm's to give).
+  EXPECT_EQ(ErrorOf(Valid()), "(no error)");
+}
+
 TEST(CampaignYaml, TheStoredTextHasItsSecretsRedactedInPlace) {
   const std::string secret = ReplaceLine(Valid(), 8,
                                          "    options: [--threads, '2', --api-key, s3cr3t]  # the key\n"
