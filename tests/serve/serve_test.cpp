@@ -354,7 +354,9 @@ TEST(Serve, AFullQueueOrAnExpiredWaitIs429WithRetryAfter) {
 }
 
 TEST(Serve, KillingAWorkerFailsStreamsCleanlyAndTurnsHealthTo503) {
-  Server server(4, {"--round-trip-timeout-ms", "3000"});
+  // Decode slowed tenfold: 1800 tokens with 4 loopback workers could end within the
+  // 400 ms before the kill on a fast core, and the stream then finished cleanly.
+  Server server(4, {"--round-trip-timeout-ms", "3000", "--debug-slowdown", "0.9"});
   Streamed s;
   std::thread reader([&] { s = Stream(server, Chat("a long answer please", 1800, true)); });
   std::this_thread::sleep_for(400ms);
