@@ -78,6 +78,8 @@ std::vector<GreedyPrompt> GreedyPrompts(const CampaignRecord& r) {
   return out;
 }
 
+bool Truncated(const SampleRecord& sample) { return sample.finish_reason == "length"; }
+
 Quality AssessQuality(const CampaignRecord& r) {
   Quality q;
   for (const SampleRecord& x : r.samples) {
@@ -91,7 +93,8 @@ Quality AssessQuality(const CampaignRecord& r) {
       continue;
     }
     for (const auto& [check, ok] : x.checks.items()) {
-      if (ok.is_boolean() && !ok.get<bool>()) q.failed_checks[check][s->arm].push_back(x.id);
+      if (!ok.is_boolean() || ok.get<bool>()) continue;
+      (IsContentCheck(check) && Truncated(x) ? q.truncated_checks : q.failed_checks)[check][s->arm].push_back(x.id);
     }
   }
   for (const SessionRecord& s : r.sessions) {
@@ -173,7 +176,7 @@ PairQuality AssessPair(const CampaignRecord& r, const std::string& baseline, con
     const WorkloadRecord* w = r.Workload(x.run);
     const SessionRecord* s = r.Session(x.session);
     if (w == nullptr || s == nullptr || w->warmup || !Greedy(*w) || s->status != "complete" || !x.valid) continue;
-    if (s->arm != baseline && s->arm != candidate) continue;
+    if ((s->arm != baseline && s->arm != candidate) || Truncated(x)) continue;  // a cut-short answer is not judged
     for (const auto& [check, ok] : x.checks.items()) {
       if (!IsContentCheck(check)) continue;
       if (!ok.is_boolean() || ok.get<bool>()) continue;

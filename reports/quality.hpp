@@ -31,6 +31,9 @@ std::vector<GreedyPrompt> GreedyPrompts(const store::CampaignRecord& record);
 struct Quality {
   // check → arm → failed sample ids (measured workloads); warmup failures apart.
   std::map<std::string, std::map<std::string, std::vector<std::int64_t>>> failed_checks;
+  // check → arm → ids of samples whose content check failed on an answer that ended on its
+  // token budget (finish_reason length): cut short, so not judged, and never a failure.
+  std::map<std::string, std::map<std::string, std::vector<std::int64_t>>> truncated_checks;
   std::map<std::string, std::vector<std::int64_t>> failed_warmup;  // arm → sample ids
   std::map<std::string, std::vector<std::int64_t>> token_flags;    // arm → sample ids with token_count_mismatch
   std::vector<const store::SessionRecord*> failed_sessions, unfinished_sessions, retried_sessions, loaded_sessions;
@@ -42,6 +45,10 @@ Quality AssessQuality(const store::CampaignRecord& record);
 // than the sample's integrity (stream_complete, usage_consistent, cache_bound) or its
 // agreement with other samples (greedy_match).
 bool IsContentCheck(const std::string& check);
+
+// Whether a sample's answer ended on its token budget: its content checks judge a text
+// that was cut short, so a failed one is reported as truncated, not as a failure.
+bool Truncated(const store::SampleRecord& sample);
 
 // The gate's reading of quality for one pair of arms: `failures` fail the gate (the
 // candidate lost or changed something), `doubts` make it inconclusive (the campaign

@@ -24,7 +24,7 @@ namespace {
 // that the checks ran.
 void ContentChecksByCase(const CampaignRecord& r, MarkdownDoc& d) {
   struct Counts {
-    int passed = 0, checked = 0;
+    int passed = 0, checked = 0, truncated = 0;
   };
   std::vector<std::pair<std::string, std::string>> rows;  // (workload, case) in run order
   std::map<std::pair<std::string, std::string>, std::map<std::string, Counts>> counts;
@@ -42,11 +42,17 @@ void ContentChecksByCase(const CampaignRecord& r, MarkdownDoc& d) {
     const std::pair<std::string, std::string> key = {x.workload, x.case_id};
     if (!counts.contains(key)) rows.push_back(key);
     Counts& c = counts[key][s->arm];
+    if (!all && Truncated(x)) {
+      ++c.truncated;  // cut short by its token budget: not judged
+      continue;
+    }
     ++c.checked;
     c.passed += all ? 1 : 0;
   }
   if (rows.empty()) return;
-  d.Line("Content checks by case: samples that passed every content check of their case / samples checked, measured workloads.");
+  d.Line(
+      "Content checks by case: samples that passed every content check of their case / samples checked, measured workloads; "
+      "\"+ N truncated\": answers that failed a check after ending on their token budget (finish_reason length), not judged.");
   d.Blank();
   std::vector<std::string> head = {"workload", "case"};
   for (const ArmRecord& a : r.arms) head.push_back(a.label);
@@ -55,7 +61,12 @@ void ContentChecksByCase(const CampaignRecord& r, MarkdownDoc& d) {
     std::vector<std::string> row = {Cell(key.first), Cell(key.second)};
     for (const ArmRecord& a : r.arms) {
       const auto it = counts[key].find(a.label);
-      row.push_back(it == counts[key].end() ? kNone : fmt::format("{} / {}", it->second.passed, it->second.checked));
+      if (it == counts[key].end()) {
+        row.push_back(std::string(kNone));
+        continue;
+      }
+      const Counts& c = it->second;
+      row.push_back(fmt::format("{} / {}{}", c.passed, c.checked, c.truncated > 0 ? fmt::format(" + {} truncated", c.truncated) : ""));
     }
     d.Line("{}", Row(row));
   }
@@ -96,12 +107,14 @@ void QualitySection(const CampaignRecord& r, MarkdownDoc& d) {
     for (const auto& [check, ok] : x.checks.items()) ++ran[check][s->arm];
   }
   if (q.failed_checks.empty()) {
-    d.Line("Every check passed on every measured sample.");
+    d.Line("{}", q.truncated_checks.empty() ? "Every check passed on every measured sample."
+                                            : "Every check passed on every measured sample, but for the truncated answers below.");
   } else {
     d.Line(
         "Failed checks, measured workloads (failed / checked, then the samples). Integrity checks (stream_complete, usage_consistent, "
         "cache_bound) decide whether a sample is a valid timing; an invalid sample is left out of every figure. Content checks judge "
-        "the text; on a synthetic checkpoint (random weights) they are expected to fail.");
+        "the text (on a synthetic checkpoint, with random weights, they are expected to fail); one that failed on an answer cut "
+        "short by its token budget is listed under Truncated below, not here.");
     d.Blank();
     std::vector<std::string> head = {"check"};
     for (const ArmRecord& a : r.arms) head.push_back(a.label);
@@ -118,6 +131,24 @@ void QualitySection(const CampaignRecord& r, MarkdownDoc& d) {
     }
   }
   d.Blank();
+  if (!q.truncated_checks.empty()) {
+    d.Line(
+        "Truncated: content checks that failed on answers which ended on their token budget (finish_reason length); the text was "
+        "cut short, so they are not judged. Raise the workload's max_tokens to judge them.");
+    d.Blank();
+    std::vector<std::string> head = {"check"};
+    for (const ArmRecord& a : r.arms) head.push_back(a.label);
+    d.Line("{}", Header(head));
+    for (const auto& [check, by_arm] : q.truncated_checks) {
+      std::vector<std::string> row = {check};
+      for (const ArmRecord& a : r.arms) {
+        const auto it = by_arm.find(a.label);
+        row.push_back(it == by_arm.end() ? "0" : fmt::format("{}: {}", it->second.size(), d.Links(it->second, 6)));
+      }
+      d.Line("{}", Row(row));
+    }
+    d.Blank();
+  }
   ContentChecksByCase(r, d);
   std::vector<std::string> disclosed;
   if (q.failed_checks.contains("cache_bound")) {

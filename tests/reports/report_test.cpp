@@ -3,6 +3,7 @@
 // its A/B and headline rows against values computed independently with numpy/scipy.
 // Set TANDEM_UPDATE_GOLDEN=1 to rewrite report.md after an intended change, then
 // review the diff.
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -15,6 +16,7 @@
 #include "reports/export.hpp"
 #include "reports/markdown_report.hpp"
 #include "reports/plots.hpp"
+#include "reports/quality.hpp"
 #include "store/campaign_record.hpp"
 #include "store/comparison.hpp"
 #include "store/store.hpp"
@@ -252,6 +254,28 @@ TEST_F(Report, RoundTimePredictionErrorComesFromTheStatsAroundEachWorkload) {
   testing::WriteFixtureStore(stats, dir_ / "restart.db");
   text = RenderReport(LoadCampaignRecord(store::Store::Open(dir_ / "restart.db"), std::nullopt), {});
   EXPECT_NE(text.find("| code-sweep | — | error: counters went backwards | — | — |"), std::string::npos);
+}
+
+// A content check on an answer that ended on its token budget judges a text cut short:
+// truncated, never a failure (the demo's capped code and JSON answers read as failures);
+// the same answer ended by the model is judged.
+TEST_F(Report, AContentCheckOnATruncatedAnswerIsTruncatedNotFailed) {
+  auto it = std::find_if(record_.samples.begin(), record_.samples.end(), [](const store::SampleRecord& x) { return x.id == 37; });
+  ASSERT_NE(it, record_.samples.end());
+  ASSERT_EQ(it->finish_reason, "length");
+  Quality q = AssessQuality(record_);
+  EXPECT_FALSE(q.failed_checks.contains("json_fields"));
+  EXPECT_EQ(q.truncated_checks["json_fields"]["v14"], std::vector<std::int64_t>{37});
+  const auto judged_json = [](const PairQuality& pair) {
+    return std::any_of(pair.failures.begin(), pair.failures.end(),
+                       [](const std::string& f) { return f.find("content check json_fields fails more often") != std::string::npos; });
+  };
+  EXPECT_FALSE(judged_json(AssessPair(record_, "v13", "v14")));
+  it->finish_reason = "stop";
+  q = AssessQuality(record_);
+  EXPECT_EQ(q.failed_checks["json_fields"]["v14"], std::vector<std::int64_t>{37});
+  EXPECT_FALSE(q.truncated_checks.contains("json_fields"));
+  EXPECT_TRUE(judged_json(AssessPair(record_, "v13", "v14")));
 }
 
 TEST_F(Report, PlotsAreDrawnOrSkippedWithANote) {
