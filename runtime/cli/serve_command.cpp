@@ -183,7 +183,14 @@ void Serve(Options opt) {
   fmt::print(stderr, "tandem-rt serve: {} received; draining (up to {} s)\n", signal == SIGTERM ? "SIGTERM" : "SIGINT",
              opt.drain_timeout_s);
   api.SetDraining();
-  scheduler.Drain(std::chrono::seconds(opt.drain_timeout_s));  // every stream has ended, or says why it ends
+  // A second signal ends the drain at once (what an operator pressing Ctrl-C again means);
+  // signals stay blocked, so a pending one is taken without waiting.
+  scheduler.Drain(std::chrono::seconds(opt.drain_timeout_s), [&] {
+    const timespec now{};
+    const int again = sigtimedwait(&signals, nullptr, &now);
+    if (again > 0) fmt::print(stderr, "tandem-rt serve: {} received again; stopping now\n", again == SIGTERM ? "SIGTERM" : "SIGINT");
+    return again > 0;
+  });  // every stream has ended, or says why it ends
   api.Stop();
 }
 

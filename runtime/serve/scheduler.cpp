@@ -322,7 +322,7 @@ std::string Scheduler::Unhealthy() const {
   return "";
 }
 
-void Scheduler::Drain(std::chrono::milliseconds timeout) {
+void Scheduler::Drain(std::chrono::milliseconds timeout, const std::function<bool()>& cut_short) {
   {
     std::lock_guard lock(state_->mutex);
     state_->draining = true;
@@ -336,7 +336,7 @@ void Scheduler::Drain(std::chrono::milliseconds timeout) {
       std::lock_guard lock(state_->mutex);
       if (state_->running == 0) return;
     }
-    if (Clock::now() >= deadline) break;
+    if (Clock::now() >= deadline || (cut_short && cut_short())) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   // Out of time: stop the loop, and wait until it has failed what still runs ("the

@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -91,9 +92,10 @@ class Scheduler {
   std::string Unhealthy() const;
 
   // Stops admitting (queued requests get 503) and waits up to `timeout` for the
-  // running ones to finish; the rest end with the error "the server is shutting down"
-  // (503) before it returns.
-  void Drain(std::chrono::milliseconds timeout);
+  // running ones to finish, or until `cut_short` (asked every 20 ms) says to stop
+  // waiting; the rest end with the error "the server is shutting down" (503) before it
+  // returns.
+  void Drain(std::chrono::milliseconds timeout, const std::function<bool()>& cut_short = {});
 
  private:
   struct State;

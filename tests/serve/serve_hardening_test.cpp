@@ -438,6 +438,42 @@ TEST(ServeLimits, ADrainThatRunsOutOfTimeEndsEachStreamWithAnErrorAndTheTerminat
   EXPECT_EQ(*exit, 0);
 }
 
+TEST(ServeLimits, ASecondSigintEndsTheDrainAtOnce) {
+  // The second signal was ignored: a 60 s drain ran to its end however often one asked.
+  Server server(0, {"--drain-timeout-s", "60", "--debug-slowdown", "0.9"});
+  std::string body;
+  std::atomic<bool> streaming{false};
+  std::thread reader([&] {
+    auto client = server.Client();
+    httplib::Request req;
+    req.method = "POST";
+    req.path = "/v1/chat/completions";
+    req.body =
+        json{{"messages", {{{"role", "user"}, {"content", "a long one"}}}}, {"max_tokens", 1800}, {"ignore_eos", true}, {"stream", true}}
+            .dump();
+    req.set_header("Content-Type", "application/json");
+    req.content_receiver = [&](const char* data, std::size_t len, std::uint64_t, std::uint64_t) {
+      body.append(data, len);
+      streaming = true;
+      return true;
+    };
+    client.send(req);
+  });
+  const auto deadline = std::chrono::steady_clock::now() + 20s;
+  while (!streaming && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(10ms);
+  server.process().Signal(SIGINT);
+  std::this_thread::sleep_for(300ms);
+  const auto second = std::chrono::steady_clock::now();
+  server.process().Signal(SIGINT);
+  const auto exit = server.process().WaitExit(20s);
+  reader.join();
+  ASSERT_TRUE(exit.has_value());
+  EXPECT_EQ(*exit, 0);
+  EXPECT_LT(std::chrono::steady_clock::now() - second, 10s) << "the drain ended at the second signal, not after 60 s";
+  EXPECT_NE(body.find(R"("message":"the server is shutting down")"), std::string::npos);
+  EXPECT_NE(server.Log().find("SIGINT received again; stopping now"), std::string::npos) << server.Log();
+}
+
 TEST(ServeLimits, AMalformedListenAddressIsAUsageError) {
   for (const std::string listen : {":99999", "127.0.0.1:abc", "127.0.0.1", "127.0.0.1:", ":8000", "127.0.0.1:-1"}) {
     const auto r = tandem::testing::RunCommand(
