@@ -328,9 +328,14 @@ void ApiServer::State::Completion(const httplib::Request& req, httplib::Response
   } catch (const ApiError& e) {
     return SendError(res, e, e.status() == 429 ? 1 : 0);
   }
-  // Wait for a slot: the status line depends on it.
+  // Wait for a slot: the status line depends on it. A client that hangs up meanwhile
+  // takes its request out of the queue.
   std::optional<StreamEvent> first;
-  while (!(first = stream->Pop(std::chrono::milliseconds(500)))) {
+  while (!(first = stream->Pop(std::chrono::milliseconds(200)))) {
+    if (HttpServer::ClientGone()) {
+      stream->Cancel();
+      return;
+    }
   }
   if (first->kind == StreamEvent::Kind::kFailed) {
     return SendError(res, ApiError(first->status, first->text, first->error_type), first->retry_after_s);
@@ -357,8 +362,18 @@ void ApiServer::State::Completion(const httplib::Request& req, httplib::Response
 
   if (!request.stream) {
     std::string text, reasoning;
+    // Whether the client is still there, asked now and then: one that hung up is
+    // cancelled as a streaming one is, instead of decoding to the end for nobody.
+    auto checked = std::chrono::steady_clock::now();
     for (;;) {
-      std::optional<StreamEvent> e = stream->Pop(std::chrono::milliseconds(1000));
+      std::optional<StreamEvent> e = stream->Pop(std::chrono::milliseconds(200));
+      if (const auto now = std::chrono::steady_clock::now(); now - checked > std::chrono::milliseconds(200)) {
+        checked = now;
+        if (HttpServer::ClientGone()) {
+          stream->Cancel();
+          return;
+        }
+      }
       if (!e) continue;
       if (e->kind == StreamEvent::Kind::kDelta) {
         (e->reasoning ? reasoning : text) += e->text;

@@ -29,6 +29,7 @@ using Clock = std::chrono::steady_clock;
 // connection to close after its response, and why the current request's head was refused.
 thread_local bool* t_close_after = nullptr;
 thread_local const std::string* t_head_error = nullptr;
+thread_local socket_t t_socket = INVALID_SOCKET;  // the connection this thread serves
 
 int Millis(Clock::duration d) {
   return static_cast<int>(std::clamp<std::int64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(d).count(), 0, 1 << 30));
@@ -379,6 +380,15 @@ void HttpServer::CloseConnectionAfterResponse(httplib::Response& res) {
 
 std::string HttpServer::RequestHeadRefusal() { return t_head_error != nullptr ? *t_head_error : ""; }
 
+bool HttpServer::ClientGone() {
+  if (t_socket == INVALID_SOCKET) return false;
+  pollfd p{t_socket, POLLIN, 0};
+  if (::poll(&p, 1, 0) <= 0) return false;
+  if ((p.revents & (POLLERR | POLLHUP)) != 0) return true;
+  char byte;
+  return ::recv(t_socket, &byte, 1, MSG_PEEK | MSG_DONTWAIT) == 0;  // end of stream: the client closed
+}
+
 int HttpServer::open_connections() const {
   std::lock_guard lock(connections_->mutex);
   return connections_->open;
@@ -395,6 +405,7 @@ bool HttpServer::process_and_close_socket(socket_t sock) {
   } else {
     t_close_after = &connection.close_after;
     t_head_error = &connection.head_error;
+    t_socket = sock;
     try {
       for (std::size_t left = keep_alive_max_count_; left > 0; --left) {
         if (!connection.WaitForRequest(limits_.keep_alive, svr_sock_)) break;
@@ -408,6 +419,7 @@ bool HttpServer::process_and_close_socket(socket_t sock) {
     }
     t_close_after = nullptr;
     t_head_error = nullptr;
+    t_socket = INVALID_SOCKET;
     if (connection.close_after) connection.LingeringClose();
     connections_->Release(client);
   }

@@ -31,6 +31,10 @@ class HttpServer : public httplib::Server {
   // or "": for the error handler's message.
   static std::string RequestHeadRefusal();
 
+  // Whether the client of the request this thread is answering has closed its connection
+  // (it will read no answer): a handler that waits long asks, to stop work nobody wants.
+  static bool ClientGone();
+
   int open_connections() const;
 
   // Runs one connection's requests from `raw` bytes instead of a socket; returns what the

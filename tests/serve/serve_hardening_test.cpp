@@ -438,6 +438,29 @@ TEST(ServeLimits, ADrainThatRunsOutOfTimeEndsEachStreamWithAnErrorAndTheTerminat
   EXPECT_EQ(*exit, 0);
 }
 
+TEST(ServeLimits, ANonStreamingRequestWhoseClientHungUpIsCancelled) {
+  // It decoded to its end for nobody and counted as completed.
+  Server server(0, {"--debug-slowdown", "0.9"});
+  {
+    RawClient raw(server.address());
+    ASSERT_TRUE(raw.connected());
+    const std::string body =
+        json{{"messages", {{{"role", "user"}, {"content", "a long one"}}}}, {"max_tokens", 1800}, {"ignore_eos", true}}.dump();
+    ASSERT_TRUE(
+        raw.Send(fmt::format("POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                             "Content-Length: {}\r\n\r\n{}",
+                             body.size(), body)));
+    std::this_thread::sleep_for(500ms);
+  }  // the client hangs up
+  json requests = json::object();
+  for (int i = 0; i < 50 && requests.value("cancelled", 0) == 0; ++i) {
+    std::this_thread::sleep_for(100ms);
+    requests = server.Stats()["requests"];
+  }
+  EXPECT_EQ(requests.value("cancelled", 0), 1) << requests.dump();
+  EXPECT_EQ(requests.value("completed", 0), 0) << requests.dump();
+}
+
 TEST(ServeLimits, ASecondSigintEndsTheDrainAtOnce) {
   // The second signal was ignored: a 60 s drain ran to its end however often one asked.
   Server server(0, {"--drain-timeout-s", "60", "--debug-slowdown", "0.9"});
