@@ -1,5 +1,6 @@
 #include "harness/launch/managed_process.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <condition_variable>
@@ -8,7 +9,9 @@
 #include <cstdlib>
 #include <ctime>
 #include <deque>
+#include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <mutex>
 #include <sstream>
 #include <system_error>
@@ -21,11 +24,13 @@
 #include <sched.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <boost/process.hpp>
 #include <boost/process/extend.hpp>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "common/child_wait.hpp"
 #include "common/input_error.hpp"
@@ -97,9 +102,45 @@ int FreeLoopbackPort() {
   return port;
 }
 
+namespace {
+
+// The processes other than this one that hold the pipe `fd` is an end of, killed, as
+// "pid P (command)"; empty when none does.
+std::vector<std::string> KillPipeHolders(int fd) {
+  struct stat pipe {};
+  if (::fstat(fd, &pipe) != 0) return {};
+  const std::string target = fmt::format("pipe:[{}]", pipe.st_ino);
+  std::vector<std::string> killed;
+  std::error_code ec;
+  for (const auto& proc : std::filesystem::directory_iterator("/proc", ec)) {
+    const std::string name = proc.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos || std::stoi(name) == ::getpid()) continue;
+    bool holds = false;
+    std::error_code fd_ec;
+    for (const auto& entry : std::filesystem::directory_iterator(proc.path() / "fd", fd_ec)) {
+      std::error_code link_ec;
+      if (std::filesystem::read_symlink(entry.path(), link_ec).string() == target) {
+        holds = true;
+        break;
+      }
+    }
+    if (!holds) continue;
+    std::ifstream in(proc.path() / "cmdline", std::ios::binary);
+    std::string command((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::replace(command.begin(), command.end(), '\0', ' ');
+    while (!command.empty() && command.back() == ' ') command.pop_back();
+    ::kill(std::stoi(name), SIGKILL);
+    killed.push_back(fmt::format("pid {} ({})", name, command.substr(0, 120)));
+  }
+  return killed;
+}
+
+}  // namespace
+
 struct ManagedProcess::Impl {
   std::filesystem::path log;
-  bp::ipstream out;
+  int out = -1;  // the read end of the process's standard output
+  std::atomic<bool> stop_reading = false;
   bp::child child;
   std::thread reader;
   std::thread writer;  // feeds stdin its input
@@ -161,14 +202,32 @@ ManagedProcess::ManagedProcess(const std::vector<std::string>& argv, const std::
     if (feed >= 0) ::close(feed);
     throw std::runtime_error("cannot open a process's standard input");
   }
+  // stdout: a pipe read here with a deadline, never waiting on its end of file alone (a
+  // child that outlives the process may hold it open). Our ends close on exec.
+  int out_ends[2];
+  if (::pipe2(out_ends, O_CLOEXEC) != 0) {
+    if (feed >= 0) ::close(feed);
+    throw std::runtime_error("cannot create a pipe for a process's standard output");
+  }
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> out(::fdopen(out_ends[1], "wb"), std::fclose);
+  if (out == nullptr) {
+    ::close(out_ends[0]);
+    ::close(out_ends[1]);
+    if (feed >= 0) ::close(feed);
+    throw std::runtime_error("cannot open a process's standard output");
+  }
+  s.out = out_ends[0];
   try {
     s.child = bp::child(bp::exe = program, bp::args = std::vector<std::string>(argv.begin() + 1, argv.end()), environment,
-                        bp::std_in<in.get(), bp::std_out> s.out, bp::std_err > log.string(), bp::extend::on_exec_setup = setup);
+                        bp::std_in<in.get(), bp::std_out> out.get(), bp::std_err > log.string(), bp::extend::on_exec_setup = setup);
   } catch (const bp::process_error& e) {
     if (feed >= 0) ::close(feed);
+    ::close(s.out);
+    s.out = -1;
     throw InputError(fmt::format("cannot start {}: {}", program, e.what()));
   }
-  in.reset();  // the process holds the read end now: once it is gone, writing fails
+  in.reset();   // the process holds the read end now: once it is gone, writing fails
+  out.reset();  // and the write end of its output: once every holder is gone, reading ends
   if (feed >= 0) {
     try {
       s.writer = std::thread(FeedPipe, feed, input, std::cref(s.stop_writing));
@@ -178,14 +237,34 @@ ManagedProcess::ManagedProcess(const std::vector<std::string>& argv, const std::
     }
   }
   s.reader = std::thread([&s] {
-    std::string line;
-    while (std::getline(s.out, line)) {
+    auto deliver = [&s](const std::string& line) {
       { std::ofstream(s.log.string() + ".stdout", std::ios::app) << line << '\n'; }
       std::lock_guard lock(s.mutex);
       s.last_line = line;
       s.lines.push_back(line);
       s.ready.notify_all();
+    };
+    std::string pending;
+    char buffer[4096];
+    while (!s.stop_reading) {
+      pollfd p{.fd = s.out, .events = POLLIN, .revents = 0};
+      const int ready = ::poll(&p, 1, 100);
+      if (ready < 0 && errno != EINTR) break;
+      if (ready <= 0) continue;
+      const ssize_t n = ::read(s.out, buffer, sizeof buffer);
+      if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+      if (n <= 0) break;  // end of file: every writer is gone
+      pending.append(buffer, static_cast<std::size_t>(n));
+      for (std::size_t end; (end = pending.find('\n')) != std::string::npos;) {
+        deliver(pending.substr(0, end));
+        pending.erase(0, end + 1);
+      }
+      if (pending.size() > (1u << 20)) {  // a line without end: taken as it is, bounded
+        deliver(pending);
+        pending.clear();
+      }
     }
+    if (!pending.empty()) deliver(pending);
     std::lock_guard lock(s.mutex);
     s.closed = true;
     s.ready.notify_all();
@@ -242,7 +321,7 @@ std::string ManagedProcess::LastLine(std::chrono::milliseconds wait) {
   return impl_->last_line;
 }
 
-void ManagedProcess::Terminate(std::chrono::milliseconds grace) {
+std::string ManagedProcess::Terminate(std::chrono::milliseconds grace) {
   Impl& s = *impl_;
   std::error_code ec;
   if (s.child.valid() && s.child.running(ec)) {
@@ -259,7 +338,29 @@ void ManagedProcess::Terminate(std::chrono::milliseconds grace) {
   }
   s.stop_writing = true;  // in case something outside the group still holds the read end
   if (s.writer.joinable()) s.writer.join();
-  if (s.reader.joinable()) s.reader.join();
+  std::string left;
+  if (s.reader.joinable()) {
+    // The output ends once its last writer is gone; one still open a moment after the
+    // group is dead is held by something that escaped it.
+    {
+      std::unique_lock lock(s.mutex);
+      s.ready.wait_for(lock, std::chrono::milliseconds(500), [&s] { return s.closed; });
+    }
+    if (!s.closed) {
+      const std::vector<std::string> held = KillPipeHolders(s.out);
+      if (!held.empty()) {
+        left = fmt::format("{} outlived its process group holding its output, killed: {}", held.size() == 1 ? "a process" : "processes",
+                           fmt::join(held, ", "));
+      }
+    }
+    s.stop_reading = true;
+    s.reader.join();
+  }
+  if (s.out >= 0) {
+    ::close(s.out);
+    s.out = -1;
+  }
+  return left;
 }
 
 const std::filesystem::path& ManagedProcess::log() const { return impl_->log; }

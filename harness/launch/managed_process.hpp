@@ -44,7 +44,10 @@ class ManagedProcess {
   // The last line it wrote to stdout, once its stdout has closed (waiting up to `wait` for
   // that); what a wrapper that outlives the process reports about it.
   std::string LastLine(std::chrono::milliseconds wait);
-  void Terminate(std::chrono::milliseconds grace);
+  // SIGTERM to its process group, SIGKILL after `grace`, and the process reaped. What
+  // outlived the group while holding its output (a child started with setsid, say) is
+  // found by that pipe, killed, and described in the returned text ("" when nothing was).
+  std::string Terminate(std::chrono::milliseconds grace);
   const std::filesystem::path& log() const;
 
  private:

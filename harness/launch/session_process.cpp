@@ -228,8 +228,11 @@ std::string SessionProcess::Terminate(std::chrono::milliseconds grace) {
       left = e.what();
     }
   }
-  process_->Terminate(grace);  // the process itself here; the ssh or engine client otherwise
-  if (left.empty() && h.local() && plan_.engine.empty()) {
+  // The process itself here; the ssh or engine client otherwise.
+  if (const std::string escaped = process_->Terminate(grace); !escaped.empty()) {
+    left += (left.empty() ? "" : "; ") + fmt::format("the {}: {}", role(), escaped);
+  }
+  if (h.local() && plan_.engine.empty()) {
     // Nothing of its group may be left (a child that ignored SIGTERM and escaped the wait).
     // A child that dies with its parent (PR_SET_PDEATHSIG: spawned workers) needs a moment
     // after the parent is gone, more on a loaded machine: members get 2 s to go on their
@@ -241,7 +244,7 @@ std::string SessionProcess::Terminate(std::chrono::milliseconds grace) {
     std::string survivors = r.out;
     while (!survivors.empty() && (survivors.back() == '\n' || survivors.back() == ' ')) survivors.pop_back();
     if (!survivors.empty()) {
-      left = fmt::format("the {}: processes still running: {}", role(), survivors);
+      left += (left.empty() ? "" : "; ") + fmt::format("the {}: processes still running: {}", role(), survivors);
       h.Run(StopScript(pid_, start_ticks_, 10), std::chrono::seconds(30));
     }
   }

@@ -532,6 +532,38 @@ TEST_F(Campaigns, TeardownKillsWhatIgnoresSigterm) {
   EXPECT_TRUE(LeftRunning(Model().string()).empty());
 }
 
+TEST_F(Campaigns, TeardownFindsAndKillsWhatLeftItsGroupHoldingTheOutput) {
+  // A helper started with setsid leaves the process group but keeps the server's stdout:
+  // the reader waited for an end of file that never came, and `tandem run` hung with the
+  // helper still running.
+  ResolvedArm arm;
+  arm.spec.label = "cmd";
+  arm.spec.kind = ArmSourceKind::kCommand;
+  arm.spec.coordinator_command =
+      fmt::format("setsid sleep 7777 & exec {} serve --model {{model}} --listen 127.0.0.1:{{port}}", TANDEM_RT_BIN);
+  LayoutSpec layout;
+  layout.workers = 0;
+  Campaign campaign;
+  campaign.hosts = {HostSpec{.name = "local"}};
+  campaign.layouts = {layout};
+  std::vector<ResolvedArm> arms = {arm};
+  std::ostringstream log;
+  const auto cluster = Cluster::Prepare(campaign, arms, Model(), "", false, log);
+  auto instance = ArmInstance::Launch(arm, layout, *cluster, "detached", Dir() / "logs", 60);
+  const std::string helper(
+      "sleep\0"
+      "7777",
+      10);  // as /proc/PID/cmdline has it
+  ASSERT_EQ(ProcessesMentioning(helper).size(), 1u);
+  const auto start = std::chrono::steady_clock::now();
+  const std::string left = instance->Teardown(2.0);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 15s);
+  EXPECT_NE(left.find("outlived its process group holding its output, killed: pid"), std::string::npos) << left;
+  EXPECT_NE(left.find("sleep 7777"), std::string::npos) << left;
+  EXPECT_TRUE(LeftRunning(helper).empty());
+  EXPECT_TRUE(LeftRunning(Model().string()).empty());
+}
+
 // A binary arm runs the copy of its executable taken when the campaign started: the
 // file it names (often a build directory's output) may be rebuilt while sessions run,
 // and a session must run what was hashed and stored as the arm's image.
