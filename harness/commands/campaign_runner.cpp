@@ -1,7 +1,9 @@
 #include "harness/commands/campaign_runner.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -9,8 +11,10 @@
 #include <iostream>
 #include <map>
 #include <sstream>
+#include <thread>
 
 #include <fcntl.h>
+#include <poll.h>
 #include <sys/file.h>
 #include <unistd.h>
 
@@ -288,6 +292,63 @@ class Progress {
 };
 
 // Runs one session; returns "" when it completed, else the reason it failed.
+// SIGINT or SIGTERM while a campaign runs: the session running stops at once (a thread
+// sends SIGTERM to every process group the harness started, so its requests and waits
+// end), it is torn down as always and recorded as interrupted, and `tandem run` exits 130;
+// `--resume` redoes that session. A second signal exits at once (the kernel then ends the
+// children: PR_SET_PDEATHSIG).
+volatile std::sig_atomic_t g_interrupt = 0;
+int g_interrupt_pipe[2] = {-1, -1};
+
+extern "C" void OnInterrupt(int signal) {
+  if (g_interrupt != 0) ::_exit(130);
+  g_interrupt = signal;
+  const char byte = 1;
+  (void)!::write(g_interrupt_pipe[1], &byte, 1);
+}
+
+class InterruptWatch {
+ public:
+  InterruptWatch() {
+    if (::pipe2(g_interrupt_pipe, O_CLOEXEC | O_NONBLOCK) != 0) throw std::runtime_error("cannot create a pipe for signals");
+    struct sigaction action {};
+    action.sa_handler = OnInterrupt;
+    sigemptyset(&action.sa_mask);
+    ::sigaction(SIGINT, &action, &old_int_);
+    ::sigaction(SIGTERM, &action, &old_term_);
+    watcher_ = std::thread([this] {
+      while (!stop_) {
+        pollfd p{.fd = g_interrupt_pipe[0], .events = POLLIN, .revents = 0};
+        if (::poll(&p, 1, 100) <= 0) continue;
+        char byte;
+        while (::read(g_interrupt_pipe[0], &byte, 1) > 0) {
+        }
+        fmt::print(stderr, "\ntandem: {} received: stopping the session, tearing it down (again to exit at once)\n",
+                   g_interrupt == SIGTERM ? "SIGTERM" : "SIGINT");
+        TerminateEveryProcessGroup();
+      }
+    });
+  }
+  ~InterruptWatch() {
+    stop_ = true;
+    watcher_.join();
+    ::sigaction(SIGINT, &old_int_, nullptr);
+    ::sigaction(SIGTERM, &old_term_, nullptr);
+    ::close(g_interrupt_pipe[0]);
+    ::close(g_interrupt_pipe[1]);
+  }
+  InterruptWatch(const InterruptWatch&) = delete;
+  InterruptWatch& operator=(const InterruptWatch&) = delete;
+  static bool interrupted() { return g_interrupt != 0; }
+  static const char* signal_name() { return g_interrupt == SIGTERM ? "SIGTERM" : "SIGINT"; }
+
+ private:
+  struct sigaction old_int_ {
+  }, old_term_{};
+  std::atomic<bool> stop_ = false;
+  std::thread watcher_;
+};
+
 std::string RunSession(store::Store& store, std::int64_t campaign, const Prepared& p, const store::SessionRow& row, Progress& progress,
                        int session_count, int nonce_round) {
   const Campaign& c = *p.campaign;
@@ -344,6 +405,7 @@ std::string RunSession(store::Store& store, std::int64_t campaign, const Prepare
   };
   try {
     if (!reason.empty()) throw std::runtime_error(reason);
+    if (InterruptWatch::interrupted()) throw std::runtime_error("not started");
     instance = ArmInstance::Launch(arm, layout, *p.cluster, tag, logs, c.timeouts.launch_s, {{kWorkerTokenVariable, token}}, record);
     store.SetSessionProcesses(row.id, instance->Processes().dump());
     served = instance->served();
@@ -391,6 +453,10 @@ std::string RunSession(store::Store& store, std::int64_t campaign, const Prepare
     }
   } catch (const std::exception& e) {
     reason = e.what();
+  }
+  if (InterruptWatch::interrupted()) {
+    reason = fmt::format("interrupted: the harness received {} during this session{}", InterruptWatch::signal_name(),
+                         reason.empty() ? "" : fmt::format(" (then: {})", reason));
   }
   const json processes = instance ? instance->Processes() : started;
   if (instance) {
@@ -538,6 +604,7 @@ int Execute(store::Store& store, std::int64_t campaign, const Prepared& p, const
   int remaining = 0;
   for (const store::SessionRow& s : sessions) remaining += s.status == "complete" ? 0 : 1;
   Progress progress(!options.quiet, remaining * p.requests_per_session);
+  const InterruptWatch interrupts;
   bool any_failed = false;
   for (store::SessionRow& s : sessions) {
     if (s.status == "complete" || s.status == "skipped") continue;
@@ -556,7 +623,13 @@ int Execute(store::Store& store, std::int64_t campaign, const Prepared& p, const
         store.ResetSession(s.id);
       }
       reason = RunSession(store, campaign, p, s, progress, static_cast<int>(sessions.size()), NonceRound(p, sessions, s));
-      if (reason.empty()) break;
+      if (reason.empty() || InterruptWatch::interrupted()) break;
+    }
+    if (InterruptWatch::interrupted()) {
+      store.SetCampaignStatus(campaign, "aborted");
+      progress.Line(fmt::format("session {} ({}, {}) {}; every process is stopped. `tandem run --resume {}` goes on from it.",
+                                s.order_index + 1, s.layout, s.arm, reason, store.file().string()));
+      return 130;
     }
     if (reason.empty()) {
       if (!options.quiet)

@@ -13,6 +13,7 @@
 #include <fstream>
 #include <iterator>
 #include <mutex>
+#include <set>
 #include <sstream>
 #include <system_error>
 #include <thread>
@@ -103,6 +104,10 @@ int FreeLoopbackPort() {
 }
 
 namespace {
+
+// The process groups of the ManagedProcesses alive now (TerminateEveryProcessGroup).
+std::mutex g_groups_mutex;
+std::set<pid_t> g_groups;
 
 // The processes other than this one that hold the pipe `fd` is an end of, killed, as
 // "pid P (command)"; empty when none does.
@@ -226,6 +231,10 @@ ManagedProcess::ManagedProcess(const std::vector<std::string>& argv, const std::
     s.out = -1;
     throw InputError(fmt::format("cannot start {}: {}", program, e.what()));
   }
+  {
+    std::lock_guard lock(g_groups_mutex);
+    g_groups.insert(static_cast<pid_t>(s.child.id()));
+  }
   in.reset();   // the process holds the read end now: once it is gone, writing fails
   out.reset();  // and the write end of its output: once every holder is gone, reading ends
   if (feed >= 0) {
@@ -321,6 +330,11 @@ std::string ManagedProcess::LastLine(std::chrono::milliseconds wait) {
   return impl_->last_line;
 }
 
+void TerminateEveryProcessGroup() {
+  std::lock_guard lock(g_groups_mutex);
+  for (const pid_t group : g_groups) ::kill(-group, SIGTERM);
+}
+
 std::string ManagedProcess::Terminate(std::chrono::milliseconds grace) {
   Impl& s = *impl_;
   std::error_code ec;
@@ -335,6 +349,8 @@ std::string ManagedProcess::Terminate(std::chrono::milliseconds grace) {
     s.child.wait(ec);
     if (!s.end) s.end = ProcessEnd::FromWaitStatus(s.child.native_exit_code());
     ::kill(-s.child.id(), SIGKILL);  // anything the child left behind in its group
+    std::lock_guard lock(g_groups_mutex);
+    g_groups.erase(static_cast<pid_t>(s.child.id()));
   }
   s.stop_writing = true;  // in case something outside the group still holds the read end
   if (s.writer.joinable()) s.writer.join();

@@ -55,6 +55,11 @@ class ManagedProcess {
   std::unique_ptr<Impl> impl_;
 };
 
+// SIGTERM to the process group of every ManagedProcess alive in this harness: what an
+// interrupted campaign does first, so that the session's requests and waits end at once
+// (its teardown then runs as usual). Safe from any thread.
+void TerminateEveryProcessGroup();
+
 // What a short command printed, and how it ended.
 struct CommandResult {
   int code = -1;   // exit code; -1 when it ran past its timeout (it was killed) or died of a signal

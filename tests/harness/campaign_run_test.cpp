@@ -786,6 +786,56 @@ TEST_F(Campaigns, ACoordinatorThatExitsAtOnceIsReportedWithItsCodeAndLastWords) 
   EXPECT_TRUE(LeftRunning(Model().string()).empty());
 }
 
+// SIGINT to `tandem run` stops the running session at once, tears it down, records it
+// as interrupted and exits 130; --resume then finishes the campaign.
+TEST_F(Campaigns, SigintStopsTheSessionTearsItDownAndExits130ThenResumeFinishes) {
+  const fs::path file = Dir() / "campaign.yaml";
+  std::ofstream(file) << fmt::format(
+      R"(name: interrupted
+model: {{path: {model}}}
+arms:
+  - label: one
+    source: {{kind: binary, coordinator: {rt}}}
+    options: [--threads, "1", --debug-slowdown, "0.9"]
+  - label: two
+    source: {{kind: binary, coordinator: {rt}}}
+    options: [--threads, "1"]
+layouts:
+  - name: solo
+    workers: 0
+sessions: {{per_layout: 2, order: AB, retry: 0}}
+workloads:
+  - {{name: battery, kind: battery, cases: [hello], repeats: 40, max_tokens: 64, counting: false}}
+corpus: {corpus}
+store: {store}
+timeouts: {{launch_s: 60, request_s: 60, teardown_grace_s: 5}}
+)",
+      fmt::arg("model", Model().string()), fmt::arg("rt", TANDEM_RT_BIN),
+      fmt::arg("corpus", std::string(TANDEM_SOURCE_DIR) + "/campaigns/corpus.yaml"), fmt::arg("store", (Dir() / "store.db").string()));
+  testing::ChildProcess run(TANDEM_BIN, {"run", file.string(), "--quiet"}, (Dir() / "run.stderr").string());
+  // Once the first session's server is up and answering.
+  for (int i = 0; i < 300 && ProcessesMentioning(Model().string()).empty(); ++i) std::this_thread::sleep_for(50ms);
+  ASSERT_FALSE(ProcessesMentioning(Model().string()).empty());
+  std::this_thread::sleep_for(1500ms);
+  const auto sent = std::chrono::steady_clock::now();
+  run.Signal(SIGINT);
+  const auto code = run.WaitExit(60s);
+  ASSERT_TRUE(code.has_value());
+  EXPECT_EQ(*code, 130);
+  EXPECT_LT(std::chrono::steady_clock::now() - sent, 20s) << "the session stopped at once, not after its workload";
+  EXPECT_TRUE(LeftRunning(Model().string()).empty());
+  {
+    const store::Store store = store::Store::Open(Dir() / "store.db");
+    const std::string reason = Text(store, "SELECT reason FROM session WHERE order_index = 0");
+    EXPECT_EQ(reason.rfind("interrupted: the harness received SIGINT during this session", 0), 0u) << reason;
+  }
+  const auto resumed = testing::RunCommand(TANDEM_BIN, {"run", "--resume", (Dir() / "store.db").string(), "--quiet"}, 300s);
+  EXPECT_EQ(resumed.exit_code, 0) << resumed.out << resumed.err;
+  const store::Store store = store::Store::Open(Dir() / "store.db");
+  EXPECT_EQ(Count(store, "SELECT COUNT(*) FROM session WHERE status = 'complete'"), 2);
+  EXPECT_TRUE(LeftRunning(Model().string()).empty());
+}
+
 TEST_F(Campaigns, AnApiKeyVariableThatIsNotSetIsRefusedBeforeAnythingStarts) {
   const std::string arms = fmt::format(
       "  - label: keyed\n    source: {{kind: binary, coordinator: {0}}}\n    api_key_env: TANDEM_TEST_UNSET_VARIABLE\n"
