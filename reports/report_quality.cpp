@@ -159,6 +159,12 @@ void QualitySection(const CampaignRecord& r, MarkdownDoc& d) {
                     "cache): excluded from the figures",
                     n, n == 1 ? "" : "s"));
   }
+  if (!r.implausible_samples.empty()) {
+    disclosed.push_back(
+        fmt::format("{} sample{} stored as valid with times no request can have (not finite, negative, or out of "
+                    "order; an edited or damaged store): left out of every figure: {}",
+                    r.implausible_samples.size(), r.implausible_samples.size() == 1 ? "" : "s", d.Links(r.implausible_samples, 6)));
+  }
   for (const auto& [arm, ids] : q.token_flags) {
     disclosed.push_back(
         fmt::format("{}: {} sample{} where the server's completion_tokens and the tokenizer's count of the text differ by "

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "common/input_error.hpp"
+#include "store/sample_times.hpp"
 #include "store/store.hpp"
 
 namespace tandem::store {
@@ -153,6 +154,10 @@ CampaignRecord LoadCampaignRecord(const Store& store, std::optional<std::int64_t
         for (const json& g : gaps) {
           if (g.is_number()) x.gaps.push_back(g.get<double>());
         }
+      }
+      if (x.valid && !ImplausibleTimes(x.t_start, x.t_first_output, x.t_finish).empty()) {
+        x.valid = false;
+        r.implausible_samples.push_back(x.id);
       }
       r.samples.push_back(std::move(x));
     }

@@ -71,7 +71,10 @@ struct CampaignRecord {
   std::vector<SessionRecord> sessions;    // by order
   std::vector<WorkloadRecord> workloads;  // by id (run order)
   std::vector<SampleRecord> samples;      // by id
-  std::vector<FamilyScores> families;     // session scores, in report order
+  // Samples stored as valid whose times cannot be a request's (ImplausibleTimes): read as
+  // invalid, so no figure uses them; the report lists them.
+  std::vector<std::int64_t> implausible_samples;
+  std::vector<FamilyScores> families;  // session scores, in report order
 
   const ArmRecord* Arm(const std::string& label) const;
   const SessionRecord* Session(std::int64_t id) const;

@@ -11,6 +11,7 @@
 #include "stats/decode_metrics.hpp"
 #include "stats/descriptive.hpp"
 #include "stats/stats_error.hpp"
+#include "store/sample_times.hpp"
 #include "store/store.hpp"
 
 namespace tandem::store {
@@ -26,14 +27,14 @@ struct Row {
   double weight;
   int completion_tokens;
   double t_first_output, t_finish;
-  bool valid;
+  bool valid;  // as stored, and with times a request can have (ImplausibleTimes)
 };
 
 std::vector<Row> LoadRows(const Store& store, std::int64_t campaign) {
   Statement s(store.handle(),
               "SELECT se.id, l.name, a.label, w.name, w.kind, x.case_id, x.role, x.repeat, x.level, x.batch, x.slot, x.context, "
               "x.weight, x.completion_tokens, x.t_first_output, x.t_finish, x.valid, l.position, "
-              "coalesce(json_extract(w.spec_json, '$.greedy'), 1) "
+              "coalesce(json_extract(w.spec_json, '$.greedy'), 1), x.t_start "
               "FROM sample x JOIN workload_run w ON w.id = x.workload_run_id JOIN session se ON se.id = x.session_id "
               "JOIN layout l ON l.id = se.layout_id JOIN arm a ON a.id = se.arm_id "
               "WHERE se.campaign_id = ? AND se.status = 'complete' AND w.warmup = 0 ORDER BY se.order_index, x.id");
@@ -42,7 +43,8 @@ std::vector<Row> LoadRows(const Store& store, std::int64_t campaign) {
   while (s.Step()) {
     rows.push_back({s.Int(0), static_cast<int>(s.Int(17)), s.Int(18) != 0, s.Text(1), s.Text(2), s.Text(3), s.Text(4), s.Text(5), s.Text(6),
                     static_cast<int>(s.Int(7)), static_cast<int>(s.Int(8)), static_cast<int>(s.Int(9)), static_cast<int>(s.Int(10)),
-                    static_cast<int>(s.Int(11)), s.Double(12), static_cast<int>(s.Int(13)), s.Double(14), s.Double(15), s.Int(16) != 0});
+                    static_cast<int>(s.Int(11)), s.Double(12), static_cast<int>(s.Int(13)), s.Double(14), s.Double(15),
+                    s.Int(16) != 0 && ImplausibleTimes(s.Double(19), s.Double(14), s.Double(15)).empty()});
   }
   return rows;
 }

@@ -278,6 +278,24 @@ TEST_F(Report, AContentCheckOnATruncatedAnswerIsTruncatedNotFailed) {
   EXPECT_TRUE(judged_json(AssessPair(record_, "v13", "v14")));
 }
 
+// A store whose sample says its first output came at -inf (edited, or damaged) gave the
+// report a -inf TTFT without a word: such a sample is read as invalid, left out of every
+// figure, and named.
+TEST_F(Report, ASampleWithImpossibleTimesIsLeftOutAndNamed) {
+  {
+    store::Store store = store::Store::Open(dir_ / "store.db");
+    store.Exec("UPDATE sample SET t_first_output = -1e999 WHERE id = 2");
+    store.Exec("UPDATE sample SET t_finish = t_start - 1 WHERE id = 3");
+  }
+  const store::Store store = store::Store::Open(dir_ / "store.db");
+  record_ = LoadCampaignRecord(store, std::nullopt);
+  EXPECT_EQ(record_.implausible_samples, (std::vector<std::int64_t>{2, 3}));
+  const std::string text = Rendered();
+  EXPECT_EQ(text.find("inf"), std::string::npos) << "no infinite figure";
+  EXPECT_NE(text.find("2 samples stored as valid with times no request can have"), std::string::npos);
+  EXPECT_NE(text.find("[#2](#sample-2)"), std::string::npos);
+}
+
 TEST_F(Report, PlotsAreDrawnOrSkippedWithANote) {
   const PlotSet missing = DrawPlots(record_, dir_ / "plots-none", "/no/such/gnuplot");
   EXPECT_TRUE(missing.plots.empty());
