@@ -73,6 +73,24 @@ void ContentChecksByCase(const CampaignRecord& r, MarkdownDoc& d) {
   d.Blank();
 }
 
+// A table of checks by arm: a row per check, a cell per arm from `cell(check, arm, ids)`.
+template <typename MakeCell>
+void ChecksByArm(const CampaignRecord& r, const std::map<std::string, std::map<std::string, std::vector<std::int64_t>>>& checks,
+                 MarkdownDoc& d, MakeCell cell) {
+  std::vector<std::string> head = {"check"};
+  for (const ArmRecord& a : r.arms) head.push_back(a.label);
+  d.Line("{}", Header(head));
+  static const std::vector<std::int64_t> kNoIds;
+  for (const auto& [check, by_arm] : checks) {
+    std::vector<std::string> row = {check};
+    for (const ArmRecord& a : r.arms) {
+      const auto it = by_arm.find(a.label);
+      row.push_back(cell(check, a.label, it == by_arm.end() ? kNoIds : it->second));
+    }
+    d.Line("{}", Row(row));
+  }
+}
+
 }  // namespace
 
 void QualitySection(const CampaignRecord& r, MarkdownDoc& d) {
@@ -116,19 +134,10 @@ void QualitySection(const CampaignRecord& r, MarkdownDoc& d) {
         "the text (on a synthetic checkpoint, with random weights, they are expected to fail); one that failed on an answer cut "
         "short by its token budget is listed under Truncated below, not here.");
     d.Blank();
-    std::vector<std::string> head = {"check"};
-    for (const ArmRecord& a : r.arms) head.push_back(a.label);
-    d.Line("{}", Header(head));
-    for (const auto& [check, by_arm] : q.failed_checks) {
-      std::vector<std::string> row = {check};
-      for (const ArmRecord& a : r.arms) {
-        const auto it = by_arm.find(a.label);
-        const int n = it == by_arm.end() ? 0 : static_cast<int>(it->second.size());
-        row.push_back(n == 0 ? fmt::format("0 / {}", ran[check][a.label])
-                             : fmt::format("{} / {}: {}", n, ran[check][a.label], d.Links(it->second, 6)));
-      }
-      d.Line("{}", Row(row));
-    }
+    ChecksByArm(r, q.failed_checks, d, [&](const std::string& check, const std::string& arm, const std::vector<std::int64_t>& ids) {
+      return ids.empty() ? fmt::format("0 / {}", ran[check][arm])
+                         : fmt::format("{} / {}: {}", ids.size(), ran[check][arm], d.Links(ids, 6));
+    });
   }
   d.Blank();
   if (!q.truncated_checks.empty()) {
@@ -136,17 +145,9 @@ void QualitySection(const CampaignRecord& r, MarkdownDoc& d) {
         "Truncated: content checks that failed on answers which ended on their token budget (finish_reason length); the text was "
         "cut short, so they are not judged. Raise the workload's max_tokens to judge them.");
     d.Blank();
-    std::vector<std::string> head = {"check"};
-    for (const ArmRecord& a : r.arms) head.push_back(a.label);
-    d.Line("{}", Header(head));
-    for (const auto& [check, by_arm] : q.truncated_checks) {
-      std::vector<std::string> row = {check};
-      for (const ArmRecord& a : r.arms) {
-        const auto it = by_arm.find(a.label);
-        row.push_back(it == by_arm.end() ? "0" : fmt::format("{}: {}", it->second.size(), d.Links(it->second, 6)));
-      }
-      d.Line("{}", Row(row));
-    }
+    ChecksByArm(r, q.truncated_checks, d, [&](const std::string&, const std::string&, const std::vector<std::int64_t>& ids) {
+      return ids.empty() ? std::string("0") : fmt::format("{}: {}", ids.size(), d.Links(ids, 6));
+    });
     d.Blank();
   }
   ContentChecksByCase(r, d);

@@ -90,6 +90,32 @@ httplib::Result PostAs(Server& server, const std::string& content_type, const st
   return server.Client().Post("/v1/chat/completions", headers, body, content_type.c_str());
 }
 
+// A long streamed chat request on its own thread: its bytes go to `body`, `error` says how
+// the transfer ended; returns once the first bytes arrived (or after 20 s).
+std::thread LongStream(Server& server, std::string& body, httplib::Error& error) {
+  auto streaming = std::make_shared<std::atomic<bool>>(false);
+  std::thread reader([&server, &body, &error, streaming] {
+    auto client = server.Client();
+    httplib::Request req;
+    req.method = "POST";
+    req.path = "/v1/chat/completions";
+    req.body =
+        json{{"messages", {{{"role", "user"}, {"content", "a long one"}}}}, {"max_tokens", 1800}, {"ignore_eos", true}, {"stream", true}}
+            .dump();
+    req.set_header("Content-Type", "application/json");
+    req.content_receiver = [&body, streaming](const char* data, std::size_t len, std::uint64_t, std::uint64_t) {
+      body.append(data, len);
+      *streaming = true;
+      return true;
+    };
+    httplib::Response res;
+    client.send(req, res, error);
+  });
+  const auto deadline = std::chrono::steady_clock::now() + 20s;
+  while (!*streaming && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(10ms);
+  return reader;
+}
+
 class ServeHardening : public ::testing::Test {
  protected:
   static void SetUpTestSuite() { server_ = new Server(0, {"--allow-origin", "http://app.example"}); }
@@ -406,27 +432,8 @@ TEST(ServeLimits, ADrainThatRunsOutOfTimeEndsEachStreamWithAnErrorAndTheTerminat
   // let the tiny model finish all 1800 tokens first once its attention got faster.
   Server server(0, {"--drain-timeout-s", "0", "--debug-slowdown", "0.9"});
   std::string body;
-  std::atomic<bool> streaming{false};
   httplib::Error error = httplib::Error::Unknown;
-  std::thread reader([&] {
-    auto client = server.Client();
-    httplib::Request req;
-    req.method = "POST";
-    req.path = "/v1/chat/completions";
-    req.body =
-        json{{"messages", {{{"role", "user"}, {"content", "a long one"}}}}, {"max_tokens", 1800}, {"ignore_eos", true}, {"stream", true}}
-            .dump();
-    req.set_header("Content-Type", "application/json");
-    req.content_receiver = [&](const char* data, std::size_t len, std::uint64_t, std::uint64_t) {
-      body.append(data, len);
-      streaming = true;
-      return true;
-    };
-    httplib::Response res;
-    client.send(req, res, error);
-  });
-  const auto deadline = std::chrono::steady_clock::now() + 20s;
-  while (!streaming && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(10ms);
+  std::thread reader = LongStream(server, body, error);
   server.process().Signal(SIGTERM);
   reader.join();
   EXPECT_EQ(error, httplib::Error::Success) << "the chunked body ended with its terminator, not a cut connection";
@@ -465,25 +472,8 @@ TEST(ServeLimits, ASecondSigintEndsTheDrainAtOnce) {
   // The second signal was ignored: a 60 s drain ran to its end however often one asked.
   Server server(0, {"--drain-timeout-s", "60", "--debug-slowdown", "0.9"});
   std::string body;
-  std::atomic<bool> streaming{false};
-  std::thread reader([&] {
-    auto client = server.Client();
-    httplib::Request req;
-    req.method = "POST";
-    req.path = "/v1/chat/completions";
-    req.body =
-        json{{"messages", {{{"role", "user"}, {"content", "a long one"}}}}, {"max_tokens", 1800}, {"ignore_eos", true}, {"stream", true}}
-            .dump();
-    req.set_header("Content-Type", "application/json");
-    req.content_receiver = [&](const char* data, std::size_t len, std::uint64_t, std::uint64_t) {
-      body.append(data, len);
-      streaming = true;
-      return true;
-    };
-    client.send(req);
-  });
-  const auto deadline = std::chrono::steady_clock::now() + 20s;
-  while (!streaming && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(10ms);
+  httplib::Error error = httplib::Error::Unknown;
+  std::thread reader = LongStream(server, body, error);
   server.process().Signal(SIGINT);
   std::this_thread::sleep_for(300ms);
   const auto second = std::chrono::steady_clock::now();
