@@ -11,8 +11,8 @@
 #include "runtime/sampling/sampler.hpp"
 
 // Speculative decoding: a drafter proposes the tokens that may follow each decoding
-// request; the target verifies them all in one batched step (see docs/architecture.md,
-// "Speculative decoding").
+// request; the target verifies them all in one batched step (see
+// docs/speculative-decoding.md).
 namespace tandem::rt {
 
 struct Draft;
