@@ -1,4 +1,4 @@
-// `tandem-rt serve` against hostile and careless clients (issue 26): bodies that nest
+// `tandem-rt serve` against hostile and careless clients: bodies that nest
 // or repeat without bound, bodies that are not JSON, cross-origin pages, slow and
 // greedy clients, a drain that runs out of time, a malformed --listen, API keys.
 // Every test runs a real server on a loopback port chosen at run time.
