@@ -15,6 +15,10 @@ namespace tandem::harness {
 
 namespace {
 
+// A line a launched server prints while it loads (Tandem's coordinator: one per expert
+// worker, every two seconds while its load advances): the launch timeout starts over.
+constexpr const char* kLoadingProgress = "loading progress: ";
+
 std::string Substitute(std::string text, const std::string& key, const std::string& value) {
   for (auto at = text.find(key); at != std::string::npos; at = text.find(key, at + value.size())) text.replace(at, key.size(), value);
   return text;
@@ -61,8 +65,8 @@ std::string NotStarted(SessionProcess& process, double timeout_s, std::chrono::s
     return fmt::format("the {} closed its output after {:.1f} s without saying where it listens (see {}){}", process.role(), waited(),
                        process.log().string(), LogTail(process.log()));
   }
-  return fmt::format("the {} did not report where it listens within {:.0f} s (see {}){}", process.role(), timeout_s, process.log().string(),
-                     LogTail(process.log()));
+  return fmt::format("the {} did not report where it listens, nor loading progress, for {:.0f} s (timeouts.launch_s; see {}){}",
+                     process.role(), timeout_s, process.log().string(), LogTail(process.log()));
 }
 
 }  // namespace
@@ -157,7 +161,7 @@ std::unique_ptr<ArmInstance> ArmInstance::Launch(const ResolvedArm& arm, const L
       if (on_started) on_started(self->Processes(false));
       SessionProcess& coordinator = *self->processes_.back();
       const auto since = std::chrono::steady_clock::now();
-      const auto line = coordinator.WaitForLine("listening on ", timeout);
+      const auto line = coordinator.WaitForLine("listening on ", timeout, kLoadingProgress);
       if (!line) throw std::runtime_error(NotStarted(coordinator, timeout_s, since));
       self->base_url_ = "http://" + AddressOf(*line);
     } else {  // command: the templates name the port; workers first if there is a worker command
@@ -200,9 +204,17 @@ std::unique_ptr<ArmInstance> ArmInstance::Launch(const ResolvedArm& arm, const L
 }
 
 void ArmInstance::WaitReady(double timeout_s) {
-  const double deadline = MonotonicSeconds() + timeout_s;
+  double deadline = MonotonicSeconds() + timeout_s;
   std::string last = "no answer";
+  SessionProcess* coordinator = nullptr;
+  for (auto& p : processes_) {
+    if (p->role() == "coordinator") coordinator = p.get();
+  }
   while (MonotonicSeconds() < deadline) {
+    // A server still loading says so: the timeout counts from its last progress.
+    if (coordinator != nullptr && coordinator->WaitForLine(kLoadingProgress, std::chrono::milliseconds(0))) {
+      deadline = MonotonicSeconds() + timeout_s;
+    }
     const std::string crashed = Crashed();
     if (!crashed.empty()) throw std::runtime_error(crashed);
     int status = 0;
@@ -228,7 +240,8 @@ void ArmInstance::WaitReady(double timeout_s) {
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
-  throw std::runtime_error(fmt::format("{} was not ready within {:.0f} s: {}", base_url_, timeout_s, last));
+  throw std::runtime_error(fmt::format("{} was not ready within {:.0f} s (timeouts.launch_s) of its start or its last loading progress: {}",
+                                       base_url_, timeout_s, last));
 }
 
 std::string ArmInstance::Refused(const std::string& path, int status) const {

@@ -282,14 +282,16 @@ ManagedProcess::ManagedProcess(const std::vector<std::string>& argv, const std::
 
 ManagedProcess::~ManagedProcess() { Terminate(std::chrono::milliseconds(2000)); }
 
-std::optional<std::string> ManagedProcess::WaitForLine(const std::string& needle, std::chrono::milliseconds timeout) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
+std::optional<std::string> ManagedProcess::WaitForLine(const std::string& needle, std::chrono::milliseconds timeout,
+                                                       const std::string& progress) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
   std::unique_lock lock(impl_->mutex);
   for (;;) {
     while (!impl_->lines.empty()) {
       std::string line = std::move(impl_->lines.front());
       impl_->lines.pop_front();
       if (line.find(needle) != std::string::npos) return line;
+      if (!progress.empty() && line.find(progress) != std::string::npos) deadline = std::chrono::steady_clock::now() + timeout;
     }
     if (impl_->closed) return std::nullopt;
     if (impl_->ready.wait_until(lock, deadline) == std::cv_status::timeout && impl_->lines.empty()) return std::nullopt;

@@ -30,8 +30,10 @@ class ManagedProcess {
   ManagedProcess(const ManagedProcess&) = delete;
   ManagedProcess& operator=(const ManagedProcess&) = delete;
 
-  // The next stdout line containing `needle`, or nullopt on timeout or exit.
-  std::optional<std::string> WaitForLine(const std::string& needle, std::chrono::milliseconds timeout);
+  // The next stdout line containing `needle`, or nullopt on timeout or exit. A line
+  // containing `progress` (when not empty) starts the timeout over: a process that says
+  // it is still getting somewhere is waited for.
+  std::optional<std::string> WaitForLine(const std::string& needle, std::chrono::milliseconds timeout, const std::string& progress = "");
   int pid() const;
   // The kernel's start time of the process (clock ticks since boot), which tells it
   // apart from a later process that reuses its pid.

@@ -158,8 +158,9 @@ SessionProcess::~SessionProcess() {
   }
 }
 
-std::optional<std::string> SessionProcess::WaitForLine(const std::string& needle, std::chrono::milliseconds timeout) {
-  return process_->WaitForLine(needle, timeout);
+std::optional<std::string> SessionProcess::WaitForLine(const std::string& needle, std::chrono::milliseconds timeout,
+                                                       const std::string& progress) {
+  return process_->WaitForLine(needle, timeout, progress);
 }
 
 bool SessionProcess::running() { return process_->running(); }

@@ -48,8 +48,9 @@ class SessionProcess {
   const std::string& role() const { return plan_.role; }
   const Host& host() const { return *plan_.host; }
   const std::filesystem::path& log() const { return plan_.log; }
-  // The next output line containing `needle`, or nullopt on timeout or exit.
-  std::optional<std::string> WaitForLine(const std::string& needle, std::chrono::milliseconds timeout);
+  // The next output line containing `needle`, or nullopt on timeout or exit; a line
+  // containing `progress` starts the timeout over (ManagedProcess::WaitForLine).
+  std::optional<std::string> WaitForLine(const std::string& needle, std::chrono::milliseconds timeout, const std::string& progress = "");
   bool running();
   // Why it ended, for a failed session: "the worker-2 on host dodo (ssh …) exited with code 1
   // (see LOG)", "the coordinator was killed by signal 9 (SIGKILL) (see LOG)". On another host

@@ -1,5 +1,8 @@
+#include <cctype>
+#include <cerrno>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 
 #include <pthread.h>
@@ -16,6 +19,21 @@
 namespace tandem::rt::cli {
 
 namespace {
+
+// $TANDEM_DEBUG_LOAD_DELAY_MS (ExpertWorkerOptions::debug_load_delay): a whole number of
+// milliseconds up to a minute, or unset.
+std::chrono::milliseconds DebugLoadDelay() {
+  const char* value = std::getenv("TANDEM_DEBUG_LOAD_DELAY_MS");
+  if (value == nullptr || *value == '\0') return std::chrono::milliseconds(0);
+  char* end = nullptr;
+  errno = 0;
+  const long ms = std::strtol(value, &end, 10);
+  if (errno != 0 || *end != '\0' || ms < 0 || ms > 60000 || !std::isdigit(static_cast<unsigned char>(*value))) {
+    throw CLI::ValidationError("TANDEM_DEBUG_LOAD_DELAY_MS",
+                               fmt::format("'{}' is not a whole number of milliseconds from 0 to 60000", value));
+  }
+  return std::chrono::milliseconds(ms);
+}
 
 // Async-signal-safe: write(2) and _exit(2) only.
 void ExitOnSignal(int signal) {
@@ -81,6 +99,7 @@ void AddExpertCommand(CLI::App& app) {
     opt->device = ParseDevice(*device);
     if (opt->device == Device::kCuda) RequireCudaDevice();  // fail at start, not at the first handshake
     opt->frame_timeout = std::chrono::milliseconds(*frame_timeout_ms);
+    opt->debug_load_delay = DebugLoadDelay();
     // SIGTERM / SIGINT end the worker at once (it keeps nothing worth flushing), also as
     // a container's PID 1, where a signal without a handler would be ignored. A handler,
     // with both unblocked, rather than a sigwait thread with both blocked: a launcher's

@@ -104,6 +104,10 @@ Engine::ExpertExecutorFactory MakeExpertExecutor(const Checkpoint& ckpt, const L
   options.device = ParseDevice(f.device);  // a GPU coordinator computes its own share there too
   options.token = LoadWorkerToken(f.worker_token_file);
   if (!options.token) options.token = f.spawned_token;
+  options.progress_log = [out = f.progress_out](const std::string& line) {
+    fmt::print(out, "{}\n", line);
+    std::fflush(out);
+  };
   return [&ckpt, plan = std::move(plan), layout, options, remote](ThreadPool& pool) -> std::shared_ptr<ExpertExecutor> {
     auto executor = std::make_shared<RemoteExpertExecutor>(ckpt, plan, layout, &pool, options);
     if (remote != nullptr) *remote = executor;

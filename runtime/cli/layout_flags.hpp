@@ -1,5 +1,6 @@
 #pragma once
 
+#include <cstdio>
 #include <filesystem>
 #include <memory>
 #include <optional>
@@ -38,6 +39,9 @@ struct LayoutFlags {
   std::string spawned_device = "cpu";  // where spawned workers compute
   bool map_weights = false;            // WeightPlacement::kMapped, here and in spawned workers
   std::string worker_token_file;       // --worker-token-file; else $TANDEM_WORKER_TOKEN (worker_token.hpp)
+  // Where the workers' "loading progress: …" lines go: stderr, or stdout for serve, whose
+  // launcher reads its stdout and waits for as long as loading advances.
+  std::FILE* progress_out = stderr;
   // Set by SpawnRequestedWorkers when no token is configured: the fresh one its workers hold.
   std::optional<std::string> spawned_token;
 };

@@ -144,6 +144,7 @@ void Serve(Options opt) {
   opt.scheduler.queue_wait = std::chrono::milliseconds(opt.queue_wait_ms);
   opt.scheduler.eos = static_cast<TokenId>(c.eos_token_id);
   LayoutFlags layout = opt.layout;
+  layout.progress_out = stdout;  // where a launcher waiting for "listening on" sees loading advance
   const std::unique_ptr<LocalWorkers> spawned = SpawnRequestedWorkers(opt.model, layout);
   const std::string draft_mode = ResolveDraftMode(opt.draft, ckpt);
   const bool mtp = draft_mode == "mtp";

@@ -83,12 +83,59 @@ void FuseGateUp(MlpWeights& m) {
   m.up = WeightMatrix{};
 }
 
+// The stored bytes of an MLP's tensors (weights, fp8 scales or quantized values and
+// scales), and the file its gate is stored in: what loading it reads.
+struct StoredMlp {
+  std::uint64_t bytes = 0;
+  std::string file;
+};
+
+StoredMlp Stored(const Checkpoint& ckpt, const std::string& prefix) {
+  StoredMlp out;
+  for (const char* projection : {".gate_proj", ".up_proj", ".down_proj"}) {
+    for (const char* suffix : {".weight", ".weight_scale_inv", ".qweight", ".qscales"}) {
+      const std::string name = prefix + projection + suffix;
+      if (!ckpt.Has(name)) continue;
+      const TensorInfo& info = ckpt.Info(name);
+      out.bytes += info.end - info.begin;
+      if (out.file.empty()) out.file = ckpt.FileOf(name);
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
-MoeSlices::MoeSlices(const Checkpoint& ckpt, const std::vector<LayerSlice>& slices, ThreadPool* pool, bool exact, bool fuse_gate_up)
+MoeSlices::MoeSlices(const Checkpoint& ckpt, const std::vector<LayerSlice>& slices, ThreadPool* pool, bool exact, bool fuse_gate_up,
+                     const LoadProgressFn& progress)
     : hidden_(ckpt.config().hidden_size), pool_(pool), exact_(exact), slices_(slices) {
   const ModelConfig& c = ckpt.config();
   const std::int64_t shared_inter = static_cast<std::int64_t>(c.moe_intermediate_size) * c.n_shared_experts;
+  // What will be read, in order, for the progress reports.
+  std::vector<StoredMlp> plan;
+  LoadProgress report{LoadProgress::Phase::kExperts, 0, 0, {}};
+  if (progress) {
+    for (const LayerSlice& s : slices) {
+      if (!c.IsMoeLayer(s.layer)) continue;  // refused below
+      if (s.HoldsRouted()) {
+        for (int e = std::max(s.expert_begin, 0); e < std::min(s.expert_end, c.n_routed_experts); ++e) {
+          plan.push_back(Stored(ckpt, fmt::format("model.layers.{}.mlp.experts.{}", s.layer, e)));
+        }
+      }
+      if (s.HoldsShared()) plan.push_back(Stored(ckpt, fmt::format("model.layers.{}.mlp.shared_experts", s.layer)));
+    }
+    for (const StoredMlp& m : plan) report.bytes_total += m.bytes;
+    if (!plan.empty()) report.file = plan.front().file;
+    progress(report);
+  }
+  std::size_t loaded = 0;
+  auto advance = [&] {
+    if (!progress || loaded >= plan.size()) return;
+    report.bytes_done += plan[loaded].bytes;
+    ++loaded;
+    report.file = loaded < plan.size() ? plan[loaded].file : plan.back().file;
+    progress(report);
+  };
   for (const LayerSlice& s : slices) {
     if (!c.IsMoeLayer(s.layer)) throw std::invalid_argument(fmt::format("expert slices: layer {} is not a MoE layer", s.layer));
     if (s.expert_begin < 0 || s.expert_end > c.n_routed_experts || s.expert_begin > s.expert_end || s.inter_begin < 0 ||
@@ -108,6 +155,7 @@ MoeSlices::MoeSlices(const Checkpoint& ckpt, const std::vector<LayerSlice>& slic
                                           c.moe_intermediate_size, s.inter_begin, s.inter_end));
         if (fuse_gate_up) FuseGateUp(layer.experts.back());
         weight_bytes_ += Bytes(layer.experts.back());
+        advance();
       }
     }
     if (s.HoldsShared()) {
@@ -115,6 +163,7 @@ MoeSlices::MoeSlices(const Checkpoint& ckpt, const std::vector<LayerSlice>& slic
                                s.shared_begin, s.shared_end);
       if (fuse_gate_up) FuseGateUp(*layer.shared);
       weight_bytes_ += Bytes(*layer.shared);
+      advance();
     }
   }
 }

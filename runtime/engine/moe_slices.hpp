@@ -8,6 +8,7 @@
 
 #include "runtime/engine/mlp.hpp"
 #include "runtime/engine/router.hpp"
+#include "runtime/model/load_progress.hpp"
 
 namespace tandem::rt {
 
@@ -41,8 +42,11 @@ class MoeSlices {
   // computes; hybrid layouts need it, a plain single process can skip it (faster).
   // `fuse_gate_up`: hold a group-quantized expert's gate and up as one matrix
   // (MlpWeights::gate_up, what Compute reads fastest); a device backend that copies
-  // the slices (CudaMoeSlices) wants them apart.
-  MoeSlices(const Checkpoint& ckpt, const std::vector<LayerSlice>& slices, ThreadPool* pool, bool exact = true, bool fuse_gate_up = true);
+  // the slices (CudaMoeSlices) wants them apart. `progress` hears (Phase::kExperts)
+  // before the first expert and after each: the stored bytes of the tensors read so far,
+  // of all it will read, and the file the next one is read from.
+  MoeSlices(const Checkpoint& ckpt, const std::vector<LayerSlice>& slices, ThreadPool* pool, bool exact = true, bool fuse_gate_up = true,
+            const LoadProgressFn& progress = {});
 
   const std::vector<LayerSlice>& slices() const { return slices_; }
   std::uint64_t weight_bytes() const { return weight_bytes_; }

@@ -47,6 +47,10 @@ constexpr int kMaxPendingPerSource = 8;
 // connection's end the worker may not have read yet.
 constexpr auto kSessionGrace = std::chrono::seconds(2);
 
+// LoadProgress reports within a phase are sent at most this often (the first and the
+// last of each always): enough for a coordinator to tell a load from a stall.
+constexpr auto kProgressInterval = std::chrono::milliseconds(200);
+
 // One accepted connection: its own io_context, driven only by its own thread.
 struct Connection {
   asio::io_context io;
@@ -222,15 +226,36 @@ struct ExpertWorker::State {
       return refuse(reason, reason);
     }
     const auto t0 = Clock::now();
+    // Reports to the coordinator as the load goes; a coordinator that has gone ends it.
+    std::optional<LoadProgress::Phase> phase_sent;
+    Clock::time_point sent_at;
+    const LoadProgressFn progress = [&](const LoadProgress& p) {
+      const bool last_of_phase = p.bytes_done == p.bytes_total;
+      if (options.debug_load_delay.count() > 0 && p.phase == LoadProgress::Phase::kExperts && !last_of_phase) {
+        std::this_thread::sleep_for(options.debug_load_delay);
+      }
+      const auto now = Clock::now();
+      if (phase_sent == p.phase && !last_of_phase && now - sent_at < kProgressInterval) return;
+      if (!Send(c, wire::EncodeTextFrame(wire::FrameType::kLoadProgress, LoadProgressJson(p)), now + options.frame_timeout,
+                fmt::format("sending did not complete within {} ms", options.frame_timeout.count()))) {
+        throw std::runtime_error(fmt::format("the coordinator went away while this worker loaded: {}", *channel.error()));
+      }
+      phase_sent = p.phase;
+      sent_at = now;
+    };
     try {
       if (!checkpoint) {
         // A GPU worker's slices are read only while uploading.
         const bool mapped = options.map_weights || options.device == Device::kCuda;
-        checkpoint.emplace(Checkpoint::Open(options.model, mapped ? WeightPlacement::kMapped : WeightPlacement::kCopied));
-        revision = ModelRevision(checkpoint->dir());
+        Checkpoint opened = Checkpoint::Open(options.model, mapped ? WeightPlacement::kMapped : WeightPlacement::kCopied);
+        revision = ModelRevision(opened.dir(), progress);
+        checkpoint.emplace(std::move(opened));
       }
     } catch (const ModelError& e) {
       return refuse("cannot open the model (the worker's log says why)", fmt::format("cannot open the model: {}", e.what()));
+    } catch (const std::exception& e) {
+      Log(fmt::format("{}: {}", channel.peer(), e.what()));
+      return std::nullopt;
     }
     if (hello.model_revision != revision) {
       return refuse(fmt::format("model revision mismatch: the coordinator has {}, this worker has {}", hello.model_revision, revision),
@@ -245,9 +270,9 @@ struct ExpertWorker::State {
     try {
       // The GPU copies gate and up apart (CudaMoeSlices).
       MoeSlices slices(*checkpoint, options.transport_only ? std::vector<LayerSlice>{} : hello.slices, &pool, true,
-                       options.device != Device::kCuda);
+                       options.device != Device::kCuda, progress);
       device_slices.reset();
-      if (options.device == Device::kCuda) device_slices = CudaMoeSlices::Upload(slices);
+      if (options.device == Device::kCuda) device_slices = CudaMoeSlices::Upload(slices, progress);
       HelloAck ack{revision, device_slices ? device_slices->weight_bytes() : slices.weight_bytes(),
                    std::chrono::duration<double>(Clock::now() - t0).count()};
       if (options.token) ack.proof = WorkerProof(*options.token, a.challenge.nonce, hello.auth->nonce);
@@ -261,6 +286,10 @@ struct ExpertWorker::State {
                       device_slices ? "GPU" : "CPU", ack.load_seconds));
       return slices;
     } catch (const std::exception& e) {
+      if (!channel.open()) {  // the coordinator went away: nobody to tell
+        Log(fmt::format("{}: {}", channel.peer(), e.what()));
+        return std::nullopt;
+      }
       return refuse("cannot load the slices (the worker's log says why)", fmt::format("cannot load the slices: {}", e.what()));
     }
   }

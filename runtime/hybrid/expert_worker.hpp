@@ -41,6 +41,9 @@ struct ExpertWorkerOptions {
   Device device = Device::kCpu;
   // Read the slices where the checkpoint is mapped (WeightPlacement::kMapped).
   bool map_weights = false;
+  // Testing aid ($TANDEM_DEBUG_LOAD_DELAY_MS): sleep this long before reading each
+  // expert slice, so that a small checkpoint loads as slowly as a big one.
+  std::chrono::milliseconds debug_load_delay{0};
 };
 
 // `tandem-rt expert`: serves one coordinator at a time (its session). Connections are
@@ -49,12 +52,11 @@ struct ExpertWorkerOptions {
 // only then does it take the session, so a connection that says nothing, or the wrong
 // thing, never locks the real coordinator out. A second authenticated coordinator is
 // refused while a session runs. In its session, the worker opens the checkpoint (at the
-// first session), checks the model revision, loads exactly the slices the Hello names
-// and answers HelloAck; from then on it answers each layer request with one partial row
-// per input row, summed over the routes to the experts it holds (route-sum). A malformed
-// frame or a refused handshake closes that connection with the reason logged (and sent,
-// for the handshake: without local details such as the model path unless the peer
-// proved the token); the worker goes on serving.
+// first session), checks the model revision, loads exactly the slices the Hello names,
+// reporting its progress (LoadProgress frames, a few a second), and answers HelloAck; from then on it answers each layer request with one
+// partial row per input row, summed over the routes to the experts it holds (route-sum). A malformed frame or a refused handshake closes
+// that connection with the reason logged (and sent, for the handshake: without local details such as the model path unless the peer proved
+// the token); the worker goes on serving.
 class ExpertWorker {
  public:
   // Binds the listening socket. Throws std::invalid_argument for a non-loopback address

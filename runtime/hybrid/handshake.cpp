@@ -179,74 +179,217 @@ HelloAck ParseHelloAck(const std::string& text) {
   return a;
 }
 
+std::string LoadProgressJson(const LoadProgress& p) {
+  return json{{"phase", ToString(p.phase)}, {"bytes_done", p.bytes_done}, {"bytes_total", p.bytes_total}, {"file", p.file}}.dump();
+}
+
+LoadProgress ParseLoadProgress(const std::string& text) {
+  const json j = Parse(text);
+  LoadProgress p;
+  const std::string phase = String(j, "phase");
+  if (phase == "revision") {
+    p.phase = LoadProgress::Phase::kRevision;
+  } else if (phase == "experts") {
+    p.phase = LoadProgress::Phase::kExperts;
+  } else if (phase == "upload") {
+    p.phase = LoadProgress::Phase::kUpload;
+  } else {
+    throw wire::WireError(fmt::format("load progress: phase '{}' is not revision, experts or upload", phase));
+  }
+  for (auto [key, field] : {std::pair{"bytes_done", &p.bytes_done}, std::pair{"bytes_total", &p.bytes_total}}) {
+    const json& v = Field(j, key);
+    if (!v.is_number_unsigned()) throw wire::WireError(fmt::format("load progress: '{}' must be a non-negative integer", key));
+    *field = v.get<std::uint64_t>();
+  }
+  if (p.bytes_done > p.bytes_total) {
+    throw wire::WireError(fmt::format("load progress: bytes_done {} exceeds bytes_total {}", p.bytes_done, p.bytes_total));
+  }
+  p.file = String(j, "file");
+  if (p.file.size() > 4096) throw wire::WireError("load progress: 'file' is longer than 4096 bytes");
+  return p;
+}
+
+namespace {
+
+// One rank's handshake as it goes.
+struct Handshake {
+  std::unique_ptr<FrameChannel> channel;
+  Challenge challenge;
+  Hello hello;  // as sent, signed when there is a token
+  std::optional<LoadProgress> last;
+  Clock::time_point deadline;
+  bool done = false;
+};
+
+// Whether `next` is progress after `last`; throws wire::WireError for a report that
+// goes back or changes its total within a phase.
+bool Advances(const std::optional<LoadProgress>& last, const LoadProgress& next) {
+  if (!last) return true;
+  if (next.phase < last->phase) {
+    throw wire::WireError(fmt::format("load progress went back from phase {} to {}", ToString(last->phase), ToString(next.phase)));
+  }
+  if (next.phase > last->phase) return true;
+  if (next.bytes_total != last->bytes_total) {
+    throw wire::WireError(fmt::format("load progress changed its total within phase {}: {} then {}", ToString(next.phase),
+                                      last->bytes_total, next.bytes_total));
+  }
+  if (next.bytes_done < last->bytes_done) {
+    throw wire::WireError(fmt::format("load progress went back from {} to {} bytes", last->bytes_done, next.bytes_done));
+  }
+  return next.bytes_done > last->bytes_done;
+}
+
+}  // namespace
+
+std::vector<std::unique_ptr<FrameChannel>> HandshakeAll(boost::asio::io_context& io, const std::vector<HandshakeTarget>& targets,
+                                                        const HandshakeOptions& options, std::vector<HelloAck>* acks) {
+  const auto timeout = options.timeout;
+  std::vector<Handshake> ranks(targets.size());
+  // Whatever ends the handshakes early, no operation may be left pending on a channel
+  // about to be destroyed.
+  struct CloseOnExit {
+    boost::asio::io_context& io;
+    std::vector<Handshake>& ranks;
+    bool keep = false;
+    ~CloseOnExit() {
+      if (keep) return;
+      for (Handshake& r : ranks) {
+        if (r.channel) r.channel->Close();
+      }
+      io.restart();
+      io.poll();
+    }
+  } guard{io, ranks};
+  for (std::size_t i = 0; i < targets.size(); ++i) {
+    try {
+      ranks[i].channel = FrameChannel::Connect(io, targets[i].address, timeout);
+    } catch (const std::exception& e) {
+      throw HandshakeError(i, e.what());
+    }
+    // Until the worker has proved the token, nothing big is read from it.
+    ranks[i].channel->set_max_payload(wire::kMaxHandshakePayload, "during the handshake");
+  }
+  std::vector<FrameChannel*> all;
+  for (Handshake& r : ranks) all.push_back(r.channel.get());
+
+  // The worker speaks first: its Challenge says whether it holds a token.
+  for (FrameChannel* c : all) c->StartReceive();
+  RunUntilIdle(io, all, Clock::now() + timeout, fmt::format("no handshake challenge within {} ms (--connect-timeout-ms)", timeout.count()));
+  for (std::size_t i = 0; i < ranks.size(); ++i) {
+    Handshake& r = ranks[i];
+    FrameChannel& channel = *r.channel;
+    if (channel.error()) throw HandshakeError(i, *channel.error());
+    if (channel.header().type == wire::FrameType::kError) {
+      throw HandshakeError(i, fmt::format("refused the connection: {}", wire::PayloadText(channel.payload())));
+    }
+    if (channel.header().type != wire::FrameType::kChallenge) {
+      throw HandshakeError(
+          i, fmt::format("opened the handshake with frame type {} instead of a Challenge", static_cast<int>(channel.header().type)));
+    }
+    try {
+      r.challenge = ParseChallenge(wire::PayloadText(channel.payload()));
+    } catch (const wire::WireError& e) {
+      throw HandshakeError(i, e.what());
+    }
+    if (r.challenge.token_required && !options.token) {
+      throw HandshakeError(i,
+                           "worker requires a token: this coordinator has none (set TANDEM_WORKER_TOKEN or --worker-token-file to the "
+                           "workers' token)");
+    }
+    if (!r.challenge.token_required && options.token) {
+      throw HandshakeError(i,
+                           "worker token mismatch: this coordinator has a token, the worker has none (start it with "
+                           "TANDEM_WORKER_TOKEN or --worker-token-file)");
+    }
+    r.hello = targets[i].hello;
+    if (options.token) {
+      r.hello.auth = HelloAuth{NewNonce(), {}};
+      r.hello.auth->proof = CoordinatorProof(*options.token, r.challenge.nonce, r.hello.auth->nonce);
+    }
+    const std::string hello_json = HelloJson(r.hello);
+    if (hello_json.size() > wire::kMaxHandshakePayload) {
+      throw HandshakeError(i, fmt::format("the Hello for this rank is {} bytes, more than the {} a worker accepts", hello_json.size(),
+                                          wire::kMaxHandshakePayload));
+    }
+    channel.StartSend(std::make_shared<const std::vector<std::byte>>(wire::EncodeTextFrame(wire::FrameType::kHello, hello_json)));
+    channel.StartReceive();
+    r.deadline = Clock::now() + timeout;
+  }
+
+  // Every worker loads now; each frame it sends is a progress report or its answer.
+  if (acks != nullptr) acks->assign(ranks.size(), HelloAck{});
+  std::size_t remaining = ranks.size();
+  while (remaining > 0) {
+    Clock::time_point next = Clock::time_point::max();
+    for (const Handshake& r : ranks) {
+      if (!r.done) next = std::min(next, r.deadline);
+    }
+    io.restart();
+    io.run_one_until(next);
+    const auto now = Clock::now();
+    for (std::size_t i = 0; i < ranks.size(); ++i) {
+      Handshake& r = ranks[i];
+      FrameChannel& channel = *r.channel;
+      if (r.done) continue;
+      if (channel.busy()) {
+        if (now < r.deadline) continue;
+        throw HandshakeError(
+            i, r.last ? fmt::format("no loading progress for {} ms (--connect-timeout-ms); its last report: {}", timeout.count(),
+                                    Describe(*r.last))
+                      : fmt::format("no handshake answer within {} ms (--connect-timeout-ms), and no loading progress reported",
+                                    timeout.count()));
+      }
+      if (channel.error()) throw HandshakeError(i, *channel.error());
+      const wire::FrameType type = channel.header().type;
+      try {
+        if (type == wire::FrameType::kError) {
+          throw HandshakeError(i, fmt::format("refused the handshake: {}", wire::PayloadText(channel.payload())));
+        }
+        if (type == wire::FrameType::kLoadProgress) {
+          const LoadProgress report = ParseLoadProgress(wire::PayloadText(channel.payload()));
+          if (Advances(r.last, report)) {
+            r.deadline = now + timeout;
+            if (options.on_progress) options.on_progress(i, report);
+          }
+          r.last = report;
+          channel.StartReceive();
+          continue;
+        }
+        if (type != wire::FrameType::kHelloAck) {
+          throw HandshakeError(i, fmt::format("answered the handshake with frame type {}", static_cast<int>(type)));
+        }
+        HelloAck parsed = ParseHelloAck(wire::PayloadText(channel.payload()));
+        // The worker proves the token too: partials from a process that merely answers on
+        // the address would otherwise be trusted.
+        if (options.token &&
+            (!parsed.proof || !SameMac(*parsed.proof, WorkerProof(*options.token, r.challenge.nonce, r.hello.auth->nonce)))) {
+          throw HandshakeError(i, "worker token mismatch: the worker's HelloAck does not prove it holds this coordinator's token");
+        }
+        if (acks != nullptr) (*acks)[i] = std::move(parsed);
+      } catch (const wire::WireError& e) {
+        throw HandshakeError(i, e.what());
+      }
+      channel.set_max_payload(wire::kMaxPayload);  // layer responses may be large
+      r.done = true;
+      --remaining;
+    }
+  }
+  guard.keep = true;
+  std::vector<std::unique_ptr<FrameChannel>> channels;
+  for (Handshake& r : ranks) channels.push_back(std::move(r.channel));
+  return channels;
+}
+
 std::unique_ptr<FrameChannel> ConnectAndHandshake(boost::asio::io_context& io, const std::string& address, const Hello& hello,
                                                   std::chrono::milliseconds timeout, HelloAck* ack,
                                                   const std::optional<std::string>& token) {
-  const auto deadline = Clock::now() + timeout;
-  std::unique_ptr<FrameChannel> channel = FrameChannel::Connect(io, address, timeout);
-  FrameChannel* one[] = {channel.get()};
-  // Until the worker has proved the token, nothing big is read from it.
-  channel->set_max_payload(wire::kMaxHandshakePayload, "during the handshake");
-  // The worker speaks first: its Challenge says whether it holds a token.
-  channel->StartReceive();
-  RunUntilIdle(io, one, deadline, fmt::format("no handshake challenge within {} ms", timeout.count()));
-  if (channel->error()) throw std::runtime_error(*channel->error());
-  if (channel->header().type == wire::FrameType::kError) {
-    throw std::runtime_error(fmt::format("refused the connection: {}", wire::PayloadText(channel->payload())));
-  }
-  if (channel->header().type != wire::FrameType::kChallenge) {
-    throw std::runtime_error(
-        fmt::format("opened the handshake with frame type {} instead of a Challenge", static_cast<int>(channel->header().type)));
-  }
-  Challenge challenge;
-  try {
-    challenge = ParseChallenge(wire::PayloadText(channel->payload()));
-  } catch (const wire::WireError& e) {
-    throw std::runtime_error(e.what());
-  }
-  if (challenge.token_required && !token) {
-    throw std::runtime_error(
-        "worker requires a token: this coordinator has none (set TANDEM_WORKER_TOKEN or --worker-token-file to the workers' token)");
-  }
-  if (!challenge.token_required && token) {
-    throw std::runtime_error(
-        "worker token mismatch: this coordinator has a token, the worker has none (start it with TANDEM_WORKER_TOKEN or "
-        "--worker-token-file)");
-  }
-  Hello signed_hello = hello;
-  if (token) {
-    signed_hello.auth = HelloAuth{NewNonce(), {}};
-    signed_hello.auth->proof = CoordinatorProof(*token, challenge.nonce, signed_hello.auth->nonce);
-  }
-  const std::string hello_json = HelloJson(signed_hello);
-  if (hello_json.size() > wire::kMaxHandshakePayload) {
-    throw std::runtime_error(fmt::format("the Hello for this rank is {} bytes, more than the {} a worker accepts", hello_json.size(),
-                                         wire::kMaxHandshakePayload));
-  }
-  channel->StartSend(std::make_shared<const std::vector<std::byte>>(wire::EncodeTextFrame(wire::FrameType::kHello, hello_json)));
-  channel->StartReceive();
-  RunUntilIdle(io, one, deadline, fmt::format("no handshake answer within {} ms", timeout.count()));
-  if (channel->error()) throw std::runtime_error(*channel->error());
-  if (channel->header().type == wire::FrameType::kError) {
-    throw std::runtime_error(fmt::format("refused the handshake: {}", wire::PayloadText(channel->payload())));
-  }
-  if (channel->header().type != wire::FrameType::kHelloAck) {
-    throw std::runtime_error(fmt::format("answered the handshake with frame type {}", static_cast<int>(channel->header().type)));
-  }
-  HelloAck parsed;
-  try {
-    parsed = ParseHelloAck(wire::PayloadText(channel->payload()));
-  } catch (const wire::WireError& e) {
-    throw std::runtime_error(e.what());
-  }
-  // The worker proves the token too: partials from a process that merely answers on the
-  // address would otherwise be trusted.
-  if (token && (!parsed.proof || !SameMac(*parsed.proof, WorkerProof(*token, challenge.nonce, signed_hello.auth->nonce)))) {
-    throw std::runtime_error("worker token mismatch: the worker's HelloAck does not prove it holds this coordinator's token");
-  }
-  if (ack != nullptr) *ack = parsed;
-  channel->set_max_payload(wire::kMaxPayload);  // layer responses may be large
-  return channel;
+  HandshakeOptions options;
+  options.timeout = timeout;
+  options.token = token;
+  std::vector<HelloAck> acks;
+  auto channels = HandshakeAll(io, {HandshakeTarget{address, hello}}, options, &acks);
+  if (ack != nullptr) *ack = acks.front();
+  return std::move(channels.front());
 }
 
 }  // namespace tandem::rt

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -11,6 +12,7 @@
 #include "runtime/engine/moe_slices.hpp"
 #include "runtime/hybrid/handshake_auth.hpp"
 #include "runtime/hybrid/wire_protocol.hpp"
+#include "runtime/model/load_progress.hpp"
 
 namespace tandem::rt {
 
@@ -43,6 +45,10 @@ struct Hello {
   std::optional<HelloAuth> auth;  // filled in by ConnectAndHandshake when it holds a token
 };
 
+// While it loads its slices the worker reports how far it is (JSON in kLoadProgress
+// frames, between the Hello and its HelloAck), so that the coordinator waits for as long
+// as a load advances, and no longer.
+
 // The worker's answer (JSON in a kHelloAck frame) once its slices are loaded.
 struct HelloAck {
   std::string model_revision;
@@ -57,15 +63,51 @@ std::string HelloJson(const Hello& hello);
 Hello ParseHello(const std::string& json);  // throws wire::WireError naming the field
 std::string HelloAckJson(const HelloAck& ack);
 HelloAck ParseHelloAck(const std::string& json);
+std::string LoadProgressJson(const LoadProgress& progress);
+// Throws wire::WireError naming the field; bytes_done > bytes_total is refused.
+LoadProgress ParseLoadProgress(const std::string& json);
 
 class FrameChannel;
 
-// Connects to a rank and performs the handshake within `timeout`: reads the worker's
-// Challenge, sends `hello` (with a proof of `token` when there is one), waits for
-// HelloAck and checks the worker's proof. Throws std::runtime_error with the reason when
-// the rank refuses (e.g. a model revision mismatch, "worker token mismatch"), when the
-// tokens do not agree ("worker requires a token", "worker token mismatch"), or when it
-// cannot be reached or times out. The token never appears in a message.
+// One rank to hand its slices.
+struct HandshakeTarget {
+  std::string address;
+  Hello hello;
+};
+
+struct HandshakeOptions {
+  // Connecting and the worker's Challenge must each come within it; then, while the
+  // worker loads its slices, no longer than this may pass without progress: a
+  // LoadProgress report with more bytes done, or of a later phase.
+  std::chrono::milliseconds timeout{10000};
+  std::optional<std::string> token;  // proved to every rank, which must prove it back
+  // Each report that advances, with the index of its target.
+  std::function<void(std::size_t, const LoadProgress&)> on_progress;
+};
+
+// A rank failed its handshake: its index among the targets, and why.
+class HandshakeError : public std::runtime_error {
+ public:
+  HandshakeError(std::size_t index, const std::string& reason) : std::runtime_error(reason), index_(index) {}
+  std::size_t index() const { return index_; }
+
+ private:
+  std::size_t index_;
+};
+
+// Connects to every target, then runs the handshakes at once, so that the workers load
+// their slices side by side: reads each worker's Challenge, sends its Hello (with a proof
+// of the token when there is one), follows its LoadProgress reports, and waits for its
+// HelloAck and checks the worker's proof. Returns the channels in target order (and the
+// acks, when asked). Throws HandshakeError for the first rank that refuses (a model
+// revision mismatch, a missing shard on its host, "worker token mismatch"), cannot be
+// reached, stops answering, or stops making progress; every connection is closed then.
+// The token never appears in a message.
+std::vector<std::unique_ptr<FrameChannel>> HandshakeAll(boost::asio::io_context& io, const std::vector<HandshakeTarget>& targets,
+                                                        const HandshakeOptions& options, std::vector<HelloAck>* acks = nullptr);
+
+// HandshakeAll for one rank, with `timeout` as HandshakeOptions::timeout; throws
+// std::runtime_error (a HandshakeError) with the reason.
 std::unique_ptr<FrameChannel> ConnectAndHandshake(boost::asio::io_context& io, const std::string& address, const Hello& hello,
                                                   std::chrono::milliseconds timeout, HelloAck* ack = nullptr,
                                                   const std::optional<std::string>& token = std::nullopt);

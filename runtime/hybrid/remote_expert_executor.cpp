@@ -25,6 +25,12 @@ namespace {
 // fp32, stays finite.
 constexpr double kMaxPartial = 1e30;
 
+// A rank's loading progress is printed once it has loaded for kProgressAfter, then at
+// most every kProgressEvery: a launcher that waits for progress hears of it well within
+// any sensible timeout, and a load of minutes writes a few lines a rank.
+constexpr auto kProgressAfter = std::chrono::seconds(1);
+constexpr auto kProgressEvery = std::chrono::seconds(2);
+
 }  // namespace
 
 struct RemoteExpertExecutor::State {
@@ -116,19 +122,44 @@ RemoteExpertExecutor::RemoteExpertExecutor(const Checkpoint& ckpt, PlacementPlan
 
   const std::string revision = ModelRevision(ckpt.dir());
   const auto world = static_cast<int>(s.plan.ranks.size());
+  std::vector<HandshakeTarget> targets;
   for (int rank = 1; rank < world; ++rank) {
     const RankPlan& r = s.plan.ranks[static_cast<std::size_t>(rank)];
-    const Hello hello{wire::kVersion, revision, rank, world, r.role, s.shape, s.wire_dtype, wire::ToWire(layout.partial), r.slices};
-    std::unique_ptr<FrameChannel> channel;
-    try {
-      channel = ConnectAndHandshake(s.io, r.address, hello, options.connect_timeout, nullptr, options.token);
-    } catch (const std::exception& e) {
-      throw RemoteExpertError(fmt::format("{}: {}", s.Name(rank), e.what()));
+    targets.push_back(
+        {r.address, Hello{wire::kVersion, revision, rank, world, r.role, s.shape, s.wire_dtype, wire::ToWire(layout.partial), r.slices}});
+  }
+  // Every rank loads at once; a progress line for each that takes a while.
+  const auto start = Clock::now();
+  std::vector<Clock::time_point> printed(targets.size(), start - kProgressEvery + kProgressAfter);
+  std::vector<bool> reported(targets.size(), false);
+  HandshakeOptions handshake{options.connect_timeout, options.token, {}};
+  if (options.progress_log) {
+    handshake.on_progress = [&](std::size_t i, const LoadProgress& p) {
+      const auto now = Clock::now();
+      if (now - printed[i] < kProgressEvery) return;
+      printed[i] = now;
+      reported[i] = true;
+      options.progress_log(fmt::format("loading progress: {}: {} after {:.1f} s", s.Name(static_cast<int>(i) + 1), Describe(p),
+                                       std::chrono::duration<double>(now - start).count()));
+    };
+  }
+  std::vector<HelloAck> acks;
+  std::vector<std::unique_ptr<FrameChannel>> channels;
+  try {
+    channels = HandshakeAll(s.io, targets, handshake, &acks);
+  } catch (const HandshakeError& e) {
+    throw RemoteExpertError(fmt::format("{}: {}", s.Name(static_cast<int>(e.index()) + 1), e.what()));
+  }
+  for (int rank = 1; rank < world; ++rank) {
+    const auto i = static_cast<std::size_t>(rank - 1);
+    if (reported[i]) {
+      options.progress_log(fmt::format("loading progress: {}: loaded, {:.2f} GB of expert weights in {:.1f} s", s.Name(rank),
+                                       static_cast<double>(acks[i].weight_bytes) / 1e9, acks[i].load_seconds));
     }
     RankStats& st = s.stats[rank];
     st.rank = rank;
-    st.address = r.address;
-    s.channels.emplace(rank, std::move(channel));
+    st.address = targets[i].address;
+    s.channels.emplace(rank, std::move(channels[i]));
   }
 }
 

@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -26,7 +27,9 @@ class RemoteExpertError : public std::runtime_error {
 };
 
 struct RemoteOptions {
-  std::chrono::milliseconds connect_timeout{10000};     // connect + handshake (which includes loading the slices)
+  // Connecting, the worker's Challenge, and then the longest a rank may go without loading
+  // progress while it loads its slices (HandshakeOptions::timeout).
+  std::chrono::milliseconds connect_timeout{10000};
   std::chrono::milliseconds round_trip_timeout{10000};  // one layer's request → all partials
   // How long to poll (yielding) for partials before blocking; see RunUntilIdle.
   std::chrono::microseconds spin{0};
@@ -36,6 +39,9 @@ struct RemoteOptions {
   // The worker token (worker_token.hpp) this coordinator proves to every rank, and
   // requires each rank to prove back; none: only ranks without a token are accepted.
   std::optional<std::string> token;
+  // Hears a "loading progress: …" line per rank that has been loading for a second, then
+  // every two seconds while it advances, and one when it has loaded; none: silent.
+  std::function<void(const std::string&)> progress_log;
 };
 
 // Where the coordinator's time in the MoE layers goes, summed over steps.

@@ -91,7 +91,7 @@ FrameHeader DecodeHeader(std::span<const std::byte> bytes) {
   }
   FrameHeader h;
   const auto type = Get<std::uint16_t>(p + 6);
-  if (type < 1 || type > 6) throw WireError(fmt::format("unknown frame type {}", type));
+  if (type < 1 || type > 7) throw WireError(fmt::format("unknown frame type {}", type));
   h.type = static_cast<FrameType>(type);
   h.request_id = Get<std::uint64_t>(p + 8);
   h.layer = Get<std::uint32_t>(p + 16);

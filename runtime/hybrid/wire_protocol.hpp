@@ -18,7 +18,7 @@
 namespace tandem::rt::wire {
 
 constexpr std::uint32_t kMagic = 0x4D444E54;  // "TNDM" in memory order
-constexpr std::uint16_t kVersion = 2;         // 2: the worker's Challenge and token proofs in the handshake
+constexpr std::uint16_t kVersion = 3;         // 2: the worker's Challenge and token proofs; 3: LoadProgress during the handshake
 constexpr std::size_t kHeaderBytes = 32;
 constexpr std::uint32_t kMaxRows = 1u << 16;
 constexpr std::uint32_t kMaxPayload = 256u << 20;
@@ -30,7 +30,15 @@ constexpr std::uint32_t kMaxPayload = 256u << 20;
 constexpr std::uint32_t kMaxHandshakePayload = 64u << 10;
 constexpr int kFp8Block = 32;  // values sharing one power-of-two scale (kFp8BlockSize)
 
-enum class FrameType : std::uint16_t { kHello = 1, kHelloAck = 2, kLayerRequest = 3, kLayerResponse = 4, kError = 5, kChallenge = 6 };
+enum class FrameType : std::uint16_t {
+  kHello = 1,
+  kHelloAck = 2,
+  kLayerRequest = 3,
+  kLayerResponse = 4,
+  kError = 5,
+  kChallenge = 6,
+  kLoadProgress = 7,  // worker → coordinator while it loads, between Hello and HelloAck
+};
 enum class RowKind : std::uint8_t { kDecode = 0, kPrefill = 1, kVerify = 2 };
 enum class Dtype : std::uint8_t { kF32 = 0, kBf16 = 1, kFp8Block32 = 2, kF64 = 3 };
 

@@ -76,6 +76,8 @@ const Checkpoint::Entry& Checkpoint::Find(std::string_view name) const {
 
 const TensorInfo& Checkpoint::Info(std::string_view name) const { return Find(name).info; }
 
+std::string Checkpoint::FileOf(std::string_view name) const { return files_[Find(name).file].mapping->path().filename().string(); }
+
 std::vector<std::string> Checkpoint::TensorNames() const {
   std::vector<std::string> names;
   for (const auto& [name, entry] : tensors_) names.push_back(name);

@@ -47,6 +47,8 @@ class Checkpoint {
 
   bool Has(std::string_view name) const { return tensors_.contains(name); }
   const TensorInfo& Info(std::string_view name) const;
+  // The file a tensor is stored in (its name, without the directory).
+  std::string FileOf(std::string_view name) const;
   std::vector<std::string> TensorNames() const;
   // Written by WriteSyntheticCheckpoint: its safetensors metadata names the preset.
   bool synthetic() const { return metadata_.contains("tandem_preset"); }

@@ -42,7 +42,9 @@ nlohmann::json StampsJson(const std::vector<FileStamp>& stamps) {
   return files;
 }
 
-std::string Sha256Files(const std::vector<FileStamp>& stamps) {
+std::string Sha256Files(const std::vector<FileStamp>& stamps, const LoadProgressFn& progress) {
+  std::uint64_t all = 0, done = 0;
+  for (const FileStamp& s : stamps) all += s.size;
   std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> ctx(EVP_MD_CTX_new(), EVP_MD_CTX_free);
   if (!ctx || EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr) != 1) throw ModelError("sha256: cannot initialise OpenSSL digest");
   std::vector<char> buffer(1 << 20);
@@ -57,6 +59,8 @@ std::string Sha256Files(const std::vector<FileStamp>& stamps) {
       const auto got = static_cast<std::size_t>(in.gcount());
       EVP_DigestUpdate(ctx.get(), buffer.data(), got);
       total += got;
+      done += got;
+      if (progress) progress({LoadProgress::Phase::kRevision, done, all, s.path.filename().string()});
     }
     if (total != s.size) throw ModelError(fmt::format("{}: changed while it was being hashed", s.path.string()));
   }
@@ -70,7 +74,9 @@ std::string Sha256Files(const std::vector<FileStamp>& stamps) {
 
 }  // namespace
 
-std::string ModelRevision(const std::filesystem::path& dir) {
+std::string ModelRevision(const std::filesystem::path& dir) { return ModelRevision(dir, {}); }
+
+std::string ModelRevision(const std::filesystem::path& dir, const LoadProgressFn& progress) {
   std::vector<std::string> weights = ReadShardIndex(dir).files;
   std::sort(weights.begin(), weights.end());
   std::vector<FileStamp> stamps = {Stamp(dir / "config.json")};
@@ -88,7 +94,7 @@ std::string ModelRevision(const std::filesystem::path& dir) {
     // A damaged cache is recomputed and rewritten.
   }
 
-  const std::string revision = Sha256Files(stamps);
+  const std::string revision = Sha256Files(stamps, progress);
   const auto tmp = cache_path.string() + ".tmp";
   {
     std::ofstream out(tmp);

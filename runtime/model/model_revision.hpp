@@ -3,6 +3,8 @@
 #include <filesystem>
 #include <string>
 
+#include "runtime/model/load_progress.hpp"
+
 namespace tandem::rt {
 
 // The checkpoint's identity: sha256 (hex) over config.json and then each weight
@@ -12,5 +14,8 @@ namespace tandem::rt {
 // means it is recomputed each time.
 // Throws ModelError when the directory is not a checkpoint.
 std::string ModelRevision(const std::filesystem::path& checkpoint_dir);
+// The same, reporting (Phase::kRevision) as it hashes, about every megabyte, when the
+// cache does not answer.
+std::string ModelRevision(const std::filesystem::path& checkpoint_dir, const LoadProgressFn& progress);
 
 }  // namespace tandem::rt

@@ -38,6 +38,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         if (ack.proof) (void)SameMac(*ack.proof, WorkerProof("fuzz", Nonce{}, Nonce{}));
         break;
       }
+      case wire::FrameType::kLoadProgress:
+        (void)Describe(ParseLoadProgress(wire::PayloadText(payload)));
+        break;
       case wire::FrameType::kError:
         (void)wire::PayloadText(payload);
         break;

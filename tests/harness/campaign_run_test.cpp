@@ -26,6 +26,7 @@
 #include "store/store.hpp"
 #include "tests/support/child_process.hpp"
 #include "tests/support/run_command.hpp"
+#include "tests/support/scoped_env.hpp"
 
 namespace tandem::harness {
 namespace {
@@ -206,18 +207,7 @@ std::string ReadFile(const fs::path& file) {
   return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
 
-// Sets an environment variable of this test (and so of the `tandem` it starts) until the
-// end of the scope.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) { ::setenv(name, value, 1); }
-  ~ScopedEnv() { ::unsetenv(name_); }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-
- private:
-  const char* name_;
-};
+using testing::ScopedEnv;
 
 TEST_F(Campaigns, RunCompletesWithEverySampleStoredAndNothingLeftRunning) {
   const fs::path file = WriteCampaign(BinaryArm());
@@ -770,6 +760,35 @@ TEST_F(Campaigns, AServerThatWantsAnApiKeyFailsItsSessionAtOnceWhenTheArmGivesNo
 // A coordinator that exits at once (here an option it does not know) was reported as one
 // that "did not report where it listens within 300 s": its exit, how soon, and its last
 // words are the session's failure now.
+// A launch takes as long as the workers' load: launch_s counts from the coordinator's
+// last "loading progress" line, not from the start. Here each worker's load (48 expert
+// slices, 150 ms each: 7 s) is well past launch_s (4 s); the coordinator reports
+// progress every 2 s.
+TEST_F(Campaigns, TheLaunchTimeoutCountsFromTheLastLoadingProgress) {
+  std::string arms;
+  for (const char* label : {"one", "two"}) {
+    arms += fmt::format(
+        "  - label: {0}\n    source: {{kind: binary, coordinator: {1}, worker: {1}}}\n    options: [--threads, \"1\"]\n"
+        "    env: {{TANDEM_DEBUG_LOAD_DELAY_MS: \"150\"}}\n",
+        label, TANDEM_RT_BIN);
+  }
+  const fs::path file = WriteShortCampaign(arms, "{per_layout: 2, order: AB, retry: 0}", 1);
+  std::string yaml = ReadFile(file);
+  yaml.replace(yaml.find("launch_s: 60"), 12, "launch_s: 4");
+  std::ofstream(file) << yaml;
+  const auto r = testing::RunCommand(TANDEM_BIN, {"run", file.string(), "--quiet"}, 300s);
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  const store::Store store = store::Store::Open(Dir() / "store.db");
+  EXPECT_EQ(Count(store, "SELECT COUNT(*) FROM session WHERE status = 'complete'"), 2) << Text(store, "SELECT reason FROM session");
+  bool progress = false;
+  for (const auto& entry : fs::recursive_directory_iterator(Dir())) {
+    if (entry.path().filename() == "coordinator.log.stdout")
+      progress |= ReadFile(entry.path()).find("loading progress: expert worker rank 1") != std::string::npos;
+  }
+  EXPECT_TRUE(progress) << "the coordinator's log must show the workers' loading progress";
+  EXPECT_TRUE(LeftRunning(Model().string()).empty());
+}
+
 TEST_F(Campaigns, ACoordinatorThatExitsAtOnceIsReportedWithItsCodeAndLastWords) {
   const std::string arms = fmt::format(
       "  - label: broken\n    source: {{kind: binary, coordinator: {0}}}\n    options: [--threads, \"1\", --no-such-flag]\n"

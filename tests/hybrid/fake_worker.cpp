@@ -26,6 +26,7 @@ namespace wire = rt::wire;
 struct FakeWorker::State {
   FakeFault fault;
   int fault_at;
+  FakeLoad load;
   asio::io_context io;
   tcp::acceptor acceptor{io};
   tcp::socket socket{io};
@@ -60,6 +61,15 @@ struct FakeWorker::State {
     std::vector<std::byte> payload;
     if (!Read(header, payload) || header.type != wire::FrameType::kHello) return;
     const rt::Hello hello = rt::ParseHello(wire::PayloadText(payload));
+    for (const auto& [pause, report] : load.reports) {
+      std::this_thread::sleep_for(pause);
+      Write(wire::EncodeTextFrame(wire::FrameType::kLoadProgress, rt::LoadProgressJson(report)));
+    }
+    if (!load.ack) {
+      while (Read(header, payload)) {
+      }
+      return;
+    }
     Write(wire::EncodeTextFrame(wire::FrameType::kHelloAck, rt::HelloAckJson({hello.model_revision, 0, 0.0, std::nullopt})));
     while (Read(header, payload)) {
       const int n = requests++;
@@ -75,10 +85,11 @@ struct FakeWorker::State {
   }
 };
 
-FakeWorker::FakeWorker(FakeFault fault, int fault_at) : state_(std::make_unique<State>()) {
+FakeWorker::FakeWorker(FakeFault fault, int fault_at, FakeLoad load) : state_(std::make_unique<State>()) {
   State& s = *state_;
   s.fault = fault;
   s.fault_at = fault_at;
+  s.load = std::move(load);
   const tcp::endpoint endpoint(asio::ip::make_address("127.0.0.1"), 0);
   s.acceptor.open(endpoint.protocol());
   s.acceptor.bind(endpoint);

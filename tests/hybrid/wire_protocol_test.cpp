@@ -306,6 +306,9 @@ TEST(WireProtocol, EveryFuzzSeedIsAValidFrame) {
         case FrameType::kHelloAck:
           (void)ParseHelloAck(PayloadText(payload));
           break;
+        case FrameType::kLoadProgress:
+          (void)ParseLoadProgress(PayloadText(payload));
+          break;
         case FrameType::kError:
           break;
       }
@@ -313,7 +316,7 @@ TEST(WireProtocol, EveryFuzzSeedIsAValidFrame) {
       ADD_FAILURE() << e.what();
     }
   }
-  EXPECT_GE(seeds, 11);
+  EXPECT_GE(seeds, 12);
 }
 
 }  // namespace

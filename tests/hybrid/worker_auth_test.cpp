@@ -30,6 +30,7 @@
 #include "tests/runtime/tiny_model.hpp"
 #include "tests/support/child_process.hpp"
 #include "tests/support/run_command.hpp"
+#include "tests/support/scoped_env.hpp"
 
 namespace tandem::rt {
 namespace {
@@ -42,6 +43,7 @@ using tandem::testing::EvalRun;
 using tandem::testing::ReadFile;
 using tandem::testing::RunCommand;
 using tandem::testing::RunEval;
+using tandem::testing::ScopedEnv;
 using tandem::testing::StartWorker;
 using tandem::testing::TempDir;
 using tandem::testing::TinyCheckpoint;
@@ -49,28 +51,6 @@ using tandem::testing::WriteFile;
 using tandem::testing::WriteTokenFile;
 using Worker = tandem::testing::WorkerProcess;
 using namespace std::chrono_literals;
-
-// Sets an environment variable for a scope; children started meanwhile inherit it.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const std::string& value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    ::setenv(name, value.c_str(), 1);
-  }
-  ~ScopedEnv() {
-    if (old_) {
-      ::setenv(name_, old_->c_str(), 1);
-    } else {
-      ::unsetenv(name_);
-    }
-  }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-
- private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
 
 tcp::endpoint Endpoint(const std::string& address) {
   const auto [host, port] = SplitHostPort(address);

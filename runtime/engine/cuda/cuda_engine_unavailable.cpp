@@ -7,7 +7,7 @@
 
 namespace tandem::rt {
 
-std::unique_ptr<CudaMoeSlices> CudaMoeSlices::Upload(const MoeSlices&) {
+std::unique_ptr<CudaMoeSlices> CudaMoeSlices::Upload(const MoeSlices&, const LoadProgressFn&) {
   RequireCudaDevice();
   return nullptr;
 }

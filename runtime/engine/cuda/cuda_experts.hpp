@@ -5,6 +5,7 @@
 #include <span>
 
 #include "runtime/engine/router.hpp"
+#include "runtime/model/load_progress.hpp"
 
 namespace tandem::rt {
 
@@ -19,7 +20,9 @@ class MoeSlices;
 class CudaMoeSlices {
  public:
   // Throws std::invalid_argument when this build has no CUDA backend or no device can be used.
-  static std::unique_ptr<CudaMoeSlices> Upload(const MoeSlices& host);
+  // `progress` hears (Phase::kUpload) before the first layer and after each: the host
+  // bytes copied so far, of all.
+  static std::unique_ptr<CudaMoeSlices> Upload(const MoeSlices& host, const LoadProgressFn& progress = {});
 
   virtual ~CudaMoeSlices() = default;
   virtual std::uint64_t weight_bytes() const = 0;

@@ -10,9 +10,9 @@
 
 namespace tandem::rt {
 
-std::unique_ptr<CudaMoeSlices> CudaMoeSlices::Upload(const MoeSlices& host) {
+std::unique_ptr<CudaMoeSlices> CudaMoeSlices::Upload(const MoeSlices& host, const LoadProgressFn& progress) {
   RequireCudaDevice();
-  return std::make_unique<cuda::DeviceExperts>(host);
+  return std::make_unique<cuda::DeviceExperts>(host, progress);
 }
 
 namespace cuda {
@@ -21,9 +21,14 @@ namespace {
 
 std::uint64_t Bytes(const DeviceMatrix& m) { return m.storage.bytes(); }
 
+// What MoeSlices::weight_bytes counts of one MLP.
+std::uint64_t HostBytes(const MlpWeights& m) { return m.gate.bytes() + m.up.bytes() + m.gate_up.bytes() + m.down.bytes(); }
+
 }  // namespace
 
-DeviceExperts::DeviceExperts(const MoeSlices& host) : hidden_(host.hidden()) {
+DeviceExperts::DeviceExperts(const MoeSlices& host, const LoadProgressFn& progress) : hidden_(host.hidden()) {
+  LoadProgress report{LoadProgress::Phase::kUpload, 0, host.weight_bytes(), {}};
+  if (progress) progress(report);
   for (const auto& [index, held] : host.layers()) {
     Layer layer;
     layer.slice = held.slice;
@@ -50,6 +55,11 @@ DeviceExperts::DeviceExperts(const MoeSlices& host) : hidden_(host.hidden()) {
       weight_bytes_ += layer.shared->bytes();
     }
     layers_.emplace(index, std::move(layer));
+    if (progress) {
+      for (const MlpWeights& e : held.experts) report.bytes_done += HostBytes(e);
+      if (held.shared) report.bytes_done += HostBytes(*held.shared);
+      progress(report);
+    }
   }
 }
 

@@ -15,7 +15,7 @@ namespace tandem::rt::cuda {
 
 class DeviceExperts final : public CudaMoeSlices {
  public:
-  explicit DeviceExperts(const MoeSlices& host);
+  explicit DeviceExperts(const MoeSlices& host, const LoadProgressFn& progress = {});
   ~DeviceExperts() override;
 
   std::uint64_t weight_bytes() const override { return weight_bytes_; }
