@@ -1,5 +1,8 @@
 #pragma once
 
+#include <stdexcept>
+#include <string>
+
 namespace CLI {
 class App;
 }
@@ -7,6 +10,17 @@ class App;
 // The roles of `tandem-rt`, one file each. Their actions throw ModelError or
 // std::invalid_argument on bad input; main() turns those into exit code 2.
 namespace tandem::rt::cli {
+
+// A command that has stopped for a reason it names, with its own exit code (main prints
+// "tandem-rt: error: REASON" and exits with it).
+class CommandFailed : public std::runtime_error {
+ public:
+  CommandFailed(int exit_code, const std::string& reason) : std::runtime_error(reason), exit_code_(exit_code) {}
+  int exit_code() const { return exit_code_; }
+
+ private:
+  int exit_code_;
+};
 
 void AddInitModelCommand(CLI::App& app);
 void AddInspectCommand(CLI::App& app);

@@ -60,6 +60,12 @@ void AddLayoutFlags(CLI::App* cmd, LayoutFlags& f) {
   cmd->add_option("--round-trip-timeout-ms", f.round_trip_timeout_ms, "Limit for one layer's partials")
       ->check(CLI::Range(1, 3600000))
       ->group(group);
+  cmd->add_option("--rank-late-ms", f.rank_late_ms,
+                  "A rank that has not answered a layer for this long is late: serve's /health reports degraded (503) until it "
+                  "answers or --round-trip-timeout-ms fails it")
+      ->check(CLI::Range(1, 3600000))
+      ->capture_default_str()
+      ->group(group);
   cmd->add_option("--worker-token-file", f.worker_token_file,
                   "File whose first line is the expert workers' token (default: $TANDEM_WORKER_TOKEN): at least 16 random "
                   "characters (openssl rand -hex 32); must not be readable by group or others")
@@ -101,6 +107,7 @@ Engine::ExpertExecutorFactory MakeExpertExecutor(const Checkpoint& ckpt, const L
   fmt::print(stderr, "placement ({} over {} workers, wire {}, partials {}):\n{}", ToString(layout.parallel), layout.workers.size(),
              ToString(layout.wire), ToString(layout.partial), plan.Summary());
   RemoteOptions options{std::chrono::milliseconds(f.connect_timeout_ms), std::chrono::milliseconds(f.round_trip_timeout_ms)};
+  options.late_after = std::chrono::milliseconds(f.rank_late_ms);
   options.device = ParseDevice(f.device);  // a GPU coordinator computes its own share there too
   options.token = LoadWorkerToken(f.worker_token_file);
   if (!options.token) options.token = f.spawned_token;

@@ -32,6 +32,7 @@ struct LayoutFlags {
   std::string plan_out;
   int connect_timeout_ms = 10000;
   int round_trip_timeout_ms = 10000;
+  int rank_late_ms = 1000;
   std::string expert_input = "f32";  // single process: round expert inputs as a wire would
   int spawn_workers = 0;             // start N local workers (and a peer if needed) instead of --experts
   int spawned_threads = 1;

@@ -179,8 +179,29 @@ void Serve(Options opt) {
                  : "");
   std::fflush(stdout);
 
+  // Serves until SIGTERM or SIGINT, or until it can no longer serve: after an engine,
+  // drafter or expert worker failure it exits with code 3 (a supervisor restarts it, and
+  // the new process reconnects to the workers), saying which rank failed and why.
+  // A worker it spawned that ends is reaped and stops it at once, not at the next request.
   int signal = 0;
-  sigwait(&signals, &signal);
+  std::string failed, ended;
+  while (signal <= 0 && failed.empty() && ended.empty()) {
+    const timespec tick{0, 200'000'000};
+    signal = sigtimedwait(&signals, nullptr, &tick);
+    if (signal > 0) break;
+    failed = scheduler.Failed();
+    if (spawned) ended = spawned->Ended();
+  }
+  if (!failed.empty() || !ended.empty()) {
+    const std::string reason = fmt::format("stopped serving: {}", failed.empty()  ? ended
+                                                                  : ended.empty() ? failed
+                                                                                  : fmt::format("{}; {}", failed, ended));
+    fmt::print(stderr, "tandem-rt serve: {}\n", reason);
+    api.SetDraining();
+    scheduler.Drain(std::chrono::seconds(1), [] { return false; });  // every stream has already been told why
+    api.Stop();
+    throw CommandFailed(3, reason);
+  }
   fmt::print(stderr, "tandem-rt serve: {} received; draining (up to {} s)\n", signal == SIGTERM ? "SIGTERM" : "SIGINT",
              opt.drain_timeout_s);
   api.SetDraining();

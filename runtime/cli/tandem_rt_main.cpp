@@ -34,6 +34,9 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     app.exit(e);
     return 2;
+  } catch (const tandem::rt::cli::CommandFailed& e) {
+    fmt::print(stderr, "tandem-rt: error: {}\n", e.what());
+    return e.exit_code();
   } catch (const tandem::rt::ModelError& e) {
     fmt::print(stderr, "tandem-rt: error: {}\n", e.what());
     return 2;

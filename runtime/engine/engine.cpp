@@ -324,6 +324,8 @@ std::vector<RankStats> Engine::RankStatistics() const {
   return state_->experts ? state_->experts->RankStatistics() : std::vector<RankStats>{};
 }
 
+std::string Engine::LateRanks() const { return state_->experts ? state_->experts->Late() : ""; }
+
 Engine::~Engine() = default;
 
 const ModelConfig& Engine::config() const { return state_->config; }

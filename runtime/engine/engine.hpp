@@ -87,6 +87,8 @@ class Engine {
   // The expert executor's remote ranks, as far as they have answered (empty when
   // every expert runs in this process).
   std::vector<RankStats> RankStatistics() const;
+  // ExpertExecutor::Late: callable from any thread.
+  std::string LateRanks() const;
 
   // Throws std::invalid_argument for rows that break the rules above (unknown
   // sequence, non-consecutive positions, capacity, token out of range).

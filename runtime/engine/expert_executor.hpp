@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "runtime/engine/rank_stats.hpp"
@@ -31,6 +32,10 @@ class ExpertExecutor {
   // What each remote rank has answered so far (traffic, round trips), for /v1/stats;
   // empty for an executor that computes everything in this process.
   virtual std::vector<RankStats> RankStatistics() const { return {}; }
+
+  // Thread-safe (any thread, while Finish waits): which remote ranks the step in flight
+  // has waited on past the executor's late threshold, for how long; empty otherwise.
+  virtual std::string Late() const { return ""; }
 };
 
 }  // namespace tandem::rt

@@ -145,8 +145,7 @@ void FrameChannel::StartReceive() {
   });
 }
 
-void RunUntilIdle(asio::io_context& io, std::span<FrameChannel* const> channels, Clock::time_point deadline,
-                  const std::string& timeout_reason, std::chrono::microseconds spin) {
+bool WaitUntilIdle(asio::io_context& io, std::span<FrameChannel* const> channels, Clock::time_point until, std::chrono::microseconds spin) {
   auto any_busy = [&] {
     for (FrameChannel* c : channels) {
       if (c->busy()) return true;
@@ -155,22 +154,37 @@ void RunUntilIdle(asio::io_context& io, std::span<FrameChannel* const> channels,
   };
   io.restart();
   if (spin.count() > 0) {
-    const auto spin_until = std::min(deadline, Clock::now() + spin);
+    const auto spin_until = std::min(until, Clock::now() + spin);
     while (any_busy() && Clock::now() < spin_until) {
       if (io.poll() == 0) std::this_thread::yield();
       io.restart();
     }
   }
   while (any_busy()) {
-    if (io.run_one_until(deadline) != 0) continue;
-    const bool timed_out = Clock::now() >= deadline;
-    for (FrameChannel* c : channels) {
-      if (c->busy()) c->Fail(timed_out ? timeout_reason : "no operation pending (internal error)");
+    if (io.run_one_until(until) != 0) continue;
+    if (Clock::now() < until) {
+      // Nothing pending, yet a channel is busy: it can never complete.
+      for (FrameChannel* c : channels) {
+        if (c->busy()) c->Fail("no operation pending (internal error)");
+      }
+      io.restart();
+      io.poll();
+      return true;
     }
     io.restart();
-    io.poll();  // run the cancelled handlers so nothing is left pending
-    return;
+    return false;
   }
+  return true;
+}
+
+void RunUntilIdle(asio::io_context& io, std::span<FrameChannel* const> channels, Clock::time_point deadline,
+                  const std::string& timeout_reason, std::chrono::microseconds spin) {
+  if (WaitUntilIdle(io, channels, deadline, spin)) return;
+  for (FrameChannel* c : channels) {
+    if (c->busy()) c->Fail(timeout_reason);
+  }
+  io.restart();
+  io.poll();  // run the cancelled handlers so nothing is left pending
 }
 
 }  // namespace tandem::rt

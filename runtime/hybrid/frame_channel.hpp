@@ -77,6 +77,10 @@ class FrameChannel {
 // whole budget, while yielding still lets co-located workers run.
 void RunUntilIdle(boost::asio::io_context& io, std::span<FrameChannel* const> channels, Clock::time_point deadline,
                   const std::string& timeout_reason, std::chrono::microseconds spin = std::chrono::microseconds(0));
+// The same, but at `until` it returns false and leaves the busy channels as they are
+// (to be waited for again); true once none is busy.
+bool WaitUntilIdle(boost::asio::io_context& io, std::span<FrameChannel* const> channels, Clock::time_point until,
+                   std::chrono::microseconds spin = std::chrono::microseconds(0));
 
 // Splits "host:port"; throws std::invalid_argument naming the text.
 std::pair<std::string, std::uint16_t> SplitHostPort(const std::string& address);

@@ -1,10 +1,12 @@
 #include "runtime/hybrid/local_workers.hpp"
 
 #include <csignal>
+#include <cstring>
 #include <future>
 #include <stdexcept>
 
 #include <sys/prctl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <boost/process.hpp>
@@ -20,6 +22,8 @@ namespace bp = boost::process;
 struct LocalWorkers::Child {
   bp::ipstream out;
   bp::child process;
+  std::string role;
+  std::string address;
 };
 
 namespace {
@@ -95,6 +99,8 @@ LocalWorkers::LocalWorkers(const std::filesystem::path& model, int workers, bool
       throw std::runtime_error(fmt::format("a spawned expert {} failed to start (said: '{}')", role, text));
     }
     std::string address = text.substr(at + 1);
+    child->role = role;
+    child->address = address;
     children_.push_back(std::move(child));
     return address;
   };
@@ -105,6 +111,25 @@ LocalWorkers::LocalWorkers(const std::filesystem::path& model, int workers, bool
     for (auto& c : children_) KillAndReap(c->process);
     throw;
   }
+}
+
+std::string LocalWorkers::Ended() {
+  std::string ended;
+  for (auto& c : children_) {
+    std::error_code ec;
+    if (!c->process.valid() || c->process.running(ec)) continue;  // running() reaps one that has ended
+    const int status = c->process.native_exit_code();
+    std::string how;
+    if (WIFSIGNALED(status)) {
+      const int signal = WTERMSIG(status);
+      const char* name = sigabbrev_np(signal);
+      how = fmt::format("was killed by signal {}{}", signal, name != nullptr ? fmt::format(" (SIG{})", name) : "");
+    } else {
+      how = fmt::format("exited with code {}", WEXITSTATUS(status));
+    }
+    ended += fmt::format("{}the spawned expert {} {} (pid {}) {}", ended.empty() ? "" : "; ", c->role, c->address, c->process.id(), how);
+  }
+  return ended;
 }
 
 LocalWorkers::~LocalWorkers() {

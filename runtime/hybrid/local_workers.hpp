@@ -30,6 +30,10 @@ class LocalWorkers {
 
   const std::vector<std::string>& worker_addresses() const { return workers_; }
   const std::string& peer_address() const { return peer_; }
+  // Reaps the children that have ended and says how each did ("the spawned expert
+  // worker 127.0.0.1:P (pid N) was killed by signal 9 (SIGKILL)"; "; "-separated);
+  // empty while every one runs.
+  std::string Ended();
 
  private:
   struct Child;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <mutex>
 #include <stdexcept>
 
 #include <boost/asio/io_context.hpp>
@@ -60,6 +61,12 @@ struct RemoteExpertExecutor::State {
   std::vector<double> own, partial, sum;
   std::vector<float> x_wire;
   ExpertInputPrecision input_precision = ExpertInputPrecision::kBf16;
+
+  // Ranks the step in flight still waits for past options.late_after (Late()).
+  mutable std::mutex late_mutex;
+  std::string late_ranks;
+  int late_layer = -1;
+  Clock::time_point late_since;
 
   [[noreturn]] void Fail(std::string reason) {
     failure = std::move(reason);
@@ -180,6 +187,15 @@ std::uint64_t Since(Clock::time_point t) {
 
 }  // namespace
 
+std::string RemoteExpertExecutor::Late() const {
+  const State& s = *state_;
+  std::lock_guard lock(s.late_mutex);
+  if (s.late_ranks.empty()) return "";
+  return fmt::format("{} has not answered layer {} for {:.1f} s (late after --rank-late-ms {}; --round-trip-timeout-ms {} ends the wait)",
+                     s.late_ranks, s.late_layer, std::chrono::duration<double>(Clock::now() - s.late_since).count(),
+                     s.options.late_after.count(), s.options.round_trip_timeout.count());
+}
+
 std::vector<RankStats> RemoteExpertExecutor::RankStatistics() const {
   std::vector<RankStats> out;
   for (const auto& [rank, st] : state_->stats) {
@@ -251,8 +267,27 @@ void RemoteExpertExecutor::Finish(float* out) {
     if (s.pool != nullptr) s.pool->Park();  // the workers on this machine need the cores while we wait
     std::vector<FrameChannel*> waiting;
     for (int rank : s.remote) waiting.push_back(s.channels.at(rank).get());
-    RunUntilIdle(s.io, waiting, s.started + s.options.round_trip_timeout,
-                 fmt::format("did not answer layer {} within {} ms", s.layer, s.options.round_trip_timeout.count()), s.options.spin);
+    const auto deadline = s.started + s.options.round_trip_timeout;
+    const std::string late = fmt::format("did not answer layer {} within {} ms", s.layer, s.options.round_trip_timeout.count());
+    const auto late_at = s.started + s.options.late_after;
+    if (late_at < deadline && !WaitUntilIdle(s.io, waiting, late_at, s.options.spin)) {
+      // Still waiting: say on whom, for /health, until they answer or time out.
+      std::string who;
+      for (int rank : s.remote) {
+        if (s.channels.at(rank)->busy()) who += (who.empty() ? "" : ", ") + s.Name(rank);
+      }
+      {
+        std::lock_guard lock(s.late_mutex);
+        s.late_ranks = who;
+        s.late_layer = s.layer;
+        s.late_since = s.started;
+      }
+      RunUntilIdle(s.io, waiting, deadline, late);
+      std::lock_guard lock(s.late_mutex);
+      s.late_ranks.clear();
+    } else {
+      RunUntilIdle(s.io, waiting, deadline, late, s.options.spin);
+    }
   }
   s.times.wait_ns += Since(t);
   t = Clock::now();

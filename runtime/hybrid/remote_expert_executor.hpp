@@ -31,6 +31,9 @@ struct RemoteOptions {
   // progress while it loads its slices (HandshakeOptions::timeout).
   std::chrono::milliseconds connect_timeout{10000};
   std::chrono::milliseconds round_trip_timeout{10000};  // one layer's request → all partials
+  // A rank that has not answered a layer for this long is late (Late(): /health says
+  // degraded) until it answers or the round trip times out.
+  std::chrono::milliseconds late_after{1000};
   // How long to poll (yielding) for partials before blocking; see RunUntilIdle.
   std::chrono::microseconds spin{0};
   // kCuda: the coordinator's own slices (shared experts, coordinator-resident layers)
@@ -75,6 +78,7 @@ class RemoteExpertExecutor : public ExpertExecutor {
   bool healthy() const;
   const std::string& failure() const;  // empty while healthy
   std::vector<RankStats> RankStatistics() const override;
+  std::string Late() const override;
   const CoordinatorTimes& Times() const;
   const PlacementPlan& plan() const;
 

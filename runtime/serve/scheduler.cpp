@@ -27,6 +27,14 @@ StreamEvent Failure(int status, std::string message, std::string type, int retry
 using scheduling::Clock;
 using scheduling::Failure;
 
+namespace {
+
+// How long /v1/stats waits for the scheduler thread before answering with its last
+// reading (a step of a big model on a CPU can take this long; one stuck on a rank longer).
+constexpr auto kStatsWait = std::chrono::milliseconds(250);
+
+}  // namespace
+
 void Scheduler::State::Admit() {
   std::vector<Queued> admitted;
   {
@@ -138,7 +146,7 @@ void Scheduler::State::Close(Active& a) {
 
 // Asks the drafter for every decoding request's drafts, bounded by the policy, the
 
-std::string Scheduler::State::Stats() {
+nlohmann::json Scheduler::State::EngineStats() {
   nlohmann::json workers = nlohmann::json::array();
   for (const RankStats& r : engine.RankStatistics()) {
     workers.push_back({{"rank", r.rank},
@@ -153,32 +161,7 @@ std::string Scheduler::State::Stats() {
   }
   nlohmann::json draft = {{"mode", drafter ? std::string(drafter->name()) : "off"}, {"policy", drafter ? policy->name() : "none"}};
   if (drafter) policy->Describe(draft);
-  std::lock_guard lock(mutex);
-  const scheduling::Counters& c = counters;
-  c.draft.Describe(draft);
-  nlohmann::json stats = {
-      {"requests",
-       {{"completed", c.completed},
-        {"cancelled", c.cancelled},
-        {"failed", c.failed},
-        {"invalid", c.invalid},
-        {"rejected", c.rejected_queue_full + c.rejected_queue_timeout + c.rejected_unavailable},
-        {"active", active.size()}}},
-      {"tokens", {{"prompt", c.prompt_tokens}, {"cached", c.cached_tokens}, {"completion", c.completion_tokens}}},
-      {"decode", {{"steps", c.steps}, {"rows", c.rows}, {"decode_rows", c.decode_rows}, {"prefill_rows", c.prefill_rows}}},
-      {"queue",
-       {{"length", queue.size()},
-        {"admitted", c.admitted},
-        {"waited", c.admitted_after_wait},
-        {"wait_ms_total", static_cast<double>(c.queue_wait_us) / 1e3},
-        {"rejected_full", c.rejected_queue_full},
-        {"rejected_timeout", c.rejected_queue_timeout},
-        {"rejected_unavailable", c.rejected_unavailable}}},
-      {"prefix_cache", {{"entries", prefix_cache.entries()}}},
-      {"workers", workers},
-      {"draft", draft},
-      {"healthy", unhealthy.empty() && !draining}};
-  return stats.dump();
+  return {{"workers", workers}, {"draft", draft}, {"prefix_cache_entries", prefix_cache.entries()}, {"active", active.size()}};
 }
 
 // --debug-slowdown F: after each step the scheduler thread busy-waits F/(1−F) as long
@@ -213,7 +196,7 @@ void Scheduler::State::GatherBurst(std::unique_lock<std::mutex>& lock) {
 
 void Scheduler::State::Run() {
   for (;;) {
-    std::vector<std::promise<std::string>> requests;
+    std::vector<std::promise<nlohmann::json>> requests;
     {
       std::unique_lock lock(mutex);
       // Idle: sleep until a request, a stats read or shutdown. With queued requests
@@ -228,8 +211,13 @@ void Scheduler::State::Run() {
       stats_requests.clear();
     }
     if (!requests.empty()) {
-      const std::string json = Stats();
-      for (auto& p : requests) p.set_value(json);
+      const nlohmann::json stats = EngineStats();
+      {
+        std::lock_guard lock(mutex);
+        last_engine_stats = stats;
+        last_engine_stats_at = Clock::now();
+      }
+      for (auto& p : requests) p.set_value(stats);
     }
     try {
       Admit();
@@ -249,7 +237,7 @@ void Scheduler::State::Run() {
   std::lock_guard lock(mutex);
   for (Queued& q : queue) q.stream->Push(Failure(503, "the server is shutting down", "server_error"));
   queue.clear();
-  for (auto& p : stats_requests) p.set_value("{}");
+  for (auto& p : stats_requests) p.set_value(nlohmann::json::object());
   stats_requests.clear();
   stopped = true;
   ended.notify_all();
@@ -299,15 +287,55 @@ std::shared_ptr<RequestStream> Scheduler::Submit(Submission submission) {
 }
 
 std::string Scheduler::StatsJson() {
-  std::future<std::string> result;
+  State& s = *state_;
+  std::future<nlohmann::json> answer;
   {
-    std::lock_guard lock(state_->mutex);
-    if (state_->stopping) return "{}";
-    state_->stats_requests.emplace_back();
-    result = state_->stats_requests.back().get_future();
+    std::lock_guard lock(s.mutex);
+    if (s.stopping) return "{}";
+    s.stats_requests.emplace_back();
+    answer = s.stats_requests.back().get_future();
   }
-  state_->wake.notify_all();
-  return result.get();
+  s.wake.notify_all();
+  // The scheduler thread answers between steps. Inside a long one (a rank that does not
+  // answer holds it up to --round-trip-timeout-ms) the counters are still read here, and
+  // the rest is its last answer, marked so: /v1/stats never waits on a rank.
+  const bool live = answer.wait_for(kStatsWait) == std::future_status::ready;
+  nlohmann::json engine = live ? answer.get() : nlohmann::json();
+  std::lock_guard lock(s.mutex);
+  if (!live) engine = s.last_engine_stats.is_object() ? s.last_engine_stats : nlohmann::json::object();
+  const scheduling::Counters& c = s.counters;
+  nlohmann::json draft = engine.value("draft", nlohmann::json{{"mode", "unknown"}});
+  c.draft.Describe(draft);
+  nlohmann::json stats = {
+      {"requests",
+       {{"completed", c.completed},
+        {"cancelled", c.cancelled},
+        {"failed", c.failed},
+        {"invalid", c.invalid},
+        {"rejected", c.rejected_queue_full + c.rejected_queue_timeout + c.rejected_unavailable},
+        {"active", engine.value("active", s.running)}}},
+      {"tokens", {{"prompt", c.prompt_tokens}, {"cached", c.cached_tokens}, {"completion", c.completion_tokens}}},
+      {"decode", {{"steps", c.steps}, {"rows", c.rows}, {"decode_rows", c.decode_rows}, {"prefill_rows", c.prefill_rows}}},
+      {"queue",
+       {{"length", s.queue.size()},
+        {"admitted", c.admitted},
+        {"waited", c.admitted_after_wait},
+        {"wait_ms_total", static_cast<double>(c.queue_wait_us) / 1e3},
+        {"rejected_full", c.rejected_queue_full},
+        {"rejected_timeout", c.rejected_queue_timeout},
+        {"rejected_unavailable", c.rejected_unavailable}}},
+      {"prefix_cache", {{"entries", engine.value("prefix_cache_entries", 0)}}},
+      {"workers", engine.value("workers", nlohmann::json::array())},
+      {"draft", draft},
+      {"healthy", s.unhealthy.empty() && !s.draining},
+      {"live", live}};
+  if (!live) {
+    // null: the scheduler thread has never answered.
+    stats["stale_s"] = s.last_engine_stats.is_object()
+                           ? nlohmann::json(std::chrono::duration<double>(Clock::now() - s.last_engine_stats_at).count())
+                           : nlohmann::json();
+  }
+  return stats.dump();
 }
 
 void Scheduler::CountInvalidRequest() {
@@ -315,11 +343,19 @@ void Scheduler::CountInvalidRequest() {
   ++state_->counters.invalid;
 }
 
-std::string Scheduler::Unhealthy() const {
+std::string Scheduler::Failed() const {
   std::lock_guard lock(state_->mutex);
-  if (!state_->unhealthy.empty()) return state_->unhealthy;
-  if (state_->draining) return "draining";
-  return "";
+  return state_->unhealthy;
+}
+
+std::string Scheduler::Unhealthy() const {
+  {
+    std::lock_guard lock(state_->mutex);
+    if (!state_->unhealthy.empty()) return state_->unhealthy;
+    if (state_->draining) return "draining";
+  }
+  const std::string late = state_->engine.LateRanks();
+  return late.empty() ? "" : "degraded: " + late;
 }
 
 void Scheduler::Drain(std::chrono::milliseconds timeout, const std::function<bool()>& cut_short) {

@@ -83,13 +83,19 @@ class Scheduler {
   // 429 when the queue is full, 503 when draining or after an engine failure.
   std::shared_ptr<RequestStream> Submit(Submission submission);
 
-  // The lifetime counters as JSON (GET /v1/stats), read by the scheduler thread
-  // between steps, so never a stale snapshot.
+  // The lifetime counters as JSON (GET /v1/stats). What only the scheduler thread reads
+  // (workers, draft policy, prefix cache) it gives between steps; /v1/stats waits at most
+  // a quarter second for that, and inside a longer step (a late rank) answers with its
+  // last reading, marked "live": false.
   std::string StatsJson();
   void CountInvalidRequest();
 
-  // Why the server cannot serve (engine or worker failure, draining); empty when healthy.
+  // Why the server cannot serve (engine or worker failure, draining), or "degraded: …"
+  // while the step in flight waits on a late rank; empty when healthy. Never waits.
   std::string Unhealthy() const;
+  // Why the server can no longer serve (an engine, drafter or worker failure); empty
+  // while it can (also when only degraded or draining).
+  std::string Failed() const;
 
   // Stops admitting (queued requests get 503) and waits up to `timeout` for the
   // running ones to finish, or until `cut_short` (asked every 20 ms) says to stop

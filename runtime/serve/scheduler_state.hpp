@@ -15,6 +15,8 @@
 #include <thread>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "runtime/draft/draft_policy.hpp"
 #include "runtime/draft/draft_stats.hpp"
 #include "runtime/draft/drafter.hpp"
@@ -84,7 +86,11 @@ struct Scheduler::State {
   mutable std::mutex mutex;
   std::condition_variable wake;
   std::deque<Queued> queue;
-  std::vector<std::promise<std::string>> stats_requests;
+  // /v1/stats asks the scheduler thread for what only it may read (EngineStats); the
+  // last answer is kept for when it is inside a long step.
+  std::vector<std::promise<nlohmann::json>> stats_requests;
+  nlohmann::json last_engine_stats;
+  Clock::time_point last_engine_stats_at;
   std::string unhealthy;
   std::size_t running = 0;  // admitted requests not known to have ended (Drain waits for 0)
   bool draining = false;
@@ -153,7 +159,9 @@ struct Scheduler::State {
   void Observe(Active& a, int position, std::size_t row, const ForwardOutput& out, std::size_t count = 0);
   void Finish(Active& a, const std::string& reason);
   void FailEverything(const std::string& reason);
-  std::string Stats();
+  // What only the scheduler thread may read, for /v1/stats: the workers' traffic, the
+  // draft policy, the prefix cache and the running requests.
+  nlohmann::json EngineStats();
 };
 
 }  // namespace tandem::rt

@@ -353,7 +353,10 @@ TEST(Serve, AFullQueueOrAnExpiredWaitIs429WithRetryAfter) {
   EXPECT_NE(waited.second.dump().find("no slot became free within 300 ms"), std::string::npos);
 }
 
-TEST(Serve, KillingAWorkerFailsStreamsCleanlyAndTurnsHealthTo503) {
+// A worker that dies fails the streams it was serving with an error naming it, then
+// the server stops with code 3 saying which rank failed and why (a supervisor restarts
+// it; the new process reconnects), rather than staying up unable to serve.
+TEST(Serve, KillingAWorkerFailsStreamsCleanlyThenTheServerStopsWithCode3NamingTheRank) {
   // Decode slowed tenfold: 1800 tokens with 4 loopback workers could end within the
   // 400 ms before the kill on a fast core, and the stream then finished cleanly.
   Server server(4, {"--round-trip-timeout-ms", "3000", "--debug-slowdown", "0.9"});
@@ -368,12 +371,74 @@ TEST(Serve, KillingAWorkerFailsStreamsCleanlyAndTurnsHealthTo503) {
   ASSERT_TRUE(s.events.back().contains("error"));
   EXPECT_NE(s.events.back()["error"]["message"].get<std::string>().find("expert worker rank 3"), std::string::npos)
       << s.events.back().dump();
+  const auto exit = server.process().WaitExit(10s);
+  ASSERT_TRUE(exit.has_value()) << "the server must not stay up unable to serve";
+  EXPECT_EQ(*exit, 3);
+  const std::string log = server.Log();
+  EXPECT_NE(
+      log.find(fmt::format("tandem-rt serve: stopped serving: the engine failed: expert worker rank 3 ({})", server.workers()[2].address)),
+      std::string::npos)
+      << log;
+  EXPECT_NE(log.find("tandem-rt: error: stopped serving: "), std::string::npos) << log;
+}
+
+// The pids of `pid`'s children started by its main thread.
+std::vector<int> ChildrenOf(int pid) {
+  std::ifstream in(fmt::format("/proc/{}/task/{}/children", pid, pid));
+  std::vector<int> children;
+  for (int child; in >> child;) children.push_back(child);
+  return children;
+}
+
+TEST(Serve, ASpawnedWorkerThatDiesIsReapedAndStopsTheServerSayingHow) {
+  Server server(0, {"--spawn-workers", "2"});
+  const std::vector<int> workers = ChildrenOf(server.process().pid());
+  ASSERT_EQ(workers.size(), 2u);
+  ASSERT_EQ(::kill(workers[0], SIGKILL), 0);
+  // Idle: no request notices the closed connection, the server notices its child.
+  const auto exit = server.process().WaitExit(10s);
+  ASSERT_TRUE(exit.has_value()) << "a server whose worker died must not wait for the next request to find out";
+  EXPECT_EQ(*exit, 3);
+  const std::string log = server.Log();
+  EXPECT_NE(log.find(fmt::format("stopped serving: the spawned expert worker 127.0.0.1:")), std::string::npos) << log;
+  EXPECT_NE(log.find(fmt::format("(pid {}) was killed by signal 9 (SIGKILL)", workers[0])), std::string::npos) << log;
+  for (int pid : workers) {
+    EXPECT_NE(::kill(pid, 0), 0) << "worker " << pid << " is left running, or a zombie nobody reaps";
+  }
+}
+
+// A worker that stops answering (SIGSTOP) without closing its connection: once it is
+// late (--rank-late-ms) /health says degraded and names it; /v1/stats still answers at
+// once, from the last reading, marked so; when it answers again, all is as before.
+TEST(Serve, ALateWorkerMakesHealthDegradedWhileStatsAnswerAtOnce) {
+  // Decode slowed twofold (a slowdown multiplies the stalled step too: keep it small).
+  Server server(2, {"--rank-late-ms", "300", "--round-trip-timeout-ms", "20000", "--debug-slowdown", "0.5"});
+  ASSERT_EQ(server.Stats()["live"], true);
+  Streamed s;
+  std::thread reader([&] { s = Stream(server, Chat("a long answer please", 1500, true)); });
+  std::this_thread::sleep_for(300ms);
+  server.workers()[1].process->Pause();
+  std::this_thread::sleep_for(1s);
   auto health = server.Client().Get("/health");
   ASSERT_TRUE(health);
   EXPECT_EQ(health->status, 503);
-  const auto [status, body] = Post(server, "/v1/chat/completions", Chat("anyone there?", 2).dump());
-  EXPECT_EQ(status, 503);
-  EXPECT_TRUE(server.process().running()) << "the server stays up to report its state";
+  const std::string status = json::parse(health->body)["status"];
+  EXPECT_EQ(status.rfind(fmt::format("degraded: expert worker rank 2 ({}) has not answered layer ", server.workers()[1].address), 0), 0u)
+      << status;
+  EXPECT_NE(status.find("--round-trip-timeout-ms 20000 ends the wait"), std::string::npos) << status;
+  const auto t0 = std::chrono::steady_clock::now();
+  const json stats = server.Stats();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 2s) << "/v1/stats must not wait for the late rank";
+  EXPECT_EQ(stats["live"], false) << stats.dump();
+  EXPECT_TRUE(stats["stale_s"].is_number()) << stats.dump();
+  EXPECT_EQ(stats["requests"]["active"], 0) << "the last reading was taken before the request started";
+  server.workers()[1].process->Resume();
+  reader.join();
+  EXPECT_TRUE(s.done) << "the stream goes on once the worker answers";
+  health = server.Client().Get("/health");
+  ASSERT_TRUE(health);
+  EXPECT_EQ(health->status, 200) << health->body;
+  EXPECT_EQ(server.Stats()["live"], true);
 }
 
 TEST(Serve, SigtermDrainsInFlightStreamsAndExitsZero) {

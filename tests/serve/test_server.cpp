@@ -38,8 +38,13 @@ Server::Server(int workers, std::vector<std::string> flags, const std::filesyste
   const auto listening = process_->ReadLine(30s);
   if (!listening || listening->find("http://") == std::string::npos) throw std::runtime_error("server did not start: " + Log());
   address_ = listening->substr(listening->find("http://") + 7);
-  const auto ready = process_->ReadLine(60s);
-  if (!ready || ready->find("ready") == std::string::npos) throw std::runtime_error("server not ready: " + Log());
+  // Loading progress lines may come first.
+  std::optional<std::string> ready;
+  for (auto until = std::chrono::steady_clock::now() + 60s; std::chrono::steady_clock::now() < until;) {
+    ready = process_->ReadLine(std::chrono::duration_cast<std::chrono::milliseconds>(until - std::chrono::steady_clock::now()));
+    if (!ready || ready->find("serve: ready") != std::string::npos) break;
+  }
+  if (!ready || ready->find("serve: ready") == std::string::npos) throw std::runtime_error("server not ready: " + Log());
 }
 
 httplib::Client Server::Client() const {
