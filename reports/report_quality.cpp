@@ -131,8 +131,8 @@ void QualitySection(const CampaignRecord& r, MarkdownDoc& d) {
     d.Line(
         "Failed checks, measured workloads (failed / checked, then the samples). Integrity checks (stream_complete, usage_consistent, "
         "cache_bound) decide whether a sample is a valid timing; an invalid sample is left out of every figure. Content checks judge "
-        "the text (on a synthetic checkpoint, with random weights, they are expected to fail); one that failed on an answer cut "
-        "short by its token budget is listed under Truncated below, not here.");
+        "the text: whether the answer holds what its case asks, which a model that has not learnt the task fails in every runtime "
+        "(compare the arms); one that failed on an answer cut short by its token budget is listed under Truncated below, not here.");
     d.Blank();
     ChecksByArm(r, q.failed_checks, d, [&](const std::string& check, const std::string& arm, const std::vector<std::int64_t>& ids) {
       return ids.empty() ? fmt::format("0 / {}", ran[check][arm])
