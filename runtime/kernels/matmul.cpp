@@ -69,7 +69,7 @@ namespace {
 // memory, and widening by vpmovzxwd cost 10-20% of decode); on Intel the AVX-512
 // tiles of four rows (Emerald Rapids, 2 vCPUs: a decode step's expert products 25-26
 // against 23-24 GB/s, whole bf16 decode x1.00-1.16 on one thread, x1.03-1.08 on two;
-// docs/performance.md, "2026-12-05, afternoon").
+// docs/performance.md, "bf16 against one input").
 bool OnAvx512Tiles(Isa isa, std::int64_t batch) {
   if (isa != Isa::kAvx512) return false;
   return batch >= 2 || (batch == 1 && IsIntelCpu());

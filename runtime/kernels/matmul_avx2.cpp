@@ -207,7 +207,7 @@ inline void RowTile(const typename F::T* w, std::int64_t cols, const float* x, f
 // first pass and four adjacent rows at a time on later ones (from L2). Four
 // adjacent rows (loads a row apart) read from memory at ~0.7 of the rate of one row
 // or of four rows far apart (Zen 5: BM_MatMul bf16, 131072 rows, 18–20 against
-// 24–25 GB/s; docs/performance.md, "Four streams, not four rows"), while a row alone
+// 24–25 GB/s; docs/performance.md, "bf16 against one input"), while a row alone
 // waits on its sums' latency once its bytes are near (in L3 ~0.75 of four quarters);
 // the 128 KiB expert projections of a decode step still ran fastest row by row. A
 // row's sums are the same whichever rows share its tile.

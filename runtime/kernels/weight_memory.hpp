@@ -5,7 +5,7 @@
 // reads every active weight once a step; from 4 KiB pages (a file mapping unless the
 // page cache holds large folios, or a small std::vector's heap under THP `madvise`)
 // bf16 decode ran up to 23% slower (7–11% on two threads) and int4 expert decode
-// 6–12% slower on one thread here (docs/performance.md, "Fourth pass" and "Sixth pass"). So matrices are
+// 6–12% slower on one thread here (docs/performance.md, "Weight placement: copied or mapped pages"). So matrices are
 // packed into 2 MiB-aligned chunks marked for huge pages.
 //
 // Made for weights loaded once: blocks up to 1 MiB share chunks (a chunk is unmapped

@@ -5,7 +5,7 @@
 // written; on the 2-vCPU VMs we measure on, a fault of a 4 KiB page costs ~13 µs, and
 // the first 513-token prompt of a process faulted ~10 000 of them, on the thread that
 // grew the buffers while the others waited: 1 500 tok/s against 2 400 for the same
-// prompt a second time (docs/performance.md, "Cold buffers"). So blocks of 1 MiB and
+// prompt a second time (docs/performance.md, "A process's first prompt"). So blocks of 1 MiB and
 // more get 2 MiB-aligned mappings of their own, marked for huge pages (one fault per
 // 2 MiB where THP is `always` or `madvise`), returned to the system when freed;
 // smaller blocks come from the heap. Contents are value-initialized as any

@@ -21,7 +21,7 @@ enum class WeightPlacement {
   // kernel grants them); the copied range's file pages leave the process. Decode
   // streams every weight each step, and from 4 KiB pages (a file mapping unless
   // the page cache holds large folios) it ran up to 23% slower on one thread and 7–11%
-  // on two (docs/performance.md, "Sixth pass").
+  // on two (docs/performance.md, "Weight placement: copied or mapped pages").
   kCopied,
   // Read where the file is mapped: nothing copied, pages shared with other
   // processes mapping the file, but at the page cache's page size. Opt-in
