@@ -3,10 +3,12 @@
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "runtime/cli/commands.hpp"
 #include "runtime/model/checkpoint.hpp"
 #include "runtime/model/model_revision.hpp"
+#include "runtime/model/v41_config.hpp"
 
 namespace tandem::rt::cli {
 
@@ -17,7 +19,44 @@ std::int64_t ExpertParameters(const ModelConfig& c) { return 3ll * c.hidden_size
 
 double Millions(std::int64_t n) { return static_cast<double>(n) / 1e6; }
 
+// A DeepSeek V4.1 checkpoint: its configuration and what each layer is. The engine does
+// not run V4.1 yet, so its tensors are not read here.
+void InspectV41(const std::string& dir) {
+  const V41Config c = LoadV41Config(dir);
+  fmt::print("checkpoint    {}\n", dir);
+  fmt::print("architecture  DeepseekV41ForCausalLM (configuration only: this build does not run V4.1 yet)\n");
+  fmt::print("layers        {}, DSpark stages {}, residual copies (hc_mult) {}\n", c.n_layers, c.n_mtp_layers, c.hc_mult);
+  fmt::print("hidden        {}, vocab {}, heads {} of {} (rope {}), one KV head, q_lora {}, o_groups {} (o_lora {}), window {}\n", c.dim,
+             c.vocab_size, c.n_heads, c.head_dim, c.rope_head_dim, c.q_lora_rank, c.o_groups, c.o_lora_rank, c.window_size);
+  fmt::print("experts       {} routed (top {}, {}), 1 shared, intermediate {}, SwiGLU clamp {}, route scale {}\n", c.n_routed_experts,
+             c.n_activated_experts,
+             c.score_func == ScoringFunc::kSqrtSoftplus ? "sqrtsoftplus"
+             : c.score_func == ScoringFunc::kSigmoid    ? "sigmoid"
+                                                        : "softmax",
+             c.moe_inter_dim, c.swiglu_limit, c.route_scale);
+  if (c.index_n_heads > 0) {
+    fmt::print("indexer       {} heads of {}, top {}; candidates: {}\n", c.index_n_heads, c.index_head_dim, c.index_topk,
+               c.candidate_source_layer >= 0
+                   ? fmt::format("{} blocks of {} from layer {}", c.candidate_topk_blocks, c.candidate_block_size, c.candidate_source_layer)
+                   : std::string("none"));
+  }
+  fmt::print("layer  block                   ratio  compressed KV of  rope                       engram\n");
+  for (int l = 0; l < c.n_layers; ++l) {
+    const int r = c.compress_ratios[static_cast<std::size_t>(l)];
+    const std::string rope = r == 0 ? fmt::format("θ {:g}", c.rope_theta)
+                                    : fmt::format("θ {:g}{}", c.compress_rope_theta,
+                                                  c.original_seq_len > 0 ? fmt::format(", YaRN ×{:g}", c.rope_factor) : std::string());
+    fmt::print("{:>5}  {:<22}  {:>5}  {:>16}  {:<25}  {}\n", l, ToString(c.Block(l)), r,
+               r == 0 ? std::string("-") : fmt::format("layer {}", c.KvSourceOf(l)), rope, c.IsEngramLayer(l) ? "yes" : "");
+  }
+  if (c.dspark_block_size > 0) {
+    fmt::print("DSpark        {} stages (mtp.0–{}), block {}, reads layers {}, {} experts top {}\n", c.n_mtp_layers, c.n_mtp_layers - 1,
+               c.dspark_block_size, fmt::join(c.dspark_target_layer_ids, ", "), c.dspark_experts(), c.dspark_activated());
+  }
+}
+
 void Inspect(const std::string& dir) {
+  if (IsV41Checkpoint(dir)) return InspectV41(dir);
   const Checkpoint ckpt = Checkpoint::Open(dir, WeightPlacement::kMapped);
   const ModelConfig& c = ckpt.config();
   std::int64_t total = 0, mtp = 0;

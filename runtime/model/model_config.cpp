@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "runtime/model/config_reader.hpp"
 #include "runtime/model/model_error.hpp"
 #include "runtime/model/text_file.hpp"
 
@@ -12,78 +13,6 @@ namespace {
 
 using nlohmann::json;
 
-class ConfigReader {
- public:
-  ConfigReader(const json& doc, std::string_view source) : doc_(doc), source_(source) {}
-
-  ModelError Error(std::string_view key, std::string_view problem) const {
-    return ModelError(fmt::format("{}: '{}' {}", source_, key, problem));
-  }
-
-  const json* Find(std::string_view key) const {
-    const auto it = doc_.find(key);
-    return it == doc_.end() || it->is_null() ? nullptr : &*it;
-  }
-
-  const json& Required(std::string_view key) const {
-    const json* v = Find(key);
-    if (v == nullptr) throw Error(key, "is missing");
-    return *v;
-  }
-
-  int Int(std::string_view key, std::optional<int> fallback = std::nullopt, int min = 0) const {
-    const json* v = Find(key);
-    if (v == nullptr) {
-      if (fallback) return *fallback;
-      throw Error(key, "is missing");
-    }
-    if (!v->is_number_integer()) throw Error(key, fmt::format("must be an integer, got {}", v->dump()));
-    const auto value = v->get<std::int64_t>();
-    if (value < min || value > 1'000'000'000) throw Error(key, fmt::format("must be in [{}, 1e9], got {}", min, value));
-    return static_cast<int>(value);
-  }
-
-  double Number(std::string_view key, std::optional<double> fallback = std::nullopt) const {
-    const json* v = Find(key);
-    if (v == nullptr) {
-      if (fallback) return *fallback;
-      throw Error(key, "is missing");
-    }
-    if (!v->is_number()) throw Error(key, fmt::format("must be a number, got {}", v->dump()));
-    return v->get<double>();
-  }
-
-  bool Bool(std::string_view key, bool fallback) const {
-    const json* v = Find(key);
-    if (v == nullptr) return fallback;
-    if (!v->is_boolean()) throw Error(key, fmt::format("must be true or false, got {}", v->dump()));
-    return v->get<bool>();
-  }
-
-  std::string String(std::string_view key, std::optional<std::string> fallback = std::nullopt) const {
-    const json* v = Find(key);
-    if (v == nullptr) {
-      if (fallback) return *fallback;
-      throw Error(key, "is missing");
-    }
-    if (!v->is_string()) throw Error(key, fmt::format("must be a string, got {}", v->dump()));
-    return v->get<std::string>();
-  }
-
-  // eos_token_id may be a list in HF configs; the first entry is the primary one.
-  std::int64_t TokenId(std::string_view key, std::int64_t fallback) const {
-    const json* v = Find(key);
-    if (v == nullptr) return fallback;
-    if (v->is_array() && !v->empty()) v = &(*v)[0];
-    if (!v->is_number_integer() || v->get<std::int64_t>() < 0) throw Error(key, fmt::format("must be a token id, got {}", v->dump()));
-    return v->get<std::int64_t>();
-  }
-
- private:
-  const json& doc_;
-  std::string_view source_;
-};
-
 Architecture ParseArchitecture(const ConfigReader& in) {
   const json& archs = in.Required("architectures");
   if (!archs.is_array() || archs.empty() || !archs[0].is_string()) {
@@ -92,6 +21,11 @@ Architecture ParseArchitecture(const ConfigReader& in) {
   const std::string name = archs[0].get<std::string>();
   if (name == "DeepseekV3ForCausalLM") return Architecture::kDeepseekV3;
   if (name == "DeepseekV2ForCausalLM") return Architecture::kDeepseekV2;
+  if (name == "DeepseekV41ForCausalLM") {
+    throw in.Error("architectures",
+                   "names DeepseekV41ForCausalLM: this build reads its configuration (`tandem-rt inspect` describes every layer) but "
+                   "cannot run it yet; supported: DeepseekV3ForCausalLM, DeepseekV2ForCausalLM");
+  }
   throw in.Error("architectures", fmt::format("names '{}'; supported: DeepseekV3ForCausalLM, DeepseekV2ForCausalLM", name));
 }
 
