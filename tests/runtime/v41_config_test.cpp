@@ -1,9 +1,6 @@
 // DeepSeek V4.1's configuration: the reference's ModelArgs keys, the block type each
 // layer's lists give it, and a refusal naming the key for every inconsistency.
 #include "runtime/model/v41_config.hpp"
-#include "tests/runtime/eval_run.hpp"
-#include "tests/runtime/tiny_model.hpp"
-#include "tests/support/run_command.hpp"
 
 #include <string>
 #include <vector>
@@ -12,6 +9,9 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/model/model_error.hpp"
+#include "tests/runtime/eval_run.hpp"
+#include "tests/runtime/tiny_model.hpp"
+#include "tests/support/run_command.hpp"
 
 namespace tandem::rt {
 namespace {
@@ -232,8 +232,9 @@ TEST(V41Config, EveryInconsistencyIsRefusedNamingTheKey) {
 
 TEST(V41Config, InspectDescribesEveryLayerAndTheEngineRefusesToRunIt) {
   const auto dir = testing::TempDir("v41-config");
-  testing::WriteFile(dir / "config.json",
-                     json{{"architectures", {"DeepseekV41ForCausalLM"}}, {"model_type", "deepseek_v41"}, {"text_config", SmallArgs()}}.dump());
+  testing::WriteFile(
+      dir / "config.json",
+      json{{"architectures", {"DeepseekV41ForCausalLM"}}, {"model_type", "deepseek_v41"}, {"text_config", SmallArgs()}}.dump());
   const auto inspect = testing::RunCommand(TANDEM_RT_BIN, {"inspect", dir.string()});
   ASSERT_EQ(inspect.exit_code, 0) << inspect.err;
   for (const char* line : {"    1  kv+index source             2           layer 1  θ 160000, YaRN ×4          yes",
@@ -247,8 +248,8 @@ TEST(V41Config, InspectDescribesEveryLayerAndTheEngineRefusesToRunIt) {
   std::filesystem::create_directories(dir / "inference");
   testing::WriteFile(dir / "inference" / "config.json", official.dump());
   EXPECT_EQ(LoadV41Config(dir).window_size, 32);
-  const auto eval = testing::RunCommand(TANDEM_RT_BIN, {"eval", "--model", dir.string(), "--tokens", "1,2", "--logits-out",
-                                                        (dir / "logits.bin").string()});
+  const auto eval = testing::RunCommand(
+      TANDEM_RT_BIN, {"eval", "--model", dir.string(), "--tokens", "1,2", "--logits-out", (dir / "logits.bin").string()});
   EXPECT_EQ(eval.exit_code, 2);
   EXPECT_NE(eval.err.find("'architectures' names DeepseekV41ForCausalLM: this build reads its configuration"), std::string::npos)
       << eval.err;
