@@ -62,12 +62,20 @@ void MlpForwardMany(std::span<const MlpTask> tasks, Workspace<float>& scratch, T
       const MlpTask& t = tasks[i];
       const std::int64_t inter = t.w->intermediate(), b = r - rows_at[i];
       float* gate = scratch.data() + scratch_at[i];
+      const float limit = t.w->swiglu_limit;
+      const auto activate_row = [limit](float* g, const float* u, std::int64_t count) {
+        if (limit > 0.0f) {
+          SwiGluClamped(g, u, count, limit);
+        } else {
+          SwiGlu(g, u, count);
+        }
+      };
       if (!t.w->gate_up.empty()) {
         float* row = gate + 2 * b * inter;
-        SwiGlu(row, row + inter, inter);
+        activate_row(row, row + inter, inter);
         std::copy_n(row, inter, gate + 2 * t.batch * inter + b * inter);
       } else {
-        SwiGlu(gate + b * inter, gate + t.batch * inter + b * inter, inter);
+        activate_row(gate + b * inter, gate + t.batch * inter + b * inter, inter);
       }
     }
   };

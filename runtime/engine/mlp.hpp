@@ -23,6 +23,8 @@ struct MlpWeights {
   // rows then up's as one matrix, read as one product (one stream instead of two
   // short ones); gate and up are then empty. The same bits: rows are independent.
   WeightMatrix gate_up;
+  // DeepSeek V4.1's SwiGLU clamp (SwiGluClamped); 0: none.
+  float swiglu_limit = 0.0f;
 
   // Loads <prefix>.gate_proj.weight, up_proj and down_proj, placed as the checkpoint
   // places matrices or as asked.

@@ -66,6 +66,14 @@ TANDEM_VECTOR_CLONES void SwiGlu(float* gate, const float* up, std::int64_t n) {
   }
 }
 
+TANDEM_VECTOR_CLONES void SwiGluClamped(float* gate, const float* up, std::int64_t n, float limit) {
+  for (std::int64_t i = 0; i < n; ++i) {
+    const float g = gate[i] < limit ? gate[i] : limit;
+    const float u = up[i] < -limit ? -limit : up[i] > limit ? limit : up[i];
+    gate[i] = g / (1.0f + ExpF(-g)) * u;
+  }
+}
+
 TANDEM_VECTOR_CLONES void Softmax(float* x, std::int64_t n) {
   if (n <= 0) return;
   // The largest value by sixteen lanes: the same maximum as one pass in order, and

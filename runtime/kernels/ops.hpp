@@ -12,6 +12,9 @@ void RmsNorm(const float* x, const float* weight, std::int64_t rows, std::int64_
 
 // gate[i] = silu(gate[i]) · up[i]
 void SwiGlu(float* gate, const float* up, std::int64_t n);
+// The same with DeepSeek V4.1's clamp (`limit` > 0): gate[i] = silu(min(gate[i], limit)) ·
+// clamp(up[i], −limit, limit) — the gate bounded from above only, as the reference does.
+void SwiGluClamped(float* gate, const float* up, std::int64_t n, float limit);
 
 // In-place softmax over n values (max-subtracted).
 void Softmax(float* x, std::int64_t n);

@@ -4,6 +4,8 @@
 // the two passes), for fp32 and double outputs, with a few experts and with many.
 #include "runtime/engine/mlp.hpp"
 
+#include <algorithm>
+#include <cmath>
 #include <memory>
 #include <random>
 #include <vector>
@@ -96,6 +98,42 @@ TEST(MlpForwardMany, GivesEachMlpTheBitsItGetsAloneOnOneThread) {
     for (std::size_t experts : {std::size_t{5}, std::size_t{40}}) {
       SCOPED_TRACE(testing::Message() << experts << " experts, " << (quantized ? "int8" : "bf16"));
       ExpectEachMlpsOwnBits(RandomLayer(experts, quantized, static_cast<unsigned>(experts) + (quantized ? 100u : 0u)), pool);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tandem::rt
+
+namespace tandem::rt {
+namespace {
+
+// DeepSeek V4.1's clamp: the gate bounded from above only, up both ways, before SiLU.
+TEST(Mlp, TheSwigluClampBoundsTheGateFromAboveAndTheUpBothWays) {
+  constexpr std::int64_t n = 32;
+  auto diagonal = [](float value) {
+    std::shared_ptr<float[]> v(new float[n * n]());
+    for (std::int64_t i = 0; i < n; ++i) v[static_cast<std::size_t>(i * n + i)] = value;
+    return WeightMatrix::OwnedF32(n, n, v);
+  };
+  MlpWeights m{diagonal(20.0f), diagonal(20.0f), diagonal(1.0f), {}};
+  std::vector<float> x(n);
+  for (std::int64_t i = 0; i < n; ++i) x[static_cast<std::size_t>(i)] = static_cast<float>(i - 16) / 8.0f;  // −2 … 1.875
+  auto silu = [](double g) { return g / (1.0 + std::exp(-g)); };
+  for (const float limit : {0.0f, 10.0f}) {
+    m.swiglu_limit = limit;
+    std::vector<float> out(n);
+    Workspace<float> scratch;
+    MlpForward(m, x.data(), 1, out.data(), scratch, nullptr);
+    for (std::int64_t i = 0; i < n; ++i) {
+      double g = 20.0 * x[static_cast<std::size_t>(i)], u = g;
+      if (limit > 0) {
+        g = std::min(g, 10.0);
+        u = std::clamp(u, -10.0, 10.0);
+      }
+      const double want = silu(g) * u;
+      EXPECT_NEAR(out[static_cast<std::size_t>(i)], want, 1e-5 * std::max(1.0, std::fabs(want)))
+          << "limit " << limit << ", x " << x[static_cast<std::size_t>(i)];
     }
   }
 }
