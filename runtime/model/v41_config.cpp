@@ -7,6 +7,7 @@
 #include <fmt/ranges.h>
 
 #include "runtime/model/config_reader.hpp"
+#include "runtime/model/engram_layout.hpp"
 #include "runtime/model/model_error.hpp"
 #include "runtime/model/text_file.hpp"
 
@@ -144,7 +145,15 @@ void Validate(const V41Config& c, const ConfigReader& in) {
     need(c.engram_vocab_size > 0, "engram_vocab_size", "must be positive with Engram layers");
     need(c.engram_compressed_vocab_size > 0, "engram_compressed_vocab_size", "must be positive with Engram layers");
     need(c.engram_pad_id >= 0 && c.engram_pad_id < c.vocab_size, "engram_pad_id", "must be a token id");
-    for (std::int64_t rows : c.engram_num_embeddings) need(rows > 0, "engram_num_embeddings", "entries must be positive");
+    need(c.engram_vocab_size < (std::int64_t{1} << 40), "engram_vocab_size", "must be below 2^40");
+    // The table sizes follow from the prime layout; a mismatch would index outside a table.
+    const std::vector<EngramLayerLayout> layout = EngramLayout(c);
+    for (std::size_t i = 0; i < layout.size(); ++i) {
+      need(c.engram_num_embeddings[i] == layout[i].rows, "engram_num_embeddings",
+           fmt::format("entry {} (layer {}) is {}; engram_vocab_size {}, engram_n_heads {} and engram_max_ngram_size {} give {} rows", i,
+                       layout[i].layer, c.engram_num_embeddings[i], c.engram_vocab_size, c.engram_n_heads, c.engram_max_ngram_size,
+                       layout[i].rows));
+    }
   }
 
   // DSpark.

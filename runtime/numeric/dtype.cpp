@@ -15,12 +15,13 @@ struct DTypeEntry {
   std::size_t size;
 };
 
-constexpr std::array<DTypeEntry, 11> kDTypes = {{
+constexpr std::array<DTypeEntry, 12> kDTypes = {{
     {DType::kF64, "F64", 8},
     {DType::kF32, "F32", 4},
     {DType::kF16, "F16", 2},
     {DType::kBF16, "BF16", 2},
     {DType::kF8E4M3, "F8_E4M3", 1},
+    {DType::kF8E8M0, "F8_E8M0", 1},
     {DType::kI64, "I64", 8},
     {DType::kI32, "I32", 4},
     {DType::kI16, "I16", 2},

@@ -8,7 +8,8 @@
 // Element types of checkpoint tensors and their conversions to fp32.
 namespace tandem::rt {
 
-enum class DType { kF64, kF32, kF16, kBF16, kF8E4M3, kI64, kI32, kI16, kI8, kU8, kBool };
+// kF8E8M0: power-of-two scales (DeepSeek V4.1's weight scales; microscaling.hpp).
+enum class DType { kF64, kF32, kF16, kBF16, kF8E4M3, kF8E8M0, kI64, kI32, kI16, kI8, kU8, kBool };
 
 // Safetensors dtype names ("BF16", "F8_E4M3", ...); empty for unknown names.
 std::optional<DType> DTypeFromName(std::string_view name);

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "runtime/model/engram_layout.hpp"
 #include "runtime/model/model_error.hpp"
 #include "tests/runtime/eval_run.hpp"
 #include "tests/runtime/tiny_model.hpp"
@@ -169,6 +170,24 @@ TEST(V41Config, TheSmallTestModelHasOneLayerOfEachBlockType) {
   EXPECT_TRUE(c.norm_topk_prob);
 }
 
+// The prime layout reproduces the table sizes DeepSeek published for Flash (a config
+// whose sizes differ is refused), and the reference's small model's primes.
+TEST(V41Config, EngramTablesFollowThePrimeLayout) {
+  const std::vector<EngramLayerLayout> flash = EngramLayout(ParseV41Config(FlashArgs().dump(), "config.json"));
+  ASSERT_EQ(flash.size(), 2u);
+  EXPECT_EQ(flash[0].rows, 384006168);
+  EXPECT_EQ(flash[1].rows, 384016682);
+  EXPECT_EQ(std::vector<std::int64_t>(flash[0].primes.begin(), flash[0].primes.begin() + 9),
+            (std::vector<std::int64_t>{16000057, 16000079, 16000081, 16000097, 16000121, 16000129, 16000133, 16000183, 16000189}));
+  EXPECT_EQ(flash[1].primes.front(), 16000477);
+  EXPECT_EQ(flash[0].offsets[1], 16000057);
+  EXPECT_EQ(flash[1].offsets.back(), 368015793);
+  const std::vector<EngramLayerLayout> small = EngramLayout(ParseV41Config(SmallArgs().dump(), "config.json"));
+  EXPECT_EQ(small[0].primes, (std::vector<std::int64_t>{101, 103, 107, 109, 113, 127}));
+  EXPECT_EQ(small[1].primes, (std::vector<std::int64_t>{131, 137, 139, 149, 151, 157}));
+  EXPECT_EQ(small[1].offsets, (std::vector<std::int64_t>{0, 131, 268, 407, 556, 707}));
+}
+
 TEST(V41Config, TheArgsMayBeNestedUnderTextConfig) {
   const json doc = {{"architectures", {"DeepseekV41ForCausalLM"}}, {"model_type", "deepseek_v41"}, {"text_config", SmallArgs()}};
   EXPECT_EQ(ParseV41Config(doc.dump(), "config.json").n_layers, 6);
@@ -215,6 +234,10 @@ TEST(V41Config, EveryInconsistencyIsRefusedNamingTheKey) {
       {"n_activated_experts", 5, "config.json: 'n_activated_experts' must be in [1, n_routed_experts 4], got 5"},
       {"n_shared_experts", 2, "config.json: 'n_shared_experts' must be 1 (as the reference asserts), got 2"},
       {"engram_num_embeddings", {660}, "config.json: 'engram_num_embeddings' has 1 entries for 2 engram_layer_ids"},
+      {"engram_num_embeddings",
+       {660, 865},
+       "config.json: 'engram_num_embeddings' entry 1 (layer 1) is 865; engram_vocab_size 100, engram_n_heads 2 and "
+       "engram_max_ngram_size 4 give 864 rows"},
       {"engram_head_dim", 48, "config.json: 'engram_head_dim' must be a positive multiple of 32 (the FP8 and FP4 blocks), got 48"},
       {"dspark_target_layer_ids", {4, 7}, "config.json: 'dspark_target_layer_ids' names layer 7, not in [0, n_layers 6)"},
       {"dspark_noise_token_id", 512, "config.json: 'dspark_noise_token_id' must be a token id"},
