@@ -6,6 +6,7 @@
 #include "runtime/cli/commands.hpp"
 #include "runtime/model/synthetic_checkpoint.hpp"
 #include "runtime/model/synthetic_tokenizer.hpp"
+#include "runtime/model/v41_synthetic.hpp"
 
 namespace tandem::rt::cli {
 
@@ -19,7 +20,11 @@ void AddInitModelCommand(CLI::App& app) {
   };
   auto opt = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand("init-model", "Write a synthetic HF-layout checkpoint, bit-identical for a seed");
-  cmd->add_option("--preset", opt->preset, "tiny (tests) or small (demo)")->required()->check(CLI::IsMember({"tiny", "small"}));
+  cmd->add_option("--preset", opt->preset,
+                  "tiny (tests) or small (demo); v41-tiny or v41-small: DeepSeek V4.1 in its official layout (weights only, no "
+                  "tokenizer: this build does not run V4.1 yet)")
+      ->required()
+      ->check(CLI::IsMember({"tiny", "small", "v41-tiny", "v41-small"}));
   cmd->add_option("--seed", opt->seed, "Weight seed")->required();
   cmd->add_option("--out", opt->out, "Output directory")->required();
   cmd->add_option("--tokenizer-source", opt->tokenizer_source, "Directory with the DeepSeek-V3 tokenizer.json")->capture_default_str();
@@ -28,6 +33,15 @@ void AddInitModelCommand(CLI::App& app) {
                   "trained model (models/mini) is derived this way")
       ->check(CLI::Range(1, 1 << 20));
   cmd->callback([opt] {
+    if (IsV41Preset(opt->preset)) {
+      const V41SyntheticReport r = WriteV41SyntheticCheckpoint(opt->preset, opt->seed, opt->out);
+      fmt::print(
+          "wrote {} ({} preset, seed {}): DeepSeek V4.1, {} layers + {} DSpark stages, dim {}, {} routed experts, vocab {}, {} "
+          "tensors, {:.1f} MB of weights\n",
+          opt->out, opt->preset, opt->seed, r.config.n_layers, r.config.n_mtp_layers, r.config.dim, r.config.n_routed_experts,
+          r.config.vocab_size, r.tensors, static_cast<double>(r.weight_bytes) / 1e6);
+      return;
+    }
     SyntheticPreset preset = FindPreset(opt->preset);
     if (opt->tokenizer_merges > 0) preset.tokenizer_merges = opt->tokenizer_merges;
     const SyntheticCheckpointReport r = WriteSyntheticCheckpoint(preset, opt->seed, opt->out, opt->tokenizer_source);

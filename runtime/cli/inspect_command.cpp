@@ -1,3 +1,4 @@
+#include <filesystem>
 #include <map>
 #include <memory>
 
@@ -9,6 +10,7 @@
 #include "runtime/model/checkpoint.hpp"
 #include "runtime/model/model_revision.hpp"
 #include "runtime/model/v41_config.hpp"
+#include "runtime/model/v41_tensors.hpp"
 
 namespace tandem::rt::cli {
 
@@ -24,7 +26,7 @@ double Millions(std::int64_t n) { return static_cast<double>(n) / 1e6; }
 void InspectV41(const std::string& dir) {
   const V41Config c = LoadV41Config(dir);
   fmt::print("checkpoint    {}\n", dir);
-  fmt::print("architecture  DeepseekV41ForCausalLM (configuration only: this build does not run V4.1 yet)\n");
+  fmt::print("architecture  DeepseekV41ForCausalLM (this build reads and checks it; it does not run V4.1 yet)\n");
   fmt::print("layers        {}, DSpark stages {}, residual copies (hc_mult) {}\n", c.n_layers, c.n_mtp_layers, c.hc_mult);
   fmt::print("hidden        {}, vocab {}, heads {} of {} (rope {}), one KV head, q_lora {}, o_groups {} (o_lora {}), window {}\n", c.dim,
              c.vocab_size, c.n_heads, c.head_dim, c.rope_head_dim, c.q_lora_rank, c.o_groups, c.o_lora_rank, c.window_size);
@@ -53,6 +55,21 @@ void InspectV41(const std::string& dir) {
     fmt::print("DSpark        {} stages (mtp.0–{}), block {}, reads layers {}, {} experts top {}\n", c.n_mtp_layers, c.n_mtp_layers - 1,
                c.dspark_block_size, fmt::join(c.dspark_target_layer_ids, ", "), c.dspark_experts(), c.dspark_activated());
   }
+  const std::filesystem::path root(dir);
+  if (!std::filesystem::exists(root / "model.safetensors") && !std::filesystem::exists(root / "model.safetensors.index.json")) {
+    fmt::print("weights       none (a configuration only)\n");
+    return;
+  }
+  // Every tensor the configuration implies, in its published dtype and shape.
+  const V41Contents contents = CheckV41Checkpoint(root, c);
+  std::int64_t total = 0;
+  for (const auto& [dtype, n] : contents.parameters_by_dtype) total += n;
+  fmt::print("parameters    {:.3f} M\n", static_cast<double>(total) / 1e6);
+  for (const auto& [dtype, n] : contents.parameters_by_dtype)
+    fmt::print("dtype         {}: {:.3f} M parameters\n", dtype, static_cast<double>(n) / 1e6);
+  fmt::print("weights       {:.1f} MB in {} tensors, each as the configuration needs{}\n", static_cast<double>(contents.bytes) / 1e6,
+             contents.tensors, contents.ignored > 0 ? fmt::format(" ({} more not used: vision, tied copies)", contents.ignored) : "");
+  fmt::print("revision      {}\n", ModelRevision(dir));
 }
 
 void Inspect(const std::string& dir) {

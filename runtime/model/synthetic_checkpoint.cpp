@@ -11,6 +11,7 @@
 
 #include "runtime/model/model_error.hpp"
 #include "runtime/model/safetensors.hpp"
+#include "runtime/model/seeded_stream.hpp"
 #include "runtime/model/synthetic_tokenizer.hpp"
 #include "runtime/numeric/dtype.hpp"
 
@@ -33,19 +34,6 @@ ModelConfig BaseConfig() {
   c.bos_token_id = 0;
   c.eos_token_id = 1;
   return c;
-}
-
-std::uint64_t Mix(std::uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
-
-std::uint64_t Fnv1a(const std::string& s) {
-  std::uint64_t h = 0xcbf29ce484222325ull;
-  for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ull;
-  return h;
 }
 
 // How one tensor is initialised.
@@ -129,10 +117,10 @@ void Fill(const TensorSpec& spec, std::uint64_t seed, std::vector<char>& bytes) 
   std::int64_t n = 1;
   for (std::int64_t d : spec.shape) n *= d;
   bytes.resize(static_cast<std::size_t>(n) * DTypeSize(spec.dtype));
-  std::uint64_t state = Mix(seed) ^ Fnv1a(spec.name);
+  std::uint64_t state = StreamSeed(seed, spec.name);
   const double a = std::sqrt(3.0) * spec.init.std;  // uniform(−a, a) has this std
   for (std::int64_t i = 0; i < n; ++i) {
-    const double u = static_cast<double>(Mix(state += 0x9E3779B97F4A7C15ull) >> 11) * 0x1.0p-53 * 2.0 - 1.0;
+    const double u = NextSymmetric(state);
     double value = 0.0;
     switch (spec.init.kind) {
       case Init::Kind::kUniform:

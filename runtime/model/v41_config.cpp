@@ -289,6 +289,71 @@ V41Config ParseV41Config(std::string_view json_text, std::string_view source) {
   return c;
 }
 
+std::string V41ConfigJson(const V41Config& c) {
+  const char* score = c.score_func == ScoringFunc::kSqrtSoftplus ? "sqrtsoftplus"
+                      : c.score_func == ScoringFunc::kSigmoid    ? "sigmoid"
+                                                                 : "softmax";
+  json j = {{"vocab_size", c.vocab_size},
+            {"dim", c.dim},
+            {"moe_inter_dim", c.moe_inter_dim},
+            {"n_layers", c.n_layers},
+            {"n_mtp_layers", c.n_mtp_layers},
+            {"n_heads", c.n_heads},
+            {"n_routed_experts", c.n_routed_experts},
+            {"n_shared_experts", c.n_shared_experts},
+            {"n_activated_experts", c.n_activated_experts},
+            {"score_func", score},
+            {"gate_temp", c.gate_temp},
+            {"norm_topk_prob", c.norm_topk_prob},
+            {"route_scale", c.route_scale},
+            {"swiglu_limit", c.swiglu_limit},
+            {"q_lora_rank", c.q_lora_rank},
+            {"head_dim", c.head_dim},
+            {"rope_head_dim", c.rope_head_dim},
+            {"norm_eps", c.norm_eps},
+            {"o_groups", c.o_groups},
+            {"o_lora_rank", c.o_lora_rank},
+            {"window_size", c.window_size},
+            {"compress_ratios", c.compress_ratios},
+            {"kv_source_layers", c.kv_source_layers},
+            {"index_source_layers", c.index_source_layers},
+            {"compress_rope_theta", c.compress_rope_theta},
+            {"original_seq_len", c.original_seq_len},
+            {"rope_theta", c.rope_theta},
+            {"rope_factor", c.rope_factor},
+            {"beta_fast", c.beta_fast},
+            {"beta_slow", c.beta_slow},
+            {"index_n_heads", c.index_n_heads},
+            {"index_head_dim", c.index_head_dim},
+            {"index_topk", c.index_topk},
+            {"candidate_source_layer", c.candidate_source_layer},
+            {"candidate_topk_blocks", c.candidate_topk_blocks},
+            {"candidate_block_size", c.candidate_block_size},
+            {"hc_mult", c.hc_mult},
+            {"hc_sinkhorn_iters", c.hc_sinkhorn_iters},
+            {"hc_eps", c.hc_eps},
+            {"engram_layer_ids", c.engram_layer_ids},
+            {"engram_num_embeddings", c.engram_num_embeddings},
+            {"engram_max_ngram_size", c.engram_max_ngram_size},
+            {"engram_vocab_size", c.engram_vocab_size},
+            {"engram_n_heads", c.engram_n_heads},
+            {"engram_head_dim", c.engram_head_dim},
+            {"engram_pad_id", c.engram_pad_id},
+            {"engram_compressed_vocab_size", c.engram_compressed_vocab_size},
+            {"dspark_block_size", c.dspark_block_size},
+            {"dspark_noise_token_id", c.dspark_noise_token_id},
+            {"dspark_target_layer_ids", c.dspark_target_layer_ids},
+            {"dspark_markov_rank", c.dspark_markov_rank},
+            {"dspark_n_routed_experts", c.dspark_n_routed_experts},
+            {"dspark_n_activated_experts", c.dspark_n_activated_experts},
+            {"bos_token_id", c.bos_token_id},
+            {"eos_token_id", c.eos_token_id},
+            {"max_position_embeddings", c.max_position_embeddings},
+            {"dtype", "fp8"},
+            {"expert_dtype", "fp4"}};
+  return j.dump(1);
+}
+
 bool IsV41Checkpoint(const std::filesystem::path& dir) {
   try {
     const json doc = json::parse(ReadTextFile(dir / "config.json"));

@@ -110,4 +110,7 @@ V41Config ParseV41Config(std::string_view json_text, std::string_view source);
 // config.json's text_config.
 V41Config LoadV41Config(const std::filesystem::path& checkpoint_dir);
 
+// The ModelArgs keys of `config`, as a JSON object (what ParseV41Config reads back).
+std::string V41ConfigJson(const V41Config& config);
+
 }  // namespace tandem::rt
