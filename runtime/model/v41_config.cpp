@@ -289,6 +289,25 @@ V41Config ParseV41Config(std::string_view json_text, std::string_view source) {
   return c;
 }
 
+ModelConfig V41MoeConfig(const V41Config& c, bool dspark) {
+  ModelConfig m;
+  m.architecture = Architecture::kDeepseekV3;  // normalised, then scaled
+  m.hidden_size = c.dim;
+  m.num_hidden_layers = c.n_layers;
+  m.moe_intermediate_size = c.moe_inter_dim;
+  m.n_routed_experts = dspark ? c.dspark_experts() : c.n_routed_experts;
+  m.num_experts_per_tok = dspark ? c.dspark_activated() : c.n_activated_experts;
+  m.n_shared_experts = c.n_shared_experts;
+  m.n_group = 1;
+  m.topk_group = 1;
+  m.topk_method = TopkMethod::kNoauxTc;
+  m.scoring_func = c.score_func;
+  m.routed_scaling_factor = c.route_scale;
+  m.norm_topk_prob = c.norm_topk_prob;
+  m.vocab_size = c.vocab_size;
+  return m;
+}
+
 std::string V41ConfigJson(const V41Config& c) {
   const char* score = c.score_func == ScoringFunc::kSqrtSoftplus ? "sqrtsoftplus"
                       : c.score_func == ScoringFunc::kSigmoid    ? "sigmoid"

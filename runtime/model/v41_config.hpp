@@ -110,6 +110,12 @@ V41Config ParseV41Config(std::string_view json_text, std::string_view source);
 // config.json's text_config.
 V41Config LoadV41Config(const std::filesystem::path& checkpoint_dir);
 
+// The MoE of a V4.1 block (the backbone's, or a DSpark stage's with `dspark`) as the
+// shared Router and expert code read a model: scores by score_func, the gate's bias
+// selecting only, the chosen scores normalised (norm_topk_prob) then × route_scale.
+// (gate_temp divides the gate's logits before they reach the Router.)
+ModelConfig V41MoeConfig(const V41Config& config, bool dspark = false);
+
 // The ModelArgs keys of `config`, as a JSON object (what ParseV41Config reads back).
 std::string V41ConfigJson(const V41Config& config);
 

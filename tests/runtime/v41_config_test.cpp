@@ -2,12 +2,17 @@
 // layer's lists give it, and a refusal naming the key for every inconsistency.
 #include "runtime/model/v41_config.hpp"
 
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <random>
 #include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "runtime/engine/router.hpp"
 #include "runtime/model/engram_layout.hpp"
 #include "runtime/model/model_error.hpp"
 #include "tests/runtime/eval_run.hpp"
@@ -276,6 +281,44 @@ TEST(V41Config, InspectDescribesEveryLayerAndTheEngineRefusesToRunIt) {
   EXPECT_EQ(eval.exit_code, 2);
   EXPECT_NE(eval.err.find("'architectures' names DeepseekV41ForCausalLM: this build reads its configuration"), std::string::npos)
       << eval.err;
+}
+
+}  // namespace
+}  // namespace tandem::rt
+
+namespace tandem::rt {
+namespace {
+
+// V4.1's gate through the shared Router, against the reference's formula in float64:
+// s = sqrt(softplus(logit)), the top k of s + bias, weights s / (Σ s + 1e-20) · route_scale.
+TEST(V41Config, TheMoeRoutesAsTheReferenceGate) {
+  const V41Config c = ParseV41Config(FlashArgs().dump(), "config.json");
+  const ModelConfig moe = V41MoeConfig(c);
+  EXPECT_EQ(V41MoeConfig(c, true).n_routed_experts, 128);
+  EXPECT_EQ(V41MoeConfig(c, true).num_experts_per_tok, 3);
+  std::mt19937 rng(9);
+  std::normal_distribution<float> normal(0.0f, 3.0f);
+  std::vector<float> bias(static_cast<std::size_t>(c.n_routed_experts));
+  for (float& b : bias) b = normal(rng) * 0.05f;
+  const Router router(moe, bias);
+  for (int trial = 0; trial < 20; ++trial) {
+    std::vector<float> logits(static_cast<std::size_t>(c.n_routed_experts));
+    for (float& l : logits) l = normal(rng);
+    std::vector<ExpertRoute> routes(static_cast<std::size_t>(c.n_activated_experts));
+    router.Route(logits, routes);
+    std::vector<double> s(logits.size());
+    for (std::size_t e = 0; e < s.size(); ++e)
+      s[e] = std::sqrt(logits[e] > 20 ? logits[e] : std::log1p(std::exp(static_cast<double>(logits[e]))));
+    std::vector<int> order(s.size());
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return s[a] + bias[a] > s[b] + bias[b]; });
+    double sum = 0;
+    for (int i = 0; i < c.n_activated_experts; ++i) sum += s[static_cast<std::size_t>(order[i])];
+    for (int i = 0; i < c.n_activated_experts; ++i) {
+      EXPECT_EQ(routes[i].expert, order[i]) << "trial " << trial;
+      EXPECT_NEAR(routes[i].weight, s[static_cast<std::size_t>(order[i])] / (sum + 1e-20) * 1.5, 1e-6) << "trial " << trial;
+    }
+  }
 }
 
 }  // namespace
