@@ -31,11 +31,7 @@ void InspectV41(const std::string& dir) {
   fmt::print("hidden        {}, vocab {}, heads {} of {} (rope {}), one KV head, q_lora {}, o_groups {} (o_lora {}), window {}\n", c.dim,
              c.vocab_size, c.n_heads, c.head_dim, c.rope_head_dim, c.q_lora_rank, c.o_groups, c.o_lora_rank, c.window_size);
   fmt::print("experts       {} routed (top {}, {}), 1 shared, intermediate {}, SwiGLU clamp {}, route scale {}\n", c.n_routed_experts,
-             c.n_activated_experts,
-             c.score_func == ScoringFunc::kSqrtSoftplus ? "sqrtsoftplus"
-             : c.score_func == ScoringFunc::kSigmoid    ? "sigmoid"
-                                                        : "softmax",
-             c.moe_inter_dim, c.swiglu_limit, c.route_scale);
+             c.n_activated_experts, ToString(c.score_func), c.moe_inter_dim, c.swiglu_limit, c.route_scale);
   if (c.index_n_heads > 0) {
     fmt::print("indexer       {} heads of {}, top {}; candidates: {}\n", c.index_n_heads, c.index_head_dim, c.index_topk,
                c.candidate_source_layer >= 0

@@ -26,11 +26,10 @@ std::optional<std::vector<float>> GatedPooling::Add(std::int64_t position, std::
     float top = -INFINITY;
     for (int j = 0; j < ratio_; ++j) top = std::max(top, score_[static_cast<std::size_t>(j) * w + c]);
     float sum = 0.0f;
-    float e[8];  // ratio ≤ 2 in V4.1; a few more fit
-    const int n = std::min(ratio_, 8);
-    for (int j = 0; j < n; ++j) sum += e[j] = std::exp(score_[static_cast<std::size_t>(j) * w + c] - top);
+    float e[8];  // ratio ≤ 8 (the constructor checks)
+    for (int j = 0; j < ratio_; ++j) sum += e[j] = std::exp(score_[static_cast<std::size_t>(j) * w + c] - top);
     float pooled = 0.0f;
-    for (int j = 0; j < n; ++j) pooled += kv_[static_cast<std::size_t>(j) * w + c] * (e[j] / sum);
+    for (int j = 0; j < ratio_; ++j) pooled += kv_[static_cast<std::size_t>(j) * w + c] * (e[j] / sum);
     latent[c] = pooled;
   }
   return latent;

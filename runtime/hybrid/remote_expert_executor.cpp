@@ -270,7 +270,9 @@ void RemoteExpertExecutor::Finish(float* out) {
     const auto deadline = s.started + s.options.round_trip_timeout;
     const std::string late = fmt::format("did not answer layer {} within {} ms", s.layer, s.options.round_trip_timeout.count());
     const auto late_at = s.started + s.options.late_after;
-    if (late_at < deadline && !WaitUntilIdle(s.io, waiting, late_at, s.options.spin)) {
+    if (late_at >= deadline) {
+      RunUntilIdle(s.io, waiting, deadline, late, s.options.spin);
+    } else if (!WaitUntilIdle(s.io, waiting, late_at, s.options.spin)) {
       // Still waiting: say on whom, for /health, until they answer or time out.
       std::string who;
       for (int rank : s.remote) {
@@ -285,8 +287,6 @@ void RemoteExpertExecutor::Finish(float* out) {
       RunUntilIdle(s.io, waiting, deadline, late);
       std::lock_guard lock(s.late_mutex);
       s.late_ranks.clear();
-    } else {
-      RunUntilIdle(s.io, waiting, deadline, late, s.options.spin);
     }
   }
   s.times.wait_ns += Since(t);

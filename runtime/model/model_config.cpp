@@ -125,6 +125,25 @@ void Validate(const ModelConfig& c, const ConfigReader& in) {
 
 }  // namespace
 
+std::string_view ToString(ScoringFunc scoring) {
+  switch (scoring) {
+    case ScoringFunc::kSoftmax:
+      return "softmax";
+    case ScoringFunc::kSigmoid:
+      return "sigmoid";
+    case ScoringFunc::kSqrtSoftplus:
+      return "sqrtsoftplus";
+  }
+  return "?";
+}
+
+std::optional<ScoringFunc> ScoringFuncFromName(std::string_view name) {
+  for (const ScoringFunc f : {ScoringFunc::kSoftmax, ScoringFunc::kSigmoid, ScoringFunc::kSqrtSoftplus}) {
+    if (ToString(f) == name) return f;
+  }
+  return std::nullopt;
+}
+
 std::string_view ModelConfig::architecture_name() const {
   return architecture == Architecture::kDeepseekV3 ? "DeepseekV3ForCausalLM" : "DeepseekV2ForCausalLM";
 }
@@ -167,14 +186,9 @@ ModelConfig ParseModelConfig(std::string_view json_text, std::string_view source
     else
       throw in.Error("topk_method", fmt::format("'{}' is not one of greedy, group_limited_greedy, noaux_tc", method));
     const std::string scoring = in.String("scoring_func", std::string(v3 ? "sigmoid" : "softmax"));
-    if (scoring == "softmax")
-      c.scoring_func = ScoringFunc::kSoftmax;
-    else if (scoring == "sigmoid")
-      c.scoring_func = ScoringFunc::kSigmoid;
-    else if (scoring == "sqrtsoftplus")
-      c.scoring_func = ScoringFunc::kSqrtSoftplus;
-    else
-      throw in.Error("scoring_func", fmt::format("'{}' is not one of softmax, sigmoid, sqrtsoftplus", scoring));
+    const std::optional<ScoringFunc> func = ScoringFuncFromName(scoring);
+    if (!func) throw in.Error("scoring_func", fmt::format("'{}' is not one of softmax, sigmoid, sqrtsoftplus", scoring));
+    c.scoring_func = *func;
     c.routed_scaling_factor = in.Number("routed_scaling_factor", v3 ? 2.5 : 1.0);
     c.norm_topk_prob = in.Bool("norm_topk_prob", v3);
   }
@@ -240,9 +254,7 @@ std::string ModelConfigJson(const ModelConfig& c) {
       {"topk_method", c.topk_method == TopkMethod::kNoauxTc              ? "noaux_tc"
                       : c.topk_method == TopkMethod::kGroupLimitedGreedy ? "group_limited_greedy"
                                                                          : "greedy"},
-      {"scoring_func", c.scoring_func == ScoringFunc::kSigmoid        ? "sigmoid"
-                       : c.scoring_func == ScoringFunc::kSqrtSoftplus ? "sqrtsoftplus"
-                                                                      : "softmax"},
+      {"scoring_func", ToString(c.scoring_func)},
       {"routed_scaling_factor", c.routed_scaling_factor},
       {"norm_topk_prob", c.norm_topk_prob},
       {"num_attention_heads", c.num_attention_heads},

@@ -14,6 +14,9 @@ namespace tandem::rt {
 
 enum class Architecture { kDeepseekV2, kDeepseekV3 };
 enum class ScoringFunc { kSoftmax, kSigmoid, kSqrtSoftplus };
+// "softmax", "sigmoid", "sqrtsoftplus" (config.json's names), and back.
+std::string_view ToString(ScoringFunc scoring);
+std::optional<ScoringFunc> ScoringFuncFromName(std::string_view name);
 enum class TopkMethod { kGreedy, kGroupLimitedGreedy, kNoauxTc };
 
 struct YarnScaling {

@@ -26,9 +26,7 @@ std::vector<int> Ints(const std::vector<std::int64_t>& v) { return {v.begin(), v
 
 ScoringFunc ParseScoreFunc(const ConfigReader& in) {
   const std::string name = in.String("score_func", std::string("sqrtsoftplus"));
-  if (name == "sqrtsoftplus") return ScoringFunc::kSqrtSoftplus;
-  if (name == "sigmoid") return ScoringFunc::kSigmoid;
-  if (name == "softmax") return ScoringFunc::kSoftmax;
+  if (const std::optional<ScoringFunc> f = ScoringFuncFromName(name)) return *f;
   throw in.Error("score_func", fmt::format("'{}' is not sqrtsoftplus, sigmoid or softmax", name));
 }
 
@@ -309,9 +307,6 @@ ModelConfig V41MoeConfig(const V41Config& c, bool dspark) {
 }
 
 std::string V41ConfigJson(const V41Config& c) {
-  const char* score = c.score_func == ScoringFunc::kSqrtSoftplus ? "sqrtsoftplus"
-                      : c.score_func == ScoringFunc::kSigmoid    ? "sigmoid"
-                                                                 : "softmax";
   json j = {{"vocab_size", c.vocab_size},
             {"dim", c.dim},
             {"moe_inter_dim", c.moe_inter_dim},
@@ -321,7 +316,7 @@ std::string V41ConfigJson(const V41Config& c) {
             {"n_routed_experts", c.n_routed_experts},
             {"n_shared_experts", c.n_shared_experts},
             {"n_activated_experts", c.n_activated_experts},
-            {"score_func", score},
+            {"score_func", ToString(c.score_func)},
             {"gate_temp", c.gate_temp},
             {"norm_topk_prob", c.norm_topk_prob},
             {"route_scale", c.route_scale},

@@ -113,16 +113,12 @@ std::uint8_t E8M0Of(float scale) { return static_cast<std::uint8_t>((std::bit_ca
 // A power-of-two scale that maps `amax` to at most `max`.
 float Pow2Scale(float amax, float max) { return RoundScalePow2(std::max(amax, 1e-30f), 1.0f / max); }
 
-struct Produced {
-  std::vector<char> bytes;
-};
-
 class Generator {
  public:
-  Generator(const V41Config& c, std::uint64_t seed) : c_(c), seed_(seed), residual_(1.0 / std::sqrt(2.0 * c.n_layers)) {}
+  Generator(const V41Config& c, std::uint64_t seed) : seed_(seed), residual_(1.0 / std::sqrt(2.0 * c.n_layers)) {}
 
   // The bytes of every tensor, a weight and its scale made together.
-  void Make(const V41Tensor& t, std::map<std::string, Produced>& out) {
+  void Make(const V41Tensor& t, std::map<std::string, std::vector<char>>& out) {
     if (out.contains(t.name)) return;
     const std::string& n = t.name;
     if (t.dtype == DType::kF8E8M0) return;  // made with its weight
@@ -133,14 +129,14 @@ class Generator {
       const bool table = n.ends_with("engram.embed.weight");
       Draw(state, table ? 1.0 : Std(n, cols), rows * cols, v);
       const std::string base = n.substr(0, n.size() - std::string(".weight").size());
-      Fp8(v, rows, cols, table, out[n].bytes, out[base + ".scale"].bytes);
+      Fp8(v, rows, cols, table, out[n], out[base + ".scale"]);
       return;
     }
     if (t.dtype == DType::kI8) {  // FP4, two a byte
       const std::int64_t in = cols * 2;
       Draw(state, Std(n, in), rows * in, v);
       const std::string base = n.substr(0, n.size() - std::string(".weight").size());
-      Fp4(v, rows, in, out[n].bytes, out[base + ".scale"].bytes);
+      Fp4(v, rows, in, out[n], out[base + ".scale"]);
       return;
     }
     std::int64_t count = 1;
@@ -160,7 +156,7 @@ class Generator {
     } else {
       Draw(state, Std(n, cols), count, v);
     }
-    std::vector<char>& bytes = out[n].bytes;
+    std::vector<char>& bytes = out[n];
     bytes.resize(static_cast<std::size_t>(count) * DTypeSize(t.dtype));
     for (std::int64_t i = 0; i < count; ++i) {
       if (t.dtype == DType::kF32) {
@@ -222,7 +218,6 @@ class Generator {
     }
   }
 
-  const V41Config& c_;
   std::uint64_t seed_;
   double residual_;
 };
@@ -266,7 +261,7 @@ V41SyntheticReport WriteV41SyntheticCheckpoint(const std::string& preset, std::u
   std::map<std::string, V41Tensor> by_name;
   for (const V41Tensor& t : tensors) by_name.emplace(t.name, t);
   Generator generator(c, seed);
-  std::map<std::string, Produced> made;  // a weight and its scale, until both are written
+  std::map<std::string, std::vector<char>> made;  // a weight and its scale, until both are written
   writer.Write(out_dir / "model.safetensors", [&](const std::string& name) -> std::span<const std::byte> {
     const V41Tensor& t = by_name.at(name);
     if (t.dtype == DType::kF8E8M0) {
@@ -275,7 +270,7 @@ V41SyntheticReport WriteV41SyntheticCheckpoint(const std::string& preset, std::u
     } else {
       generator.Make(t, made);
     }
-    const std::vector<char>& bytes = made.at(name).bytes;
+    const std::vector<char>& bytes = made.at(name);
     return {reinterpret_cast<const std::byte*>(bytes.data()), bytes.size()};
   });
   report.weight_bytes = writer.DataBytes();

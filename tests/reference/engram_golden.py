@@ -9,9 +9,10 @@ of every position of a token sequence, computed with Python's unbounded integers
     /usr/bin/python3 tests/reference/engram_golden.py --check tests/reference/golden/engram.json
 """
 import json
-import sys
 
 import numpy as np
+
+from golden_output import emit
 
 VOCAB, COMPRESSED, PAD_TOKEN = 512, 256, 2
 LAYERS, ENGRAM_VOCAB, HEADS, MAX_N = [0, 1], 100, 2, 4
@@ -62,12 +63,7 @@ def main():
     sidecar = {"source": "models/v41/engram_constants.py", "pad_id": pad, "compressed_vocab_size": COMPRESSED, "layers": layers,
                "token_map": token_map}
     text = json.dumps({"source": "tests/reference/engram_golden.py", "engram_json": sidecar, "tokens": tokens, "rows": rows}) + "\n"
-    if len(sys.argv) == 3 and sys.argv[1] == "--check":
-        with open(sys.argv[2]) as f:
-            if f.read() != text:
-                sys.exit(f"{sys.argv[2]} is not what this script computes: regenerate it (see the docstring)")
-        return
-    sys.stdout.write(text)
+    emit(text)
 
 
 if __name__ == "__main__":

@@ -8,9 +8,10 @@ table of values, ties going to the even code, rather than bit manipulation.
     /usr/bin/python3 tests/reference/microscaling_golden.py --check tests/reference/golden/microscaling.json
 """
 import json
-import sys
 
 import numpy as np
+
+from golden_output import emit
 
 
 def bf16(x):
@@ -130,12 +131,7 @@ def main():
             out.append(float(mag * 2.0 ** (int(s[c // 32]) - 127)))
         weights.append({"packed": [int(v) for v in p], "scales": [int(v) for v in s], "values": out})
     text = json.dumps({"source": "tests/reference/microscaling_golden.py", "round_trips": cases, "fp4_rows": weights}, indent=0) + "\n"
-    if len(sys.argv) == 3 and sys.argv[1] == "--check":
-        with open(sys.argv[2]) as f:
-            if f.read() != text:
-                sys.exit(f"{sys.argv[2]} is not what this script computes: regenerate it (see the docstring)")
-        return
-    sys.stdout.write(text)
+    emit(text)
 
 
 if __name__ == "__main__":
