@@ -9,11 +9,13 @@
 #include "runtime/cli/commands.hpp"
 #include "runtime/cli/layout_flags.hpp"
 #include "runtime/engine/engine.hpp"
+#include "runtime/engine/v41_engine.hpp"
 #include "runtime/hybrid/local_workers.hpp"
 #include "runtime/hybrid/remote_expert_executor.hpp"
 #include "runtime/kernels/ops.hpp"
 #include "runtime/model/checkpoint.hpp"
 #include "runtime/model/model_revision.hpp"
+#include "runtime/model/v41_checkpoint.hpp"
 #include "runtime/sampling/sampler.hpp"
 
 namespace tandem::rt::cli {
@@ -56,10 +58,59 @@ void WriteMtpLogits(const Checkpoint& ckpt, const std::vector<TokenId>& tokens, 
   if (!file) throw std::runtime_error(fmt::format("{}: write failed", opt.mtp_logits_out));
 }
 
+void WriteLogits(std::ofstream& file, const ForwardOutput& out) {
+  file.write(reinterpret_cast<const char*>(out.logits.data()), static_cast<std::streamsize>(out.logits.size() * sizeof(float)));
+}
+
+// DeepSeek V4.1 in this process: the prompt in one forward, then `decode` greedy steps.
+void EvalV41(const Options& opt) {
+  const LayoutFlags defaults;
+  if (!opt.layout.experts.empty() || opt.layout.spawn_workers > 0 || opt.layout.device != "cpu" || opt.layout.coordinator_ranks != 1 ||
+      opt.layout.expert_input != defaults.expert_input) {
+    throw std::invalid_argument("eval: a DeepSeek V4.1 checkpoint runs in one process on the CPU in this build (no layout flags)");
+  }
+  if (!opt.routes_out.empty() || !opt.mtp_logits_out.empty()) {
+    throw std::invalid_argument("eval: --routes-out and --mtp-logits-out read DeepSeek-V3-family checkpoints only");
+  }
+  const V41Checkpoint ckpt = V41Checkpoint::Open(opt.model);
+  const V41Config& c = ckpt.config();
+  for (TokenId t : opt.tokens) {
+    if (t < 0 || t >= c.vocab_size) throw std::invalid_argument(fmt::format("eval: token {} is outside [0, {})", t, c.vocab_size));
+  }
+  V41Engine engine(ckpt, V41EngineOptions{.threads = opt.threads});
+  const int total = static_cast<int>(opt.tokens.size()) + opt.decode;
+  engine.kv().Open(1, total);
+  std::ofstream logits(opt.logits_out, std::ios::binary | std::ios::trunc);
+  if (!logits) throw std::invalid_argument(fmt::format("{}: cannot write", opt.logits_out));
+  std::vector<TokenId> tokens = opt.tokens;
+  std::vector<Row> rows;
+  for (std::size_t i = 0; i < tokens.size(); ++i) rows.push_back({1, static_cast<std::int32_t>(i), tokens[i], true});
+  ForwardOutput out;
+  engine.Forward(rows, out);
+  WriteLogits(logits, out);
+  for (int step = 0; step < opt.decode; ++step) {
+    const TokenId next = ArgMax(out.LogitsOf(out.logit_rows.size() - 1, c.vocab_size));
+    tokens.push_back(next);
+    const Row row{1, static_cast<std::int32_t>(tokens.size() - 1), next, true};
+    engine.Forward(std::span<const Row>(&row, 1), out);
+    WriteLogits(logits, out);
+  }
+  logits.close();
+  if (!logits) throw std::runtime_error(fmt::format("{}: write failed", opt.logits_out));
+  fmt::print("{}\n", nlohmann::json{{"positions", total},
+                                    {"vocab", c.vocab_size},
+                                    {"prompt_tokens", opt.tokens.size()},
+                                    {"tokens", tokens},
+                                    {"logits_file", opt.logits_out},
+                                    {"model_revision", ModelRevision(ckpt.dir())}}
+                         .dump());
+}
+
 // The prompt in one forward (logits at every position), then `decode` greedy steps
 // through the KV cache; every logits row goes to the file, in position order.
 void Eval(const Options& opt) {
   if (opt.tokens.empty()) throw std::invalid_argument("eval: --tokens is empty");
+  if (IsV41Checkpoint(opt.model)) return EvalV41(opt);
   const Checkpoint ckpt = Checkpoint::Open(opt.model, Placement(opt.layout));
   const ModelConfig& c = ckpt.config();
   for (TokenId t : opt.tokens) {

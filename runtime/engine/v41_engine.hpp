@@ -1,0 +1,51 @@
+#pragma once
+
+#include <memory>
+#include <span>
+
+#include "runtime/engine/engine.hpp"
+#include "runtime/engine/kv_cache.hpp"
+#include "runtime/engine/row.hpp"
+
+namespace tandem::rt {
+
+class ThreadPool;
+class V41Checkpoint;
+struct V41Config;
+
+struct V41EngineOptions {
+  int threads = 0;             // 0: all cores
+  ThreadPool* pool = nullptr;  // when set (not owned), computes on it instead of its own
+};
+
+// The forward pass of DeepSeek V4.1 (docs/v41-attention.md) over batches of rows, beside
+// the V3 Engine and with the same contract: rows of several sequences, each sequence's
+// rows consecutive positions from its cache length; a row's logits bit-identical alone or
+// among others, and a prompt fed whole or token by token.
+//
+// A sequence's cache (KvCachePool, one "layer" of CacheWidth floats per position) keeps,
+// per position: its token (Engram's history), each layer's window KV row, and on KV
+// sources the compressed latent and index key of the group it completes and the raw
+// compressor rows an unfinished group waits with. Keeping every position rather than a
+// ring of the window's is what lets a cache be truncated (speculative rollback) and
+// forked (prefix reuse) exactly as the V3 cache is.
+class V41Engine {
+ public:
+  explicit V41Engine(const V41Checkpoint& ckpt, V41EngineOptions options = {});
+  ~V41Engine();
+
+  const V41Config& config() const;
+  KvCachePool& kv();
+  ThreadPool& pool();
+  // Floats a cache holds per position.
+  static int CacheWidth(const V41Config& config);
+
+  // Throws std::invalid_argument for rows that break the rules above.
+  void Forward(std::span<const Row> rows, ForwardOutput& out);
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace tandem::rt
