@@ -4,6 +4,8 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "runtime/numeric/rounded_math.hpp"
+
 namespace tandem::rt {
 
 GatedPooling::GatedPooling(int ratio, std::int64_t width)
@@ -27,7 +29,7 @@ std::optional<std::vector<float>> GatedPooling::Add(std::int64_t position, std::
     for (int j = 0; j < ratio_; ++j) top = std::max(top, score_[static_cast<std::size_t>(j) * w + c]);
     float sum = 0.0f;
     float e[8];  // ratio ≤ 8 (the constructor checks)
-    for (int j = 0; j < ratio_; ++j) sum += e[j] = std::exp(score_[static_cast<std::size_t>(j) * w + c] - top);
+    for (int j = 0; j < ratio_; ++j) sum += e[j] = RoundedExp(score_[static_cast<std::size_t>(j) * w + c] - top);
     float pooled = 0.0f;
     for (int j = 0; j < ratio_; ++j) pooled += kv_[static_cast<std::size_t>(j) * w + c] * (e[j] / sum);
     latent[c] = pooled;

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "runtime/numeric/dtype.hpp"
+#include "runtime/numeric/rounded_math.hpp"
 
 namespace tandem::rt {
 
@@ -12,7 +13,7 @@ namespace {
 
 float Bf16(float v) { return Bf16ToF32(F32ToBf16(v)); }
 
-float Sigmoid(float v) { return 1.0f / (1.0f + std::exp(-v)); }
+float Sigmoid(float v) { return RoundedSigmoid(v); }
 
 }  // namespace
 
@@ -21,15 +22,16 @@ void HcMixes(const HyperConnectionWeights& w, const float* x, float* pre, float*
   const std::int64_t n = static_cast<std::int64_t>(hc) * w.dim;
   const int mixes = (2 + hc) * hc;
   // The stream's RMS over all copies, without a weight; applied after the product.
-  float squares = 0.0f;
-  for (std::int64_t k = 0; k < n; ++k) squares += x[k] * x[k];
-  const float rsqrt = 1.0f / std::sqrt(squares / static_cast<float>(n) + w.norm_eps);
+  // Sums in double, rounded once: the same value whatever the order of the reference's.
+  double squares = 0.0;
+  for (std::int64_t k = 0; k < n; ++k) squares += static_cast<double>(x[k]) * x[k];
+  const float rsqrt = 1.0f / std::sqrt(static_cast<float>(squares / static_cast<double>(n)) + w.norm_eps);
   std::vector<float> m(static_cast<std::size_t>(mixes));
   for (int r = 0; r < mixes; ++r) {
     const float* row = w.fn + static_cast<std::int64_t>(r) * n;
-    float dot = 0.0f;
-    for (std::int64_t k = 0; k < n; ++k) dot += x[k] * row[k];
-    m[static_cast<std::size_t>(r)] = dot * rsqrt;
+    double dot = 0.0;
+    for (std::int64_t k = 0; k < n; ++k) dot += static_cast<double>(x[k]) * row[k];
+    m[static_cast<std::size_t>(r)] = static_cast<float>(dot) * rsqrt;
   }
   for (int j = 0; j < hc; ++j) {
     pre[j] = Sigmoid(m[static_cast<std::size_t>(j)] * w.scale[0] + w.base[j]) + w.hc_eps;
@@ -44,7 +46,7 @@ void HcMixes(const HyperConnectionWeights& w, const float* x, float* pre, float*
       top = std::max(top, at(j, i));
     }
     float sum = 0.0f;
-    for (int i = 0; i < hc; ++i) sum += (at(j, i) = std::exp(at(j, i) - top));
+    for (int i = 0; i < hc; ++i) sum += (at(j, i) = RoundedExp(at(j, i) - top));
     for (int i = 0; i < hc; ++i) at(j, i) = at(j, i) / sum + w.hc_eps;
   }
   auto normalize_columns = [&] {

@@ -5,12 +5,18 @@
 #include <vector>
 
 #include "runtime/numeric/dtype.hpp"
+#include "runtime/numeric/rounded_math.hpp"
 
 namespace tandem::rt {
 
 void SinkAttention(const float* q, const float* kv, std::span<const std::int32_t> indices, std::int64_t d, float scale, float sink,
                    float* out) {
+  // Every sum of the reference's fp32 tensors (a logit's dot product, a block's
+  // probabilities and its weighted values) is taken in double and rounded once, so its
+  // value does not hang on a summation order; the running rescaling stays fp32 as the
+  // reference's.
   std::vector<float> acc(static_cast<std::size_t>(d), 0.0f);
+  std::vector<double> block_acc(static_cast<std::size_t>(d));
   float running_max = -1e30f;  // finite, as the reference's
   float sum = 0.0f;
   bool any = false;
@@ -26,22 +32,27 @@ void SinkAttention(const float* q, const float* kv, std::span<const std::int32_t
       }
       any = true;
       const float* k = kv + static_cast<std::int64_t>(row) * d;
-      float dot = 0.0f;
-      for (std::int64_t i = 0; i < d; ++i) dot += q[i] * k[i];
-      logits[t] = dot * scale;
+      double dot = 0.0;
+      for (std::int64_t i = 0; i < d; ++i) dot += static_cast<double>(q[i]) * k[i];
+      logits[t] = static_cast<float>(dot) * scale;
       block_max = std::max(block_max, logits[t]);
     }
     const float new_max = std::max(running_max, block_max);
-    const float alpha = std::exp(running_max - new_max);
-    sum *= alpha;
-    for (float& a : acc) a *= alpha;
+    const float alpha = RoundedExp(running_max - new_max);
+    double block_sum = 0.0;
+    std::fill(block_acc.begin(), block_acc.end(), 0.0);
     for (std::size_t t = 0; t < n; ++t) {
       if (indices[b + t] < 0) continue;
-      const float p = std::exp(logits[t] - new_max);
-      sum += p;
-      const float weight = Bf16ToF32(F32ToBf16(p));
+      const float p = RoundedExp(logits[t] - new_max);
+      block_sum += p;
+      const double weight = Bf16ToF32(F32ToBf16(p));
       const float* v = kv + static_cast<std::int64_t>(indices[b + t]) * d;
-      for (std::int64_t i = 0; i < d; ++i) acc[static_cast<std::size_t>(i)] += weight * v[i];
+      for (std::int64_t i = 0; i < d; ++i) block_acc[static_cast<std::size_t>(i)] += weight * v[i];
+    }
+    sum = sum * alpha + static_cast<float>(block_sum);
+    for (std::int64_t i = 0; i < d; ++i) {
+      float& a = acc[static_cast<std::size_t>(i)];
+      a = a * alpha + static_cast<float>(block_acc[static_cast<std::size_t>(i)]);
     }
     running_max = new_max;
   }
@@ -49,7 +60,7 @@ void SinkAttention(const float* q, const float* kv, std::span<const std::int32_t
     std::fill(out, out + d, 0.0f);
     return;
   }
-  sum += std::exp(sink - running_max);
+  sum += RoundedExp(sink - running_max);
   for (std::int64_t i = 0; i < d; ++i) out[i] = Bf16ToF32(F32ToBf16(acc[static_cast<std::size_t>(i)] / sum));
 }
 

@@ -25,6 +25,7 @@
 #include "runtime/model/v41_checkpoint.hpp"
 #include "runtime/numeric/dtype.hpp"
 #include "runtime/numeric/microscaling.hpp"
+#include "runtime/numeric/rounded_math.hpp"
 
 namespace tandem::rt {
 
@@ -43,7 +44,16 @@ void Norm(const float* x, const std::vector<float>& w, std::int64_t n, float eps
   for (std::int64_t i = 0; i < n; ++i) out[i] = Bf16(w[static_cast<std::size_t>(i)] * (x[i] * r));
 }
 
-float Silu(float v) { return v / (1.0f + std::exp(-v)); }
+float Silu(float v) { return v / (1.0f + RoundedExp(-v)); }
+
+// y = W·x for the plain (BF16, F32) matrices, each sum taken in double and rounded once
+// to fp32: the value of the reference's fp32 product whatever order it sums in, but at
+// near-ties.
+void PlainMatMul(const WeightMatrix& w, const float* x, std::int64_t batch, float* y, ThreadPool* pool) {
+  std::vector<double> wide(static_cast<std::size_t>(batch * w.rows));
+  MatMulF64(w, x, batch, wide.data(), pool);
+  for (std::size_t i = 0; i < wide.size(); ++i) y[i] = static_cast<float>(wide[i]);
+}
 
 // Where each piece of a position's cache row lies (floats from the row's start; −1: none).
 struct CacheLayout {
@@ -199,7 +209,7 @@ struct V41Engine::State {
                              (1.0f / std::sqrt(static_cast<float>(ks / static_cast<double>(dim)) + eps));
           const float d = static_cast<float>(dot) * rstd * inv_sqrt_dim;
           const float s = std::sqrt(std::max(std::fabs(d), 1e-6f));
-          const float gate = 1.0f / (1.0f + std::exp(-(d < 0 ? -s : d > 0 ? s : 0.0f)));
+          const float gate = RoundedSigmoid(d < 0 ? -s : d > 0 ? s : 0.0f);
           for (std::int64_t k = 0; k < dim; ++k) x[k] = Bf16(x[k] + gate * value[k]);
         }
       }
@@ -214,10 +224,10 @@ struct V41Engine::State {
     const std::int64_t n = static_cast<std::int64_t>(rows.size()), hd = c.head_dim, dim = c.dim;
     const V41Attention& a = layer.attention;
     std::vector<float> kv(static_cast<std::size_t>(n * hd)), score;
-    MatMul(a.compressor_wkv, x, n, kv.data(), pool);
+    PlainMatMul(a.compressor_wkv, x, n, kv.data(), pool);
     if (ratio > 1) {
       score.resize(kv.size());
-      MatMul(a.compressor_wgate, x, n, score.data(), pool);
+      PlainMatMul(a.compressor_wgate, x, n, score.data(), pool);
       for (std::size_t r = 0; r < rows.size(); ++r) {  // every position's rows, for the group it belongs to
         float* p = Cache(r, layout.pending[static_cast<std::size_t>(l)]);
         std::copy_n(kv.data() + r * static_cast<std::size_t>(hd), hd, p);
@@ -250,7 +260,7 @@ struct V41Engine::State {
       const std::int64_t group_position = p + 1 - ratio;
       if (!a.index_wk.empty()) {
         std::vector<float> k(static_cast<std::size_t>(c.index_head_dim));
-        MatMul(a.index_wk, normed.data(), 1, k.data(), nullptr);
+        PlainMatMul(a.index_wk, normed.data(), 1, k.data(), nullptr);
         Bf16(k.data(), c.index_head_dim);
         float* key = Cache(r, layout.index_key[static_cast<std::size_t>(l)]);
         Norm(k.data(), a.index_k_norm, c.index_head_dim, eps, key);
@@ -274,7 +284,7 @@ struct V41Engine::State {
     const V41Attention& a = layer.attention;
     std::vector<float> q(static_cast<std::size_t>(n * ih * id)), weights(static_cast<std::size_t>(n * ih));
     MatMul(a.index_wq_b, qr, n, q.data(), pool);
-    MatMul(a.index_weights_proj, x, n, weights.data(), pool);
+    PlainMatMul(a.index_weights_proj, x, n, weights.data(), pool);
     const float factor = static_cast<float>(1.0 / std::sqrt(static_cast<double>(id)) / std::sqrt(static_cast<double>(ih)));
     for (float& v : weights) v = Bf16(Bf16(v) * factor);
     const V41Rope& rope = ropes[static_cast<std::size_t>(l)];
@@ -291,13 +301,13 @@ struct V41Engine::State {
         std::vector<float> score(static_cast<std::size_t>(visible));
         for (std::int64_t t = 0; t < visible; ++t) {
           const float* key = Cache(ri, layout.index_key[static_cast<std::size_t>(key_layer)], t * ratio + ratio - 1);
-          float sum = 0.0f;
+          double sum = 0.0;
           for (std::int64_t h = 0; h < ih; ++h) {
-            float dot = 0.0f;
-            for (std::int64_t k = 0; k < id; ++k) dot += qrow[h * id + k] * key[k];
-            sum += Bf16(std::max(Bf16(dot), 0.0f) * weights[static_cast<std::size_t>(r * ih + h)]);
+            double dot = 0.0;
+            for (std::int64_t k = 0; k < id; ++k) dot += static_cast<double>(qrow[h * id + k]) * key[k];
+            sum += Bf16(std::max(Bf16(static_cast<float>(dot)), 0.0f) * weights[static_cast<std::size_t>(r * ih + h)]);
           }
-          score[static_cast<std::size_t>(t)] = Bf16(sum);
+          score[static_cast<std::size_t>(t)] = Bf16(static_cast<float>(sum));
         }
         if (candidate_source) candidates[ri] = CandidateBlocks(score, visible, c.candidate_topk_blocks, c.candidate_block_size);
         if (uses_candidates) {
@@ -374,7 +384,7 @@ struct V41Engine::State {
     for (std::int64_t g = 0; g < groups; ++g) {
       for (std::int64_t r = 0; r < n; ++r) std::copy_n(o.data() + r * heads * hd + g * group_in, group_in, in.data() + r * group_in);
       const WeightMatrix rows_g = a.wo_a.RowSlice(g * lora, lora);
-      MatMul(rows_g, in.data(), n, part.data(), pool);
+      PlainMatMul(rows_g, in.data(), n, part.data(), pool);
       for (std::int64_t r = 0; r < n; ++r) {
         for (std::int64_t k = 0; k < lora; ++k)
           grouped[static_cast<std::size_t>(r * groups * lora + g * lora + k)] = Bf16(part[static_cast<std::size_t>(r * lora + k)]);
@@ -414,7 +424,7 @@ struct V41Engine::State {
     const V41Moe& m = layer.moe;
     const int experts = static_cast<int>(m.experts.size()), k = c.n_activated_experts;
     std::vector<float> logits(static_cast<std::size_t>(n * experts));
-    MatMul(m.gate, x, n, logits.data(), pool);
+    PlainMatMul(m.gate, x, n, logits.data(), pool);
     if (c.gate_temp != 1.0) {
       for (float& v : logits) v = static_cast<float>(v / c.gate_temp);
     }
@@ -514,7 +524,8 @@ struct V41Engine::State {
       out.logit_rows.push_back(r);
     }
     out.logits.resize(out.logit_rows.size() * static_cast<std::size_t>(c.vocab_size));
-    if (!out.logit_rows.empty()) MatMul(w.head, normed.data(), static_cast<std::int64_t>(out.logit_rows.size()), out.logits.data(), pool);
+    if (!out.logit_rows.empty())
+      PlainMatMul(w.head, normed.data(), static_cast<std::int64_t>(out.logit_rows.size()), out.logits.data(), pool);
     for (const auto& [sequence, cache] : LastPositions()) cache_pool.Get(sequence).SetLength(cache);
   }
 

@@ -6,6 +6,7 @@
 
 #include "runtime/model/v41_config.hpp"
 #include "runtime/numeric/dtype.hpp"
+#include "runtime/numeric/rounded_math.hpp"
 
 namespace tandem::rt {
 
@@ -13,8 +14,10 @@ V41Rope::V41Rope(int rope_dim, double base, std::optional<Yarn> yarn) : dim_(rop
   const int pairs = rope_dim / 2;
   freqs_.resize(static_cast<std::size_t>(pairs));
   for (int i = 0; i < pairs; ++i) {
-    freqs_[static_cast<std::size_t>(i)] =
-        1.0f / std::pow(static_cast<float>(base), static_cast<float>(2 * i) / static_cast<float>(rope_dim));
+    // The reference's fp32 power, rounded from double (RoundedExp's reasoning).
+    const float exponent = static_cast<float>(2 * i) / static_cast<float>(rope_dim);
+    const auto power = static_cast<float>(std::pow(static_cast<double>(static_cast<float>(base)), static_cast<double>(exponent)));
+    freqs_[static_cast<std::size_t>(i)] = 1.0f / power;
   }
   if (!yarn || yarn->original_seq_len <= 0) return;
   // The pair index where a frequency makes `rotations` turns over the original context.
@@ -43,7 +46,7 @@ void V41Rope::Apply(float* v, std::int64_t rows, std::int64_t width, std::int64_
   const int pairs = dim_ / 2;
   for (int i = 0; i < pairs; ++i) {
     const float angle = static_cast<float>(position) * freqs_[static_cast<std::size_t>(i)];
-    const float c = std::cos(angle), s = inverse ? -std::sin(angle) : std::sin(angle);
+    const float c = RoundedCos(angle), s = inverse ? -RoundedSin(angle) : RoundedSin(angle);
     for (std::int64_t r = 0; r < rows; ++r) {
       float* pair = v + r * width + (width - dim_) + 2 * i;
       const float x0 = pair[0], x1 = pair[1];

@@ -23,8 +23,8 @@ Architecture ParseArchitecture(const ConfigReader& in) {
   if (name == "DeepseekV2ForCausalLM") return Architecture::kDeepseekV2;
   if (name == "DeepseekV41ForCausalLM") {
     throw in.Error("architectures",
-                   "names DeepseekV41ForCausalLM: this build reads its configuration (`tandem-rt inspect` describes every layer) but "
-                   "cannot run it yet; supported: DeepseekV3ForCausalLM, DeepseekV2ForCausalLM");
+                   "names DeepseekV41ForCausalLM, which this command does not run (`tandem-rt eval` and `inspect` do); it runs "
+                   "DeepseekV3ForCausalLM and DeepseekV2ForCausalLM");
   }
   throw in.Error("architectures", fmt::format("names '{}'; supported: DeepseekV3ForCausalLM, DeepseekV2ForCausalLM", name));
 }
