@@ -21,8 +21,8 @@ void AddInitModelCommand(CLI::App& app) {
   auto opt = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand("init-model", "Write a synthetic HF-layout checkpoint, bit-identical for a seed");
   cmd->add_option("--preset", opt->preset,
-                  "tiny (tests) or small (demo); v41-tiny or v41-small: DeepSeek V4.1 in its official layout (weights only, no "
-                  "tokenizer: this build does not run V4.1 yet)")
+                  "tiny (tests) or small (demo); v41-tiny or v41-small: DeepSeek V4.1 in its official layout (then write its "
+                  "Engram constants: models/v41/engram_constants.py DIR --stub)")
       ->required()
       ->check(CLI::IsMember({"tiny", "small", "v41-tiny", "v41-small"}));
   cmd->add_option("--seed", opt->seed, "Weight seed")->required();
@@ -34,12 +34,14 @@ void AddInitModelCommand(CLI::App& app) {
       ->check(CLI::Range(1, 1 << 20));
   cmd->callback([opt] {
     if (IsV41Preset(opt->preset)) {
-      const V41SyntheticReport r = WriteV41SyntheticCheckpoint(opt->preset, opt->seed, opt->out);
+      const V41SyntheticReport r = WriteV41SyntheticCheckpoint(opt->preset, opt->seed, opt->out, opt->tokenizer_source);
       fmt::print(
           "wrote {} ({} preset, seed {}): DeepSeek V4.1, {} layers + {} DSpark stages, dim {}, {} routed experts, vocab {}, {} "
           "tensors, {:.1f} MB of weights\n",
           opt->out, opt->preset, opt->seed, r.config.n_layers, r.config.n_mtp_layers, r.config.dim, r.config.n_routed_experts,
           r.config.vocab_size, r.tensors, static_cast<double>(r.weight_bytes) / 1e6);
+      fmt::print("tokenizer: {}\nEngram constants: write them with `python3 models/v41/engram_constants.py {} --stub`\n", r.tokenizer,
+                 opt->out);
       return;
     }
     SyntheticPreset preset = FindPreset(opt->preset);

@@ -21,10 +21,12 @@
 #include "runtime/draft/draft_policy.hpp"
 #include "runtime/draft/drafter.hpp"
 #include "runtime/engine/engine.hpp"
+#include "runtime/engine/v41_engine.hpp"
 #include "runtime/hybrid/local_workers.hpp"
 #include "runtime/model/chat_template.hpp"
 #include "runtime/model/checkpoint.hpp"
 #include "runtime/model/model_revision.hpp"
+#include "runtime/model/v41_checkpoint.hpp"
 #include "runtime/serve/api_server.hpp"
 #include "runtime/serve/prefill_budget.hpp"
 #include "runtime/serve/scheduler.hpp"
@@ -114,6 +116,9 @@ int ApplyKvBudget(const Options& opt, KvCachePool& kv, int max_context, std::str
   return context;
 }
 
+void ServeV3(Options& opt, ApiServer& api, const sigset_t& signals);
+void ServeV41(Options& opt, ApiServer& api, const sigset_t& signals);
+
 void Serve(Options opt) {
   const sigset_t signals = ShutdownSignals();
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
@@ -136,6 +141,50 @@ void Serve(Options opt) {
   fmt::print("tandem-rt serve: listening on http://{}\n", api.address());
   std::fflush(stdout);
 
+  if (IsV41Checkpoint(opt.model)) return ServeV41(opt, api, signals);
+  ServeV3(opt, api, signals);
+}
+
+void ServeUntilStopped(const Options& opt, ApiServer& api, Scheduler& scheduler, LocalWorkers* spawned, const sigset_t& signals) {
+  // Serves until SIGTERM or SIGINT, or until it can no longer serve: after an engine,
+  // drafter or expert worker failure it exits with code 3 (a supervisor restarts it, and
+  // the new process reconnects to the workers), saying which rank failed and why.
+  // A worker it spawned that ends is reaped and stops it at once, not at the next request.
+  int signal = 0;
+  std::string failed, ended;
+  while (signal <= 0 && failed.empty() && ended.empty()) {
+    const timespec tick{0, 200'000'000};
+    signal = sigtimedwait(&signals, nullptr, &tick);
+    if (signal > 0) break;
+    failed = scheduler.Failed();
+    if (spawned) ended = spawned->Ended();
+  }
+  if (!failed.empty() || !ended.empty()) {
+    const std::string reason = fmt::format("stopped serving: {}", failed.empty()  ? ended
+                                                                  : ended.empty() ? failed
+                                                                                  : fmt::format("{}; {}", failed, ended));
+    fmt::print(stderr, "tandem-rt serve: {}\n", reason);
+    api.SetDraining();
+    scheduler.Drain(std::chrono::seconds(1), [] { return false; });  // every stream has already been told why
+    api.Stop();
+    throw CommandFailed(3, reason);
+  }
+  fmt::print(stderr, "tandem-rt serve: {} received; draining (up to {} s)\n", signal == SIGTERM ? "SIGTERM" : "SIGINT",
+             opt.drain_timeout_s);
+  api.SetDraining();
+  // A second signal ends the drain at once (what an operator pressing Ctrl-C again means);
+  // signals stay blocked, so a pending one is taken without waiting.
+  scheduler.Drain(std::chrono::seconds(opt.drain_timeout_s), [&] {
+    const timespec now{};
+    const int again = sigtimedwait(&signals, nullptr, &now);
+    if (again > 0) fmt::print(stderr, "tandem-rt serve: {} received again; stopping now\n", again == SIGTERM ? "SIGTERM" : "SIGINT");
+    return again > 0;
+  });  // every stream has ended, or says why it ends
+  api.Stop();
+}
+
+// DeepSeek V2/V3: the Engine, its layout (local or hybrid) and drafter.
+void ServeV3(Options& opt, ApiServer& api, const sigset_t& signals) {
   const Checkpoint ckpt = Checkpoint::Open(opt.model, Placement(opt.layout));
   const ModelConfig& c = ckpt.config();
   const Tokenizer tokenizer = Tokenizer::Load(std::filesystem::path(opt.model) / "tokenizer.json");
@@ -179,41 +228,42 @@ void Serve(Options opt) {
                  : "");
   std::fflush(stdout);
 
-  // Serves until SIGTERM or SIGINT, or until it can no longer serve: after an engine,
-  // drafter or expert worker failure it exits with code 3 (a supervisor restarts it, and
-  // the new process reconnects to the workers), saying which rank failed and why.
-  // A worker it spawned that ends is reaped and stops it at once, not at the next request.
-  int signal = 0;
-  std::string failed, ended;
-  while (signal <= 0 && failed.empty() && ended.empty()) {
-    const timespec tick{0, 200'000'000};
-    signal = sigtimedwait(&signals, nullptr, &tick);
-    if (signal > 0) break;
-    failed = scheduler.Failed();
-    if (spawned) ended = spawned->Ended();
+  ServeUntilStopped(opt, api, scheduler, spawned.get(), signals);
+}
+
+// DeepSeek V4.1: in this process on the CPU, no drafter yet.
+void ServeV41(Options& opt, ApiServer& api, const sigset_t& signals) {
+  if (!opt.layout.experts.empty() || opt.layout.spawn_workers > 0 || opt.layout.device != "cpu" || opt.layout.coordinator_ranks != 1) {
+    throw std::invalid_argument("serve: a DeepSeek V4.1 checkpoint runs in one process on the CPU in this build (no layout flags)");
   }
-  if (!failed.empty() || !ended.empty()) {
-    const std::string reason = fmt::format("stopped serving: {}", failed.empty()  ? ended
-                                                                  : ended.empty() ? failed
-                                                                                  : fmt::format("{}; {}", failed, ended));
-    fmt::print(stderr, "tandem-rt serve: {}\n", reason);
-    api.SetDraining();
-    scheduler.Drain(std::chrono::seconds(1), [] { return false; });  // every stream has already been told why
-    api.Stop();
-    throw CommandFailed(3, reason);
+  if (opt.draft.mode != "off" && opt.draft.mode != "auto") {
+    throw std::invalid_argument(
+        fmt::format("serve: --draft {}: a DeepSeek V4.1 checkpoint decodes without drafts in this build", opt.draft.mode));
   }
-  fmt::print(stderr, "tandem-rt serve: {} received; draining (up to {} s)\n", signal == SIGTERM ? "SIGTERM" : "SIGINT",
-             opt.drain_timeout_s);
-  api.SetDraining();
-  // A second signal ends the drain at once (what an operator pressing Ctrl-C again means);
-  // signals stay blocked, so a pending one is taken without waiting.
-  scheduler.Drain(std::chrono::seconds(opt.drain_timeout_s), [&] {
-    const timespec now{};
-    const int again = sigtimedwait(&signals, nullptr, &now);
-    if (again > 0) fmt::print(stderr, "tandem-rt serve: {} received again; stopping now\n", again == SIGTERM ? "SIGTERM" : "SIGINT");
-    return again > 0;
-  });  // every stream has ended, or says why it ends
-  api.Stop();
+  const V41Checkpoint ckpt = V41Checkpoint::Open(opt.model);
+  const V41Config& c = ckpt.config();
+  const Tokenizer tokenizer = Tokenizer::Load(std::filesystem::path(opt.model) / "tokenizer.json");
+  ChatTemplate chat = ChatTemplate::Load(opt.model);
+  opt.scheduler.max_context = opt.max_context > 0 ? std::min(opt.max_context, c.max_position_embeddings) : c.max_position_embeddings;
+  opt.scheduler.queue_wait = std::chrono::milliseconds(opt.queue_wait_ms);
+  opt.scheduler.eos = static_cast<TokenId>(c.eos_token_id);
+  V41Engine engine(ckpt, V41EngineOptions{.threads = opt.threads});
+  std::string kv_budget;
+  opt.scheduler.max_context = ApplyKvBudget(opt, engine.kv(), opt.scheduler.max_context, kv_budget);
+  fmt::print(stderr, "tandem-rt serve: {}\n", kv_budget);
+  const std::int64_t largest_step =
+      PrefillBudget(opt.scheduler.prefill_chunk, static_cast<std::size_t>(std::max(1, opt.scheduler.concurrency)), 0) +
+      static_cast<std::int64_t>(opt.scheduler.concurrency);
+  engine.WarmUp(static_cast<int>(std::min<std::int64_t>(opt.scheduler.max_context, largest_step)));
+  ServedModel served{ModelRevision(ckpt.dir()), opt.scheduler.max_context,
+                     opt.max_output_tokens > 0 ? std::min(opt.max_output_tokens, opt.scheduler.max_context) : opt.scheduler.max_context,
+                     c.vocab_size, static_cast<TokenId>(c.bos_token_id)};
+  Scheduler scheduler(engine, tokenizer, opt.scheduler, nullptr, MakeDraftPolicy(opt.draft.policy, opt.draft.max_drafts));
+  api.Attach(&scheduler, &tokenizer, std::move(chat), served);
+  fmt::print("tandem-rt serve: ready ({} as '{}', DeepSeek V4.1, context {}, KV budget {} MiB, concurrency {}, no drafts)\n", opt.model,
+             opt.api.served_model, served.max_context, MiB(static_cast<double>(engine.kv().budget_bytes())), opt.scheduler.concurrency);
+  std::fflush(stdout);
+  ServeUntilStopped(opt, api, scheduler, nullptr, signals);
 }
 
 }  // namespace

@@ -332,6 +332,8 @@ const ModelConfig& Engine::config() const { return state_->config; }
 KvCachePool& Engine::kv() { return state_->kv; }
 ThreadPool& Engine::pool() { return state_->pool; }
 bool Engine::keeps_hidden() const { return state_->options.keep_hidden; }
+int Engine::vocab_size() const { return state_->config.vocab_size; }
+int Engine::hidden_size() const { return state_->config.hidden_size; }
 const CudaForward* Engine::cuda() const { return state_->cuda.get(); }
 
 void Engine::WarmUp(int rows) {

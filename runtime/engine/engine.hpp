@@ -7,6 +7,7 @@
 #include <span>
 #include <vector>
 
+#include "runtime/engine/decode_engine.hpp"
 #include "runtime/engine/expert_executor.hpp"
 #include "runtime/engine/kv_cache.hpp"
 #include "runtime/engine/row.hpp"
@@ -69,37 +70,40 @@ struct EngineOptions {
 // The forward pass of a DeepSeek-V3-family model over batches of rows, with a
 // compressed MLA KV cache per sequence. Batch invariant: a row's logits are
 // bit-identical whether it is computed alone or among other rows.
-class Engine {
+class Engine : public DecodeEngine {
  public:
   // Makes the executor of the MoE layers' experts, given the engine's thread pool.
   using ExpertExecutorFactory = std::function<std::shared_ptr<ExpertExecutor>(ThreadPool& pool)>;
 
   // An empty `experts` factory runs every expert in this process (LocalExpertExecutor).
   Engine(const Checkpoint& ckpt, EngineOptions options, const ExpertExecutorFactory& experts = {});
-  ~Engine();
+  ~Engine() override;
 
   const ModelConfig& config() const;
-  KvCachePool& kv();
-  ThreadPool& pool();
-  bool keeps_hidden() const;
+  KvCachePool& kv() override;
+  ThreadPool& pool() override;
+  bool keeps_hidden() const override;
+  int vocab_size() const override;
+  int hidden_size() const override;
   // The device pass of a kCuda engine (null on the CPU): its counters.
   const CudaForward* cuda() const;
   // The expert executor's remote ranks, as far as they have answered (empty when
   // every expert runs in this process).
-  std::vector<RankStats> RankStatistics() const;
+  std::vector<RankStats> RankStatistics() const override;
   // ExpertExecutor::Late: callable from any thread.
-  std::string LateRanks() const;
+  std::string LateRanks() const override;
 
   // Throws std::invalid_argument for rows that break the rules above (unknown
   // sequence, non-consecutive positions, capacity, token out of range).
   // `hidden_in` ([rows × hidden]) is required by, and only read by, an MTP engine.
-  void Forward(std::span<const Row> rows, ForwardOutput& out, const float* hidden_in = nullptr);
+  void Forward(std::span<const Row> rows, ForwardOutput& out, const float* hidden_in);
+  void Forward(std::span<const Row> rows, ForwardOutput& out) override { Forward(rows, out, nullptr); }
 
   // One untimed forward of `rows` rows (a scratch sequence, opened and closed again),
   // so that a later step of up to that many rows finds its buffers already mapped: a
   // server's first requests should not pay for them (tandem-rt serve does this at
   // startup, as vLLM's profile run). Not for an MTP engine.
-  void WarmUp(int rows);
+  void WarmUp(int rows) override;
 
   // Sample (runtime/sampling) of each logits row of `out`: row i with params[i] at
   // positions[i]. When `out` is a kCuda engine's latest output, on the device, from

@@ -572,6 +572,26 @@ const V41Config& V41Engine::config() const { return state_->c; }
 KvCachePool& V41Engine::kv() { return state_->cache_pool; }
 ThreadPool& V41Engine::pool() { return *state_->pool; }
 int V41Engine::CacheWidth(const V41Config& config) { return CacheLayout(config).width; }
+int V41Engine::vocab_size() const { return state_->c.vocab_size; }
+int V41Engine::hidden_size() const { return state_->c.dim; }
+
+void V41Engine::WarmUp(int rows) {
+  if (rows <= 0) return;
+  // A sequence id no scheduler hands out.
+  constexpr SequenceId kScratch = ~SequenceId{0};
+  KvCachePool& pool = state_->cache_pool;
+  pool.Open(kScratch, rows);
+  std::vector<Row> batch;
+  for (int i = 0; i < rows; ++i) batch.push_back({kScratch, i, 0, i + 1 == rows});
+  ForwardOutput out;
+  try {
+    state_->Run(batch, out);
+  } catch (...) {
+    pool.Close(kScratch);
+    throw;
+  }
+  pool.Close(kScratch);
+}
 
 void V41Engine::Forward(std::span<const Row> rows, ForwardOutput& out) { state_->Run(rows, out); }
 

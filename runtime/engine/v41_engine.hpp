@@ -3,6 +3,7 @@
 #include <memory>
 #include <span>
 
+#include "runtime/engine/decode_engine.hpp"
 #include "runtime/engine/engine.hpp"
 #include "runtime/engine/kv_cache.hpp"
 #include "runtime/engine/row.hpp"
@@ -29,19 +30,23 @@ struct V41EngineOptions {
 // compressor rows an unfinished group waits with. Keeping every position rather than a
 // ring of the window's is what lets a cache be truncated (speculative rollback) and
 // forked (prefix reuse) exactly as the V3 cache is.
-class V41Engine {
+class V41Engine : public DecodeEngine {
  public:
   explicit V41Engine(const V41Checkpoint& ckpt, V41EngineOptions options = {});
-  ~V41Engine();
+  ~V41Engine() override;
 
   const V41Config& config() const;
-  KvCachePool& kv();
-  ThreadPool& pool();
+  KvCachePool& kv() override;
+  ThreadPool& pool() override;
+  int vocab_size() const override;
+  int hidden_size() const override;  // the hidden size (no hidden rows are kept yet)
+  bool keeps_hidden() const override { return false; }
   // Floats a cache holds per position.
   static int CacheWidth(const V41Config& config);
 
   // Throws std::invalid_argument for rows that break the rules above.
-  void Forward(std::span<const Row> rows, ForwardOutput& out);
+  void Forward(std::span<const Row> rows, ForwardOutput& out) override;
+  void WarmUp(int rows) override;
 
  private:
   struct State;

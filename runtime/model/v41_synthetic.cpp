@@ -12,6 +12,7 @@
 #include "runtime/model/model_error.hpp"
 #include "runtime/model/safetensors.hpp"
 #include "runtime/model/seeded_stream.hpp"
+#include "runtime/model/synthetic_tokenizer.hpp"
 #include "runtime/model/text_file.hpp"
 #include "runtime/model/v41_tensors.hpp"
 #include "runtime/numeric/dtype.hpp"
@@ -242,6 +243,11 @@ V41Config V41Preset(const std::string& name) {
 }
 
 V41SyntheticReport WriteV41SyntheticCheckpoint(const std::string& preset, std::uint64_t seed, const std::filesystem::path& out_dir) {
+  return WriteV41SyntheticCheckpoint(preset, seed, out_dir, DefaultTokenizerSource());
+}
+
+V41SyntheticReport WriteV41SyntheticCheckpoint(const std::string& preset, std::uint64_t seed, const std::filesystem::path& out_dir,
+                                               const std::filesystem::path& tokenizer_source) {
   V41SyntheticReport report;
   report.config = V41Preset(preset);
   const V41Config& c = report.config;
@@ -275,6 +281,18 @@ V41SyntheticReport WriteV41SyntheticCheckpoint(const std::string& preset, std::u
   });
   report.weight_bytes = writer.DataBytes();
   report.tensors = tensors.size();
+  // As many merges as leave the tokenizer exactly the model's vocabulary (bytes, merges,
+  // then the named added tokens; BOS 0 and EOS 1 as in DeepSeek's).
+  const SyntheticTokenizerFiles probe = DeriveSyntheticTokenizer(tokenizer_source, 1);
+  const int merges = c.vocab_size - (probe.vocab_size - 1);
+  const SyntheticTokenizerFiles tokenizer = merges >= 1 ? DeriveSyntheticTokenizer(tokenizer_source, merges) : probe;
+  if (tokenizer.vocab_size > c.vocab_size) {
+    throw ModelError(
+        fmt::format("preset {}: a tokenizer of {} tokens does not fit the vocabulary of {}", preset, tokenizer.vocab_size, c.vocab_size));
+  }
+  WriteTextFile(out_dir / "tokenizer.json", tokenizer.tokenizer_json);
+  WriteTextFile(out_dir / "tokenizer_config.json", tokenizer.tokenizer_config_json);
+  report.tokenizer = tokenizer.description;
   return report;
 }
 

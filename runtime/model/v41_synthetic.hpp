@@ -19,6 +19,7 @@ struct V41SyntheticReport {
   V41Config config;
   std::uint64_t weight_bytes = 0;
   std::size_t tensors = 0;
+  std::string tokenizer;  // one line: what the tokenizer is
 };
 
 // Writes config.json (architectures, model_type, text_config), inference/config.json (the
@@ -27,6 +28,12 @@ struct V41SyntheticReport {
 // power-of-two scale per 32×32 block, FP4 experts likewise per 32 inputs, residual
 // outputs scaled by 1/sqrt(2·layers). Bit-identical for the same preset and seed; each
 // tensor from its own stream (seeded_stream.hpp).
+// Also writes tokenizer.json and tokenizer_config.json (with its chat template): the
+// DeepSeek-V3 tokenizer in `tokenizer_source` cut to the preset's vocabulary as
+// DeriveSyntheticTokenizer cuts it. The Engram constants (engram.json) come from
+// models/v41/engram_constants.py DIR --stub, as the reference computes them.
+V41SyntheticReport WriteV41SyntheticCheckpoint(const std::string& preset, std::uint64_t seed, const std::filesystem::path& out_dir,
+                                               const std::filesystem::path& tokenizer_source);
 V41SyntheticReport WriteV41SyntheticCheckpoint(const std::string& preset, std::uint64_t seed, const std::filesystem::path& out_dir);
 
 }  // namespace tandem::rt

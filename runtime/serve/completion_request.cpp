@@ -59,6 +59,11 @@ std::string Content(const json& content, const std::string& where) {
   for (std::size_t i = 0; i < content.size(); ++i) {
     const json& part = content[i];
     const std::string at = fmt::format("{}[{}]", where, i);
+    if (part.is_object() && (part.value("type", json()) == "image_url" || part.value("type", json()) == "input_image" ||
+                             part.value("type", json()) == "image")) {
+      throw ApiError::BadRequest(
+          fmt::format("'{}': image input is not supported: this server reads text only (no vision tower is loaded)", at), at);
+    }
     if (!part.is_object() || part.value("type", json()) != "text" || !part.contains("text") || !part["text"].is_string()) {
       throw ApiError::BadRequest(fmt::format("'{}' must be {{\"type\": \"text\", \"text\": ...}}", at), at);
     }

@@ -243,7 +243,7 @@ void Scheduler::State::Run() {
   ended.notify_all();
 }
 
-Scheduler::Scheduler(Engine& engine, const Tokenizer& tokenizer, SchedulerOptions options, std::unique_ptr<Drafter> drafter,
+Scheduler::Scheduler(DecodeEngine& engine, const Tokenizer& tokenizer, SchedulerOptions options, std::unique_ptr<Drafter> drafter,
                      std::unique_ptr<DraftPolicy> policy)
     : state_(std::make_unique<State>(engine, tokenizer, options, std::move(drafter),
                                      policy ? std::move(policy) : MakeDraftPolicy("adaptive"))) {

@@ -16,7 +16,7 @@ namespace tandem::rt {
 
 class DraftPolicy;
 class Drafter;
-class Engine;
+class DecodeEngine;
 
 struct SchedulerOptions {
   int concurrency = 16;                         // sequences decoding at once
@@ -73,7 +73,7 @@ struct Submission {
 class Scheduler {
  public:
   // `drafter` null: target only. `policy` null: adaptive.
-  Scheduler(Engine& engine, const Tokenizer& tokenizer, SchedulerOptions options, std::unique_ptr<Drafter> drafter = nullptr,
+  Scheduler(DecodeEngine& engine, const Tokenizer& tokenizer, SchedulerOptions options, std::unique_ptr<Drafter> drafter = nullptr,
             std::unique_ptr<DraftPolicy> policy = nullptr);
   ~Scheduler();  // cancels everything and joins the thread
   Scheduler(const Scheduler&) = delete;

@@ -51,7 +51,7 @@ StreamEvent Failure(int status, std::string message, std::string type, int retry
 struct Scheduler::State {
   using Clock = scheduling::Clock;
 
-  Engine& engine;
+  DecodeEngine& engine;
   const Tokenizer& tokenizer;
   SchedulerOptions options;
   std::unique_ptr<Drafter> drafter;  // null: target only
@@ -105,7 +105,7 @@ struct Scheduler::State {
   std::size_t prefill_turn = 0;
   std::thread thread;
 
-  State(Engine& e, const Tokenizer& t, SchedulerOptions o, std::unique_ptr<Drafter> d, std::unique_ptr<DraftPolicy> p)
+  State(DecodeEngine& e, const Tokenizer& t, SchedulerOptions o, std::unique_ptr<Drafter> d, std::unique_ptr<DraftPolicy> p)
       : engine(e),
         tokenizer(t),
         options(o),
@@ -113,7 +113,7 @@ struct Scheduler::State {
         policy(std::move(p)),
         // Built here, not for the first structured-output request: over a 129k-token
         // vocabulary it would stall that step for every request in it.
-        trie(t, e.config().vocab_size),
+        trie(t, e.vocab_size()),
         prefix_cache(e.kv(), o.prefix_cache_entries, SequenceId{1} << 62) {}
 
   void Run();

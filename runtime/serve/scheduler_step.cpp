@@ -17,7 +17,7 @@ namespace tandem::rt {
 void Scheduler::State::Observe(Active& a, int position, std::size_t row, const ForwardOutput& out, std::size_t count) {
   if (!drafter || !drafter->wants_target_hidden()) return;
   if (count == 0) count = static_cast<std::size_t>(a.fed - position);
-  const auto hidden = static_cast<std::size_t>(engine.config().hidden_size);
+  const auto hidden = static_cast<std::size_t>(engine.hidden_size());
   std::vector<TokenId> tokens(count);
   for (std::size_t i = 0; i < count; ++i) tokens[i] = a.tokens[static_cast<std::size_t>(position) + i];
   drafter->ObserveTarget(a.sequence, position, tokens, out.hidden.data() + row * hidden, engine.kv().Get(a.sequence).capacity());
@@ -206,7 +206,7 @@ bool Scheduler::State::BuildBatch(Batch& b) {
 }
 
 std::size_t Scheduler::State::CommitDecodeRows(const Batch& b, const ForwardOutput& out, Finished& finished) {
-  const int vocab = engine.config().vocab_size;
+  const int vocab = engine.vocab_size();
   // Accept the drafts the target agrees with, roll back the rest.
   std::size_t logits_row = 0;
   for (std::size_t i = 0; i < b.decoding.size(); ++i) {
@@ -255,7 +255,7 @@ std::size_t Scheduler::State::CommitDecodeRows(const Batch& b, const ForwardOutp
 }
 
 void Scheduler::State::CommitPrefillRows(const Batch& b, const ForwardOutput& out, std::size_t logits_row, Finished& finished) {
-  const int vocab = engine.config().vocab_size;
+  const int vocab = engine.vocab_size();
   // Positions advance; the request whose prompt ended samples its first token.
   const std::size_t n_rows = b.rows.size() - b.decode_rows;
   for (std::size_t i = 0; i < n_rows; ++i) {
