@@ -26,7 +26,7 @@ double Millions(std::int64_t n) { return static_cast<double>(n) / 1e6; }
 void InspectV41(const std::string& dir) {
   const V41Config c = LoadV41Config(dir);
   fmt::print("checkpoint    {}\n", dir);
-  fmt::print("architecture  DeepseekV41ForCausalLM (this build reads and checks it; it does not run V4.1 yet)\n");
+  fmt::print("architecture  DeepseekV41ForCausalLM (tandem-rt eval and serve run it, in one process on the CPU)\n");
   fmt::print("layers        {}, DSpark stages {}, residual copies (hc_mult) {}\n", c.n_layers, c.n_mtp_layers, c.hc_mult);
   fmt::print("hidden        {}, vocab {}, heads {} of {} (rope {}), one KV head, q_lora {}, o_groups {} (o_lora {}), window {}\n", c.dim,
              c.vocab_size, c.n_heads, c.head_dim, c.rope_head_dim, c.q_lora_rank, c.o_groups, c.o_lora_rank, c.window_size);

@@ -412,8 +412,12 @@ class Forward:
         score = bf16(np.sum(bf16(np.maximum(dots, 0) * w[:, :, None]).astype(np.float64), axis=1).astype(F32))
         visible = (np.arange(S) + 1) // ratio
         score = np.where(np.arange(T)[None, :] < visible[:, None], score, -np.inf).astype(F32)
+        # Rows whose picks a tie decided (equal scores across the cut): the reference's topk
+        # leaves the order of ties unspecified, so there it may pick otherwise.
+        tied = np.zeros(S, dtype=bool)
         if layer == a["candidate_source_layer"]:
             cand = np.zeros((S, T), dtype=bool)
+            cand_tied = np.zeros(S, dtype=bool)
             bs, nb = a["candidate_block_size"], a["candidate_topk_blocks"]
             for s in range(S):
                 v = visible[s]
@@ -421,21 +425,28 @@ class Forward:
                 best = np.array([score[s, b * bs:min(v, (b + 1) * bs)].max() for b in range(blocks)], dtype=F32)
                 if v > 0:
                     best[(v - 1) // bs] = np.inf
-                order = sorted(range(blocks), key=lambda b: (-best[b], b))[:min(nb, blocks)]
+                ranked = sorted(range(blocks), key=lambda b: (-best[b], b))
+                order = ranked[:min(nb, blocks)]
+                cand_tied[s] = blocks > nb and best[ranked[nb - 1]] == best[ranked[nb]] and best[ranked[nb]] > -np.inf
                 for b in order:
                     if best[b] > -np.inf:
                         cand[s, b * bs:min(v, (b + 1) * bs)] = True
             self.shared["candidates"] = cand
+            self.shared["candidates_tied"] = cand_tied
         elif 0 <= a["candidate_source_layer"] < layer:
             score = np.where(self.shared["candidates"][:, :T], score, -np.inf).astype(F32)
+            tied |= self.shared["candidates_tied"]
         k = a["index_topk"]
         topk = np.full((S, k), -1, dtype=np.int64)
         for s in range(S):
             v = visible[s]
-            order = sorted(range(v), key=lambda i: (-score[s, i], i))[:min(k, v)]
+            ranked = sorted(range(v), key=lambda i: (-score[s, i], i))
+            order = ranked[:min(k, v)]
+            tied[s] |= v > k and score[s, ranked[k - 1]] == score[s, ranked[k]]
             picks = sorted(order)
             topk[s, :len(picks)] = picks
         self.shared["topk"] = topk
+        self.shared["tied"] = tied
 
     def attention(self, p, layer, x):
         a, t = self.a, self.c.t
@@ -443,6 +454,7 @@ class Forward:
         heads, hd, W = a["n_heads"], a["head_dim"], a["window_size"]
         ratio = a["compress_ratios"][layer]
         table_at = lambda positions: rope_table(a, layer, positions)
+        self.tied_rows = np.zeros(S, dtype=bool)
         qr = rms_norm(gemm(x, self.c.fp8(p + "attn.wq_a")), t[p + "attn.q_norm.weight"], a["norm_eps"])
         q = gemm(qr, self.c.fp8(p + "attn.wq_b")).reshape(S, heads, hd)
         q = rope(q, table_at(np.arange(S)))
@@ -466,6 +478,7 @@ class Forward:
             elif kind == "candidate_index_source":
                 self.indexer(p, layer, x, qr, None, ratio, table_at)
             topk = self.shared["topk"]
+            self.tied_rows = self.shared["tied"]
             ckv = self.shared["compress_kv"]
             all_kv = np.concatenate([kv, ckv], axis=0)
             idx = np.concatenate([idx, np.where(topk >= 0, topk + S, -1)], axis=1)
