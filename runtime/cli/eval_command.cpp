@@ -58,6 +58,17 @@ void WriteMtpLogits(const Checkpoint& ckpt, const std::vector<TokenId>& tokens, 
   if (!file) throw std::runtime_error(fmt::format("{}: write failed", opt.mtp_logits_out));
 }
 
+// What eval prints on stdout: one JSON line.
+void PrintSummary(const Options& opt, int positions, int vocab, const std::vector<TokenId>& tokens, const std::filesystem::path& dir) {
+  fmt::print("{}\n", nlohmann::json{{"positions", positions},
+                                    {"vocab", vocab},
+                                    {"prompt_tokens", opt.tokens.size()},
+                                    {"tokens", tokens},
+                                    {"logits_file", opt.logits_out},
+                                    {"model_revision", ModelRevision(dir)}}
+                         .dump());
+}
+
 void WriteLogits(std::ofstream& file, const ForwardOutput& out) {
   file.write(reinterpret_cast<const char*>(out.logits.data()), static_cast<std::streamsize>(out.logits.size() * sizeof(float)));
 }
@@ -97,13 +108,7 @@ void EvalV41(const Options& opt) {
   }
   logits.close();
   if (!logits) throw std::runtime_error(fmt::format("{}: write failed", opt.logits_out));
-  fmt::print("{}\n", nlohmann::json{{"positions", total},
-                                    {"vocab", c.vocab_size},
-                                    {"prompt_tokens", opt.tokens.size()},
-                                    {"tokens", tokens},
-                                    {"logits_file", opt.logits_out},
-                                    {"model_revision", ModelRevision(ckpt.dir())}}
-                         .dump());
+  PrintSummary(opt, total, c.vocab_size, tokens, ckpt.dir());
 }
 
 // The prompt in one forward (logits at every position), then `decode` greedy steps
@@ -178,13 +183,7 @@ void Eval(const Options& opt) {
     r << nlohmann::json{{"layers", layers}}.dump() << "\n";
     if (!r) throw std::runtime_error(fmt::format("{}: write failed", opt.routes_out));
   }
-  fmt::print("{}\n", nlohmann::json{{"positions", total},
-                                    {"vocab", c.vocab_size},
-                                    {"prompt_tokens", opt.tokens.size()},
-                                    {"tokens", tokens},
-                                    {"logits_file", opt.logits_out},
-                                    {"model_revision", ModelRevision(ckpt.dir())}}
-                         .dump());
+  PrintSummary(opt, total, c.vocab_size, tokens, ckpt.dir());
 }
 
 }  // namespace

@@ -145,6 +145,13 @@ void Serve(Options opt) {
   ServeV3(opt, api, signals);
 }
 
+// The scheduler's context (the model's, or --max-context below it), queue wait and EOS.
+void ApplyModelLimits(Options& opt, int max_position_embeddings, std::int64_t eos) {
+  opt.scheduler.max_context = opt.max_context > 0 ? std::min(opt.max_context, max_position_embeddings) : max_position_embeddings;
+  opt.scheduler.queue_wait = std::chrono::milliseconds(opt.queue_wait_ms);
+  opt.scheduler.eos = static_cast<TokenId>(eos);
+}
+
 void ServeUntilStopped(const Options& opt, ApiServer& api, Scheduler& scheduler, LocalWorkers* spawned, const sigset_t& signals) {
   // Serves until SIGTERM or SIGINT, or until it can no longer serve: after an engine,
   // drafter or expert worker failure it exits with code 3 (a supervisor restarts it, and
@@ -189,9 +196,7 @@ void ServeV3(Options& opt, ApiServer& api, const sigset_t& signals) {
   const ModelConfig& c = ckpt.config();
   const Tokenizer tokenizer = Tokenizer::Load(std::filesystem::path(opt.model) / "tokenizer.json");
   ChatTemplate chat = ChatTemplate::Load(opt.model);
-  opt.scheduler.max_context = opt.max_context > 0 ? std::min(opt.max_context, c.max_position_embeddings) : c.max_position_embeddings;
-  opt.scheduler.queue_wait = std::chrono::milliseconds(opt.queue_wait_ms);
-  opt.scheduler.eos = static_cast<TokenId>(c.eos_token_id);
+  ApplyModelLimits(opt, c.max_position_embeddings, c.eos_token_id);
   LayoutFlags layout = opt.layout;
   layout.progress_out = stdout;  // where a launcher waiting for "listening on" sees loading advance
   const std::unique_ptr<LocalWorkers> spawned = SpawnRequestedWorkers(opt.model, layout);
@@ -244,9 +249,7 @@ void ServeV41(Options& opt, ApiServer& api, const sigset_t& signals) {
   const V41Config& c = ckpt.config();
   const Tokenizer tokenizer = Tokenizer::Load(std::filesystem::path(opt.model) / "tokenizer.json");
   ChatTemplate chat = ChatTemplate::Load(opt.model);
-  opt.scheduler.max_context = opt.max_context > 0 ? std::min(opt.max_context, c.max_position_embeddings) : c.max_position_embeddings;
-  opt.scheduler.queue_wait = std::chrono::milliseconds(opt.queue_wait_ms);
-  opt.scheduler.eos = static_cast<TokenId>(c.eos_token_id);
+  ApplyModelLimits(opt, c.max_position_embeddings, c.eos_token_id);
   V41Engine engine(ckpt, V41EngineOptions{.threads = opt.threads});
   std::string kv_budget;
   opt.scheduler.max_context = ApplyKvBudget(opt, engine.kv(), opt.scheduler.max_context, kv_budget);
