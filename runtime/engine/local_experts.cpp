@@ -5,8 +5,10 @@
 namespace tandem::rt {
 
 LocalExpertExecutor::LocalExpertExecutor(const Checkpoint& ckpt, ThreadPool* pool, bool exact, std::vector<LayerSlice> layers)
-    : slices_(ckpt, layers.empty() ? MoeSlices::Everything(ckpt.config()) : std::move(layers), pool, exact),
+    : slices_(std::make_unique<MoeSlices>(ckpt, layers.empty() ? MoeSlices::Everything(ckpt.config()) : std::move(layers), pool, exact)),
       top_k_(ckpt.config().num_experts_per_tok) {}
+
+LocalExpertExecutor::LocalExpertExecutor(std::unique_ptr<ExpertSlices> slices, int top_k) : slices_(std::move(slices)), top_k_(top_k) {}
 
 void LocalExpertExecutor::Start(int layer, std::span<const Row> rows, const float* x, std::span<const ExpertRoute> routes) {
   layer_ = layer;
@@ -16,8 +18,8 @@ void LocalExpertExecutor::Start(int layer, std::span<const Row> rows, const floa
 }
 
 void LocalExpertExecutor::Finish(float* out) {
-  sum_.resize(static_cast<std::size_t>(rows_ * slices_.hidden()));
-  slices_.Compute(layer_, x_, rows_, routes_, top_k_, sum_.data());
+  sum_.resize(static_cast<std::size_t>(rows_ * slices_->hidden()));
+  slices_->Compute(layer_, x_, rows_, routes_, top_k_, sum_.data());
   for (std::size_t i = 0; i < sum_.size(); ++i) out[i] = static_cast<float>(sum_[i]);  // rounded once
 }
 

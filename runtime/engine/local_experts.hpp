@@ -1,5 +1,7 @@
 #pragma once
 
+#include <memory>
+
 #include "runtime/engine/expert_executor.hpp"
 #include "runtime/engine/moe_slices.hpp"
 
@@ -14,12 +16,14 @@ class LocalExpertExecutor : public ExpertExecutor {
  public:
   // `layers`: what to hold; empty means every MoE layer of the model.
   LocalExpertExecutor(const Checkpoint& ckpt, ThreadPool* pool, bool exact = false, std::vector<LayerSlice> layers = {});
+  // Any architecture's slices (V41MoeSlices::Everything for DeepSeek V4.1).
+  LocalExpertExecutor(std::unique_ptr<ExpertSlices> slices, int top_k);
 
   void Start(int layer, std::span<const Row> rows, const float* x, std::span<const ExpertRoute> routes) override;
   void Finish(float* out) override;
 
  private:
-  MoeSlices slices_;
+  std::unique_ptr<ExpertSlices> slices_;
   int top_k_;
   int layer_ = -1;
   std::int64_t rows_ = 0;

@@ -6,6 +6,7 @@
 #include <span>
 #include <vector>
 
+#include "runtime/engine/expert_slices.hpp"
 #include "runtime/engine/mlp.hpp"
 #include "runtime/engine/router.hpp"
 #include "runtime/model/load_progress.hpp"
@@ -15,27 +16,11 @@ namespace tandem::rt {
 class Checkpoint;
 class ThreadPool;
 
-// What one rank holds of one MoE layer: routed experts [expert_begin, expert_end)
-// restricted to intermediate columns [inter_begin, inter_end), and columns
-// [shared_begin, shared_end) of the shared experts. Empty ranges hold nothing.
-struct LayerSlice {
-  int layer = 0;
-  int expert_begin = 0;
-  int expert_end = 0;
-  int inter_begin = 0;
-  int inter_end = 0;
-  int shared_begin = 0;
-  int shared_end = 0;
-
-  bool HoldsRouted() const { return expert_end > expert_begin && inter_end > inter_begin; }
-  bool HoldsShared() const { return shared_end > shared_begin; }
-};
-
 // The expert weights of some slices of some MoE layers, and their compute. A
 // slice of an expert's intermediate dimension takes rows of gate/up (views into
 // the checkpoint) and columns of down (copied once, so compute reads them
 // contiguously); its output is that slice's additive share of the expert.
-class MoeSlices {
+class MoeSlices : public ExpertSlices {
  public:
   // `exact`: accumulate the down projections in double (MatMulF64), so that slices
   // of an expert computed on different ranks add up to exactly what one process
@@ -49,14 +34,14 @@ class MoeSlices {
             const LoadProgressFn& progress = {});
 
   const std::vector<LayerSlice>& slices() const { return slices_; }
-  std::uint64_t weight_bytes() const { return weight_bytes_; }
-  std::int64_t hidden() const { return hidden_; }
+  std::uint64_t weight_bytes() const override { return weight_bytes_; }
+  std::int64_t hidden() const override { return hidden_; }
 
   // out[r] = Σ_k routes[r·top_k + k].weight · expert(x[r]) over the routes to held
   // experts, in k order, then + the held shared slice; zero rows when nothing is
   // held. Expert ids must be < n_routed_experts. The route-sum is accumulated in
   // double; so are the down projections when `exact`.
-  void Compute(int layer, const float* x, std::int64_t rows, std::span<const ExpertRoute> routes, int top_k, double* out);
+  void Compute(int layer, const float* x, std::int64_t rows, std::span<const ExpertRoute> routes, int top_k, double* out) override;
 
   // Every slice of a single process: all experts and shared experts of all MoE layers.
   static std::vector<LayerSlice> Everything(const ModelConfig& config);

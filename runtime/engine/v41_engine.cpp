@@ -15,8 +15,10 @@
 #include "runtime/engine/engram_hash.hpp"
 #include "runtime/engine/hyper_connections.hpp"
 #include "runtime/engine/index_selection.hpp"
+#include "runtime/engine/local_experts.hpp"
 #include "runtime/engine/router.hpp"
 #include "runtime/engine/sink_attention.hpp"
+#include "runtime/engine/v41_moe_slices.hpp"
 #include "runtime/engine/v41_rope.hpp"
 #include "runtime/engine/v41_weights.hpp"
 #include "runtime/kernels/matmul.hpp"
@@ -43,8 +45,6 @@ void Norm(const float* x, const std::vector<float>& w, std::int64_t n, float eps
   const float r = 1.0f / std::sqrt(static_cast<float>(squares / static_cast<double>(n)) + eps);
   for (std::int64_t i = 0; i < n; ++i) out[i] = Bf16(w[static_cast<std::size_t>(i)] * (x[i] * r));
 }
-
-float Silu(float v) { return v / (1.0f + RoundedExp(-v)); }
 
 // y = W·x for the plain (BF16, F32) matrices, each sum taken in double and rounded once
 // to fp32: the value of the reference's fp32 product whatever order it sums in, but at
@@ -95,6 +95,8 @@ struct V41Engine::State {
   std::vector<Router> routers;
   std::vector<V41Rope> ropes;
   float eps;
+  ExpertInputPrecision expert_input;
+  std::shared_ptr<ExpertExecutor> experts;
 
   // Per forward: rows, and for each row the compressed positions its layers attend to
   // (the latest index source's picks) and the candidate source's mask.
@@ -103,15 +105,16 @@ struct V41Engine::State {
   std::vector<std::vector<std::int32_t>> topk;
   std::vector<std::vector<bool>> candidates;
 
-  State(const V41Checkpoint& ckpt, V41EngineOptions options)
+  State(const V41Checkpoint& ckpt, V41EngineOptions options, const Engine::ExpertExecutorFactory& factory)
       : config_holder(std::make_shared<V41Config>(ckpt.config())),
         c(*config_holder),
         engram(ckpt.engram()),
-        w(V41Weights::Load(ckpt)),
+        w(V41Weights::Load(ckpt, /*experts=*/false)),
         layout(c),
         cache_pool(1, layout.width),
         moe_config(V41MoeConfig(c)),
-        eps(static_cast<float>(c.norm_eps)) {
+        eps(static_cast<float>(c.norm_eps)),
+        expert_input(options.expert_input) {
     if (options.pool != nullptr) {
       pool = options.pool;
     } else {
@@ -120,6 +123,9 @@ struct V41Engine::State {
     }
     for (const V41Layer& l : w.layers) routers.emplace_back(moe_config, l.moe.bias);
     for (int l = 0; l < c.n_layers; ++l) ropes.push_back(V41Rope::ForLayer(c, l));
+    experts = factory ? factory(*pool)
+                      : std::make_shared<LocalExpertExecutor>(std::make_unique<V41MoeSlices>(ckpt, V41MoeSlices::Everything(c), pool),
+                                                              c.n_activated_experts);
   }
 
   float* Cache(std::size_t row, int offset, std::int64_t position) const { return caches[row]->At(0, static_cast<int>(position)) + offset; }
@@ -394,36 +400,14 @@ struct V41Engine::State {
     (void)dim;
   }
 
-  // One expert on `count` rows: bf16(w2(bf16(weight · silu(min(g, L)) · clamp(u, ±L)))).
-  void Expert(const V41Expert& e, const float* x, const float* weights, std::int64_t count, float* out) {
-    const std::int64_t inter = c.moe_inter_dim;
-    std::vector<float> g(static_cast<std::size_t>(count * inter)), u(g.size());
-    MatMul(e.w1, x, count, g.data(), pool);
-    MatMul(e.w3, x, count, u.data(), pool);
-    const auto limit = static_cast<float>(c.swiglu_limit);
-    for (std::int64_t r = 0; r < count; ++r) {
-      for (std::int64_t k = 0; k < inter; ++k) {
-        const auto i = static_cast<std::size_t>(r * inter + k);
-        float gv = g[i], uv = u[i];
-        if (limit > 0.0f) {
-          uv = std::clamp(uv, -limit, limit);
-          gv = std::min(gv, limit);
-        }
-        float hv = Silu(gv) * uv;
-        if (weights != nullptr) hv = weights[r] * hv;
-        g[i] = Bf16(hv);
-      }
-    }
-    MatMul(e.w2, g.data(), count, out, pool);
-  }
-
-  // moe(x) → out [rows × dim]: the routed experts' outputs summed in fp32 in expert order,
-  // then the shared expert's, rounded once.
+  // moe(x) → out [rows × dim]: the gate and routes here, the experts by the executor (this
+  // process's V41MoeSlices, or a hybrid layout's ranks), their sum rounded once to bf16.
   void Moe(const V41Layer& layer, const float* x, float* out) {
     const std::int64_t n = static_cast<std::int64_t>(rows.size()), dim = c.dim;
     const V41Moe& m = layer.moe;
-    const int experts = static_cast<int>(m.experts.size()), k = c.n_activated_experts;
-    std::vector<float> logits(static_cast<std::size_t>(n * experts));
+    const auto n_experts = static_cast<int>(m.bias.size());
+    const int k = c.n_activated_experts;
+    std::vector<float> logits(static_cast<std::size_t>(n * n_experts));
     PlainMatMul(m.gate, x, n, logits.data(), pool);
     if (c.gate_temp != 1.0) {
       for (float& v : logits) v = static_cast<float>(v / c.gate_temp);
@@ -431,36 +415,15 @@ struct V41Engine::State {
     std::vector<ExpertRoute> routes(static_cast<std::size_t>(n * k));
     const Router& router = routers[static_cast<std::size_t>(layer.layer)];
     for (std::int64_t r = 0; r < n; ++r) {
-      router.Route({logits.data() + r * experts, static_cast<std::size_t>(experts)}, {routes.data() + r * k, static_cast<std::size_t>(k)});
+      router.Route({logits.data() + r * n_experts, static_cast<std::size_t>(n_experts)},
+                   {routes.data() + r * k, static_cast<std::size_t>(k)});
     }
-    std::vector<float> y(static_cast<std::size_t>(n * dim), 0.0f);
-    std::vector<float> xs, ws, outs;
-    std::vector<std::int64_t> members;
-    for (int e = 0; e < experts; ++e) {
-      members.clear();
-      xs.clear();
-      ws.clear();
-      for (std::int64_t r = 0; r < n; ++r) {
-        for (int i = 0; i < k; ++i) {
-          const ExpertRoute& route = routes[static_cast<std::size_t>(r * k + i)];
-          if (route.expert != e) continue;
-          members.push_back(r);
-          xs.insert(xs.end(), x + r * dim, x + (r + 1) * dim);
-          ws.push_back(route.weight);
-        }
-      }
-      if (members.empty()) continue;
-      const auto count = static_cast<std::int64_t>(members.size());
-      outs.resize(static_cast<std::size_t>(count * dim));
-      Expert(m.experts[static_cast<std::size_t>(e)], xs.data(), ws.data(), count, outs.data());
-      for (std::int64_t i = 0; i < count; ++i) {
-        float* yr = y.data() + members[static_cast<std::size_t>(i)] * dim;
-        for (std::int64_t d = 0; d < dim; ++d) yr[d] += outs[static_cast<std::size_t>(i * dim + d)];
-      }
-    }
-    outs.resize(static_cast<std::size_t>(n * dim));
-    Expert(m.shared, x, nullptr, n, outs.data());
-    for (std::int64_t i = 0; i < n * dim; ++i) out[i] = Bf16(y[static_cast<std::size_t>(i)] + outs[static_cast<std::size_t>(i)]);
+    // x is bf16 already; a wire that rounds coarser (fp8) rounds it here for every rank alike.
+    std::vector<float> input(x, x + n * dim);
+    RoundExpertInput(input.data(), n, dim, expert_input);
+    experts->Start(layer.layer, rows, input.data(), routes);
+    experts->Finish(out);
+    for (std::int64_t i = 0; i < n * dim; ++i) out[i] = Bf16(out[i]);
   }
 
   void Run(std::span<const Row> in, ForwardOutput& out) {
@@ -565,7 +528,10 @@ struct V41Engine::State {
   }
 };
 
-V41Engine::V41Engine(const V41Checkpoint& ckpt, V41EngineOptions options) : state_(std::make_unique<State>(ckpt, options)) {}
+V41Engine::V41Engine(const V41Checkpoint& ckpt, V41EngineOptions options, const Engine::ExpertExecutorFactory& experts)
+    : state_(std::make_unique<State>(ckpt, options, experts)) {}
+std::vector<RankStats> V41Engine::RankStatistics() const { return state_->experts->RankStatistics(); }
+std::string V41Engine::LateRanks() const { return state_->experts->Late(); }
 V41Engine::~V41Engine() = default;
 
 const V41Config& V41Engine::config() const { return state_->c; }

@@ -17,6 +17,8 @@ struct V41Config;
 struct V41EngineOptions {
   int threads = 0;             // 0: all cores
   ThreadPool* pool = nullptr;  // when set (not owned), computes on it instead of its own
+  // Rounds the experts' input rows as a hybrid layout's wire does (as Engine's option).
+  ExpertInputPrecision expert_input = ExpertInputPrecision::kF32;
 };
 
 // The forward pass of DeepSeek V4.1 (docs/v41-attention.md) over batches of rows, beside
@@ -32,7 +34,8 @@ struct V41EngineOptions {
 // forked (prefix reuse) exactly as the V3 cache is.
 class V41Engine : public DecodeEngine {
  public:
-  explicit V41Engine(const V41Checkpoint& ckpt, V41EngineOptions options = {});
+  // An empty `experts` factory computes every expert in this process (V41MoeSlices).
+  explicit V41Engine(const V41Checkpoint& ckpt, V41EngineOptions options = {}, const Engine::ExpertExecutorFactory& experts = {});
   ~V41Engine() override;
 
   const V41Config& config() const;
@@ -41,6 +44,8 @@ class V41Engine : public DecodeEngine {
   int vocab_size() const override;
   int hidden_size() const override;  // the hidden size (no hidden rows are kept yet)
   bool keeps_hidden() const override { return false; }
+  std::vector<RankStats> RankStatistics() const override;
+  std::string LateRanks() const override;
   // Floats a cache holds per position.
   static int CacheWidth(const V41Config& config);
 

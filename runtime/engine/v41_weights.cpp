@@ -69,7 +69,7 @@ class Loader {
     return {Microscaled(f, p + "w1", inter, dim), Microscaled(f, p + "w3", inter, dim), Microscaled(f, p + "w2", dim, inter)};
   }
 
-  V41Layer Block(const std::string& p, int layer, bool dspark) const {
+  V41Layer Block(const std::string& p, int layer, bool dspark, bool experts = true) const {
     const std::int64_t dim = c_.dim, heads = c_.n_heads, hd = c_.head_dim;
     V41Layer l;
     l.layer = layer;
@@ -101,11 +101,11 @@ class Loader {
         }
       }
     }
-    const int experts = dspark ? c_.dspark_experts() : c_.n_routed_experts;
-    l.moe.gate = Bf16(p + "ffn.gate.weight", experts, dim);
-    l.moe.bias = Vec(p + "ffn.gate.bias", experts);
-    for (int e = 0; e < experts; ++e) l.moe.experts.push_back(Expert(fmt::format("{}ffn.experts.{}.", p, e), true));
-    l.moe.shared = Expert(p + "ffn.shared_experts.", false);
+    const int routed = dspark ? c_.dspark_experts() : c_.n_routed_experts;
+    l.moe.gate = Bf16(p + "ffn.gate.weight", routed, dim);
+    l.moe.bias = Vec(p + "ffn.gate.bias", routed);
+    for (int e = 0; experts && e < routed; ++e) l.moe.experts.push_back(Expert(fmt::format("{}ffn.experts.{}.", p, e), true));
+    if (experts) l.moe.shared = Expert(p + "ffn.shared_experts.", false);
     if (!dspark && c_.IsEngramLayer(layer)) {
       std::size_t at = 0;
       while (c_.engram_layer_ids[at] != layer) ++at;
@@ -150,14 +150,16 @@ std::size_t LayerBytes(const V41Layer& l) {
 
 }  // namespace
 
-V41Weights V41Weights::Load(const V41Checkpoint& ckpt) {
+V41Expert LoadV41Expert(const V41Checkpoint& ckpt, const std::string& prefix, bool fp4) { return Loader(ckpt).Expert(prefix, fp4); }
+
+V41Weights V41Weights::Load(const V41Checkpoint& ckpt, bool experts) {
   const V41Config& c = ckpt.config();
   const Loader load(ckpt);
   V41Weights w;
   w.embed = load.Bf16("embed.weight", c.vocab_size, c.dim);
   w.norm = load.Vec("norm.weight", c.dim);
   w.head = load.Bf16("head.weight", c.vocab_size, c.dim);
-  for (int l = 0; l < c.n_layers; ++l) w.layers.push_back(load.Block(fmt::format("layers.{}.", l), l, false));
+  for (int l = 0; l < c.n_layers; ++l) w.layers.push_back(load.Block(fmt::format("layers.{}.", l), l, false, experts));
   for (int s = 0; s < c.n_mtp_layers && c.dspark_block_size > 0; ++s) {
     const std::string p = fmt::format("mtp.{}.", s);
     V41DraftStage stage;

@@ -89,9 +89,14 @@ struct V41Weights {
   WeightMatrix head;  // BF16 [vocab × dim], computed in fp32
   std::vector<V41DraftStage> draft_stages;
 
-  static V41Weights Load(const V41Checkpoint& ckpt);
+  // `experts`: also the backbone's routed and shared experts (V41MoeSlices holds them
+  // when an ExpertExecutor computes the MoE); the gate and its bias always.
+  static V41Weights Load(const V41Checkpoint& ckpt, bool experts = true);
   std::size_t bytes() const;
 };
+
+// One expert of a checkpoint: <prefix>w1, w3, w2 — FP4 (routed) or FP8 (shared).
+V41Expert LoadV41Expert(const V41Checkpoint& ckpt, const std::string& prefix, bool fp4);
 
 // The hyper-connection parameters of `hc` as HcMixes reads them.
 HyperConnectionWeights HcWeightsOf(const V41HyperConnection& hc, int copies, std::int64_t dim, int sinkhorn_iters, double norm_eps,

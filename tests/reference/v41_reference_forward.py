@@ -499,7 +499,10 @@ class Forward:
         scores = np.sqrt(np.where(logits > 30, logits, np.log1p(np.exp(np.minimum(logits, 30)))))
         choice = scores + t[p + "ffn.gate.bias"].astype(np.float64)
         k = a["n_activated_experts"]
-        y = np.zeros((x.shape[0], a["dim"]), dtype=F32)
+        # The experts' bf16 outputs summed in float64 (exact: the engine's order-free sum, which a
+        # hybrid layout's ranks add up to; the reference's fp32 running sum of a few bf16 values
+        # is exact too, short of magnitudes 2^16 apart), rounded once.
+        y = np.zeros((x.shape[0], a["dim"]), dtype=np.float64)
         routes = []
         for s in range(x.shape[0]):
             idx = sorted(range(len(choice[s])), key=lambda e: (-choice[s, e], e))[:k]
@@ -527,9 +530,9 @@ class Forward:
             if not members:
                 continue
             out = expert(f"{p}ffn.experts.{e}.", x[members], np.array([routes[s][e] for s in members], dtype=F32), True)
-            y[members] = (y[members] + out).astype(F32)
-        y = (y + expert(p + "ffn.shared_experts.", x, None, False)).astype(F32)
-        return bf16(y)
+            y[members] = y[members] + out
+        y = y + expert(p + "ffn.shared_experts.", x, None, False)
+        return bf16(y.astype(F32))
 
     def run(self, tokens):
         a, t = self.a, self.c.t
