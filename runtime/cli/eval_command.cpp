@@ -73,13 +73,9 @@ void WriteLogits(std::ofstream& file, const ForwardOutput& out) {
   file.write(reinterpret_cast<const char*>(out.logits.data()), static_cast<std::streamsize>(out.logits.size() * sizeof(float)));
 }
 
-// DeepSeek V4.1 in this process: the prompt in one forward, then `decode` greedy steps.
+// DeepSeek V4.1 (its experts here or on workers): the prompt in one forward, then
+// `decode` greedy steps.
 void EvalV41(const Options& opt) {
-  const LayoutFlags defaults;
-  if (!opt.layout.experts.empty() || opt.layout.spawn_workers > 0 || opt.layout.device != "cpu" || opt.layout.coordinator_ranks != 1 ||
-      opt.layout.expert_input != defaults.expert_input) {
-    throw std::invalid_argument("eval: a DeepSeek V4.1 checkpoint runs in one process on the CPU in this build (no layout flags)");
-  }
   if (!opt.routes_out.empty() || !opt.mtp_logits_out.empty()) {
     throw std::invalid_argument("eval: --routes-out and --mtp-logits-out read DeepSeek-V3-family checkpoints only");
   }
@@ -88,7 +84,10 @@ void EvalV41(const Options& opt) {
   for (TokenId t : opt.tokens) {
     if (t < 0 || t >= c.vocab_size) throw std::invalid_argument(fmt::format("eval: token {} is outside [0, {})", t, c.vocab_size));
   }
-  V41Engine engine(ckpt, V41EngineOptions{.threads = opt.threads});
+  LayoutFlags layout = opt.layout;
+  const std::unique_ptr<LocalWorkers> spawned = SpawnRequestedWorkers(opt.model, layout);
+  V41Engine engine(ckpt, V41EngineOptions{.threads = opt.threads, .expert_input = ExpertInput(layout)},
+                   MakeV41ExpertExecutor(ckpt, layout));
   const int total = static_cast<int>(opt.tokens.size()) + opt.decode;
   engine.kv().Open(1, total);
   std::ofstream logits(opt.logits_out, std::ios::binary | std::ios::trunc);

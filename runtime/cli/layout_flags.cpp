@@ -5,11 +5,14 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include "runtime/engine/v41_moe_slices.hpp"
 #include "runtime/hybrid/local_workers.hpp"
 #include "runtime/hybrid/placement_plan.hpp"
 #include "runtime/hybrid/remote_expert_executor.hpp"
 #include "runtime/hybrid/worker_token.hpp"
 #include "runtime/model/checkpoint.hpp"
+#include "runtime/model/v41_checkpoint.hpp"
+#include "runtime/model/v41_config.hpp"
 
 namespace tandem::rt::cli {
 
@@ -80,8 +83,9 @@ WeightPlacement Placement(const LayoutFlags& f) {
   return f.map_weights || f.device == "cuda" ? WeightPlacement::kMapped : WeightPlacement::kCopied;
 }
 
-Engine::ExpertExecutorFactory MakeExpertExecutor(const Checkpoint& ckpt, const LayoutFlags& f,
-                                                 std::shared_ptr<RemoteExpertExecutor>* remote) {
+namespace {
+
+Layout LayoutOf(const LayoutFlags& f) {
   Layout layout;
   for (std::size_t start = 0; start < f.experts.size();) {
     const auto comma = f.experts.find(',', start);
@@ -97,15 +101,22 @@ Engine::ExpertExecutorFactory MakeExpertExecutor(const Checkpoint& ckpt, const L
   layout.peer = f.peer;
   layout.wire = f.wire == "fp8" ? WireDtype::kFp8 : WireDtype::kBf16;
   layout.partial = f.partial == "bf16" ? PartialDtype::kBf16 : f.partial == "f32" ? PartialDtype::kF32 : PartialDtype::kF64;
-  PlacementPlan plan = PlacementPlan::Compute(ckpt.config(), layout);
+  return layout;
+}
+
+// Writes --plan-out, and logs the placement when it is distributed.
+void Announce(const PlacementPlan& plan, const Layout& layout, const LayoutFlags& f) {
   if (!f.plan_out.empty()) {
     std::ofstream out(f.plan_out);
     out << plan.ToJson();
     if (!out) throw std::invalid_argument(fmt::format("--plan-out {}: cannot write", f.plan_out));
   }
-  if (!layout.distributed()) return {};
+  if (!layout.distributed()) return;
   fmt::print(stderr, "placement ({} over {} workers, wire {}, partials {}):\n{}", ToString(layout.parallel), layout.workers.size(),
              ToString(layout.wire), ToString(layout.partial), plan.Summary());
+}
+
+RemoteOptions RemoteOptionsOf(const LayoutFlags& f) {
   RemoteOptions options{std::chrono::milliseconds(f.connect_timeout_ms), std::chrono::milliseconds(f.round_trip_timeout_ms)};
   options.late_after = std::chrono::milliseconds(f.rank_late_ms);
   options.device = ParseDevice(f.device);  // a GPU coordinator computes its own share there too
@@ -115,8 +126,44 @@ Engine::ExpertExecutorFactory MakeExpertExecutor(const Checkpoint& ckpt, const L
     fmt::print(out, "{}\n", line);
     std::fflush(out);
   };
+  return options;
+}
+
+}  // namespace
+
+Engine::ExpertExecutorFactory MakeExpertExecutor(const Checkpoint& ckpt, const LayoutFlags& f,
+                                                 std::shared_ptr<RemoteExpertExecutor>* remote) {
+  const Layout layout = LayoutOf(f);
+  PlacementPlan plan = PlacementPlan::Compute(ckpt.config(), layout);
+  Announce(plan, layout, f);
+  if (!layout.distributed()) return {};
+  const RemoteOptions options = RemoteOptionsOf(f);
   return [&ckpt, plan = std::move(plan), layout, options, remote](ThreadPool& pool) -> std::shared_ptr<ExpertExecutor> {
     auto executor = std::make_shared<RemoteExpertExecutor>(ckpt, plan, layout, &pool, options);
+    if (remote != nullptr) *remote = executor;
+    return executor;
+  };
+}
+
+Engine::ExpertExecutorFactory MakeV41ExpertExecutor(const V41Checkpoint& ckpt, const LayoutFlags& f,
+                                                    std::shared_ptr<RemoteExpertExecutor>* remote) {
+  const Layout layout = LayoutOf(f);
+  if (f.device != "cpu") throw std::invalid_argument("--device cuda: a DeepSeek V4.1 checkpoint runs on the CPU in this build");
+  const bool splits = layout.distributed() && (layout.parallel == ExpertParallel::kTensor || layout.coordinator_ranks == 2);
+  if (splits || (!layout.distributed() && layout.coordinator_ranks == 2)) {
+    throw std::invalid_argument(fmt::format(
+        "{}: DeepSeek V4.1's experts are held whole (its reference rounds each expert's output to bf16 before the MoE sums them, "
+        "and a split expert could not reproduce that), so give --expert-parallel ep and one coordinator rank",
+        layout.coordinator_ranks == 2 ? "--coordinator-ranks 2" : "--expert-parallel tp"));
+  }
+  const ModelConfig moe = V41MoeConfig(ckpt.config());
+  PlacementPlan plan = PlacementPlan::Compute(moe, layout);
+  Announce(plan, layout, f);
+  if (!layout.distributed()) return {};
+  const RemoteOptions options = RemoteOptionsOf(f);
+  return [&ckpt, moe, plan = std::move(plan), layout, options, remote](ThreadPool& pool) -> std::shared_ptr<ExpertExecutor> {
+    auto executor = std::make_shared<RemoteExpertExecutor>(
+        moe, ckpt.dir(), std::make_unique<V41MoeSlices>(ckpt, plan.ranks[0].slices, &pool), plan, layout, &pool, options);
     if (remote != nullptr) *remote = executor;
     return executor;
   };

@@ -16,6 +16,7 @@ class App;
 namespace tandem::rt {
 class LocalWorkers;
 class RemoteExpertExecutor;
+class V41Checkpoint;
 }  // namespace tandem::rt
 
 namespace tandem::rt::cli {
@@ -61,6 +62,13 @@ std::unique_ptr<LocalWorkers> SpawnRequestedWorkers(const std::filesystem::path&
 // the spawned workers'). `remote` receives the executor, for its stats.
 Engine::ExpertExecutorFactory MakeExpertExecutor(const Checkpoint& ckpt, const LayoutFlags& flags,
                                                  std::shared_ptr<RemoteExpertExecutor>* remote = nullptr);
+
+// The same for a DeepSeek V4.1 checkpoint, whose experts are held whole: --parallel ep
+// (and local expert layers) over the workers, one coordinator rank, the CPU; a layout
+// that would split an expert's columns is refused (std::invalid_argument) before any
+// rank is contacted.
+Engine::ExpertExecutorFactory MakeV41ExpertExecutor(const V41Checkpoint& ckpt, const LayoutFlags& flags,
+                                                    std::shared_ptr<RemoteExpertExecutor>* remote = nullptr);
 
 // The precision experts see their inputs in: --expert-input-dtype, or the wire's
 // when the flags name other ranks.

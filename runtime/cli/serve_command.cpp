@@ -236,11 +236,8 @@ void ServeV3(Options& opt, ApiServer& api, const sigset_t& signals) {
   ServeUntilStopped(opt, api, scheduler, spawned.get(), signals);
 }
 
-// DeepSeek V4.1: in this process on the CPU, no drafter yet.
+// DeepSeek V4.1: on the CPU, its experts here or on workers (--parallel ep), no drafter yet.
 void ServeV41(Options& opt, ApiServer& api, const sigset_t& signals) {
-  if (!opt.layout.experts.empty() || opt.layout.spawn_workers > 0 || opt.layout.device != "cpu" || opt.layout.coordinator_ranks != 1) {
-    throw std::invalid_argument("serve: a DeepSeek V4.1 checkpoint runs in one process on the CPU in this build (no layout flags)");
-  }
   if (opt.draft.mode != "off" && opt.draft.mode != "auto") {
     throw std::invalid_argument(
         fmt::format("serve: --draft {}: a DeepSeek V4.1 checkpoint decodes without drafts in this build", opt.draft.mode));
@@ -250,7 +247,11 @@ void ServeV41(Options& opt, ApiServer& api, const sigset_t& signals) {
   const Tokenizer tokenizer = Tokenizer::Load(std::filesystem::path(opt.model) / "tokenizer.json");
   ChatTemplate chat = ChatTemplate::Load(opt.model);
   ApplyModelLimits(opt, c.max_position_embeddings, c.eos_token_id);
-  V41Engine engine(ckpt, V41EngineOptions{.threads = opt.threads});
+  LayoutFlags layout = opt.layout;
+  layout.progress_out = stdout;  // where a launcher waiting for "listening on" sees loading advance
+  const std::unique_ptr<LocalWorkers> spawned = SpawnRequestedWorkers(opt.model, layout);
+  V41Engine engine(ckpt, V41EngineOptions{.threads = opt.threads, .expert_input = ExpertInput(layout)},
+                   MakeV41ExpertExecutor(ckpt, layout));
   std::string kv_budget;
   opt.scheduler.max_context = ApplyKvBudget(opt, engine.kv(), opt.scheduler.max_context, kv_budget);
   fmt::print(stderr, "tandem-rt serve: {}\n", kv_budget);
@@ -266,7 +267,7 @@ void ServeV41(Options& opt, ApiServer& api, const sigset_t& signals) {
   fmt::print("tandem-rt serve: ready ({} as '{}', DeepSeek V4.1, context {}, KV budget {} MiB, concurrency {}, no drafts)\n", opt.model,
              opt.api.served_model, served.max_context, MiB(static_cast<double>(engine.kv().budget_bytes())), opt.scheduler.concurrency);
   std::fflush(stdout);
-  ServeUntilStopped(opt, api, scheduler, nullptr, signals);
+  ServeUntilStopped(opt, api, scheduler, spawned.get(), signals);
 }
 
 }  // namespace

@@ -59,11 +59,11 @@ V41MoeSlices::V41MoeSlices(const V41Checkpoint& ckpt, const std::vector<LayerSli
   for (const LayerSlice& s : slices) {
     if (s.layer < 0 || s.layer >= c.n_layers) throw std::invalid_argument(fmt::format("layer {} is not a layer of the model", s.layer));
     if (s.HoldsRouted() && (s.inter_begin != 0 || s.inter_end != inter)) {
-      throw std::invalid_argument(
-          fmt::format("layer {}: intermediate columns [{}, {}) of {}: DeepSeek V4.1's experts are held whole (its reference rounds each "
-                      "expert's output to bf16 before the sum), so a layout may split the experts among ranks (--parallel ep), not an "
-                      "expert's columns (tp, or two coordinator ranks)",
-                      s.layer, s.inter_begin, s.inter_end, inter));
+      throw std::invalid_argument(fmt::format(
+          "layer {}: intermediate columns [{}, {}) of {}: DeepSeek V4.1's experts are held whole (its reference rounds each "
+          "expert's output to bf16 before the sum), so a layout may split the experts among ranks (--expert-parallel ep), not an "
+          "expert's columns (tp, or two coordinator ranks)",
+          s.layer, s.inter_begin, s.inter_end, inter));
     }
     if (s.HoldsShared() && (s.shared_begin != 0 || s.shared_end != inter * c.n_shared_experts)) {
       throw std::invalid_argument(fmt::format("layer {}: shared intermediate columns [{}, {}): DeepSeek V4.1's shared expert is held whole",

@@ -19,12 +19,15 @@
 
 #include "runtime/engine/cuda/cuda_experts.hpp"
 #include "runtime/engine/moe_slices.hpp"
+#include "runtime/engine/v41_moe_slices.hpp"
 #include "runtime/hybrid/frame_channel.hpp"
 #include "runtime/hybrid/handshake.hpp"
 #include "runtime/kernels/thread_pool.hpp"
 #include "runtime/model/checkpoint.hpp"
 #include "runtime/model/model_error.hpp"
 #include "runtime/model/model_revision.hpp"
+#include "runtime/model/v41_checkpoint.hpp"
+#include "runtime/model/v41_config.hpp"
 
 namespace tandem::rt {
 
@@ -87,7 +90,8 @@ struct ExpertWorker::State {
   tcp::acceptor acceptor{io};
   ThreadPool pool;
   // Only the connection holding the session touches these.
-  std::optional<Checkpoint> checkpoint;  // opened at the first session
+  std::optional<Checkpoint> checkpoint;  // opened at the first session (DeepSeek V2/V3)
+  std::optional<V41Checkpoint> v41;      // or this (DeepSeek V4.1)
   std::string revision;
   std::unique_ptr<CudaMoeSlices> device_slices;  // --device cuda: the served slices on the GPU
 
@@ -212,13 +216,13 @@ struct ExpertWorker::State {
 
   // Loads the slices the Hello names and answers HelloAck, or refuses. Only a peer that
   // proved the token hears local details (the model's path, why it cannot be read).
-  std::optional<MoeSlices> Load(Connection& c, const Admitted& a) {
+  std::unique_ptr<ExpertSlices> Load(Connection& c, const Admitted& a) {
     FrameChannel& channel = *c.channel;
     const Hello& hello = a.hello;
     const bool proved = options.token.has_value();
-    auto refuse = [&](const std::string& said, const std::string& detail) -> std::optional<MoeSlices> {
+    auto refuse = [&](const std::string& said, const std::string& detail) -> std::unique_ptr<ExpertSlices> {
       Refuse(c, proved ? detail : said, detail, Clock::now() + options.frame_timeout);
-      return std::nullopt;
+      return nullptr;
     };
     if (hello.role != options.role) {
       const std::string reason =
@@ -244,7 +248,14 @@ struct ExpertWorker::State {
       sent_at = now;
     };
     try {
-      if (!checkpoint) {
+      if (!checkpoint && !v41 && IsV41Checkpoint(options.model)) {
+        if (options.device == Device::kCuda) {
+          throw ModelError("a DeepSeek V4.1 checkpoint's experts are computed on the CPU in this build (--device cpu)");
+        }
+        V41Checkpoint opened = V41Checkpoint::Open(options.model);
+        revision = ModelRevision(opened.dir(), progress);
+        v41.emplace(std::move(opened));
+      } else if (!checkpoint && !v41) {
         // A GPU worker's slices are read only while uploading.
         const bool mapped = options.map_weights || options.device == Device::kCuda;
         Checkpoint opened = Checkpoint::Open(options.model, mapped ? WeightPlacement::kMapped : WeightPlacement::kCopied);
@@ -255,31 +266,37 @@ struct ExpertWorker::State {
       return refuse("cannot open the model (the worker's log says why)", fmt::format("cannot open the model: {}", e.what()));
     } catch (const std::exception& e) {
       Log(fmt::format("{}: {}", channel.peer(), e.what()));
-      return std::nullopt;
+      return nullptr;
     }
     if (hello.model_revision != revision) {
       return refuse(fmt::format("model revision mismatch: the coordinator has {}, this worker has {}", hello.model_revision, revision),
                     fmt::format("model revision mismatch: the coordinator has {}, this worker ({}) has {}", hello.model_revision,
                                 options.model.string(), revision));
     }
-    const ModelConfig& cfg = checkpoint->config();
+    const ModelConfig cfg = v41 ? V41MoeConfig(v41->config()) : checkpoint->config();
     if (hello.shape.hidden != cfg.hidden_size || hello.shape.top_k != cfg.num_experts_per_tok ||
         hello.shape.n_experts != cfg.n_routed_experts) {
       return refuse("request shape does not match the model", "request shape does not match the model");
     }
     try {
-      // The GPU copies gate and up apart (CudaMoeSlices).
-      MoeSlices slices(*checkpoint, options.transport_only ? std::vector<LayerSlice>{} : hello.slices, &pool, true,
-                       options.device != Device::kCuda, progress);
+      const std::vector<LayerSlice> served = options.transport_only ? std::vector<LayerSlice>{} : hello.slices;
+      std::unique_ptr<ExpertSlices> slices;
       device_slices.reset();
-      if (options.device == Device::kCuda) device_slices = CudaMoeSlices::Upload(slices, progress);
-      HelloAck ack{revision, device_slices ? device_slices->weight_bytes() : slices.weight_bytes(),
+      if (v41) {
+        slices = std::make_unique<V41MoeSlices>(*v41, served, &pool, progress);
+      } else {
+        // The GPU copies gate and up apart (CudaMoeSlices).
+        auto host = std::make_unique<MoeSlices>(*checkpoint, served, &pool, true, options.device != Device::kCuda, progress);
+        if (options.device == Device::kCuda) device_slices = CudaMoeSlices::Upload(*host, progress);
+        slices = std::move(host);
+      }
+      HelloAck ack{revision, device_slices ? device_slices->weight_bytes() : slices->weight_bytes(),
                    std::chrono::duration<double>(Clock::now() - t0).count()};
       if (options.token) ack.proof = WorkerProof(*options.token, a.challenge.nonce, hello.auth->nonce);
       if (!Send(c, wire::EncodeTextFrame(wire::FrameType::kHelloAck, HelloAckJson(ack)), Clock::now() + options.frame_timeout,
                 fmt::format("sending did not complete within {} ms", options.frame_timeout.count()))) {
         Log(fmt::format("{}: {}", channel.peer(), *channel.error()));
-        return std::nullopt;
+        return nullptr;
       }
       Log(fmt::format("{}: serving rank {} of {}: {} slices, {:.1f} MB of expert weights on the {}, loaded in {:.3f} s", channel.peer(),
                       hello.rank, hello.world, hello.slices.size(), static_cast<double>(ack.weight_bytes) / 1e6,
@@ -288,7 +305,7 @@ struct ExpertWorker::State {
     } catch (const std::exception& e) {
       if (!channel.open()) {  // the coordinator went away: nobody to tell
         Log(fmt::format("{}: {}", channel.peer(), e.what()));
-        return std::nullopt;
+        return nullptr;
       }
       return refuse("cannot load the slices (the worker's log says why)", fmt::format("cannot load the slices: {}", e.what()));
     }
@@ -297,7 +314,7 @@ struct ExpertWorker::State {
   void Serve(Connection& c, const Admitted& a) {
     FrameChannel& channel = *c.channel;
     const Hello& hello = a.hello;
-    std::optional<MoeSlices> slices = Load(c, a);
+    std::unique_ptr<ExpertSlices> slices = Load(c, a);
     if (!slices) return;
     if (device_slices) slices.reset();  // the GPU holds them now; free the host's copies
     std::vector<double> partial;

@@ -39,7 +39,7 @@ struct RemoteExpertExecutor::State {
   RemoteOptions options;
   wire::RequestShape shape;
   wire::Dtype wire_dtype;
-  std::optional<MoeSlices> local;               // rank 0's own slices
+  std::unique_ptr<ExpertSlices> local;          // rank 0's own slices
   std::unique_ptr<CudaMoeSlices> local_device;  // the same on the GPU (RemoteOptions::device)
   ThreadPool* pool = nullptr;
   boost::asio::io_context io;
@@ -112,22 +112,31 @@ struct RemoteExpertExecutor::State {
 
 RemoteExpertExecutor::RemoteExpertExecutor(const Checkpoint& ckpt, PlacementPlan plan, const Layout& layout, ThreadPool* pool,
                                            RemoteOptions options)
+    : RemoteExpertExecutor(ckpt.config(), ckpt.dir(), std::make_unique<MoeSlices>(ckpt, plan.ranks[0].slices, pool), plan, layout, pool,
+                           options) {}
+
+RemoteExpertExecutor::RemoteExpertExecutor(const ModelConfig& c, const std::filesystem::path& model_dir,
+                                           std::unique_ptr<ExpertSlices> local, PlacementPlan plan, const Layout& layout, ThreadPool* pool,
+                                           RemoteOptions options)
     : state_(std::make_unique<State>()) {
   State& s = *state_;
   s.plan = std::move(plan);
   s.options = options;
-  const ModelConfig& c = ckpt.config();
   s.shape = {c.hidden_size, c.num_experts_per_tok, c.n_routed_experts};
   s.wire_dtype = wire::ToWire(layout.wire);
   s.input_precision = layout.wire == WireDtype::kBf16 ? ExpertInputPrecision::kBf16 : ExpertInputPrecision::kFp8Block32;
   for (int l = 0; l < c.num_hidden_layers; ++l) {
     if (c.IsMoeLayer(l)) s.owners[l] = s.plan.OwnersOf(l);
   }
-  s.local.emplace(ckpt, s.plan.ranks[0].slices, pool);
-  if (options.device == Device::kCuda) s.local_device = CudaMoeSlices::Upload(*s.local);
+  s.local = std::move(local);
+  if (options.device == Device::kCuda) {
+    const auto* host = dynamic_cast<const MoeSlices*>(s.local.get());
+    if (host == nullptr) throw std::invalid_argument("a GPU coordinator computes DeepSeek-V3-family experts only");
+    s.local_device = CudaMoeSlices::Upload(*host);
+  }
   s.pool = pool;
 
-  const std::string revision = ModelRevision(ckpt.dir());
+  const std::string revision = ModelRevision(model_dir);
   const auto world = static_cast<int>(s.plan.ranks.size());
   std::vector<HandshakeTarget> targets;
   for (int rank = 1; rank < world; ++rank) {

@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <memory>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "runtime/engine/expert_executor.hpp"
+#include "runtime/engine/expert_slices.hpp"
 #include "runtime/hybrid/placement_plan.hpp"
 #include "runtime/kernels/device.hpp"
 
@@ -70,6 +72,11 @@ struct CoordinatorTimes {
 class RemoteExpertExecutor : public ExpertExecutor {
  public:
   RemoteExpertExecutor(const Checkpoint& ckpt, PlacementPlan plan, const Layout& layout, ThreadPool* pool, RemoteOptions options = {});
+  // Any architecture: `moe` its MoE as the plan reads it (V41MoeConfig for DeepSeek V4.1),
+  // `model_dir` the checkpoint whose revision every rank must hold, `local` rank 0's own
+  // slices (plan.ranks[0]). RemoteOptions::device must be kCpu.
+  RemoteExpertExecutor(const ModelConfig& moe, const std::filesystem::path& model_dir, std::unique_ptr<ExpertSlices> local,
+                       PlacementPlan plan, const Layout& layout, ThreadPool* pool, RemoteOptions options = {});
   ~RemoteExpertExecutor() override;
 
   void Start(int layer, std::span<const Row> rows, const float* x, std::span<const ExpertRoute> routes) override;

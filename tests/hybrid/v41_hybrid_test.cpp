@@ -1,0 +1,61 @@
+// DeepSeek V4.1 in the hybrid layout: expert workers holding whole experts (--expert-parallel
+// ep, with and without coordinator-resident layers) give the single process's logits and
+// greedy tokens bit for bit; a layout that would split an expert is refused by name.
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "runtime/model/v41_synthetic.hpp"
+#include "tests/runtime/eval_run.hpp"
+#include "tests/runtime/tiny_model.hpp"
+#include "tests/support/run_command.hpp"
+
+namespace tandem::testing {
+namespace {
+
+std::filesystem::path Preset(const std::string& preset) {
+  const auto dir = TempDir(("v41-hybrid-" + preset).c_str());
+  rt::WriteV41SyntheticCheckpoint(preset, 9, dir);
+  const CommandResult engram =
+      RunCommand("/usr/bin/python3", {std::string(TANDEM_SOURCE_DIR) + "/models/v41/engram_constants.py", dir.string(), "--stub"});
+  EXPECT_EQ(engram.exit_code, 0) << engram.err;
+  return dir;
+}
+
+class V41Hybrid : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(V41Hybrid, ExpertWorkersGiveTheSingleProcessBitForBit) {
+  const auto dir = Preset(GetParam());
+  const EvalRun single = RunEval(dir, {});
+  ASSERT_EQ(single.run.exit_code, 0) << single.run.err;
+  ASSERT_EQ(single.tokens.size(), 16u + 64u);
+  const std::vector<std::vector<std::string>> layouts = {
+      {"--spawn-workers", "2", "--expert-parallel", "ep"},
+      {"--spawn-workers", "4", "--expert-parallel", "ep"},
+      {"--spawn-workers", "2", "--expert-parallel", "ep", "--local-expert-layers", "3"},
+  };
+  for (const auto& layout : layouts) {
+    std::string name;
+    for (const std::string& f : layout) name += f + " ";
+    const EvalRun hybrid = RunEval(dir, layout);
+    ASSERT_EQ(hybrid.run.exit_code, 0) << name << hybrid.run.err;
+    EXPECT_EQ(hybrid.tokens, single.tokens) << name;
+    EXPECT_TRUE(hybrid.logits == single.logits) << name << ": worst relative difference " << MaxRelativeError(hybrid, single);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Presets, V41Hybrid, ::testing::Values("v41-tiny", "v41-small"),
+                         [](const auto& p) { return p.param == "v41-tiny" ? std::string("tiny") : std::string("small"); });
+
+TEST(V41HybridLayout, SplittingAnExpertIsRefusedByName) {
+  const auto dir = Preset("v41-tiny");
+  const EvalRun tp = RunEval(dir, {"--spawn-workers", "2", "--expert-parallel", "tp"}, 1);
+  EXPECT_EQ(tp.run.exit_code, 2);
+  EXPECT_NE(tp.run.err.find("--expert-parallel tp: DeepSeek V4.1's experts are held whole"), std::string::npos) << tp.run.err;
+  const EvalRun ranks = RunEval(dir, {"--coordinator-ranks", "2"}, 1);
+  EXPECT_NE(ranks.run.exit_code, 0);
+}
+
+}  // namespace
+}  // namespace tandem::testing
