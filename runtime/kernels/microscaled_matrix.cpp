@@ -8,6 +8,8 @@
 
 #include <fmt/format.h>
 
+#include "runtime/kernels/cpu_features.hpp"
+#include "runtime/kernels/microscaled_rows.hpp"
 #include "runtime/kernels/thread_pool.hpp"
 #include "runtime/numeric/dtype.hpp"
 #include "runtime/numeric/microscaling.hpp"
@@ -95,6 +97,35 @@ float RowFp4(const MicroscaledMatrix& w, std::int64_t o, const double* q, const 
   return acc;
 }
 
+// An input row as the FP4 SIMD path reads it (microscaled_rows.hpp).
+void SplitInput(const double* q, std::int64_t cols, std::int16_t* high, std::int16_t* low) {
+  for (std::int64_t b = 0; b < cols / kBlock; ++b) {
+    for (std::int64_t i = 0; i < kBlock; ++i) {
+      // Evens first, then odds: the order of a block's low then high nibbles.
+      const std::int64_t at = b * kBlock + (i % 2 == 0 ? i / 2 : kBlock / 2 + i / 2);
+      const auto v = static_cast<std::int32_t>(q[b * kBlock + i] * 512.0);  // exact: E4M3 steps are 2^-9
+      high[at] = static_cast<std::int16_t>(v >> 9);
+      low[at] = static_cast<std::int16_t>(v & 511);
+    }
+  }
+}
+
+// The same by pairs of blocks (Fp4Input::pairs).
+void PairInput(const std::int16_t* high, const std::int16_t* low, std::int64_t cols, std::int16_t* pairs) {
+  for (std::int64_t p = 0; p + 1 < cols / kBlock; p += 2) {
+    std::int16_t* out = pairs + (p / 2) * 128;
+    for (int k = 0; k < 2; ++k) {  // block p, then p + 1
+      const std::int64_t b = p + k;
+      for (int i = 0; i < 16; ++i) {
+        out[16 * k + i] = high[b * kBlock + i];            // evens
+        out[32 + 16 * k + i] = high[b * kBlock + 16 + i];  // odds
+        out[64 + 16 * k + i] = low[b * kBlock + i];
+        out[96 + 16 * k + i] = low[b * kBlock + 16 + i];
+      }
+    }
+  }
+}
+
 }  // namespace
 
 std::size_t MicroscaledMatrix::bytes() const {
@@ -134,6 +165,17 @@ MicroscaledMatrix MicroscaledMatrix::Copy(Format format, std::int64_t rows, std:
   std::copy(values.begin(), values.end(), v.get());
   auto s = std::make_shared<std::uint8_t[]>(scales.size());
   std::copy(scales.begin(), scales.end(), s.get());
+  if (format == Format::kFp4Row32 && rows >= 16) {
+    const std::int64_t tiles = rows / 16;
+    auto t = std::make_shared<std::uint8_t[]>(static_cast<std::size_t>(tiles * blocks * 16));
+    for (std::int64_t tile = 0; tile < tiles; ++tile) {
+      for (std::int64_t b = 0; b < blocks; ++b) {
+        for (std::int64_t r = 0; r < 16; ++r)
+          t[static_cast<std::size_t>((tile * blocks + b) * 16 + r)] = s[static_cast<std::size_t>((tile * 16 + r) * blocks + b)];
+      }
+    }
+    m.tile_scales = std::move(t);
+  }
   m.values = std::move(v);
   m.scales = std::move(s);
   return m;
@@ -145,6 +187,45 @@ void MatMul(const MicroscaledMatrix& w, const float* x, std::int64_t batch, floa
   std::vector<float> a_scale(static_cast<std::size_t>(batch * blocks));
   for (std::int64_t b = 0; b < batch; ++b) QuantizeInput(x + b * w.cols, w.cols, q.data() + b * w.cols, a_scale.data() + b * blocks);
   const bool fp8 = w.format == MicroscaledMatrix::Format::kFp8Block32;
+  if (!fp8 && ActiveIsa() >= Isa::kAvx512) {
+    std::vector<std::int16_t> high(q.size()), low(q.size()), paired(2 * q.size());
+    for (std::int64_t b = 0; b < batch; ++b) {
+      SplitInput(q.data() + b * w.cols, w.cols, high.data() + b * w.cols, low.data() + b * w.cols);
+      PairInput(high.data() + b * w.cols, low.data() + b * w.cols, w.cols, paired.data() + 2 * b * w.cols);
+    }
+    const auto& pow2 = E8M0Values();
+    const std::int64_t tiles = w.rows / 16;
+    ForShares(pool, tiles, 1, [&](std::int64_t begin, std::int64_t end) {
+      alignas(64) float out[16];
+      for (std::int64_t t = begin; t < end; ++t) {
+        for (std::int64_t b = 0; b < batch; ++b) {
+          kernels::Fp4Rows16Avx512(w.values.get() + t * 16 * (w.cols / 2), w.cols / 2, w.tile_scales.get() + t * blocks * 16,
+                                   {high.data() + b * w.cols, low.data() + b * w.cols, blocks, paired.data() + 2 * b * w.cols},
+                                   a_scale.data() + b * blocks, out);
+          for (int r = 0; r < 16; ++r) y[b * w.rows + t * 16 + r] = Bf16ToF32(F32ToBf16(out[r]));
+        }
+      }
+    });
+    // Rows past the last whole tile, one at a time.
+    ForShares(pool, w.rows - tiles * 16, 16, [&](std::int64_t begin, std::int64_t end) {
+      std::vector<std::int32_t> sums(static_cast<std::size_t>(blocks));
+      for (std::int64_t o = tiles * 16 + begin; o < tiles * 16 + end; ++o) {
+        const std::uint8_t* packed = w.values.get() + o * (w.cols / 2);
+        const std::uint8_t* scales = w.scales.get() + o * blocks;
+        for (std::int64_t b = 0; b < batch; ++b) {
+          kernels::Fp4RowSumsAvx512(packed, {high.data() + b * w.cols, low.data() + b * w.cols, blocks}, sums.data());
+          const float* sb = a_scale.data() + b * blocks;
+          float acc = 0.0f;
+          for (std::int64_t k = 0; k < blocks; ++k) {
+            const float partial = static_cast<float>(sums[static_cast<std::size_t>(k)]) * 0x1p-10f;
+            acc += partial * sb[k] * pow2[scales[k]];
+          }
+          y[b * w.rows + o] = Bf16ToF32(F32ToBf16(acc));
+        }
+      }
+    });
+    return;
+  }
   ForShares(pool, w.rows, 16, [&](std::int64_t begin, std::int64_t end) {
     for (std::int64_t o = begin; o < end; ++o) {
       for (std::int64_t b = 0; b < batch; ++b) {

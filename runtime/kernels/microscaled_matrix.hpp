@@ -27,6 +27,9 @@ struct MicroscaledMatrix {
   std::shared_ptr<const std::uint8_t[]> values;
   // FP8: ⌈rows/32⌉ × cols/32 E8M0 scales; FP4: rows × cols/32.
   std::shared_ptr<const std::uint8_t[]> scales;
+  // FP4: the same scales of each whole tile of 16 rows, block by block ([tile][block][16]):
+  // the SIMD path reads a tile's 16 scales of a block in one load.
+  std::shared_ptr<const std::uint8_t[]> tile_scales;
 
   bool empty() const { return values == nullptr; }
   std::size_t bytes() const;

@@ -1,0 +1,106 @@
+// DeepSeek V4.1's FP8 and FP4 products (runtime/kernels/microscaled_matrix): every path this
+// CPU has gives the bits of a plain computation of the reference's definition — each 32-wide
+// block's exact sum rounded once to fp32, times the input's then the weight's scale, added
+// block by block in fp32, rounded to bf16 — whatever the rows (whole tiles of 16 or not), the
+// block count (odd or even), the batch, the threads, and inputs with E4M3 subnormals.
+#include "runtime/kernels/microscaled_matrix.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "runtime/kernels/cpu_features.hpp"
+#include "runtime/kernels/thread_pool.hpp"
+#include "runtime/numeric/dtype.hpp"
+#include "runtime/numeric/microscaling.hpp"
+
+namespace tandem::rt {
+namespace {
+
+using Format = MicroscaledMatrix::Format;
+
+MicroscaledMatrix Random(Format format, std::int64_t rows, std::int64_t cols, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::vector<std::uint8_t> values(static_cast<std::size_t>(format == Format::kFp8Block32 ? rows * cols : rows * cols / 2));
+  for (std::uint8_t& v : values) {
+    v = static_cast<std::uint8_t>(rng());
+    if (format == Format::kFp8Block32 && (v & 0x7f) == 0x7f) v = static_cast<std::uint8_t>(v - 1);  // no NaN
+  }
+  const std::int64_t blocks = cols / 32;
+  std::vector<std::uint8_t> scales(static_cast<std::size_t>(format == Format::kFp8Block32 ? (rows + 31) / 32 * blocks : rows * blocks));
+  for (std::uint8_t& s : scales) s = static_cast<std::uint8_t>(110 + rng() % 30);
+  if (!scales.empty()) scales[0] = 0;  // E8M0's smallest, 2^-127
+  return MicroscaledMatrix::Copy(format, rows, cols, values, scales);
+}
+
+// The definition, computed plainly from At() and the input's E4M3 round trip.
+std::vector<float> Expected(const MicroscaledMatrix& w, const std::vector<float>& x, std::int64_t batch) {
+  const std::int64_t blocks = w.cols / 32;
+  std::vector<float> y(static_cast<std::size_t>(batch * w.rows));
+  for (std::int64_t b = 0; b < batch; ++b) {
+    for (std::int64_t o = 0; o < w.rows; ++o) {
+      float acc = 0.0f;
+      for (std::int64_t k = 0; k < blocks; ++k) {
+        const float* v = x.data() + b * w.cols + k * 32;
+        float amax = 0.0f;
+        for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(v[i]));
+        const float s = RoundScalePow2(std::max(amax, 1e-4f), 1.0f / 448.0f);
+        // At() is the code times the weight's scale: a power of two, so the exact sum of
+        // At() products rounded to fp32 is the definition's partial times that scale.
+        double sum = 0.0;
+        for (int i = 0; i < 32; ++i) {
+          const std::int64_t c = k * 32 + i;
+          const double q = F8E4M3ToF32(F32ToF8E4M3(std::clamp(v[i] / s, -448.0f, 448.0f)));
+          sum += q * static_cast<double>(w.At(o, c));
+        }
+        acc += static_cast<float>(sum) * s;
+      }
+      y[static_cast<std::size_t>(b * w.rows + o)] = Bf16ToF32(F32ToBf16(acc));
+    }
+  }
+  return y;
+}
+
+TEST(MicroscaledMatrix, EveryPathGivesTheDefinitionsBits) {
+  std::mt19937 rng(3);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  ThreadPool pool(2);
+  for (const Format format : {Format::kFp4Row32, Format::kFp8Block32}) {
+    for (const auto& [rows, cols] : std::vector<std::pair<std::int64_t, std::int64_t>>{{16, 64}, {37, 96}, {64, 256}, {5, 32}}) {
+      const MicroscaledMatrix w = Random(format, rows, cols, static_cast<unsigned>(rows * cols));
+      const std::int64_t batch = 3;
+      std::vector<float> x(static_cast<std::size_t>(batch * cols));
+      for (std::size_t i = 0; i < x.size(); ++i) {
+        // Blocks that mix one large value with tiny ones: E4M3 subnormals after the scale.
+        x[i] = Bf16ToF32(F32ToBf16(i % 32 == 7 ? 300.0f * normal(rng) : normal(rng) * (i % 3 == 0 ? 1e-3f : 1.0f)));
+      }
+      const std::vector<float> expected = Expected(w, x, batch);
+      for (const Isa isa : kAllIsas) {
+        if (isa > DetectedIsa()) continue;
+        const Isa previous = SetActiveIsa(isa);
+        for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
+          std::vector<float> y(expected.size());
+          MatMul(w, x.data(), batch, y.data(), p);
+          EXPECT_EQ(y, expected) << (format == Format::kFp4Row32 ? "fp4 " : "fp8 ") << rows << "×" << cols << " on " << ToString(isa);
+          // One row alone: the same bits.
+          std::vector<float> one(static_cast<std::size_t>(rows));
+          MatMul(w, x.data() + cols, 1, one.data(), p);
+          EXPECT_TRUE(std::equal(one.begin(), one.end(), expected.begin() + rows));
+        }
+        SetActiveIsa(previous);
+      }
+    }
+  }
+}
+
+TEST(MicroscaledMatrix, SizesThatDoNotFitAreRefused) {
+  const std::vector<std::uint8_t> bytes(64);
+  EXPECT_THROW(MicroscaledMatrix::Copy(Format::kFp4Row32, 2, 48, bytes, bytes), std::invalid_argument);
+  EXPECT_THROW(MicroscaledMatrix::Copy(Format::kFp4Row32, 2, 64, bytes, bytes), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace tandem::rt
