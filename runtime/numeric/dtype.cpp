@@ -84,23 +84,21 @@ float F8E4M3ToF32(std::uint8_t bits) {
 }
 
 std::uint8_t F32ToF8E4M3(float value) {
-  // The 127 non-negative finite codes are increasing in value (0x00 … 0x7e), so the
-  // nearest code is found by binary search; a tie goes to the even code.
-  static const std::array<float, 127> kValues = [] {
-    std::array<float, 127> v{};
-    for (int c = 0; c < 127; ++c) v[static_cast<std::size_t>(c)] = F8E4M3ToF32(static_cast<std::uint8_t>(c));
-    return v;
-  }();
-  if (std::isnan(value)) return 0x7f;
-  const std::uint8_t sign = std::signbit(value) ? 0x80 : 0x00;
-  const float a = std::fabs(value);
-  if (a >= kValues.back()) return sign | 0x7e;  // saturate at 448
-  const auto hi = static_cast<int>(std::upper_bound(kValues.begin(), kValues.end(), a) - kValues.begin());
-  const int lo = hi - 1;  // kValues[lo] <= a < kValues[hi]
-  const float below = a - kValues[static_cast<std::size_t>(lo)];
-  const float above = kValues[static_cast<std::size_t>(hi)] - a;
-  const int code = below < above ? lo : above < below ? hi : (lo % 2 == 0 ? lo : hi);
-  return sign | static_cast<std::uint8_t>(code);
+  // Nearest code, ties to even, saturating at 448 (what a table search over the 127 finite
+  // non-negative codes gives: the same for every one of the 2^32 floats).
+  const std::uint32_t bits = std::bit_cast<std::uint32_t>(value);
+  const auto sign = static_cast<std::uint8_t>((bits >> 24) & 0x80u);
+  const std::uint32_t magnitude = bits & 0x7fffffffu;
+  if (magnitude > 0x7f800000u) return 0x7f;                           // NaN
+  if (magnitude >= 0x43e00000u) return sign | 0x7e;                   // 448 and up
+  if (magnitude < 0x3c800000u) {                                      // below 2^-6: a subnormal, units of 2^-9
+    const float scaled = std::bit_cast<float>(magnitude) * 512.0f;    // exact: a power of two
+    return sign | static_cast<std::uint8_t>(std::nearbyint(scaled));  // ties to even (the default mode); 8 is the smallest normal
+  }
+  std::uint32_t code = (((magnitude >> 23) - 127 + 7) << 3) | ((magnitude >> 20) & 0x7u);
+  const std::uint32_t rest = magnitude & 0xfffffu;
+  if (rest > 0x80000u || (rest == 0x80000u && (code & 1u))) ++code;  // a carry into the exponent is right
+  return sign | static_cast<std::uint8_t>(std::min<std::uint32_t>(code, 0x7e));
 }
 
 }  // namespace tandem::rt
