@@ -7,6 +7,8 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
 
+#include <bit>
+
 #include <immintrin.h>
 
 #include "runtime/kernels/microscaled_rows.hpp"
@@ -122,6 +124,80 @@ void Fp4RowSumsAvx512(const std::uint8_t* packed, const Fp4Input& input, std::in
     const __m512i sum = _mm512_add_epi32(_mm512_slli_epi32(_mm512_madd_epi16(w, high), 9), _mm512_madd_epi16(w, low));
     partials[b] = _mm512_reduce_add_epi32(sum);
   }
+}
+
+namespace {
+
+// w·512 of E4M3 magnitude code c (0–126; 127, NaN, as 0), split as high·512 + low.
+struct Fp8Tables {
+  alignas(64) std::int16_t high[128];
+  alignas(64) std::int16_t low[128];
+  Fp8Tables() {
+    for (int c = 0; c < 128; ++c) {
+      const int e = c >> 3, m = c & 7;
+      const int mant = e == 0 ? m : (m | 8);
+      const std::int32_t v = c == 127 ? 0 : mant << ((e == 0 ? 1 : e) - 1);
+      high[c] = static_cast<std::int16_t>(v >> 9);
+      low[c] = static_cast<std::int16_t>(v & 511);
+    }
+  }
+};
+
+// 16 rows' lanes (each the pair sums of one row) reduced to one register, lane r row r's sum.
+inline __m512i Reduce16(const __m512i* v) {
+  __m512i quads[4];
+  for (int q = 0; q < 4; ++q) quads[q] = Pair64(Pair32(v[4 * q], v[4 * q + 1]), Pair32(v[4 * q + 2], v[4 * q + 3]));
+  return PairSegments(PairSegments(quads[0], quads[1]), PairSegments(quads[2], quads[3]));
+}
+
+// Eight lanes (as double) x·2^18 + y·2^9 + z, exact, rounded once to fp32.
+inline __m256 JoinHalf(__m256i x, __m256i y, __m256i z) {
+  const __m512d v = _mm512_fmadd_pd(_mm512_cvtepi32_pd(x), _mm512_set1_pd(0x1p18),
+                                    _mm512_fmadd_pd(_mm512_cvtepi32_pd(y), _mm512_set1_pd(0x1p9), _mm512_cvtepi32_pd(z)));
+  return _mm512_cvtpd_ps(v);
+}
+
+// Lanes a·2^18 + b·2^9 + c as fp32.
+inline __m512 Join(__m512i a, __m512i b, __m512i c) {
+  const __m256 lo = JoinHalf(_mm512_castsi512_si256(a), _mm512_castsi512_si256(b), _mm512_castsi512_si256(c));
+  const __m256 hi = JoinHalf(_mm512_extracti64x4_epi64(a, 1), _mm512_extracti64x4_epi64(b, 1), _mm512_extracti64x4_epi64(c, 1));
+  return _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castps_pd(_mm512_castps256_ps512(lo)), _mm256_castps_pd(hi), 1));
+}
+
+}  // namespace
+
+void Fp8Rows16Avx512(const std::uint8_t* values, std::int64_t row_bytes, const std::uint8_t* scales, const Fp4Input& input,
+                     const float* a_scale, float* out) {
+  static const Fp8Tables tables;
+  const __m512i high0 = _mm512_load_si512(tables.high), high1 = _mm512_load_si512(tables.high + 32);
+  const __m512i high2 = _mm512_load_si512(tables.high + 64), high3 = _mm512_load_si512(tables.high + 96);
+  const __m512i low0 = _mm512_load_si512(tables.low), low1 = _mm512_load_si512(tables.low + 32);
+  const __m512i low2 = _mm512_load_si512(tables.low + 64), low3 = _mm512_load_si512(tables.low + 96);
+  __m512 acc = _mm512_setzero_ps();
+  for (std::int64_t b = 0; b < input.blocks; ++b) {
+    const __m512i xh = _mm512_loadu_si512(input.high + 32 * b);
+    const __m512i xl = _mm512_loadu_si512(input.low + 32 * b);
+    __m512i hh[16], cross[16], ll[16];
+    for (int r = 0; r < 16; ++r) {
+      const __m512i bytes = _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(values + r * row_bytes + 32 * b)));
+      const __m512i code = _mm512_and_si512(bytes, _mm512_set1_epi16(0x7f));
+      const __mmask32 upper = _mm512_test_epi16_mask(code, _mm512_set1_epi16(0x40));
+      const __mmask32 negative = _mm512_test_epi16_mask(bytes, _mm512_set1_epi16(0x80));
+      __m512i wh =
+          _mm512_mask_blend_epi16(upper, _mm512_permutex2var_epi16(high0, code, high1), _mm512_permutex2var_epi16(high2, code, high3));
+      __m512i wl = _mm512_mask_blend_epi16(upper, _mm512_permutex2var_epi16(low0, code, low1), _mm512_permutex2var_epi16(low2, code, low3));
+      wh = _mm512_mask_sub_epi16(wh, negative, _mm512_setzero_si512(), wh);
+      wl = _mm512_mask_sub_epi16(wl, negative, _mm512_setzero_si512(), wl);
+      hh[r] = _mm512_madd_epi16(wh, xh);
+      cross[r] = _mm512_add_epi32(_mm512_madd_epi16(wh, xl), _mm512_madd_epi16(wl, xh));
+      ll[r] = _mm512_madd_epi16(wl, xl);
+    }
+    const __m512 partial = _mm512_mul_ps(Join(Reduce16(hh), Reduce16(cross), Reduce16(ll)), _mm512_set1_ps(0x1p-18f));
+    const std::uint8_t code = scales[b];
+    const float w_scale = code == 0 ? 0x1p-127f : std::bit_cast<float>(static_cast<std::uint32_t>(code) << 23);
+    acc = _mm512_add_ps(acc, _mm512_mul_ps(_mm512_mul_ps(partial, _mm512_set1_ps(a_scale[b])), _mm512_set1_ps(w_scale)));
+  }
+  _mm512_storeu_ps(out, acc);
 }
 
 }  // namespace tandem::rt::kernels

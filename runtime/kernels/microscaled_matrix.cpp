@@ -110,6 +110,15 @@ void SplitInput(const double* q, std::int64_t cols, std::int16_t* high, std::int
   }
 }
 
+// An input row split as SplitInput does, in column order (the FP8 path's).
+void SplitInputInOrder(const double* q, std::int64_t cols, std::int16_t* high, std::int16_t* low) {
+  for (std::int64_t i = 0; i < cols; ++i) {
+    const auto v = static_cast<std::int32_t>(q[i] * 512.0);  // exact: E4M3 steps are 2^-9
+    high[i] = static_cast<std::int16_t>(v >> 9);
+    low[i] = static_cast<std::int16_t>(v & 511);
+  }
+}
+
 // The same by pairs of blocks (Fp4Input::pairs).
 void PairInput(const std::int16_t* high, const std::int16_t* low, std::int64_t cols, std::int16_t* pairs) {
   for (std::int64_t p = 0; p + 1 < cols / kBlock; p += 2) {
@@ -187,6 +196,22 @@ void MatMul(const MicroscaledMatrix& w, const float* x, std::int64_t batch, floa
   std::vector<float> a_scale(static_cast<std::size_t>(batch * blocks));
   for (std::int64_t b = 0; b < batch; ++b) QuantizeInput(x + b * w.cols, w.cols, q.data() + b * w.cols, a_scale.data() + b * blocks);
   const bool fp8 = w.format == MicroscaledMatrix::Format::kFp8Block32;
+  const std::int64_t tiles = ActiveIsa() >= Isa::kAvx512 ? w.rows / 16 : 0;  // rows of whole 16-row tiles take the SIMD path
+  if (fp8 && tiles > 0) {
+    std::vector<std::int16_t> high(q.size()), low(q.size());
+    for (std::int64_t b = 0; b < batch; ++b)
+      SplitInputInOrder(q.data() + b * w.cols, w.cols, high.data() + b * w.cols, low.data() + b * w.cols);
+    ForShares(pool, tiles, 1, [&](std::int64_t begin, std::int64_t end) {
+      alignas(64) float out[16];
+      for (std::int64_t t = begin; t < end; ++t) {
+        for (std::int64_t b = 0; b < batch; ++b) {
+          kernels::Fp8Rows16Avx512(w.values.get() + t * 16 * w.cols, w.cols, w.scales.get() + (t / 2) * blocks,
+                                   {high.data() + b * w.cols, low.data() + b * w.cols, blocks, nullptr}, a_scale.data() + b * blocks, out);
+          for (int r = 0; r < 16; ++r) y[b * w.rows + t * 16 + r] = Bf16ToF32(F32ToBf16(out[r]));
+        }
+      }
+    });
+  }
   if (!fp8 && ActiveIsa() >= Isa::kAvx512) {
     std::vector<std::int16_t> high(q.size()), low(q.size()), paired(2 * q.size());
     for (std::int64_t b = 0; b < batch; ++b) {
@@ -194,7 +219,6 @@ void MatMul(const MicroscaledMatrix& w, const float* x, std::int64_t batch, floa
       PairInput(high.data() + b * w.cols, low.data() + b * w.cols, w.cols, paired.data() + 2 * b * w.cols);
     }
     const auto& pow2 = E8M0Values();
-    const std::int64_t tiles = w.rows / 16;
     ForShares(pool, tiles, 1, [&](std::int64_t begin, std::int64_t end) {
       alignas(64) float out[16];
       for (std::int64_t t = begin; t < end; ++t) {
@@ -226,8 +250,10 @@ void MatMul(const MicroscaledMatrix& w, const float* x, std::int64_t batch, floa
     });
     return;
   }
-  ForShares(pool, w.rows, 16, [&](std::int64_t begin, std::int64_t end) {
-    for (std::int64_t o = begin; o < end; ++o) {
+  // Rows the FP8 tiles did not take (all of them on the portable path).
+  const std::int64_t first = fp8 ? tiles * 16 : 0;
+  ForShares(pool, w.rows - first, 16, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t o = first + begin; o < first + end; ++o) {
       for (std::int64_t b = 0; b < batch; ++b) {
         const double* qb = q.data() + b * w.cols;
         const float* sb = a_scale.data() + b * blocks;

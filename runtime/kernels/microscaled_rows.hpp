@@ -32,4 +32,12 @@ void Fp4RowSumsAvx512(const std::uint8_t* packed, const Fp4Input& input, std::in
 void Fp4Rows16Avx512(const std::uint8_t* packed, std::int64_t row_bytes, const std::uint8_t* tile_scales, const Fp4Input& input,
                      const float* a_scale, float* out);
 
+// FP8 E4M3 weights (one byte each) against an input split as for FP4 but in column order
+// (`input.high`, `input.low`, 32 a block): a weight is the integer w·512 = high·512 + low
+// too, and a block's Σ (x·512)(w·512) is summed as three exact int32 parts (high·high,
+// the cross terms, low·low), joined in double. 16 rows of one 32-row scale block: `scales`
+// is that block row's E8M0 scales, one per 32 columns.
+void Fp8Rows16Avx512(const std::uint8_t* values, std::int64_t row_bytes, const std::uint8_t* scales, const Fp4Input& input,
+                     const float* a_scale, float* out);
+
 }  // namespace tandem::rt::kernels
