@@ -19,6 +19,7 @@
 #include "runtime/engine/router.hpp"
 #include "runtime/engine/sink_attention.hpp"
 #include "runtime/engine/v41_moe_slices.hpp"
+#include "runtime/engine/v41_ops.hpp"
 #include "runtime/engine/v41_rope.hpp"
 #include "runtime/engine/v41_weights.hpp"
 #include "runtime/kernels/matmul.hpp"
@@ -33,27 +34,9 @@ namespace tandem::rt {
 
 namespace {
 
-float Bf16(float v) { return Bf16ToF32(F32ToBf16(v)); }
-void Bf16(float* v, std::int64_t n) {
-  for (std::int64_t i = 0; i < n; ++i) v[i] = Bf16(v[i]);
-}
-
-// The reference's RMSNorm: bf16(w · (x · rsqrt(mean(x²) + eps))), in fp32.
-void Norm(const float* x, const std::vector<float>& w, std::int64_t n, float eps, float* out) {
-  double squares = 0.0;
-  for (std::int64_t i = 0; i < n; ++i) squares += static_cast<double>(x[i]) * x[i];
-  const float r = 1.0f / std::sqrt(static_cast<float>(squares / static_cast<double>(n)) + eps);
-  for (std::int64_t i = 0; i < n; ++i) out[i] = Bf16(w[static_cast<std::size_t>(i)] * (x[i] * r));
-}
-
-// y = W·x for the plain (BF16, F32) matrices, each sum taken in double and rounded once
-// to fp32: the value of the reference's fp32 product whatever order it sums in, but at
-// near-ties.
-void PlainMatMul(const WeightMatrix& w, const float* x, std::int64_t batch, float* y, ThreadPool* pool) {
-  std::vector<double> wide(static_cast<std::size_t>(batch * w.rows));
-  MatMulF64(w, x, batch, wide.data(), pool);
-  for (std::size_t i = 0; i < wide.size(); ++i) y[i] = static_cast<float>(wide[i]);
-}
+float Bf16(float v) { return V41Bf16(v); }
+void Bf16(float* v, std::int64_t n) { V41Bf16(v, n); }
+void Norm(const float* x, const std::vector<float>& w, std::int64_t n, float eps, float* out) { V41Norm(x, w, n, eps, out); }
 
 // Where each piece of a position's cache row lies (floats from the row's start; −1: none).
 struct CacheLayout {
@@ -96,6 +79,7 @@ struct V41Engine::State {
   std::vector<V41Rope> ropes;
   float eps;
   ExpertInputPrecision expert_input;
+  bool keep_hidden;
   std::shared_ptr<ExpertExecutor> experts;
 
   // Per forward: rows, and for each row the compressed positions its layers attend to
@@ -114,7 +98,8 @@ struct V41Engine::State {
         cache_pool(1, layout.width),
         moe_config(V41MoeConfig(c)),
         eps(static_cast<float>(c.norm_eps)),
-        expert_input(options.expert_input) {
+        expert_input(options.expert_input),
+        keep_hidden(options.keep_hidden) {
     if (options.pool != nullptr) {
       pool = options.pool;
     } else {
@@ -383,20 +368,7 @@ struct V41Engine::State {
         rope.Apply(o.data() + r * heads * hd, heads, hd, p, /*inverse=*/true);
       }
     });
-    // The grouped output projection: group g's heads through its own o_lora rows of wo_a.
-    const std::int64_t groups = c.o_groups, group_in = heads * hd / groups, lora = c.o_lora_rank;
-    std::vector<float> grouped(static_cast<std::size_t>(n * groups * lora)), in(static_cast<std::size_t>(n * group_in)),
-        part(static_cast<std::size_t>(n * lora));
-    for (std::int64_t g = 0; g < groups; ++g) {
-      for (std::int64_t r = 0; r < n; ++r) std::copy_n(o.data() + r * heads * hd + g * group_in, group_in, in.data() + r * group_in);
-      const WeightMatrix rows_g = a.wo_a.RowSlice(g * lora, lora);
-      PlainMatMul(rows_g, in.data(), n, part.data(), pool);
-      for (std::int64_t r = 0; r < n; ++r) {
-        for (std::int64_t k = 0; k < lora; ++k)
-          grouped[static_cast<std::size_t>(r * groups * lora + g * lora + k)] = Bf16(part[static_cast<std::size_t>(r * lora + k)]);
-      }
-    }
-    MatMul(a.wo_b, grouped.data(), n, out, pool);
+    V41GroupedOutput(a, o.data(), n, heads, hd, c.o_groups, c.o_lora_rank, out, pool);
     (void)dim;
   }
 
@@ -455,8 +427,25 @@ struct V41Engine::State {
     std::vector<float> pre(n * mixes), post(n * mixes), comb(n * mixes * mixes), x(n * static_cast<std::size_t>(dim)),
         f(n * static_cast<std::size_t>(dim)), mixed(h.size());
     std::size_t engram_at = 0;
+    const auto targets = static_cast<std::int64_t>(c.dspark_target_layer_ids.size());
+    std::vector<float> hidden(keep_hidden ? n * static_cast<std::size_t>(targets * dim) : 0);
     for (const V41Layer& layer : w.layers) {
       if (layer.engram) Engram(*layer.engram, engram_ids[engram_at++], h);
+      if (keep_hidden) {
+        const auto t = std::find(c.dspark_target_layer_ids.begin(), c.dspark_target_layer_ids.end(), layer.layer);
+        if (t != c.dspark_target_layer_ids.end()) {
+          const auto k = static_cast<std::int64_t>(t - c.dspark_target_layer_ids.begin());
+          for (std::size_t r = 0; r < n; ++r) {
+            const float* copies = h.data() + r * static_cast<std::size_t>(hc * dim);
+            float* into = hidden.data() + r * static_cast<std::size_t>(targets * dim) + k * dim;
+            for (std::int64_t d = 0; d < dim; ++d) {
+              double sum = 0.0;  // exact: a few bf16 values
+              for (std::int64_t j = 0; j < hc; ++j) sum += copies[j * dim + d];
+              into[d] = Bf16(static_cast<float>(sum / static_cast<double>(hc)));
+            }
+          }
+        }
+      }
       // Attention: collapsed with the previous sublayer's `pre`, folded back with this one's post and comb.
       const HyperConnectionWeights hw_attn = HcWeightsOf(layer.hc_attn, c.hc_mult, dim, c.hc_sinkhorn_iters, c.norm_eps, c.hc_eps);
       const HyperConnectionWeights hw_ffn = HcWeightsOf(layer.hc_ffn, c.hc_mult, dim, c.hc_sinkhorn_iters, c.norm_eps, c.hc_eps);
@@ -476,7 +465,7 @@ struct V41Engine::State {
     out.logits.clear();
     out.logit_rows.clear();
     out.routes.clear();
-    out.hidden.clear();
+    out.hidden = std::move(hidden);
     std::vector<float> normed;
     for (std::size_t r = 0; r < n; ++r) {
       if (!rows[r].logits) continue;
@@ -535,11 +524,13 @@ std::string V41Engine::LateRanks() const { return state_->experts->Late(); }
 V41Engine::~V41Engine() = default;
 
 const V41Config& V41Engine::config() const { return state_->c; }
+const V41Weights& V41Engine::weights() const { return state_->w; }
 KvCachePool& V41Engine::kv() { return state_->cache_pool; }
 ThreadPool& V41Engine::pool() { return *state_->pool; }
 int V41Engine::CacheWidth(const V41Config& config) { return CacheLayout(config).width; }
 int V41Engine::vocab_size() const { return state_->c.vocab_size; }
-int V41Engine::hidden_size() const { return state_->c.dim; }
+int V41Engine::hidden_size() const { return state_->c.dim * static_cast<int>(state_->c.dspark_target_layer_ids.size()); }
+bool V41Engine::keeps_hidden() const { return state_->keep_hidden; }
 
 void V41Engine::WarmUp(int rows) {
   if (rows <= 0) return;

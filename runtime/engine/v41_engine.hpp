@@ -13,12 +13,17 @@ namespace tandem::rt {
 class ThreadPool;
 class V41Checkpoint;
 struct V41Config;
+struct V41Weights;
 
 struct V41EngineOptions {
   int threads = 0;             // 0: all cores
   ThreadPool* pool = nullptr;  // when set (not owned), computes on it instead of its own
   // Rounds the experts' input rows as a hybrid layout's wire does (as Engine's option).
   ExpertInputPrecision expert_input = ExpertInputPrecision::kF32;
+  // Every row's DSpark input in ForwardOutput::hidden: for each of dspark_target_layer_ids,
+  // the mean of the hc copies of the stream entering that layer (after Engram), bf16,
+  // concatenated — [rows × targets·dim].
+  bool keep_hidden = false;
 };
 
 // The forward pass of DeepSeek V4.1 (docs/v41-attention.md) over batches of rows, beside
@@ -39,11 +44,13 @@ class V41Engine : public DecodeEngine {
   ~V41Engine() override;
 
   const V41Config& config() const;
+  // Its weights (the DSpark stages' too), for a drafter computing beside it.
+  const V41Weights& weights() const;
   KvCachePool& kv() override;
   ThreadPool& pool() override;
   int vocab_size() const override;
-  int hidden_size() const override;  // the hidden size (no hidden rows are kept yet)
-  bool keeps_hidden() const override { return false; }
+  int hidden_size() const override;  // targets·dim: the width of the kept rows
+  bool keeps_hidden() const override;
   std::vector<RankStats> RankStatistics() const override;
   std::string LateRanks() const override;
   // Floats a cache holds per position.

@@ -19,7 +19,8 @@ them), and writes the logits CI then compares Tandem with, without PyTorch
 
 writes OUT.json (tokens, provenance: PyTorch's version and the sha256 of each reference
 file), OUT.f32 (little-endian fp32: the decode rows, then the prefill rows) and
-(v41-tiny) OUT.layers.npz: from a prefill of the first LAYER_POSITIONS tokens, each layer's input stream
+OUT.dspark.f32 (DSpark's draft logits, step by step; the json has its tokens and
+confidence) and (v41-tiny) OUT.layers.npz: from a prefill of the first LAYER_POSITIONS tokens, each layer's input stream
 (after Engram), the mix collapsing it, its attention and FFN outputs and its output stream
 (bf16 bits; the mixes fp32), and each Engram layer's input — so a check can feed every layer
 the reference's own input and compare what it makes of it.
@@ -50,6 +51,11 @@ import torch
 # The prompt: fixed tokens (not the model's own choices), so Tandem can be fed the same.
 POSITIONS = 72
 PREFILL_LENGTHS = list(range(1, POSITIONS + 1))
+# DSpark's record: a prompt of this many tokens, then this many decode steps, each followed
+# by forward_spec's drafts (before the reference's decode reads a stale index-key slot:
+# docs/v41-attention.md).
+DSPARK_PROMPT = 1
+DSPARK_STEPS = 16
 # The layer-by-layer record: a prefill of this many tokens (more than two windows of v41-tiny);
 # kept for v41-tiny only, which has every block type, as its size grows with the model.
 LAYER_POSITIONS = {"v41-tiny": 40, "v41-small": 0}
@@ -126,6 +132,21 @@ def tensor_of(entry):
     dtype, shape, raw = entry
     t = torch.frombuffer(bytearray(raw), dtype=torch.uint8)
     return t.view(TORCH_DTYPES[dtype]).reshape(shape) if raw else torch.empty(shape, dtype=TORCH_DTYPES[dtype])
+
+
+def record_dspark(model, ids):
+    """A prefill of DSPARK_PROMPT tokens seeding the stages, then per decode step the
+    target's greedy token and forward_spec's drafts, confidence and logits."""
+    output_ids, _, main_hidden = model(ids[:, :DSPARK_PROMPT], 0)
+    model.forward_spec(output_ids, main_hidden, 0)
+    steps, logits_rows = [], []
+    for i in range(DSPARK_PROMPT, DSPARK_PROMPT + DSPARK_STEPS):
+        output_ids, _, main_hidden = model(ids[:, i:i + 1], i)
+        drafts, logits, confidence = model.forward_spec(output_ids, main_hidden, i)
+        steps.append({"position": i, "next": int(output_ids[0]), "drafts": [int(t) for t in drafts[0, 1:]],
+                      "confidence": [float(v) for v in confidence[0].float()]})
+        logits_rows.extend(logits[0].float().numpy())
+    return {"prompt": DSPARK_PROMPT, "steps": steps}, logits_rows
 
 
 def state_dict_for(model, tensors):
@@ -209,13 +230,15 @@ def main():
                 prefill.append(logits[0].float().numpy())
             layer_positions = LAYER_POSITIONS[args.preset] if args.layer_positions is None else args.layer_positions
             layers = record_layers(v41, model, ids[:, :layer_positions]) if layer_positions else None
+            dspark, dspark_logits = record_dspark(model, ids)
     rows = np.stack(decode + prefill).astype("<f4")
     rows.tofile(args.out + ".f32")
     if layers is not None:
         np.savez_compressed(args.out + ".layers.npz", **layers)
+    np.stack(dspark_logits).astype("<f4").tofile(args.out + ".dspark.f32")
     files = sorted(f for f in os.listdir(package) if f.endswith(".py"))
     meta = {"source": "tests/reference/v41_official_golden.py", "preset": args.preset, "seed": args.seed, "vocab": vocab,
-            "tokens": tokens, "decode_positions": POSITIONS, "prefill_lengths": PREFILL_LENGTHS, "layer_positions": layer_positions,
+            "tokens": tokens, "decode_positions": POSITIONS, "prefill_lengths": PREFILL_LENGTHS, "layer_positions": layer_positions, "dspark": dspark,
             "torch": torch.__version__, "reference_sha256": {f: sha256(os.path.join(package, f)) for f in files}}
     with open(args.out + ".json", "w") as f:
         json.dump(meta, f, indent=1)
