@@ -20,6 +20,8 @@
 #include "runtime/draft/draft_options.hpp"
 #include "runtime/draft/draft_policy.hpp"
 #include "runtime/draft/drafter.hpp"
+#include "runtime/draft/dspark_drafter.hpp"
+#include "runtime/draft/ngram_drafter.hpp"
 #include "runtime/engine/engine.hpp"
 #include "runtime/engine/v41_engine.hpp"
 #include "runtime/hybrid/local_workers.hpp"
@@ -238,34 +240,43 @@ void ServeV3(Options& opt, ApiServer& api, const sigset_t& signals) {
 
 // DeepSeek V4.1: on the CPU, its experts here or on workers (--parallel ep), no drafter yet.
 void ServeV41(Options& opt, ApiServer& api, const sigset_t& signals) {
-  if (opt.draft.mode != "off" && opt.draft.mode != "auto") {
-    throw std::invalid_argument(
-        fmt::format("serve: --draft {}: a DeepSeek V4.1 checkpoint decodes without drafts in this build", opt.draft.mode));
-  }
   const V41Checkpoint ckpt = V41Checkpoint::Open(opt.model);
   const V41Config& c = ckpt.config();
+  const bool has_dspark = c.dspark_block_size > 0 && c.n_mtp_layers > 0;
+  const std::string draft = opt.draft.mode == "auto" ? (has_dspark ? "dspark" : "off") : opt.draft.mode;
+  if (draft == "replica" || draft == "mtp" || (draft == "dspark" && !has_dspark)) {
+    throw std::invalid_argument(
+        fmt::format("serve: --draft {}: a DeepSeek V4.1 checkpoint drafts with dspark (its mtp.* stages{}), "
+                    "ngram or off",
+                    draft, has_dspark ? "" : ", which this one lacks"));
+  }
   const Tokenizer tokenizer = Tokenizer::Load(std::filesystem::path(opt.model) / "tokenizer.json");
   ChatTemplate chat = ChatTemplate::Load(opt.model);
   ApplyModelLimits(opt, c.max_position_embeddings, c.eos_token_id);
   LayoutFlags layout = opt.layout;
   layout.progress_out = stdout;  // where a launcher waiting for "listening on" sees loading advance
   const std::unique_ptr<LocalWorkers> spawned = SpawnRequestedWorkers(opt.model, layout);
-  V41Engine engine(ckpt, V41EngineOptions{.threads = opt.threads, .expert_input = ExpertInput(layout)},
+  V41Engine engine(ckpt, V41EngineOptions{.threads = opt.threads, .expert_input = ExpertInput(layout), .keep_hidden = draft == "dspark"},
                    MakeV41ExpertExecutor(ckpt, layout));
   std::string kv_budget;
   opt.scheduler.max_context = ApplyKvBudget(opt, engine.kv(), opt.scheduler.max_context, kv_budget);
   fmt::print(stderr, "tandem-rt serve: {}\n", kv_budget);
   const std::int64_t largest_step =
       PrefillBudget(opt.scheduler.prefill_chunk, static_cast<std::size_t>(std::max(1, opt.scheduler.concurrency)), 0) +
-      static_cast<std::int64_t>(opt.scheduler.concurrency);
+      static_cast<std::int64_t>(opt.scheduler.concurrency) * (1 + (draft == "off" ? 0 : opt.draft.max_drafts));
   engine.WarmUp(static_cast<int>(std::min<std::int64_t>(opt.scheduler.max_context, largest_step)));
   ServedModel served{ModelRevision(ckpt.dir()), opt.scheduler.max_context,
                      opt.max_output_tokens > 0 ? std::min(opt.max_output_tokens, opt.scheduler.max_context) : opt.scheduler.max_context,
                      c.vocab_size, static_cast<TokenId>(c.bos_token_id)};
-  Scheduler scheduler(engine, tokenizer, opt.scheduler, nullptr, MakeDraftPolicy(opt.draft.policy, opt.draft.max_drafts));
+  std::unique_ptr<Drafter> drafter;
+  if (draft == "dspark") drafter = std::make_unique<DSparkDrafter>(engine, &engine.pool());
+  if (draft == "ngram") drafter = std::make_unique<NgramDrafter>(opt.draft.ngram_min, opt.draft.ngram_max);
+  const std::string drafting = drafter ? fmt::format("drafts {} ({})", drafter->name(), opt.draft.policy) : "no drafts";
+  Scheduler scheduler(engine, tokenizer, opt.scheduler, std::move(drafter), MakeDraftPolicy(opt.draft.policy, opt.draft.max_drafts));
   api.Attach(&scheduler, &tokenizer, std::move(chat), served);
-  fmt::print("tandem-rt serve: ready ({} as '{}', DeepSeek V4.1, context {}, KV budget {} MiB, concurrency {}, no drafts)\n", opt.model,
-             opt.api.served_model, served.max_context, MiB(static_cast<double>(engine.kv().budget_bytes())), opt.scheduler.concurrency);
+  fmt::print("tandem-rt serve: ready ({} as '{}', DeepSeek V4.1, context {}, KV budget {} MiB, concurrency {}, {})\n", opt.model,
+             opt.api.served_model, served.max_context, MiB(static_cast<double>(engine.kv().budget_bytes())), opt.scheduler.concurrency,
+             drafting);
   std::fflush(stdout);
   ServeUntilStopped(opt, api, scheduler, spawned.get(), signals);
 }
@@ -341,9 +352,10 @@ void AddServeCommand(CLI::App& app) {
   cmd->add_option("--threads", opt->threads, "Engine threads (0: all cores)")->check(CLI::Range(0, 1024));
   cmd->add_option("--draft", opt->draft.mode,
                   "Speculative drafter: replica (quantized local copy of the target), mtp (the checkpoint's MTP layer), "
-                  "ngram (prompt lookup), off; auto: replica for synthetic checkpoints, else mtp when the checkpoint has "
+                  "dspark (a DeepSeek V4.1 checkpoint's own DSpark stages), ngram (prompt lookup), off; auto: dspark for a "
+                  "V4.1 checkpoint that has them, replica for other synthetic checkpoints, else mtp when the checkpoint has "
                   "an MTP layer, else off")
-      ->check(CLI::IsMember({"auto", "replica", "mtp", "ngram", "off"}))
+      ->check(CLI::IsMember({"auto", "replica", "mtp", "dspark", "ngram", "off"}))
       ->capture_default_str();
   cmd->add_option("--draft-policy", opt->draft.policy, "Drafts per request and step: fixed:K or adaptive")
       ->check(CLI::Validator(

@@ -38,6 +38,7 @@ std::unique_ptr<Drafter> MakeDrafter(const DraftOptions& options, const Checkpoi
         ckpt, pool, [&ckpt, format, group](ThreadPool& p) { return std::make_shared<QuantizedExpertExecutor>(ckpt, format, group, &p); },
         fmt::format("replica-{}", ToString(format)), format, group);
   }
+  if (mode == "dspark") throw std::invalid_argument("--draft dspark: DSpark is DeepSeek V4.1's drafter; this checkpoint is not V4.1");
   throw std::invalid_argument(fmt::format("--draft {}: expected auto, replica, mtp, ngram or off", mode));
 }
 

@@ -28,9 +28,10 @@ struct V41DSpark::State {
   const V41Weights& w;
   ThreadPool* pool;
   ModelConfig moe_config;
-  std::vector<Router> routers;  // per stage
-  std::vector<V41Rope> ropes;   // per stage (window-only: θ rope_theta, no YaRN)
-  KvCachePool cache;            // per position: each stage's KV row of the target's state
+  std::vector<Router> routers;               // per stage
+  std::vector<V41Rope> ropes;                // per stage (window-only: θ rope_theta, no YaRN)
+  KvCachePool cache;                         // per position: each stage's KV row of the target's state
+  std::map<SequenceId, std::int64_t> first;  // the first position observed
   float eps;
 
   State(const V41Engine& target, ThreadPool* p)
@@ -79,7 +80,9 @@ struct V41DSpark::State {
     for (std::size_t i = 0; i < rows.size(); ++i) {
       const Row& r = rows[i];
       if (!cache.Contains(r.sequence)) throw std::invalid_argument(fmt::format("DSpark: sequence {} has no cache open", r.sequence));
-      auto [it, fresh] = next.try_emplace(r.sequence, cache.Get(r.sequence).length());
+      const int length = cache.Get(r.sequence).length();
+      auto [it, fresh] = next.try_emplace(r.sequence, length == 0 && !first.contains(r.sequence) ? r.position : length);
+      if (fresh && length == 0) first[r.sequence] = r.position;
       if (r.position != it->second) {
         throw std::invalid_argument(
             fmt::format("DSpark: sequence {} position {} but the next position is {}", r.sequence, r.position, it->second));
@@ -114,15 +117,18 @@ struct V41DSpark::State {
     std::vector<std::int64_t> positions(static_cast<std::size_t>(block));
     std::iota(positions.begin(), positions.end(), position + 1);
     for (std::int64_t r = 0; r < block; ++r) ropes[s].Apply(q.data() + r * heads * hd, heads, hd, positions[static_cast<std::size_t>(r)]);
-    const std::int64_t ring = std::min(W, position + 1);
+    const std::int64_t ring = std::min(W, position + 1), from = first_position;
     std::vector<float> kv(static_cast<std::size_t>((ring + block) * hd));
+    std::vector<std::int32_t> indices;
     for (std::int64_t slot = 0; slot < ring; ++slot) {
       const std::int64_t p = position - ((position - slot) % W + W) % W;  // the latest position in this slot
-      std::copy_n(seq.At(0, static_cast<int>(p)) + s * static_cast<std::size_t>(hd), hd, kv.data() + slot * hd);
+      if (p < from) continue;                                             // not observed (a reused prefix)
+      std::copy_n(seq.At(0, static_cast<int>(p)) + s * static_cast<std::size_t>(hd), hd, kv.data() + indices.size() * hd);
+      indices.push_back(static_cast<std::int32_t>(indices.size()));
     }
-    StageKv(s, x, block, positions.data(), kv.data() + ring * hd);
-    std::vector<std::int32_t> indices(static_cast<std::size_t>(ring + block));
-    std::iota(indices.begin(), indices.end(), 0);
+    const auto ring_rows = static_cast<std::int64_t>(indices.size());
+    StageKv(s, x, block, positions.data(), kv.data() + ring_rows * hd);
+    for (std::int64_t j = 0; j < block; ++j) indices.push_back(static_cast<std::int32_t>(ring_rows + j));
     std::vector<float> o(static_cast<std::size_t>(block * heads * hd));
     const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)));
     for (std::int64_t r = 0; r < block; ++r) {
@@ -161,9 +167,12 @@ struct V41DSpark::State {
     for (std::size_t i = 0; i < sum.size(); ++i) out[i] = V41Bf16(static_cast<float>(sum[i] + y[i]));
   }
 
-  DSparkDraft Draft(SequenceId sequence, std::int64_t position, TokenId next) {
+  std::int64_t first_position = 0;  // of the sequence being drafted for
+
+  DSparkDraft Draft(SequenceId sequence, std::int64_t position, TokenId next, const Choice& choose) {
     const KvCache& seq = cache.Get(sequence);
-    if (position < 1 || position + 1 != seq.length()) {
+    first_position = first.contains(sequence) ? first.at(sequence) : 0;
+    if (position < first_position || position + 1 != seq.length()) {
       throw std::invalid_argument(
           fmt::format("DSpark: sequence {} has observed {} positions; a draft follows the last one (position {} asked)", sequence,
                       seq.length(), position));
@@ -227,14 +236,18 @@ struct V41DSpark::State {
       PlainMatMul(last.markov_head, markov.data(), 1, bias.data(), pool);
       float* row = d.logits.data() + j * vocab;
       for (std::int64_t v = 0; v < vocab; ++v) row[v] += bias[static_cast<std::size_t>(v)];
-      previous = static_cast<TokenId>(std::max_element(row, row + vocab) - row);
-      d.tokens.push_back(previous);
       std::copy_n(xs.data() + j * dim, dim, joined.data());
       std::copy(markov.begin(), markov.end(), joined.begin() + dim);
       float confidence = 0.0f;
       PlainMatMul(last.confidence, joined.data(), 1, &confidence, nullptr);
       d.confidence.push_back(confidence);
+      const std::optional<TokenId> chosen = choose ? choose(static_cast<int>(j), {row, static_cast<std::size_t>(vocab)}, confidence)
+                                                   : std::optional<TokenId>(static_cast<TokenId>(std::max_element(row, row + vocab) - row));
+      if (!chosen) break;
+      previous = *chosen;
+      d.tokens.push_back(previous);
     }
+    d.logits.resize(d.confidence.size() * static_cast<std::size_t>(vocab));
     return d;
   }
 };
@@ -244,6 +257,12 @@ V41DSpark::~V41DSpark() = default;
 int V41DSpark::block_size() const { return state_->c.dspark_block_size; }
 KvCachePool& V41DSpark::kv() { return state_->cache; }
 void V41DSpark::Observe(std::span<const Row> rows, const float* hidden) { state_->Observe(rows, hidden); }
-DSparkDraft V41DSpark::Draft(SequenceId sequence, std::int64_t position, TokenId next) { return state_->Draft(sequence, position, next); }
+DSparkDraft V41DSpark::Draft(SequenceId sequence, std::int64_t position, TokenId next, const Choice& choose) {
+  return state_->Draft(sequence, position, next, choose);
+}
+void V41DSpark::Close(SequenceId sequence) {
+  if (state_->cache.Contains(sequence)) state_->cache.Close(sequence);
+  state_->first.erase(sequence);
+}
 
 }  // namespace tandem::rt

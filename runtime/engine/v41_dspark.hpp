@@ -1,6 +1,9 @@
 #pragma once
 
+#include <functional>
+#include <map>
 #include <memory>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -31,6 +34,11 @@ struct DSparkDraft {
 // bias token by token.
 class V41DSpark {
  public:
+  // Chooses the token at block position j from its logits (the Markov bias of the token
+  // before added) and confidence logit, or nothing to stop the block there. None: greedy
+  // (the reference's temperature 0).
+  using Choice = std::function<std::optional<TokenId>(int j, std::span<const float> logits, float confidence)>;
+
   V41DSpark(const V41Engine& target, ThreadPool* pool);
   ~V41DSpark();
 
@@ -39,11 +47,15 @@ class V41DSpark {
   KvCachePool& kv();
 
   // The target's rows just computed (each sequence's consecutive positions from its cache
-  // length) and their DSpark inputs ([rows × targets·dim], ForwardOutput::hidden).
+  // length) and their DSpark inputs ([rows × targets·dim], ForwardOutput::hidden). A
+  // sequence's first rows may start past 0 (a prefix the target took from its prefix
+  // cache): its ring then holds nothing before them.
   void Observe(std::span<const Row> rows, const float* hidden);
   // With `sequence` observed through `position` and `next` the target's token for position
   // + 1: the block of drafts after it.
-  DSparkDraft Draft(SequenceId sequence, std::int64_t position, TokenId next);
+  DSparkDraft Draft(SequenceId sequence, std::int64_t position, TokenId next, const Choice& choose = {});
+  // Forgets a sequence (closes its cache).
+  void Close(SequenceId sequence);
 
  private:
   struct State;

@@ -66,6 +66,36 @@ TEST(V41Serve, AnswersChatCompletionsTheSameAloneTogetherAndFromTheCache) {
   EXPECT_EQ(Text(again), alone[1]);
 }
 
+// DSpark drafts are verified by the target: the same greedy and seeded sampled answers with
+// and without them, from a fresh prompt and from a cached prefix; the drafts counted.
+TEST(V41Serve, DSparkDraftsChangeNothingButAreVerifiedAndCounted) {
+  const std::vector<json> bodies = {
+      Chat("Tell me about windows", 32),
+      {{"model", "tiny"}, {"prompt", "Count: 1 2 3"}, {"max_tokens", 32}, {"temperature", 0.7}, {"seed", 5}, {"ignore_eos", true}}};
+  auto answers = [&](Server& server) {
+    std::vector<std::string> out;
+    for (int round = 0; round < 2; ++round) {  // the second time from the prefix cache
+      for (const json& body : bodies) {
+        const bool chat = body.contains("messages");
+        const auto [status, reply] = Post(server, chat ? "/v1/chat/completions" : "/v1/completions", body.dump());
+        EXPECT_EQ(status, 200) << reply.dump();
+        out.push_back(chat ? Text(reply) : reply["choices"][0]["text"].get<std::string>());
+      }
+    }
+    return out;
+  };
+  Server plain(0, {"--kv-budget-mb", "64", "--max-context", "256", "--draft", "off"}, V41Tiny());
+  const std::vector<std::string> expected = answers(plain);
+  Server drafting(0, {"--kv-budget-mb", "64", "--max-context", "256", "--draft", "dspark", "--draft-policy", "fixed:2"}, V41Tiny());
+  EXPECT_EQ(answers(drafting), expected);
+  const json stats = drafting.Stats();
+  EXPECT_EQ(stats["draft"]["mode"], "dspark");
+  EXPECT_GT(stats["draft"]["verified_drafts"].get<int>(), 50) << stats["draft"].dump();
+  // auto picks DSpark for a V4.1 checkpoint that has its stages.
+  Server automatic(0, {"--kv-budget-mb", "16", "--max-context", "64"}, V41Tiny());
+  EXPECT_EQ(automatic.Stats()["draft"]["mode"], "dspark");
+}
+
 TEST(V41Serve, ImageInputIsRefusedByName) {
   Server server(0, {"--kv-budget-mb", "16", "--max-context", "64"}, V41Tiny());
   const json content = {{{"type", "text"}, {"text", "What is this?"}},
