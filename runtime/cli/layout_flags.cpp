@@ -149,15 +149,8 @@ Engine::ExpertExecutorFactory MakeV41ExpertExecutor(const V41Checkpoint& ckpt, c
                                                     std::shared_ptr<RemoteExpertExecutor>* remote) {
   const Layout layout = LayoutOf(f);
   if (f.device != "cpu") throw std::invalid_argument("--device cuda: a DeepSeek V4.1 checkpoint runs on the CPU in this build");
-  const bool splits = layout.distributed() && (layout.parallel == ExpertParallel::kTensor || layout.coordinator_ranks == 2);
-  if (splits || (!layout.distributed() && layout.coordinator_ranks == 2)) {
-    throw std::invalid_argument(fmt::format(
-        "{}: DeepSeek V4.1's experts are held whole (its reference rounds each expert's output to bf16 before the MoE sums them, "
-        "and a split expert could not reproduce that), so give --expert-parallel ep and one coordinator rank",
-        layout.coordinator_ranks == 2 ? "--coordinator-ranks 2" : "--expert-parallel tp"));
-  }
   const ModelConfig moe = V41MoeConfig(ckpt.config());
-  PlacementPlan plan = PlacementPlan::Compute(moe, layout);
+  PlacementPlan plan = PlacementPlan::ComputeWhole(moe, layout);
   Announce(plan, layout, f);
   if (!layout.distributed()) return {};
   const RemoteOptions options = RemoteOptionsOf(f);

@@ -1,5 +1,6 @@
 #include "runtime/hybrid/placement_plan.hpp"
 
+#include <algorithm>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -114,6 +115,34 @@ PlacementPlan PlacementPlan::Compute(const ModelConfig& c, const Layout& layout)
       }
       plan.ranks[static_cast<std::size_t>(first_worker + w)].slices.push_back(s);
     }
+  }
+  return plan;
+}
+
+PlacementPlan PlacementPlan::ComputeWhole(const ModelConfig& c, const Layout& layout) {
+  if (!layout.workers.empty() && layout.parallel == ExpertParallel::kTensor) {
+    throw std::invalid_argument(
+        "--expert-parallel tp: this model's experts are held whole (DeepSeek V4.1's reference rounds each expert's output to bf16 "
+        "before the MoE sums them, and a split expert could not reproduce that); give --expert-parallel ep");
+  }
+  if (layout.coordinator_ranks == 2 && c.n_routed_experts < 2) {
+    throw std::invalid_argument("--coordinator-ranks 2 splits the routed experts between two ranks; the model has one");
+  }
+  // The general plan places every layer and rank; only the coordinator ranks' share differs.
+  PlacementPlan plan = Compute(c, layout);
+  for (int r = 0; r < layout.coordinator_ranks; ++r) {
+    auto& slices = plan.ranks[static_cast<std::size_t>(r)].slices;
+    for (LayerSlice& s : slices) {
+      if (s.HoldsRouted()) {
+        std::tie(s.expert_begin, s.expert_end) = Part(c.n_routed_experts, layout.coordinator_ranks, r);
+        s.inter_begin = 0;
+        s.inter_end = c.moe_intermediate_size;
+      }
+      s.shared_begin = 0;
+      s.shared_end = r == 0 ? c.moe_intermediate_size * c.n_shared_experts : 0;
+    }
+    slices.erase(std::remove_if(slices.begin(), slices.end(), [](const LayerSlice& s) { return !s.HoldsRouted() && !s.HoldsShared(); }),
+                 slices.end());
   }
   return plan;
 }

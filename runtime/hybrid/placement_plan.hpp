@@ -51,6 +51,10 @@ struct PlacementPlan {
   std::vector<RankPlan> ranks;
 
   static PlacementPlan Compute(const ModelConfig& config, const Layout& layout);  // throws std::invalid_argument
+  // For a model whose experts must be held whole (DeepSeek V4.1 rounds each expert's output
+  // before the sum): two coordinator ranks split the local layers' experts by ranges (the
+  // shared expert stays on rank 0), and `tp` over workers is refused.
+  static PlacementPlan ComputeWhole(const ModelConfig& config, const Layout& layout);
 
   // The ranks holding part of `layer`, ascending: the order partials are summed in.
   std::vector<int> OwnersOf(int layer) const;

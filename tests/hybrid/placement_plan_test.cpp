@@ -47,6 +47,35 @@ TEST(PlacementPlan, LocalLayersAndTwoCoordinatorRanks) {
   EXPECT_NE(p.ToJson().find("\"role\": \"peer\""), std::string::npos);
 }
 
+// Whole experts (DeepSeek V4.1): coordinator ranks split the local layers' experts by ranges,
+// the shared expert whole on rank 0; tp over workers refused.
+TEST(PlacementPlan, WholeExpertsSplitByRangesAndRefuseTensorParallel) {
+  const Layout layout{
+      .workers = {"a:1", "b:2"}, .parallel = ExpertParallel::kExpert, .local_expert_layers = 2, .coordinator_ranks = 2, .peer = "p:9"};
+  const PlacementPlan p = PlacementPlan::ComputeWhole(Tiny(), layout);
+  ASSERT_EQ(p.ranks.size(), 4u);
+  EXPECT_EQ(p.OwnersOf(1), (std::vector<int>{0, 1}));
+  EXPECT_EQ(p.OwnersOf(3), (std::vector<int>{0, 2, 3})) << "the shared expert on 0 only, the routed ones on the workers";
+  for (const RankPlan& r : p.ranks) {
+    for (const LayerSlice& s : r.slices) {
+      if (s.HoldsRouted()) {
+        EXPECT_EQ(s.inter_begin, 0);
+        EXPECT_EQ(s.inter_end, 64) << "rank " << r.rank << " layer " << s.layer;
+      }
+      if (s.HoldsShared()) {
+        EXPECT_EQ(r.rank, 0);
+        EXPECT_EQ(s.shared_end - s.shared_begin, 64);
+      }
+    }
+  }
+  const LayerSlice& peer = p.ranks[1].slices[0];
+  EXPECT_EQ(peer.expert_begin, 8);
+  EXPECT_EQ(peer.expert_end, 16);
+  Layout tp = layout;
+  tp.parallel = ExpertParallel::kTensor;
+  EXPECT_THROW(PlacementPlan::ComputeWhole(Tiny(), tp), std::invalid_argument);
+}
+
 TEST(PlacementPlan, NoWorkersMeansEverythingLocal) {
   const PlacementPlan p = PlacementPlan::Compute(Tiny(), {});
   ASSERT_EQ(p.ranks.size(), 1u);
