@@ -21,8 +21,8 @@ void AddInitModelCommand(CLI::App& app) {
   auto opt = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand("init-model", "Write a synthetic HF-layout checkpoint, bit-identical for a seed");
   cmd->add_option("--preset", opt->preset,
-                  "tiny (tests) or small (demo); v41-tiny or v41-small: DeepSeek V4.1 in its official layout (then write its "
-                  "Engram constants: models/v41/engram_constants.py DIR --stub)")
+                  "tiny (tests) or small (demo); v41-tiny or v41-small: DeepSeek V4.1 in its official layout, with its Engram "
+                  "constants (engram.json)")
       ->required()
       ->check(CLI::IsMember({"tiny", "small", "v41-tiny", "v41-small"}));
   cmd->add_option("--seed", opt->seed, "Weight seed")->required();
@@ -40,8 +40,7 @@ void AddInitModelCommand(CLI::App& app) {
           "tensors, {:.1f} MB of weights\n",
           opt->out, opt->preset, opt->seed, r.config.n_layers, r.config.n_mtp_layers, r.config.dim, r.config.n_routed_experts,
           r.config.vocab_size, r.tensors, static_cast<double>(r.weight_bytes) / 1e6);
-      fmt::print("tokenizer: {}\nEngram constants: write them with `python3 models/v41/engram_constants.py {} --stub`\n", r.tokenizer,
-                 opt->out);
+      fmt::print("tokenizer: {}\n", r.tokenizer);
       return;
     }
     SyntheticPreset preset = FindPreset(opt->preset);

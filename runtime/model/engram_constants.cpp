@@ -1,5 +1,6 @@
 #include "runtime/model/engram_constants.hpp"
 
+#include <algorithm>
 #include <limits>
 
 #include <fmt/format.h>
@@ -7,6 +8,7 @@
 
 #include "runtime/model/engram_layout.hpp"
 #include "runtime/model/model_error.hpp"
+#include "runtime/model/numpy_random.hpp"
 #include "runtime/model/text_file.hpp"
 #include "runtime/model/v41_config.hpp"
 
@@ -34,8 +36,8 @@ EngramConstants LoadEngramConstants(const std::filesystem::path& dir, const V41C
   const std::filesystem::path path = dir / "engram.json";
   if (!std::filesystem::exists(path)) {
     throw ModelError(
-        fmt::format("{}: missing: the Engram constants are written by models/v41/engram_constants.py {} (--tokenizer "
-                    "DIR for a real checkpoint, --stub for a synthetic one)",
+        fmt::format("{}: missing: the Engram constants are written by models/v41/engram_constants.py {} --tokenizer DIR "
+                    "(a real checkpoint's; `tandem-rt init-model` writes a synthetic preset's)",
                     path.string(), dir.string()));
   }
   json doc;
@@ -97,6 +99,31 @@ EngramConstants LoadEngramConstants(const std::filesystem::path& dir, const V41C
     out.layers.push_back(std::move(k));
   }
   return out;
+}
+
+void WriteStubEngramConstants(const std::filesystem::path& dir, const V41Config& c) {
+  if (c.engram_compressed_vocab_size * 2 != c.vocab_size) {
+    throw ModelError(fmt::format("the stub token map (t → t / 2) needs engram_compressed_vocab_size = vocab_size / 2, not {} for {}",
+                                 c.engram_compressed_vocab_size, c.vocab_size));
+  }
+  const std::int64_t bound = std::max<std::int64_t>(1, (std::numeric_limits<std::int64_t>::max() / c.engram_compressed_vocab_size) / 2);
+  json layers = json::array();
+  for (const EngramLayerLayout& l : EngramLayout(c)) {
+    std::vector<std::int64_t> multipliers;
+    for (const std::int64_t v :
+         NumpyIntegers(static_cast<std::uint64_t>(10007) * static_cast<std::uint64_t>(l.layer), bound, c.engram_max_ngram_size)) {
+      multipliers.push_back(2 * v + 1);
+    }
+    layers.push_back({{"layer", l.layer}, {"multipliers", multipliers}, {"primes", l.primes}, {"offsets", l.offsets}});
+  }
+  std::vector<std::int64_t> map;
+  for (int t = 0; t < c.vocab_size; ++t) map.push_back(t / 2);
+  const json doc = {{"source", "tandem-rt init-model (the reference's small test tokenizer)"},
+                    {"pad_id", map[static_cast<std::size_t>(c.engram_pad_id)]},
+                    {"compressed_vocab_size", c.engram_compressed_vocab_size},
+                    {"layers", layers},
+                    {"token_map", map}};
+  WriteTextFile(dir / "engram.json", doc.dump() + "\n");
 }
 
 }  // namespace tandem::rt

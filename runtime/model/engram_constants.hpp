@@ -32,4 +32,11 @@ struct EngramConstants {
 // (a missing file: which script writes it).
 EngramConstants LoadEngramConstants(const std::filesystem::path& dir, const V41Config& config);
 
+// Writes DIR/engram.json for a synthetic checkpoint whose tokenizer is the reference's small
+// test stub (token t → compressed id t / 2: engram_compressed_vocab_size = vocab_size / 2): the
+// primes and offsets of EngramLayout, and the multipliers numpy draws for the reference
+// (default_rng(10007 · layer), NumpyIntegers) — what `models/v41/engram_constants.py --stub`
+// computes. Throws ModelError when the configuration is not such a stub's.
+void WriteStubEngramConstants(const std::filesystem::path& dir, const V41Config& config);
+
 }  // namespace tandem::rt

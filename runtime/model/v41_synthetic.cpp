@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "runtime/model/engram_constants.hpp"
 #include "runtime/model/engram_layout.hpp"
 #include "runtime/model/model_error.hpp"
 #include "runtime/model/safetensors.hpp"
@@ -290,6 +291,7 @@ V41SyntheticReport WriteV41SyntheticCheckpoint(const std::string& preset, std::u
     throw ModelError(
         fmt::format("preset {}: a tokenizer of {} tokens does not fit the vocabulary of {}", preset, tokenizer.vocab_size, c.vocab_size));
   }
+  WriteStubEngramConstants(out_dir, c);
   WriteTextFile(out_dir / "tokenizer.json", tokenizer.tokenizer_json);
   WriteTextFile(out_dir / "tokenizer_config.json", tokenizer.tokenizer_config_json);
   report.tokenizer = tokenizer.description;

@@ -30,8 +30,8 @@ struct V41SyntheticReport {
 // tensor from its own stream (seeded_stream.hpp).
 // Also writes tokenizer.json and tokenizer_config.json (with its chat template): the
 // DeepSeek-V3 tokenizer in `tokenizer_source` cut to the preset's vocabulary as
-// DeriveSyntheticTokenizer cuts it. The Engram constants (engram.json) come from
-// models/v41/engram_constants.py DIR --stub, as the reference computes them.
+// DeriveSyntheticTokenizer cuts it, and engram.json: the Engram constants of the reference's
+// small test tokenizer (WriteStubEngramConstants), as the reference computes them.
 V41SyntheticReport WriteV41SyntheticCheckpoint(const std::string& preset, std::uint64_t seed, const std::filesystem::path& out_dir,
                                                const std::filesystem::path& tokenizer_source);
 V41SyntheticReport WriteV41SyntheticCheckpoint(const std::string& preset, std::uint64_t seed, const std::filesystem::path& out_dir);

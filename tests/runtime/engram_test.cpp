@@ -13,6 +13,7 @@
 #include "runtime/engine/engram_hash.hpp"
 #include "runtime/model/engram_constants.hpp"
 #include "runtime/model/model_error.hpp"
+#include "runtime/model/numpy_random.hpp"
 #include "runtime/model/v41_synthetic.hpp"
 #include "tests/runtime/eval_run.hpp"
 #include "tests/runtime/tiny_model.hpp"
@@ -69,6 +70,7 @@ TEST(Engram, TheSidecarScriptWritesWhatTheGoldenHoldsAndABadSidecarIsRefused) {
   const nlohmann::json golden = Golden();
   const auto dir = testing::TempDir("v41-sidecar");
   const V41SyntheticReport r = WriteV41SyntheticCheckpoint("v41-tiny", 1, dir);
+  std::filesystem::remove(dir / "engram.json");  // init-model wrote one; the script's is checked here
   EXPECT_NE(Refusal(dir, r.config).find("engram.json: missing: the Engram constants are written by models/v41/engram_constants.py"),
             std::string::npos);
   const auto script =
@@ -93,6 +95,38 @@ TEST(Engram, TheSidecarScriptWritesWhatTheGoldenHoldsAndABadSidecarIsRefused) {
             std::string::npos);
   EXPECT_NE(broken([](nlohmann::json& j) { j["layers"].erase(1); }).find("'layers' must hold one entry per Engram layer (2)"),
             std::string::npos);
+}
+
+}  // namespace
+}  // namespace tandem::rt
+
+namespace tandem::rt {
+namespace {
+
+// numpy's default_rng(seed).integers(0, high), reproduced: against numpy's own draws
+// (tests/reference/numpy_random_golden.py).
+TEST(Engram, NumpyIntegersAreNumpysDraws) {
+  std::ifstream in(std::string(TANDEM_SOURCE_DIR) + "/tests/reference/golden/numpy_random.json");
+  ASSERT_TRUE(in) << "tests/reference/golden/numpy_random.json is missing";
+  const nlohmann::json golden = nlohmann::json::parse(in);
+  for (const auto& d : golden.at("draws")) {
+    const std::vector<std::int64_t> expected = d.at("values");
+    EXPECT_EQ(NumpyIntegers(d.at("seed").get<std::uint64_t>(), d.at("high").get<std::int64_t>(), static_cast<int>(expected.size())),
+              expected)
+        << "seed " << d.at("seed");
+  }
+}
+
+// init-model writes the same constants as models/v41/engram_constants.py --stub.
+TEST(Engram, SyntheticCheckpointsCarryTheReferencesConstants) {
+  const nlohmann::json golden = Golden();
+  const auto dir = testing::TempDir("v41-engram-init");
+  WriteV41SyntheticCheckpoint("v41-tiny", 1, dir);
+  nlohmann::json written = nlohmann::json::parse(testing::ReadFile(dir / "engram.json"));
+  nlohmann::json expected = golden.at("engram_json");
+  written.erase("source");
+  expected.erase("source");
+  EXPECT_EQ(written, expected);
 }
 
 }  // namespace

@@ -170,6 +170,7 @@ TEST(V41Engine, RowsThatBreakTheRulesAreRefusedByName) {
 TEST(V41Engine, ACheckpointWithoutItsEngramConstantsNamesTheScript) {
   const auto dir = testing::TempDir("v41-engine-no-engram");
   WriteV41SyntheticCheckpoint("v41-tiny", 11, dir);
+  std::filesystem::remove(dir / "engram.json");
   try {
     V41Checkpoint::Open(dir);
     FAIL() << "opened without engram.json";
