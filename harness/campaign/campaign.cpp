@@ -489,11 +489,12 @@ Campaign ParseCampaign(std::string_view text, const std::filesystem::path& file)
       throw model.Get("path").Error(fmt::format("{} is not a checkpoint directory (no config.json)", c.model.path.string()));
     }
   } else {
-    c.model.preset = OneOf(model.Get("preset"), {"tiny", "small", "mini"});
+    c.model.preset = OneOf(model.Get("preset"), {"tiny", "small", "mini", "v41-tiny", "v41-small"});
     if (IsTrainedPreset(c.model.preset)) {
       if (model.Has("seed"))
-        throw model.Get("seed").Error(
-            fmt::format("the {} preset is a trained checkpoint: seed applies only to the synthetic presets (tiny, small)", c.model.preset));
+        throw model.Get("seed").Error(fmt::format(
+            "the {} preset is a trained checkpoint: seed applies only to the synthetic presets (tiny, small, v41-tiny, v41-small)",
+            c.model.preset));
       try {
         c.model.trained = TrainedPresetDir(c.model.preset);
       } catch (const InputError& e) {
