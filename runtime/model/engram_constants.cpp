@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/model/engram_layout.hpp"
+#include "runtime/model/json_bounds.hpp"
 #include "runtime/model/model_error.hpp"
 #include "runtime/model/numpy_random.hpp"
 #include "runtime/model/text_file.hpp"
@@ -40,13 +41,21 @@ EngramConstants LoadEngramConstants(const std::filesystem::path& dir, const V41C
                     "(a real checkpoint's; `tandem-rt init-model` writes a synthetic preset's)",
                     path.string(), dir.string()));
   }
+  return ParseEngramConstants(ReadTextFile(path), c, path.string());
+}
+
+EngramConstants ParseEngramConstants(std::string_view text, const V41Config& c, std::string_view source) {
+  const std::string where(source);
+  // A token map per vocabulary entry (129 280 for DeepSeek V4.1), a few levels of nesting.
+  if (FindJsonExcess(text, JsonBounds{.max_depth = 8, .max_object_members = 64, .max_array_elements = std::size_t{1} << 22})) {
+    throw ModelError(fmt::format("{}: nested or sized beyond limits (8 levels, 64 keys an object, 2^22 elements an array)", where));
+  }
   json doc;
   try {
-    doc = json::parse(ReadTextFile(path));
+    doc = json::parse(text);
   } catch (const json::exception& e) {
-    throw ModelError(fmt::format("{}: not valid JSON: {}", path.string(), e.what()));
+    throw ModelError(fmt::format("{}: not valid JSON: {}", where, e.what()));
   }
-  const std::string where = path.string();
   if (!doc.is_object()) throw ModelError(fmt::format("{}: must be a JSON object", where));
   EngramConstants out;
   out.token_map = Int64s(doc, "token_map", where);

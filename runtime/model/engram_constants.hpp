@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <string_view>
 #include <vector>
 
 namespace tandem::rt {
@@ -31,6 +32,8 @@ struct EngramConstants {
 // [0, engram_compressed_vocab_size). Throws ModelError naming the file and what is wrong
 // (a missing file: which script writes it).
 EngramConstants LoadEngramConstants(const std::filesystem::path& dir, const V41Config& config);
+// The same from the file's text (`source` names it in errors); its nesting and sizes bounded.
+EngramConstants ParseEngramConstants(std::string_view text, const V41Config& config, std::string_view source);
 
 // Writes DIR/engram.json for a synthetic checkpoint whose tokenizer is the reference's small
 // test stub (token t → compressed id t / 2: engram_compressed_vocab_size = vocab_size / 2): the

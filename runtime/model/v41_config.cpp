@@ -8,6 +8,7 @@
 
 #include "runtime/model/config_reader.hpp"
 #include "runtime/model/engram_layout.hpp"
+#include "runtime/model/json_bounds.hpp"
 #include "runtime/model/model_error.hpp"
 #include "runtime/model/text_file.hpp"
 
@@ -202,6 +203,10 @@ bool V41Config::IsEngramLayer(int layer) const { return std::binary_search(engra
 int V41Config::KvSourceOf(int layer) const { return LatestAtOrBefore(kv_source_layers, layer); }
 
 V41Config ParseV41Config(std::string_view json_text, std::string_view source) {
+  // A configuration: a few levels (text_config, lists), a few hundred keys and entries.
+  if (FindJsonExcess(json_text, JsonBounds{.max_depth = 8, .max_object_members = 4096, .max_array_elements = 4096})) {
+    throw ModelError(fmt::format("{}: nested or sized beyond limits (8 levels, 4096 keys or elements)", source));
+  }
   json doc;
   try {
     doc = json::parse(json_text);
@@ -370,7 +375,10 @@ std::string V41ConfigJson(const V41Config& c) {
 
 bool IsV41Checkpoint(const std::filesystem::path& dir) {
   try {
-    const json doc = json::parse(ReadTextFile(dir / "config.json"));
+    const std::string text = ReadTextFile(dir / "config.json");
+    if (FindJsonExcess(text, JsonBounds{.max_depth = 8, .max_object_members = 4096, .max_array_elements = 4096}))
+      return false;  // the V3 loader says why
+    const json doc = json::parse(text);
     const auto archs = doc.find("architectures");
     return archs != doc.end() && archs->is_array() && !archs->empty() && (*archs)[0] == kArchitecture;
   } catch (const std::exception&) {
