@@ -27,6 +27,8 @@ enum : std::uint8_t { kOpen, kNeedKey, kKey, kColon, kValue, kAfterValue };
 enum : std::uint8_t { kArrayOpen, kNeedItem, kItem, kAfterItem };
 // String phases.
 enum : std::uint8_t { kChars, kEscape, kUnicode, kUtf8 };
+// A string frame's `mask` while a \u escape of a high surrogate awaits its low half.
+constexpr std::uint64_t kHighSurrogatePending = std::uint64_t{1} << 32;
 // Number phases.
 enum : std::uint8_t { kMinus, kZero, kInt, kDot, kFrac, kE, kESign, kExp };
 
@@ -242,6 +244,12 @@ JsonMatcher::Step JsonMatcher::FeedString(Frame& f, unsigned char c) {
   const int max = n ? n->max_length : -1;
   switch (f.state) {
     case kChars:
+      // After a \u escape of a high surrogate only the escape of its low half may follow.
+      if ((f.mask & kHighSurrogatePending) != 0) {
+        if (c != '\\') return Step::kRejected;
+        f.state = kEscape;
+        return Step::kConsumed;
+      }
       if (c == '"') return (!n || f.count >= n->min_length) ? Step::kConsumedAndDone : Step::kRejected;
       if (max >= 0 && f.count >= max) return Step::kRejected;
       if (c == '\\') {
@@ -270,21 +278,32 @@ JsonMatcher::Step JsonMatcher::FeedString(Frame& f, unsigned char c) {
       if (c == 'u') {
         f.state = kUnicode;
         f.extra = 4;
+        f.mask &= kHighSurrogatePending;  // the code unit's bits start empty
         return Step::kConsumed;
       }
+      if ((f.mask & kHighSurrogatePending) != 0) return Step::kRejected;
       if (c == '"' || c == '\\' || c == '/' || c == 'b' || c == 'f' || c == 'n' || c == 'r' || c == 't') {
         f.state = kChars;
         ++f.count;
         return Step::kConsumed;
       }
       return Step::kRejected;
-    case kUnicode:
+    case kUnicode: {
       if (!IsHex(c)) return Step::kRejected;
-      if (--f.extra == 0) {
-        f.state = kChars;
-        ++f.count;
-      }
+      const std::uint64_t digit = IsDigit(c) ? c - '0' : (c | 0x20) - 'a' + 10;
+      f.mask = (f.mask & kHighSurrogatePending) | ((f.mask & 0xFFFF) << 4 & 0xFFFF) | digit;
+      if (--f.extra > 0) return Step::kConsumed;
+      // A code unit: UTF-16 surrogates only in pairs (a high one, then the low one), as
+      // JSON parsers require; a pair is one code point.
+      const std::uint64_t unit = f.mask & 0xFFFF;
+      const bool high = unit >= 0xD800 && unit <= 0xDBFF, low = unit >= 0xDC00 && unit <= 0xDFFF;
+      const bool pending = (f.mask & kHighSurrogatePending) != 0;
+      if (pending != low || (pending && high)) return Step::kRejected;
+      f.state = kChars;
+      f.mask = high ? kHighSurrogatePending : 0;
+      if (!low) ++f.count;
       return Step::kConsumed;
+    }
   }
   return Step::kRejected;
 }

@@ -56,6 +56,19 @@ TEST(JsonMatcher, AcceptsValidDocumentsAndRefusesTheRest) {
   EXPECT_FALSE(Matches(json::parse(R"({"type": "string", "minLength": 2})"), "\"\xe2\x82\xac\""));
 }
 
+// \u escapes of UTF-16 surrogates only in pairs, as JSON parsers require (nlohmann refuses
+// a lone one): a pair is one character of maxLength.
+TEST(JsonMatcher, SurrogateEscapesComeInPairs) {
+  const json any = json::object();
+  EXPECT_TRUE(Matches(any, R"("\ud83d\ude00")"));
+  EXPECT_TRUE(Matches(json::parse(R"({"type": "string", "maxLength": 1})"), R"("\ud83d\ude00")"));
+  EXPECT_FALSE(Matches(any, R"("0\udddepy")")) << "a lone low surrogate";
+  EXPECT_FALSE(Matches(any, R"("\ud83d")")) << "a high surrogate the string ends after";
+  EXPECT_FALSE(Matches(any, R"("\ud83dx")")) << "a high surrogate without its low half";
+  EXPECT_FALSE(Matches(any, R"("\ud83d\n")"));
+  EXPECT_FALSE(Matches(any, R"("\ud83d\ud83d")")) << "two high surrogates";
+}
+
 TEST(JsonMatcher, AnyObjectIsAnyJsonObject) {
   JsonMatcher m(JsonGrammar::AnyObject());
   EXPECT_TRUE(m.Accept(R"({"a": {"b": [1, 2.5, "c", false, null, {}]}, "a": []})"));
