@@ -60,8 +60,6 @@ void BM_MicroscaledMatMul(benchmark::State& state) {
     benchmark::DoNotOptimize(y.data());
   }
   state.SetBytesProcessed(state.iterations() * static_cast<std::int64_t>(w.bytes()));
-  const double seconds_per = state.iterations() > 0 ? 1.0 : 0.0;
-  (void)seconds_per;
   state.counters["of_read"] =
       benchmark::Counter(static_cast<double>(state.iterations()) * static_cast<double>(w.bytes()) / read, benchmark::Counter::kIsRate);
   state.SetLabel(format == 0 ? "fp8" : "fp4");

@@ -34,10 +34,6 @@ namespace tandem::rt {
 
 namespace {
 
-float Bf16(float v) { return V41Bf16(v); }
-void Bf16(float* v, std::int64_t n) { V41Bf16(v, n); }
-void Norm(const float* x, const std::vector<float>& w, std::int64_t n, float eps, float* out) { V41Norm(x, w, n, eps, out); }
-
 // Where each piece of a position's cache row lies (floats from the row's start; −1: none).
 struct CacheLayout {
   int token = 0;
@@ -176,7 +172,7 @@ struct V41Engine::State {
         for (std::int64_t k = 0; k < width; ++k) {
           const float v = F8E4M3ToF32(g.table[static_cast<std::size_t>(row * width + k)]) *
                           E8M0ToF32(g.table_scales[static_cast<std::size_t>(row * (width / 32) + k / 32)]);
-          e[static_cast<std::size_t>(r * in + j * width + k)] = Bf16(v);
+          e[static_cast<std::size_t>(r * in + j * width + k)] = V41Bf16(v);
         }
       }
     }
@@ -201,7 +197,7 @@ struct V41Engine::State {
           const float d = static_cast<float>(dot) * rstd * inv_sqrt_dim;
           const float s = std::sqrt(std::max(std::fabs(d), 1e-6f));
           const float gate = RoundedSigmoid(d < 0 ? -s : d > 0 ? s : 0.0f);
-          for (std::int64_t k = 0; k < dim; ++k) x[k] = Bf16(x[k] + gate * value[k]);
+          for (std::int64_t k = 0; k < dim; ++k) x[k] = V41Bf16(x[k] + gate * value[k]);
         }
       }
     });
@@ -212,7 +208,7 @@ struct V41Engine::State {
   void Compress(const V41Layer& layer, const float* x) {
     const int l = layer.layer;
     const int ratio = c.compress_ratios[static_cast<std::size_t>(l)];
-    const std::int64_t n = static_cast<std::int64_t>(rows.size()), hd = c.head_dim, dim = c.dim;
+    const std::int64_t n = static_cast<std::int64_t>(rows.size()), hd = c.head_dim;
     const V41Attention& a = layer.attention;
     std::vector<float> kv(static_cast<std::size_t>(n * hd)), score;
     PlainMatMul(a.compressor_wkv, x, n, kv.data(), pool);
@@ -225,9 +221,8 @@ struct V41Engine::State {
         std::copy_n(score.data() + r * static_cast<std::size_t>(hd), hd, p + hd);
       }
     } else {
-      Bf16(kv.data(), n * hd);  // a plain bf16 projection
+      V41Bf16(kv.data(), n * hd);  // a plain bf16 projection
     }
-    (void)dim;
     const V41Rope& rope = ropes[static_cast<std::size_t>(l)];
     for (std::size_t r = 0; r < rows.size(); ++r) {
       const std::int64_t p = rows[r].position;
@@ -241,20 +236,20 @@ struct V41Engine::State {
           pooled = pooling.Add(q, {pend, static_cast<std::size_t>(hd)}, {pend + hd, static_cast<std::size_t>(hd)});
         }
         latent = std::move(*pooled);
-        Bf16(latent.data(), hd);
+        V41Bf16(latent.data(), hd);
       } else {
         latent.assign(kv.begin() + static_cast<std::ptrdiff_t>(r * static_cast<std::size_t>(hd)),
                       kv.begin() + static_cast<std::ptrdiff_t>((r + 1) * static_cast<std::size_t>(hd)));
       }
       std::vector<float> normed(static_cast<std::size_t>(hd));
-      Norm(latent.data(), a.compressor_norm, hd, eps, normed.data());
+      V41Norm(latent.data(), a.compressor_norm, hd, eps, normed.data());
       const std::int64_t group_position = p + 1 - ratio;
       if (!a.index_wk.empty()) {
         std::vector<float> k(static_cast<std::size_t>(c.index_head_dim));
         PlainMatMul(a.index_wk, normed.data(), 1, k.data(), nullptr);
-        Bf16(k.data(), c.index_head_dim);
+        V41Bf16(k.data(), c.index_head_dim);
         float* key = Cache(r, layout.index_key[static_cast<std::size_t>(l)]);
-        Norm(k.data(), a.index_k_norm, c.index_head_dim, eps, key);
+        V41Norm(k.data(), a.index_k_norm, c.index_head_dim, eps, key);
         rope.Apply(key, 1, c.index_head_dim, group_position);
         RoundTripFp4Pow2(key, static_cast<std::size_t>(c.index_head_dim));
       }
@@ -277,7 +272,7 @@ struct V41Engine::State {
     MatMul(a.index_wq_b, qr, n, q.data(), pool);
     PlainMatMul(a.index_weights_proj, x, n, weights.data(), pool);
     const float factor = static_cast<float>(1.0 / std::sqrt(static_cast<double>(id)) / std::sqrt(static_cast<double>(ih)));
-    for (float& v : weights) v = Bf16(Bf16(v) * factor);
+    for (float& v : weights) v = V41Bf16(V41Bf16(v) * factor);
     const V41Rope& rope = ropes[static_cast<std::size_t>(l)];
     const bool candidate_source = l == c.candidate_source_layer;
     const bool uses_candidates = c.candidate_source_layer >= 0 && c.candidate_source_layer < l;
@@ -296,9 +291,9 @@ struct V41Engine::State {
           for (std::int64_t h = 0; h < ih; ++h) {
             double dot = 0.0;
             for (std::int64_t k = 0; k < id; ++k) dot += static_cast<double>(qrow[h * id + k]) * key[k];
-            sum += Bf16(std::max(Bf16(static_cast<float>(dot)), 0.0f) * weights[static_cast<std::size_t>(r * ih + h)]);
+            sum += V41Bf16(std::max(V41Bf16(static_cast<float>(dot)), 0.0f) * weights[static_cast<std::size_t>(r * ih + h)]);
           }
-          score[static_cast<std::size_t>(t)] = Bf16(static_cast<float>(sum));
+          score[static_cast<std::size_t>(t)] = V41Bf16(static_cast<float>(sum));
         }
         if (candidate_source) candidates[ri] = CandidateBlocks(score, visible, c.candidate_topk_blocks, c.candidate_block_size);
         if (uses_candidates) {
@@ -316,12 +311,13 @@ struct V41Engine::State {
   void Attention(const V41Layer& layer, const float* x, float* out) {
     const int l = layer.layer;
     const int ratio = c.compress_ratios[static_cast<std::size_t>(l)];
-    const std::int64_t n = static_cast<std::int64_t>(rows.size()), dim = c.dim, hd = c.head_dim, heads = c.n_heads;
+    const std::int64_t n = static_cast<std::int64_t>(rows.size()), hd = c.head_dim, heads = c.n_heads;
     const V41Attention& a = layer.attention;
     const V41Rope& rope = ropes[static_cast<std::size_t>(l)];
     std::vector<float> qr(static_cast<std::size_t>(n * c.q_lora_rank)), q(static_cast<std::size_t>(n * heads * hd));
     MatMul(a.wq_a, x, n, qr.data(), pool);
-    for (std::int64_t r = 0; r < n; ++r) Norm(qr.data() + r * c.q_lora_rank, a.q_norm, c.q_lora_rank, eps, qr.data() + r * c.q_lora_rank);
+    for (std::int64_t r = 0; r < n; ++r)
+      V41Norm(qr.data() + r * c.q_lora_rank, a.q_norm, c.q_lora_rank, eps, qr.data() + r * c.q_lora_rank);
     MatMul(a.wq_b, qr.data(), n, q.data(), pool);
     std::vector<float> kv(static_cast<std::size_t>(n * hd));
     MatMul(a.wkv, x, n, kv.data(), pool);
@@ -329,7 +325,7 @@ struct V41Engine::State {
       const auto ri = static_cast<std::size_t>(r);
       rope.Apply(q.data() + r * heads * hd, heads, hd, rows[ri].position);
       float* window = Cache(ri, layout.window[static_cast<std::size_t>(l)]);
-      Norm(kv.data() + r * hd, a.kv_norm, hd, eps, window);
+      V41Norm(kv.data() + r * hd, a.kv_norm, hd, eps, window);
       rope.Apply(window, 1, hd, rows[ri].position);
       RoundTripFp8(window, static_cast<std::size_t>(hd));
     }
@@ -369,7 +365,6 @@ struct V41Engine::State {
       }
     });
     V41GroupedOutput(a, o.data(), n, heads, hd, c.o_groups, c.o_lora_rank, out, pool);
-    (void)dim;
   }
 
   // moe(x) → out [rows × dim]: the gate and routes here, the experts by the executor (this
@@ -395,7 +390,7 @@ struct V41Engine::State {
     RoundExpertInput(input.data(), n, dim, expert_input);
     experts->Start(layer.layer, rows, input.data(), routes);
     experts->Finish(out);
-    for (std::int64_t i = 0; i < n * dim; ++i) out[i] = Bf16(out[i]);
+    for (std::int64_t i = 0; i < n * dim; ++i) out[i] = V41Bf16(out[i]);
   }
 
   void Run(std::span<const Row> in, ForwardOutput& out) {
@@ -441,7 +436,7 @@ struct V41Engine::State {
             for (std::int64_t d = 0; d < dim; ++d) {
               double sum = 0.0;  // exact: a few bf16 values
               for (std::int64_t j = 0; j < hc; ++j) sum += copies[j * dim + d];
-              into[d] = Bf16(static_cast<float>(sum / static_cast<double>(hc)));
+              into[d] = V41Bf16(static_cast<float>(sum / static_cast<double>(hc)));
             }
           }
         }
@@ -472,7 +467,7 @@ struct V41Engine::State {
       std::vector<float> collapsed(static_cast<std::size_t>(dim));
       HcPre(h.data() + r * static_cast<std::size_t>(hc * dim), c.hc_mult, dim, pre_in.data() + r * mixes, collapsed.data());
       normed.resize(normed.size() + static_cast<std::size_t>(dim));
-      Norm(collapsed.data(), w.norm, dim, eps, normed.data() + normed.size() - static_cast<std::size_t>(dim));
+      V41Norm(collapsed.data(), w.norm, dim, eps, normed.data() + normed.size() - static_cast<std::size_t>(dim));
       out.logit_rows.push_back(r);
     }
     out.logits.resize(out.logit_rows.size() * static_cast<std::size_t>(c.vocab_size));
@@ -499,7 +494,7 @@ struct V41Engine::State {
         const float* stream = h.data() + r * hc * dim;
         HcMixes(hw, stream, pre.data() + r * hc, post.data() + r * hc, comb.data() + r * hc * hc);
         HcPre(stream, c.hc_mult, dim, pre_in.data() + r * hc, collapsed.data());
-        Norm(collapsed.data(), norm, dim, eps, x.data() + r * dim);
+        V41Norm(collapsed.data(), norm, dim, eps, x.data() + r * dim);
       }
     });
   }
