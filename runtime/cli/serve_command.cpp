@@ -154,6 +154,23 @@ void ApplyModelLimits(Options& opt, int max_position_embeddings, std::int64_t eo
   opt.scheduler.eos = static_cast<TokenId>(eos);
 }
 
+// What serving either architecture sets up alike: the checkpoint's tokenizer and chat
+// template, the scheduler's limits, and the workers --spawn-workers asks for.
+struct ServingSetup {
+  Tokenizer tokenizer;
+  ChatTemplate chat;
+  LayoutFlags layout;
+  std::unique_ptr<LocalWorkers> spawned;
+};
+
+ServingSetup SetUpServing(Options& opt, int max_position_embeddings, std::int64_t eos) {
+  ServingSetup s{Tokenizer::Load(std::filesystem::path(opt.model) / "tokenizer.json"), ChatTemplate::Load(opt.model), opt.layout, nullptr};
+  ApplyModelLimits(opt, max_position_embeddings, eos);
+  s.layout.progress_out = stdout;  // where a launcher waiting for "listening on" sees loading advance
+  s.spawned = SpawnRequestedWorkers(opt.model, s.layout);
+  return s;
+}
+
 void ServeUntilStopped(const Options& opt, ApiServer& api, Scheduler& scheduler, LocalWorkers* spawned, const sigset_t& signals) {
   // Serves until SIGTERM or SIGINT, or until it can no longer serve: after an engine,
   // drafter or expert worker failure it exits with code 3 (a supervisor restarts it, and
@@ -196,12 +213,11 @@ void ServeUntilStopped(const Options& opt, ApiServer& api, Scheduler& scheduler,
 void ServeV3(Options& opt, ApiServer& api, const sigset_t& signals) {
   const Checkpoint ckpt = Checkpoint::Open(opt.model, Placement(opt.layout));
   const ModelConfig& c = ckpt.config();
-  const Tokenizer tokenizer = Tokenizer::Load(std::filesystem::path(opt.model) / "tokenizer.json");
-  ChatTemplate chat = ChatTemplate::Load(opt.model);
-  ApplyModelLimits(opt, c.max_position_embeddings, c.eos_token_id);
-  LayoutFlags layout = opt.layout;
-  layout.progress_out = stdout;  // where a launcher waiting for "listening on" sees loading advance
-  const std::unique_ptr<LocalWorkers> spawned = SpawnRequestedWorkers(opt.model, layout);
+  ServingSetup setup = SetUpServing(opt, c.max_position_embeddings, c.eos_token_id);
+  const Tokenizer& tokenizer = setup.tokenizer;
+  ChatTemplate& chat = setup.chat;
+  const LayoutFlags& layout = setup.layout;
+  const std::unique_ptr<LocalWorkers>& spawned = setup.spawned;
   const std::string draft_mode = ResolveDraftMode(opt.draft, ckpt);
   const bool mtp = draft_mode == "mtp";
   Engine engine(
@@ -250,12 +266,11 @@ void ServeV41(Options& opt, ApiServer& api, const sigset_t& signals) {
                     "ngram or off",
                     draft, has_dspark ? "" : ", which this one lacks"));
   }
-  const Tokenizer tokenizer = Tokenizer::Load(std::filesystem::path(opt.model) / "tokenizer.json");
-  ChatTemplate chat = ChatTemplate::Load(opt.model);
-  ApplyModelLimits(opt, c.max_position_embeddings, c.eos_token_id);
-  LayoutFlags layout = opt.layout;
-  layout.progress_out = stdout;  // where a launcher waiting for "listening on" sees loading advance
-  const std::unique_ptr<LocalWorkers> spawned = SpawnRequestedWorkers(opt.model, layout);
+  ServingSetup setup = SetUpServing(opt, c.max_position_embeddings, c.eos_token_id);
+  const Tokenizer& tokenizer = setup.tokenizer;
+  ChatTemplate& chat = setup.chat;
+  const LayoutFlags& layout = setup.layout;
+  const std::unique_ptr<LocalWorkers>& spawned = setup.spawned;
   V41Engine engine(ckpt, V41EngineOptions{.threads = opt.threads, .expert_input = ExpertInput(layout), .keep_hidden = draft == "dspark"},
                    MakeV41ExpertExecutor(ckpt, layout));
   std::string kv_budget;
