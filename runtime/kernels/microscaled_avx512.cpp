@@ -56,23 +56,45 @@ inline __m512i PairLanes(const std::uint8_t* bytes32, __m512i table, const __m51
   return _mm512_add_epi32(_mm512_slli_epi32(high, 9), low);
 }
 
-// fp32 block sums of 16 rows (lane r: row r) times the scales, added to `acc` in order.
-inline __m512 Accumulate(__m512 acc, __m512i sums, float a_scale, const std::uint8_t* scales16) {
+// The E8M0 scales of 16 rows as fp32 (code 0 is 2^-127, below fp32's normals).
+inline __m512 WeightScales(const std::uint8_t* scales16) {
   const __m512i codes = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(scales16)));
-  __m512 w_scale = _mm512_castsi512_ps(_mm512_slli_epi32(codes, 23));
-  w_scale = _mm512_mask_mov_ps(w_scale, _mm512_cmpeq_epi32_mask(codes, _mm512_setzero_si512()), _mm512_set1_ps(0x1p-127f));  // E8M0 0
-  const __m512 partial = _mm512_mul_ps(_mm512_cvtepi32_ps(sums), _mm512_set1_ps(0x1p-10f));
-  return _mm512_add_ps(acc, _mm512_mul_ps(_mm512_mul_ps(partial, _mm512_set1_ps(a_scale)), w_scale));
+  const __m512 w_scale = _mm512_castsi512_ps(_mm512_slli_epi32(codes, 23));
+  return _mm512_mask_mov_ps(w_scale, _mm512_cmpeq_epi32_mask(codes, _mm512_setzero_si512()), _mm512_set1_ps(0x1p-127f));
 }
 
-}  // namespace
+// fp32 block sums of 16 rows (lane r: row r) times the scales, added to an fp32 running sum
+// in order (the reference's accumulation).
+struct F32Sum {
+  __m512 acc;  // set by the caller (a member initializer would compile without AVX-512)
+  void Add(__m512i sums, float a_scale, const std::uint8_t* scales16) {
+    const __m512 partial = _mm512_mul_ps(_mm512_cvtepi32_ps(sums), _mm512_set1_ps(0x1p-10f));
+    acc = _mm512_add_ps(acc, _mm512_mul_ps(_mm512_mul_ps(partial, _mm512_set1_ps(a_scale)), WeightScales(scales16)));
+  }
+};
 
-void Fp4Rows16Avx512(const std::uint8_t* packed, std::int64_t row_bytes, const std::uint8_t* tile_scales, const Fp4Input& input,
-                     const float* a_scale, float* out) {
+// The same terms (the fp32 block sum, times the scales in double) added in double.
+struct F64Sum {
+  __m512d low, high;  // set by the caller
+  void Add(__m512i sums, float a_scale, const std::uint8_t* scales16) {
+    const __m512 partial = _mm512_mul_ps(_mm512_cvtepi32_ps(sums), _mm512_set1_ps(0x1p-10f));
+    const __m512 w_scale = WeightScales(scales16);
+    const __m512d a = _mm512_set1_pd(a_scale);
+    low = _mm512_add_pd(low, _mm512_mul_pd(_mm512_mul_pd(_mm512_cvtps_pd(_mm512_castps512_ps256(partial)), a),
+                                           _mm512_cvtps_pd(_mm512_castps512_ps256(w_scale))));
+    const __m256 partial_high = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(partial), 1));
+    const __m256 w_scale_high = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(w_scale), 1));
+    high = _mm512_add_pd(high, _mm512_mul_pd(_mm512_mul_pd(_mm512_cvtps_pd(partial_high), a), _mm512_cvtps_pd(w_scale_high)));
+  }
+};
+
+// 16 rows' block sums, block by block, into `sum` (F32Sum or F64Sum).
+template <class Sum>
+void Fp4Rows16(const std::uint8_t* packed, std::int64_t row_bytes, const std::uint8_t* tile_scales, const Fp4Input& input,
+               const float* a_scale, Sum& sum) {
   const __m256i table = Table();
   const __m512i table16 = _mm512_cvtepi8_epi16(table);  // entries 0–15 (and again 16–31)
   const __m128i nibble = _mm_set1_epi8(0x0f);
-  __m512 acc = _mm512_setzero_ps();
   std::int64_t b = 0;
   for (; b + 2 <= input.blocks; b += 2) {
     __m512i x[4];
@@ -87,8 +109,8 @@ void Fp4Rows16Avx512(const std::uint8_t* packed, std::int64_t row_bytes, const s
     }
     const __m512i h01 = PairSegments(quads[0], quads[1]);  // A_b, A_b+1, B_b, B_b+1
     const __m512i h23 = PairSegments(quads[2], quads[3]);  // C_b, C_b+1, D_b, D_b+1
-    acc = Accumulate(acc, _mm512_shuffle_i32x4(h01, h23, 0x88), a_scale[b], tile_scales + 16 * b);
-    acc = Accumulate(acc, _mm512_shuffle_i32x4(h01, h23, 0xdd), a_scale[b + 1], tile_scales + 16 * (b + 1));
+    sum.Add(_mm512_shuffle_i32x4(h01, h23, 0x88), a_scale[b], tile_scales + 16 * b);
+    sum.Add(_mm512_shuffle_i32x4(h01, h23, 0xdd), a_scale[b + 1], tile_scales + 16 * (b + 1));
   }
   for (; b < input.blocks; ++b) {  // an odd last block
     const __m512i high = _mm512_loadu_si512(input.high + 32 * b);
@@ -102,10 +124,27 @@ void Fp4Rows16Avx512(const std::uint8_t* packed, std::int64_t row_bytes, const s
           Pair32(BlockLanes(r + 2 * row_bytes, table, nibble, high, low), BlockLanes(r + 3 * row_bytes, table, nibble, high, low));
       quads[q] = Pair64(p01, p23);
     }
-    const __m512i sums = PairSegments(PairSegments(quads[0], quads[1]), PairSegments(quads[2], quads[3]));
-    acc = Accumulate(acc, sums, a_scale[b], tile_scales + 16 * b);
+    sum.Add(PairSegments(PairSegments(quads[0], quads[1]), PairSegments(quads[2], quads[3])), a_scale[b], tile_scales + 16 * b);
   }
-  _mm512_storeu_ps(out, acc);
+}
+
+}  // namespace
+
+void Fp4Rows16Avx512(const std::uint8_t* packed, std::int64_t row_bytes, const std::uint8_t* tile_scales, const Fp4Input& input,
+                     const float* a_scale, float* out) {
+  F32Sum sum;
+  sum.acc = _mm512_setzero_ps();
+  Fp4Rows16(packed, row_bytes, tile_scales, input, a_scale, sum);
+  _mm512_storeu_ps(out, sum.acc);
+}
+
+void Fp4Rows16F64Avx512(const std::uint8_t* packed, std::int64_t row_bytes, const std::uint8_t* tile_scales, const Fp4Input& input,
+                        const float* a_scale, double* out) {
+  F64Sum sum;
+  sum.low = sum.high = _mm512_setzero_pd();
+  Fp4Rows16(packed, row_bytes, tile_scales, input, a_scale, sum);
+  _mm512_storeu_pd(out, sum.low);
+  _mm512_storeu_pd(out + 8, sum.high);
 }
 
 void Fp4RowSumsAvx512(const std::uint8_t* packed, const Fp4Input& input, std::int32_t* partials) {

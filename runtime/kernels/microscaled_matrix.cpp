@@ -4,6 +4,7 @@
 #include <array>
 #include <cmath>
 #include <stdexcept>
+#include <type_traits>
 #include <vector>
 
 #include <fmt/format.h>
@@ -63,28 +64,32 @@ void QuantizeInput(const float* x, std::int64_t cols, double* q, float* scale) {
   }
 }
 
-float RowFp8(const MicroscaledMatrix& w, std::int64_t o, const double* q, const float* a_scale) {
+// A row's product as the definition adds it: `Acc` float (the reference's fp32 running sum)
+// or double (MatMulF64's).
+template <class Acc>
+Acc RowFp8(const MicroscaledMatrix& w, std::int64_t o, const double* q, const float* a_scale) {
   const auto& value = E4M3Values();
   const auto& pow2 = E8M0Values();
   const std::int64_t blocks = w.cols / kBlock;
   const std::uint8_t* codes = w.values.get() + o * w.cols;
   const std::uint8_t* scales = w.scales.get() + (o / kBlock) * blocks;
-  float acc = 0.0f;
+  Acc acc = 0;
   for (std::int64_t b = 0; b < blocks; ++b) {
     double partial = 0.0;
     for (std::int64_t i = 0; i < kBlock; ++i) partial += q[b * kBlock + i] * value[codes[b * kBlock + i]];
-    acc += static_cast<float>(partial) * a_scale[b] * pow2[scales[b]];
+    acc += static_cast<Acc>(static_cast<float>(partial)) * static_cast<Acc>(a_scale[b]) * static_cast<Acc>(pow2[scales[b]]);
   }
   return acc;
 }
 
-float RowFp4(const MicroscaledMatrix& w, std::int64_t o, const double* q, const float* a_scale) {
+template <class Acc>
+Acc RowFp4(const MicroscaledMatrix& w, std::int64_t o, const double* q, const float* a_scale) {
   const auto& pairs = E2M1Pairs();
   const auto& pow2 = E8M0Values();
   const std::int64_t blocks = w.cols / kBlock;
   const std::uint8_t* packed = w.values.get() + o * (w.cols / 2);
   const std::uint8_t* scales = w.scales.get() + o * blocks;
-  float acc = 0.0f;
+  Acc acc = 0;
   for (std::int64_t b = 0; b < blocks; ++b) {
     double partial = 0.0;
     for (std::int64_t i = 0; i < kBlock / 2; ++i) {
@@ -92,7 +97,7 @@ float RowFp4(const MicroscaledMatrix& w, std::int64_t o, const double* q, const 
       partial += q[b * kBlock + 2 * i] * pair[0];
       partial += q[b * kBlock + 2 * i + 1] * pair[1];
     }
-    acc += static_cast<float>(partial) * a_scale[b] * pow2[scales[b]];
+    acc += static_cast<Acc>(static_cast<float>(partial)) * static_cast<Acc>(a_scale[b]) * static_cast<Acc>(pow2[scales[b]]);
   }
   return acc;
 }
@@ -190,14 +195,56 @@ MicroscaledMatrix MicroscaledMatrix::Copy(Format format, std::int64_t rows, std:
   return m;
 }
 
-void MatMul(const MicroscaledMatrix& w, const float* x, std::int64_t batch, float* y, ThreadPool* pool) {
+MicroscaledMatrix MicroscaledMatrix::Rows(std::int64_t begin, std::int64_t end) const {
+  const std::int64_t granule = format == Format::kFp8Block32 ? kBlock : 1;  // FP8's scales cover 32 rows
+  if (begin < 0 || end > rows || begin >= end || begin % granule != 0 || (end % granule != 0 && end != rows)) {
+    throw std::invalid_argument(
+        fmt::format("rows [{}, {}) of a {} × {} microscaled matrix: not a range of whole scale blocks", begin, end, rows, cols));
+  }
+  const std::int64_t blocks = cols / kBlock;
+  const std::int64_t row_bytes = format == Format::kFp8Block32 ? cols : cols / 2;
+  const std::uint8_t* v = values.get() + begin * row_bytes;
+  const std::int64_t scale_begin = format == Format::kFp8Block32 ? begin / kBlock * blocks : begin * blocks;
+  const std::int64_t scale_end = format == Format::kFp8Block32 ? (end + kBlock - 1) / kBlock * blocks : end * blocks;
+  return Copy(format, end - begin, cols, {v, static_cast<std::size_t>((end - begin) * row_bytes)},
+              {scales.get() + scale_begin, static_cast<std::size_t>(scale_end - scale_begin)});
+}
+
+MicroscaledMatrix MicroscaledMatrix::Columns(std::int64_t begin, std::int64_t end) const {
+  if (begin < 0 || end > cols || begin >= end || begin % kBlock != 0 || end % kBlock != 0) {
+    throw std::invalid_argument(
+        fmt::format("columns [{}, {}) of a {} × {} microscaled matrix: not a range of whole 32-column blocks", begin, end, rows, cols));
+  }
+  const std::int64_t blocks = cols / kBlock, kept = (end - begin) / kBlock;
+  const bool fp8 = format == Format::kFp8Block32;
+  const std::int64_t row_bytes = fp8 ? cols : cols / 2, kept_bytes = fp8 ? end - begin : (end - begin) / 2;
+  const std::int64_t first_byte = fp8 ? begin : begin / 2;
+  std::vector<std::uint8_t> v(static_cast<std::size_t>(rows * kept_bytes));
+  for (std::int64_t r = 0; r < rows; ++r) {
+    std::copy_n(values.get() + r * row_bytes + first_byte, kept_bytes, v.data() + r * kept_bytes);
+  }
+  const std::int64_t scale_rows = fp8 ? (rows + kBlock - 1) / kBlock : rows;
+  std::vector<std::uint8_t> sc(static_cast<std::size_t>(scale_rows * kept));
+  for (std::int64_t r = 0; r < scale_rows; ++r) std::copy_n(scales.get() + r * blocks + begin / kBlock, kept, sc.data() + r * kept);
+  return Copy(format, rows, end - begin, v, sc);
+}
+
+namespace {
+
+// What a product writes: bf16 of the fp32 running sum (MatMul), or the double sum (MatMulF64).
+float Finish(float acc) { return Bf16ToF32(F32ToBf16(acc)); }
+double Finish(double acc) { return acc; }
+
+template <class Out>
+void Product(const MicroscaledMatrix& w, const float* x, std::int64_t batch, Out* y, ThreadPool* pool) {
+  constexpr bool kF64 = std::is_same_v<Out, double>;
   const std::int64_t blocks = w.cols / kBlock;
   std::vector<double> q(static_cast<std::size_t>(batch * w.cols));
   std::vector<float> a_scale(static_cast<std::size_t>(batch * blocks));
   for (std::int64_t b = 0; b < batch; ++b) QuantizeInput(x + b * w.cols, w.cols, q.data() + b * w.cols, a_scale.data() + b * blocks);
   const bool fp8 = w.format == MicroscaledMatrix::Format::kFp8Block32;
   const std::int64_t tiles = ActiveIsa() >= Isa::kAvx512 ? w.rows / 16 : 0;  // rows of whole 16-row tiles take the SIMD path
-  if (fp8 && tiles > 0) {
+  if (fp8 && !kF64 && tiles > 0) {
     std::vector<std::int16_t> high(q.size()), low(q.size());
     for (std::int64_t b = 0; b < batch; ++b)
       SplitInputInOrder(q.data() + b * w.cols, w.cols, high.data() + b * w.cols, low.data() + b * w.cols);
@@ -207,7 +254,7 @@ void MatMul(const MicroscaledMatrix& w, const float* x, std::int64_t batch, floa
         for (std::int64_t b = 0; b < batch; ++b) {
           kernels::Fp8Rows16Avx512(w.values.get() + t * 16 * w.cols, w.cols, w.scales.get() + (t / 2) * blocks,
                                    {high.data() + b * w.cols, low.data() + b * w.cols, blocks, nullptr}, a_scale.data() + b * blocks, out);
-          for (int r = 0; r < 16; ++r) y[b * w.rows + t * 16 + r] = Bf16ToF32(F32ToBf16(out[r]));
+          for (int r = 0; r < 16; ++r) y[b * w.rows + t * 16 + r] = Finish(out[r]);
         }
       }
     });
@@ -220,13 +267,18 @@ void MatMul(const MicroscaledMatrix& w, const float* x, std::int64_t batch, floa
     }
     const auto& pow2 = E8M0Values();
     ForShares(pool, tiles, 1, [&](std::int64_t begin, std::int64_t end) {
-      alignas(64) float out[16];
+      alignas(64) Out out[16];
       for (std::int64_t t = begin; t < end; ++t) {
         for (std::int64_t b = 0; b < batch; ++b) {
-          kernels::Fp4Rows16Avx512(w.values.get() + t * 16 * (w.cols / 2), w.cols / 2, w.tile_scales.get() + t * blocks * 16,
-                                   {high.data() + b * w.cols, low.data() + b * w.cols, blocks, paired.data() + 2 * b * w.cols},
-                                   a_scale.data() + b * blocks, out);
-          for (int r = 0; r < 16; ++r) y[b * w.rows + t * 16 + r] = Bf16ToF32(F32ToBf16(out[r]));
+          const kernels::Fp4Input input{high.data() + b * w.cols, low.data() + b * w.cols, blocks, paired.data() + 2 * b * w.cols};
+          const std::uint8_t* packed = w.values.get() + t * 16 * (w.cols / 2);
+          const std::uint8_t* scales = w.tile_scales.get() + t * blocks * 16;
+          if constexpr (kF64) {
+            kernels::Fp4Rows16F64Avx512(packed, w.cols / 2, scales, input, a_scale.data() + b * blocks, out);
+          } else {
+            kernels::Fp4Rows16Avx512(packed, w.cols / 2, scales, input, a_scale.data() + b * blocks, out);
+          }
+          for (int r = 0; r < 16; ++r) y[b * w.rows + t * 16 + r] = Finish(out[r]);
         }
       }
     });
@@ -239,29 +291,36 @@ void MatMul(const MicroscaledMatrix& w, const float* x, std::int64_t batch, floa
         for (std::int64_t b = 0; b < batch; ++b) {
           kernels::Fp4RowSumsAvx512(packed, {high.data() + b * w.cols, low.data() + b * w.cols, blocks}, sums.data());
           const float* sb = a_scale.data() + b * blocks;
-          float acc = 0.0f;
+          Out acc = 0;
           for (std::int64_t k = 0; k < blocks; ++k) {
             const float partial = static_cast<float>(sums[static_cast<std::size_t>(k)]) * 0x1p-10f;
-            acc += partial * sb[k] * pow2[scales[k]];
+            acc += static_cast<Out>(partial) * static_cast<Out>(sb[k]) * static_cast<Out>(pow2[scales[k]]);
           }
-          y[b * w.rows + o] = Bf16ToF32(F32ToBf16(acc));
+          y[b * w.rows + o] = Finish(acc);
         }
       }
     });
     return;
   }
   // Rows the FP8 tiles did not take (all of them on the portable path).
-  const std::int64_t first = fp8 ? tiles * 16 : 0;
+  const std::int64_t first = fp8 && !kF64 ? tiles * 16 : 0;
   ForShares(pool, w.rows - first, 16, [&](std::int64_t begin, std::int64_t end) {
     for (std::int64_t o = first + begin; o < first + end; ++o) {
       for (std::int64_t b = 0; b < batch; ++b) {
         const double* qb = q.data() + b * w.cols;
         const float* sb = a_scale.data() + b * blocks;
-        const float v = fp8 ? RowFp8(w, o, qb, sb) : RowFp4(w, o, qb, sb);
-        y[b * w.rows + o] = Bf16ToF32(F32ToBf16(v));
+        y[b * w.rows + o] = Finish(fp8 ? RowFp8<Out>(w, o, qb, sb) : RowFp4<Out>(w, o, qb, sb));
       }
     }
   });
+}
+
+}  // namespace
+
+void MatMul(const MicroscaledMatrix& w, const float* x, std::int64_t batch, float* y, ThreadPool* pool) { Product(w, x, batch, y, pool); }
+
+void MatMulF64(const MicroscaledMatrix& w, const float* x, std::int64_t batch, double* y, ThreadPool* pool) {
+  Product(w, x, batch, y, pool);
 }
 
 }  // namespace tandem::rt

@@ -36,6 +36,11 @@ struct MicroscaledMatrix {
   // One value as fp32 (tests and tools).
   float At(std::int64_t row, std::int64_t col) const;
   // Copies of `values` and `scales` (sizes checked: std::invalid_argument).
+  // Copies of rows [begin, end) (FP8: whole 32-row scale blocks, or up to the last row) or
+  // of columns [begin, end) (multiples of 32): what a rank holding a slice of an expert
+  // keeps. std::invalid_argument for a range that cuts a scale block.
+  MicroscaledMatrix Rows(std::int64_t begin, std::int64_t end) const;
+  MicroscaledMatrix Columns(std::int64_t begin, std::int64_t end) const;
   static MicroscaledMatrix Copy(Format format, std::int64_t rows, std::int64_t cols, std::span<const std::uint8_t> values,
                                 std::span<const std::uint8_t> scales);
 };
@@ -44,5 +49,13 @@ struct MicroscaledMatrix {
 // cols] of bf16 values held in fp32, `y` [batch × rows]. A row's result depends on
 // nothing but that row: not the batch, the threads or the split of the outputs.
 void MatMul(const MicroscaledMatrix& w, const float* x, std::int64_t batch, float* y, ThreadPool* pool);
+
+// The same block terms (each block's exact sum rounded once to fp32, times both scales)
+// added in double and not rounded after: y[b, o] = Σ_blocks term. A term is an integer
+// below 2^27 times 2^-10 · a_scale · w_scale, so the double sum is exact — the same in any
+// order, and the sums over column ranges cut at multiples of 32 (ranks holding slices of an
+// expert, each with its part of the input) add up to the whole row's — as long as a row's
+// products of scales span less than 2^(26 − ⌈log2 terms⌉) (2^20 for 64 terms).
+void MatMulF64(const MicroscaledMatrix& w, const float* x, std::int64_t batch, double* y, ThreadPool* pool);
 
 }  // namespace tandem::rt

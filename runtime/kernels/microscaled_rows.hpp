@@ -32,6 +32,11 @@ void Fp4RowSumsAvx512(const std::uint8_t* packed, const Fp4Input& input, std::in
 void Fp4Rows16Avx512(const std::uint8_t* packed, std::int64_t row_bytes, const std::uint8_t* tile_scales, const Fp4Input& input,
                      const float* a_scale, float* out);
 
+// The same block terms (the fp32 block sum times 2^-10, times both scales in double) added
+// in double, not rounded: out[r] for rows whose columns a layout may split.
+void Fp4Rows16F64Avx512(const std::uint8_t* packed, std::int64_t row_bytes, const std::uint8_t* tile_scales, const Fp4Input& input,
+                        const float* a_scale, double* out);
+
 // FP8 E4M3 weights (one byte each) against an input split as for FP4 but in column order
 // (`input.high`, `input.low`, 32 a block): a weight is the integer w·512 = high·512 + low
 // too, and a block's Σ (x·512)(w·512) is summed as three exact int32 parts (high·high,

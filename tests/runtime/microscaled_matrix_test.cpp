@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <random>
+#include <type_traits>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -36,13 +37,15 @@ MicroscaledMatrix Random(Format format, std::int64_t rows, std::int64_t cols, un
   return MicroscaledMatrix::Copy(format, rows, cols, values, scales);
 }
 
-// The definition, computed plainly from At() and the input's E4M3 round trip.
-std::vector<float> Expected(const MicroscaledMatrix& w, const std::vector<float>& x, std::int64_t batch) {
+// The definition, computed plainly from At() and the input's E4M3 round trip: `Acc` float
+// (MatMul: the fp32 running sum, rounded to bf16) or double (MatMulF64: not rounded).
+template <class Acc = float>
+std::vector<Acc> Expected(const MicroscaledMatrix& w, const std::vector<float>& x, std::int64_t batch) {
   const std::int64_t blocks = w.cols / 32;
-  std::vector<float> y(static_cast<std::size_t>(batch * w.rows));
+  std::vector<Acc> y(static_cast<std::size_t>(batch * w.rows));
   for (std::int64_t b = 0; b < batch; ++b) {
     for (std::int64_t o = 0; o < w.rows; ++o) {
-      float acc = 0.0f;
+      Acc acc = 0;
       for (std::int64_t k = 0; k < blocks; ++k) {
         const float* v = x.data() + b * w.cols + k * 32;
         float amax = 0.0f;
@@ -56,9 +59,9 @@ std::vector<float> Expected(const MicroscaledMatrix& w, const std::vector<float>
           const double q = F8E4M3ToF32(F32ToF8E4M3(std::clamp(v[i] / s, -448.0f, 448.0f)));
           sum += q * static_cast<double>(w.At(o, c));
         }
-        acc += static_cast<float>(sum) * s;
+        acc += static_cast<Acc>(static_cast<float>(sum)) * static_cast<Acc>(s);
       }
-      y[static_cast<std::size_t>(b * w.rows + o)] = Bf16ToF32(F32ToBf16(acc));
+      y[static_cast<std::size_t>(b * w.rows + o)] = std::is_same_v<Acc, float> ? Bf16ToF32(F32ToBf16(static_cast<float>(acc))) : acc;
     }
   }
   return y;
@@ -94,6 +97,74 @@ TEST(MicroscaledMatrix, EveryPathGivesTheDefinitionsBits) {
       }
     }
   }
+}
+
+std::vector<float> Input(std::int64_t batch, std::int64_t cols, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> x(static_cast<std::size_t>(batch * cols));
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    x[i] = Bf16ToF32(F32ToBf16(i % 32 == 7 ? 300.0f * normal(rng) : normal(rng) * (i % 3 == 0 ? 1e-3f : 1.0f)));
+  }
+  return x;
+}
+
+// The unrounded product: the definition's terms summed in double, on every path.
+TEST(MicroscaledMatrix, F64ProductIsTheDefinitionsUnroundedSum) {
+  ThreadPool pool(2);
+  for (const Format format : {Format::kFp4Row32, Format::kFp8Block32}) {
+    for (const auto& [rows, cols] : std::vector<std::pair<std::int64_t, std::int64_t>>{{16, 64}, {37, 96}, {64, 256}, {5, 32}}) {
+      const MicroscaledMatrix w = Random(format, rows, cols, static_cast<unsigned>(rows + cols));
+      const std::int64_t batch = 3;
+      const std::vector<float> x = Input(batch, cols, 11);
+      const std::vector<double> expected = Expected<double>(w, x, batch);
+      for (const Isa isa : kAllIsas) {
+        if (isa > DetectedIsa()) continue;
+        const Isa previous = SetActiveIsa(isa);
+        for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
+          std::vector<double> y(expected.size());
+          MatMulF64(w, x.data(), batch, y.data(), p);
+          EXPECT_EQ(y, expected) << (format == Format::kFp4Row32 ? "fp4 " : "fp8 ") << rows << "×" << cols << " on " << ToString(isa);
+        }
+        SetActiveIsa(previous);
+      }
+    }
+  }
+}
+
+// A rank holding some rows of gate/up and the matching columns of down: its rows are the
+// whole matrix's rows, and the column slices' unrounded products add up to the whole's.
+TEST(MicroscaledMatrix, SlicesAddUpToTheWhole) {
+  for (const Format format : {Format::kFp4Row32, Format::kFp8Block32}) {
+    const std::int64_t rows = 48, cols = 256, batch = 2;
+    const MicroscaledMatrix w = Random(format, rows, cols, 5);
+    const std::vector<float> x = Input(batch, cols, 12);
+    std::vector<double> whole(static_cast<std::size_t>(batch * rows));
+    MatMulF64(w, x.data(), batch, whole.data(), nullptr);
+    std::vector<double> sum(whole.size(), 0.0);
+    for (const auto& [begin, end] : std::vector<std::pair<std::int64_t, std::int64_t>>{{0, 64}, {64, 192}, {192, 256}}) {
+      const MicroscaledMatrix part = w.Columns(begin, end);
+      std::vector<float> xs;
+      for (std::int64_t b = 0; b < batch; ++b) xs.insert(xs.end(), x.begin() + b * cols + begin, x.begin() + b * cols + end);
+      std::vector<double> y(whole.size());
+      MatMulF64(part, xs.data(), batch, y.data(), nullptr);
+      for (std::size_t i = 0; i < y.size(); ++i) sum[i] += y[i];
+    }
+    EXPECT_EQ(sum, whole);
+    std::vector<float> all(static_cast<std::size_t>(batch * rows));
+    MatMul(w, x.data(), batch, all.data(), nullptr);
+    const MicroscaledMatrix top = w.Rows(32, 48);
+    std::vector<float> some(static_cast<std::size_t>(batch * 16));
+    MatMul(top, x.data(), batch, some.data(), nullptr);
+    for (std::int64_t b = 0; b < batch; ++b) {
+      for (std::int64_t r = 0; r < 16; ++r) {
+        EXPECT_EQ(some[static_cast<std::size_t>(b * 16 + r)], all[static_cast<std::size_t>(b * rows + 32 + r)]);
+      }
+    }
+  }
+  const MicroscaledMatrix fp8 = Random(Format::kFp8Block32, 64, 64, 1);
+  EXPECT_THROW(fp8.Rows(16, 64), std::invalid_argument) << "cuts a 32-row scale block";
+  EXPECT_THROW(fp8.Columns(0, 48), std::invalid_argument);
 }
 
 TEST(MicroscaledMatrix, SizesThatDoNotFitAreRefused) {
