@@ -150,7 +150,7 @@ Engine::ExpertExecutorFactory MakeV41ExpertExecutor(const V41Checkpoint& ckpt, c
   const Layout layout = LayoutOf(f);
   if (f.device != "cpu") throw std::invalid_argument("--device cuda: a DeepSeek V4.1 checkpoint runs on the CPU in this build");
   const ModelConfig moe = V41MoeConfig(ckpt.config());
-  PlacementPlan plan = PlacementPlan::ComputeWhole(moe, layout);
+  PlacementPlan plan = PlacementPlan::Compute(moe, layout, ExpertCuts::V41());
   Announce(plan, layout, f);
   if (!layout.distributed()) return {};
   const RemoteOptions options = RemoteOptionsOf(f);

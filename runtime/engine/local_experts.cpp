@@ -18,9 +18,10 @@ void LocalExpertExecutor::Start(int layer, std::span<const Row> rows, const floa
 }
 
 void LocalExpertExecutor::Finish(float* out) {
-  sum_.resize(static_cast<std::size_t>(rows_ * slices_->hidden()));
+  const std::int64_t width = slices_->PartialWidth(layer_, top_k_);
+  sum_.resize(static_cast<std::size_t>(rows_ * width));
   slices_->Compute(layer_, x_, rows_, routes_, top_k_, sum_.data());
-  for (std::size_t i = 0; i < sum_.size(); ++i) out[i] = static_cast<float>(sum_[i]);  // rounded once
+  slices_->Reduce(sum_.data(), rows_, width, out);  // rounded once
 }
 
 }  // namespace tandem::rt

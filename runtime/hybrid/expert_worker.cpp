@@ -335,7 +335,9 @@ struct ExpertWorker::State {
         if (!held.contains(layer)) throw wire::WireError(fmt::format("layer {} is not held by this rank", layer));
         if (options.emulated_rtt.count() > 0) std::this_thread::sleep_until(arrived + options.emulated_rtt);
         const auto t0 = Clock::now();
-        partial.resize(request.hidden.size());
+        // A rank holding column slices of experts that are rounded whole sends each route's part too.
+        const std::int64_t width = slices ? slices->PartialWidth(layer, hello.shape.top_k) : hello.shape.hidden;
+        partial.resize(static_cast<std::size_t>(request.header.rows * width));
         if (options.transport_only) {
           std::fill(partial.begin(), partial.end(), 0.0);
         } else if (device_slices) {
@@ -345,7 +347,7 @@ struct ExpertWorker::State {
         }
         const auto compute_ns = static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count());
         if (!Send(c,
-                  wire::EncodeLayerResponse(request.header.request_id, layer, request.header.rows, partial.data(), hello.shape.hidden,
+                  wire::EncodeLayerResponse(request.header.request_id, layer, request.header.rows, partial.data(), static_cast<int>(width),
                                             hello.partial_dtype, compute_ns),
                   Clock::now() + options.frame_timeout,
                   fmt::format("sending did not complete within {} ms", options.frame_timeout.count()))) {

@@ -23,7 +23,11 @@ std::string_view ToString(ExpertParallel p) { return p == ExpertParallel::kTenso
 std::string_view ToString(WireDtype d) { return d == WireDtype::kBf16 ? "bf16" : "fp8"; }
 std::string_view ToString(PartialDtype d) { return d == PartialDtype::kF64 ? "f64" : d == PartialDtype::kF32 ? "f32" : "bf16"; }
 
-PlacementPlan PlacementPlan::Compute(const ModelConfig& c, const Layout& layout) {
+ExpertCuts ExpertCuts::V41() {
+  return {.column_multiple = 32, .column_unit = "DeepSeek V4.1's FP4 scale blocks", .shared_whole = true};
+}
+
+PlacementPlan PlacementPlan::Compute(const ModelConfig& c, const Layout& layout, const ExpertCuts& cuts) {
   if (layout.coordinator_ranks != 1 && layout.coordinator_ranks != 2) {
     throw std::invalid_argument(fmt::format("--coordinator-ranks must be 1 or 2, got {}", layout.coordinator_ranks));
   }
@@ -37,39 +41,49 @@ PlacementPlan PlacementPlan::Compute(const ModelConfig& c, const Layout& layout)
   const auto workers = static_cast<int>(layout.workers.size());
   const int inter = c.moe_intermediate_size;
   const int shared = c.moe_intermediate_size * c.n_shared_experts;
-  if (workers > 0 && layout.parallel == ExpertParallel::kTensor && workers > inter) {
-    throw std::invalid_argument(
-        fmt::format("tp over {} workers needs moe_intermediate_size >= {}, the model has {}", workers, workers, inter));
+  const int multiple = std::max(1, cuts.column_multiple);
+  if (workers > 0 && layout.parallel == ExpertParallel::kTensor && workers > inter / multiple) {
+    throw std::invalid_argument(fmt::format("tp over {} workers needs moe_intermediate_size >= {}, the model has {}", workers,
+                                            workers * multiple, inter));
   }
   if (workers > 0 && layout.parallel == ExpertParallel::kExpert && workers > c.n_routed_experts) {
     throw std::invalid_argument(
         fmt::format("ep over {} workers needs at least {} routed experts, the model has {}", workers, workers, c.n_routed_experts));
   }
+  int moe_layers = 0;
+  for (int l = 0; l < c.num_hidden_layers; ++l) moe_layers += c.IsMoeLayer(l) ? 1 : 0;
+  const bool tp_workers = workers > 0 && layout.parallel == ExpertParallel::kTensor && layout.local_expert_layers < moe_layers;
+  const bool split_locals = layout.coordinator_ranks == 2 && (workers == 0 || layout.local_expert_layers > 0);
 
-  // A group-quantized checkpoint's down projections can only be cut at whole groups.
+  // A routed expert's intermediate columns are cut only at multiples of a group-quantized
+  // checkpoint's group, or of what the model's format needs.
+  // `unit` names the granule in the error ("the checkpoint's quantization group 32 (int4)").
+  const auto check_cuts = [&](int parts, const std::string& what, int granule, const std::string& unit, const std::string& instead) {
+    for (int i = 1; i < parts; ++i) {
+      const int cut = Part(inter, parts, i).first;
+      if (cut % granule != 0) {
+        throw std::invalid_argument(fmt::format("{} splits each routed expert's moe_intermediate_size {} at column {}, which is not a "
+                                                "multiple of {}; {}",
+                                                what, inter, cut, unit, instead));
+      }
+    }
+  };
+  if (multiple > 1) {
+    const std::string instead = "use --expert-parallel ep or a split into whole blocks";
+    const std::string unit = fmt::format("{} ({})", multiple, cuts.column_unit);
+    if (tp_workers) check_cuts(workers, fmt::format("tp over {} workers", workers), multiple, unit, instead);
+    if (split_locals) check_cuts(2, "--coordinator-ranks 2", multiple, unit, instead);
+  }
   if (c.quantization) {
     const int group = c.quantization->group_size;
-    const auto check = [&](int parts, const std::string& what) {
-      for (int i = 1; i < parts; ++i) {
-        const int cut = Part(inter, parts, i).first;
-        if (cut % group != 0) {
-          throw std::invalid_argument(
-              fmt::format("{} splits each routed expert's moe_intermediate_size {} at column {}, which is not a multiple of the "
-                          "checkpoint's quantization group {} ({}); use --expert-parallel ep, a tp split into multiples of {}, or a "
-                          "checkpoint quantized with a smaller --group",
-                          what, inter, cut, group, ToString(c.quantization->format), group));
-        }
-      }
-    };
-    int moe_layers = 0;
-    for (int l = 0; l < c.num_hidden_layers; ++l) moe_layers += c.IsMoeLayer(l) ? 1 : 0;
-    if (workers > 0 && layout.parallel == ExpertParallel::kTensor && layout.local_expert_layers < moe_layers) {
-      check(workers, fmt::format("tp over {} workers", workers));
-    }
+    const std::string unit = fmt::format("the checkpoint's quantization group {} ({})", group, ToString(c.quantization->format));
+    const std::string instead = fmt::format(
+        "use --expert-parallel ep, a tp split into multiples of {}, or a checkpoint quantized with a smaller --group", group);
+    if (tp_workers) check_cuts(workers, fmt::format("tp over {} workers", workers), group, unit, instead);
     // Two coordinator ranks split the routed experts of the layers they keep.
-    if (layout.coordinator_ranks == 2 && (workers == 0 || layout.local_expert_layers > 0)) check(2, "--coordinator-ranks 2");
+    if (split_locals) check_cuts(2, "--coordinator-ranks 2", group, unit, instead);
     // Quantized shared experts are split between coordinator ranks the same way.
-    if (c.quantization->shared_experts() && layout.coordinator_ranks == 2) {
+    if (c.quantization->shared_experts() && layout.coordinator_ranks == 2 && !cuts.shared_whole) {
       const int cut = Part(shared, 2, 1).first;
       if (cut % group != 0) {
         throw std::invalid_argument(
@@ -93,7 +107,11 @@ PlacementPlan PlacementPlan::Compute(const ModelConfig& c, const Layout& layout)
     // Coordinator ranks: shared experts always; routed experts of local layers.
     for (int r = 0; r < layout.coordinator_ranks; ++r) {
       LayerSlice s{.layer = l};
-      std::tie(s.shared_begin, s.shared_end) = Part(shared, layout.coordinator_ranks, r);
+      if (cuts.shared_whole) {
+        s.shared_end = r == 0 ? shared : 0;
+      } else {
+        std::tie(s.shared_begin, s.shared_end) = Part(shared, layout.coordinator_ranks, r);
+      }
       if (local) {
         s.expert_begin = 0;
         s.expert_end = c.n_routed_experts;
@@ -115,34 +133,6 @@ PlacementPlan PlacementPlan::Compute(const ModelConfig& c, const Layout& layout)
       }
       plan.ranks[static_cast<std::size_t>(first_worker + w)].slices.push_back(s);
     }
-  }
-  return plan;
-}
-
-PlacementPlan PlacementPlan::ComputeWhole(const ModelConfig& c, const Layout& layout) {
-  if (!layout.workers.empty() && layout.parallel == ExpertParallel::kTensor) {
-    throw std::invalid_argument(
-        "--expert-parallel tp: this model's experts are held whole (DeepSeek V4.1's reference rounds each expert's output to bf16 "
-        "before the MoE sums them, and a split expert could not reproduce that); give --expert-parallel ep");
-  }
-  if (layout.coordinator_ranks == 2 && c.n_routed_experts < 2) {
-    throw std::invalid_argument("--coordinator-ranks 2 splits the routed experts between two ranks; the model has one");
-  }
-  // The general plan places every layer and rank; only the coordinator ranks' share differs.
-  PlacementPlan plan = Compute(c, layout);
-  for (int r = 0; r < layout.coordinator_ranks; ++r) {
-    auto& slices = plan.ranks[static_cast<std::size_t>(r)].slices;
-    for (LayerSlice& s : slices) {
-      if (s.HoldsRouted()) {
-        std::tie(s.expert_begin, s.expert_end) = Part(c.n_routed_experts, layout.coordinator_ranks, r);
-        s.inter_begin = 0;
-        s.inter_end = c.moe_intermediate_size;
-      }
-      s.shared_begin = 0;
-      s.shared_end = r == 0 ? c.moe_intermediate_size * c.n_shared_experts : 0;
-    }
-    slices.erase(std::remove_if(slices.begin(), slices.end(), [](const LayerSlice& s) { return !s.HoldsRouted() && !s.HoldsShared(); }),
-                 slices.end());
   }
   return plan;
 }

@@ -35,6 +35,17 @@ struct RankPlan {
   std::vector<LayerSlice> slices;
 };
 
+// What a model's experts allow a layout to cut.
+struct ExpertCuts {
+  int column_multiple = 1;  // routed experts' intermediate columns are cut at multiples of this
+  std::string column_unit;  // what the multiple is, for the error
+  bool shared_whole = false;  // the shared experts stay whole, on rank 0
+
+  // DeepSeek V4.1: FP4 down projections cut at whole 32-column scale blocks; the shared
+  // expert (which rounds its output as the reference's) whole.
+  static ExpertCuts V41();
+};
+
 // Which rank owns which (expert range, intermediate slice) of every MoE layer,
 // and which ranks answer for each layer. Rank 0 is the coordinator, rank 1 the
 // peer when there are two coordinator ranks, then the workers in --experts order.
@@ -45,16 +56,12 @@ struct RankPlan {
 //    slice of every expert's intermediate dimension, `ep` gives each worker a
 //    contiguous 1/N of the experts, whole;
 //  - shared experts stay on the coordinator ranks (halved between 0 and 1 with
-//    two ranks);
+//    two ranks, unless `ExpertCuts::shared_whole`);
 //  - with no workers, every layer is local.
 struct PlacementPlan {
   std::vector<RankPlan> ranks;
 
-  static PlacementPlan Compute(const ModelConfig& config, const Layout& layout);  // throws std::invalid_argument
-  // For a model whose experts must be held whole (DeepSeek V4.1 rounds each expert's output
-  // before the sum): two coordinator ranks split the local layers' experts by ranges (the
-  // shared expert stays on rank 0), and `tp` over workers is refused.
-  static PlacementPlan ComputeWhole(const ModelConfig& config, const Layout& layout);
+  static PlacementPlan Compute(const ModelConfig& config, const Layout& layout, const ExpertCuts& cuts = {});  // throws std::invalid_argument
 
   // The ranks holding part of `layer`, ascending: the order partials are summed in.
   std::vector<int> OwnersOf(int layer) const;

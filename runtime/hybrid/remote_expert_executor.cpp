@@ -46,6 +46,7 @@ struct RemoteExpertExecutor::State {
   std::map<int, std::unique_ptr<FrameChannel>> channels;  // rank → connection
   std::map<int, RankStats> stats;
   std::map<int, std::vector<int>> owners;  // layer → ranks, ascending
+  std::map<int, std::map<int, std::int64_t>> widths;  // layer → rank → partial values per row (ExpertSlices::PartialWidthOf)
   std::string failure;
   std::uint64_t next_request = 1;
   CoordinatorTimes times;
@@ -97,12 +98,11 @@ struct RemoteExpertExecutor::State {
   // A partial row that is not finite, or beyond kMaxPartial, makes the step fail naming
   // the rank that computed it (rank 0: this process), before it enters the sum where it
   // would surface a layer later as a healthy rank refusing a non-finite request.
-  [[noreturn]] void FailImplausible(int rank, const double* values, std::size_t n) {
+  [[noreturn]] void FailImplausible(int rank, const double* values, std::size_t n, std::size_t width) {
     std::size_t i = 0;
     while (i + 1 < n && std::fabs(values[i]) <= kMaxPartial) ++i;
     const bool finite = std::isfinite(values[i]);
-    const std::string where = fmt::format("row {}, value {}: {}", i / static_cast<std::size_t>(shape.hidden),
-                                          i % static_cast<std::size_t>(shape.hidden), values[i]);
+    const std::string where = fmt::format("row {}, value {}: {}", i / width, i % width, values[i]);
     if (rank == 0)
       Fail(fmt::format("the coordinator's own share of layer {} is {} ({})", layer, finite ? "implausible" : "not finite", where));
     Fail(fmt::format("{} returned {} partials for layer {} ({}{})", Name(rank), finite ? "implausible" : "non-finite", layer, where,
@@ -129,6 +129,9 @@ RemoteExpertExecutor::RemoteExpertExecutor(const ModelConfig& c, const std::file
     if (c.IsMoeLayer(l)) s.owners[l] = s.plan.OwnersOf(l);
   }
   s.local = std::move(local);
+  for (const RankPlan& r : s.plan.ranks) {
+    for (const LayerSlice& slice : r.slices) s.widths[slice.layer][r.rank] = s.local->PartialWidthOf(slice, c.num_experts_per_tok);
+  }
   if (options.device == Device::kCuda) {
     const auto* host = dynamic_cast<const MoeSlices*>(s.local.get());
     if (host == nullptr) throw std::invalid_argument("a GPU coordinator computes DeepSeek-V3-family experts only");
@@ -257,12 +260,15 @@ void RemoteExpertExecutor::Start(int layer, std::span<const Row> rows, const flo
 
 void RemoteExpertExecutor::Finish(float* out) {
   State& s = *state_;
-  const auto n = static_cast<std::size_t>(s.rows) * static_cast<std::size_t>(s.shape.hidden);
   const std::vector<int>& owners = s.owners.at(s.layer);
+  const std::map<int, std::int64_t>& widths = s.widths[s.layer];
+  // The sum is as wide as the widest rank's partial (a narrower one adds into each row's start).
+  std::int64_t width = s.shape.hidden;
+  for (const auto& [rank, w] : widths) width = std::max(width, w);
   const bool own_share = !owners.empty() && owners.front() == 0;
   auto t = Clock::now();
   if (own_share) {
-    s.own.resize(n);
+    s.own.resize(static_cast<std::size_t>(s.rows * widths.at(0)));
     // Overlaps the remote ranks' work.
     if (s.local_device) {
       s.local_device->Compute(s.layer, s.x, s.rows, s.routes, s.shape.top_k, s.own.data());
@@ -300,9 +306,10 @@ void RemoteExpertExecutor::Finish(float* out) {
   }
   s.times.wait_ns += Since(t);
   t = Clock::now();
-  s.sum.assign(n, 0.0);
+  s.sum.assign(static_cast<std::size_t>(s.rows * width), 0.0);
   for (int rank : owners) {
     const double* partial = s.own.data();
+    const std::int64_t rank_width = widths.at(rank);
     if (rank != 0) {
       FrameChannel& channel = *s.channels.at(rank);
       if (channel.error()) s.FailRank(rank, *channel.error());
@@ -316,7 +323,7 @@ void RemoteExpertExecutor::Finish(float* out) {
       }
       try {
         wire::LayerResponse response =
-            wire::ParseLayerResponse(channel.header(), channel.payload(), static_cast<std::uint32_t>(s.rows), s.shape.hidden);
+            wire::ParseLayerResponse(channel.header(), channel.payload(), static_cast<std::uint32_t>(s.rows), static_cast<int>(rank_width));
         if (channel.header().layer != static_cast<std::uint32_t>(s.layer)) {
           throw wire::WireError(fmt::format("answered layer {} instead of {}", channel.header().layer, s.layer));
         }
@@ -334,13 +341,16 @@ void RemoteExpertExecutor::Finish(float* out) {
       partial = s.partial.data();
     }
     bool implausible = false;
-    for (std::size_t i = 0; i < n; ++i) {
-      s.sum[i] += partial[i];
-      implausible |= !(std::fabs(partial[i]) <= kMaxPartial);  // NaN compares false
+    for (std::int64_t r = 0; r < s.rows; ++r) {
+      for (std::int64_t i = 0; i < rank_width; ++i) {
+        const double v = partial[r * rank_width + i];
+        s.sum[static_cast<std::size_t>(r * width + i)] += v;
+        implausible |= !(std::fabs(v) <= kMaxPartial);  // NaN compares false
+      }
     }
-    if (implausible) s.FailImplausible(rank, partial, n);
+    if (implausible) s.FailImplausible(rank, partial, static_cast<std::size_t>(s.rows * rank_width), static_cast<std::size_t>(rank_width));
   }
-  for (std::size_t i = 0; i < n; ++i) out[i] = static_cast<float>(s.sum[i]);  // rounded once
+  s.local->Reduce(s.sum.data(), s.rows, width, out);  // rounded once
   s.times.reduce_ns += Since(t);
 }
 

@@ -47,20 +47,20 @@ TEST(PlacementPlan, LocalLayersAndTwoCoordinatorRanks) {
   EXPECT_NE(p.ToJson().find("\"role\": \"peer\""), std::string::npos);
 }
 
-// Whole experts (DeepSeek V4.1): coordinator ranks split the local layers' experts by ranges,
-// the shared expert whole on rank 0; tp over workers refused.
-TEST(PlacementPlan, WholeExpertsSplitByRangesAndRefuseTensorParallel) {
-  const Layout layout{
-      .workers = {"a:1", "b:2"}, .parallel = ExpertParallel::kExpert, .local_expert_layers = 2, .coordinator_ranks = 2, .peer = "p:9"};
-  const PlacementPlan p = PlacementPlan::ComputeWhole(Tiny(), layout);
+// DeepSeek V4.1's cuts: routed experts split at whole 32-column blocks (tp over workers, or
+// halves on two coordinator ranks), the shared expert whole on rank 0.
+TEST(PlacementPlan, V41CutsWholeBlocksAndKeepsTheSharedExpertWhole) {
+  const Layout layout{.workers = {"a:1", "b:2"}, .parallel = ExpertParallel::kTensor, .local_expert_layers = 2, .coordinator_ranks = 2,
+                      .peer = "p:9"};
+  const PlacementPlan p = PlacementPlan::Compute(Tiny(), layout, ExpertCuts::V41());  // moe_intermediate_size 64
   ASSERT_EQ(p.ranks.size(), 4u);
   EXPECT_EQ(p.OwnersOf(1), (std::vector<int>{0, 1}));
   EXPECT_EQ(p.OwnersOf(3), (std::vector<int>{0, 2, 3})) << "the shared expert on 0 only, the routed ones on the workers";
   for (const RankPlan& r : p.ranks) {
     for (const LayerSlice& s : r.slices) {
       if (s.HoldsRouted()) {
-        EXPECT_EQ(s.inter_begin, 0);
-        EXPECT_EQ(s.inter_end, 64) << "rank " << r.rank << " layer " << s.layer;
+        EXPECT_EQ(s.inter_begin % 32, 0) << "rank " << r.rank << " layer " << s.layer;
+        EXPECT_EQ(s.inter_end - s.inter_begin, 32) << "rank " << r.rank << " layer " << s.layer;
       }
       if (s.HoldsShared()) {
         EXPECT_EQ(r.rank, 0);
@@ -69,11 +69,27 @@ TEST(PlacementPlan, WholeExpertsSplitByRangesAndRefuseTensorParallel) {
     }
   }
   const LayerSlice& peer = p.ranks[1].slices[0];
-  EXPECT_EQ(peer.expert_begin, 8);
-  EXPECT_EQ(peer.expert_end, 16);
-  Layout tp = layout;
-  tp.parallel = ExpertParallel::kTensor;
-  EXPECT_THROW(PlacementPlan::ComputeWhole(Tiny(), tp), std::invalid_argument);
+  EXPECT_EQ(peer.inter_begin, 32);
+  EXPECT_FALSE(peer.HoldsShared());
+  // Three workers would hold less than a block each; two workers of a 96-wide expert would cut
+  // at 48: both refused, naming why.
+  Layout three = layout;
+  three.workers = {"a:1", "b:2", "c:3"};
+  const auto error = [](const ModelConfig& c, const Layout& l) {
+    try {
+      PlacementPlan::Compute(c, l, ExpertCuts::V41());
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_EQ(error(Tiny(), three), "tp over 3 workers needs moe_intermediate_size >= 96, the model has 64");
+  ModelConfig wider = Tiny();
+  wider.moe_intermediate_size = 96;
+  EXPECT_NE(error(wider, layout).find("tp over 2 workers splits each routed expert's moe_intermediate_size 96 at column 48, which is not "
+                                      "a multiple of 32 (DeepSeek V4.1's FP4 scale blocks)"),
+            std::string::npos)
+      << error(wider, layout);
 }
 
 TEST(PlacementPlan, NoWorkersMeansEverythingLocal) {

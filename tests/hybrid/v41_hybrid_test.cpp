@@ -1,7 +1,8 @@
 // DeepSeek V4.1 in the hybrid layout: expert workers holding whole experts (--expert-parallel
-// ep, with and without coordinator-resident layers, with a peer coordinator rank holding half
-// of those layers' experts) give the single process's logits and greedy tokens bit for bit; a
-// layout that would split an expert (tp) is refused by name.
+// ep) or column slices of every expert (tp), with and without coordinator-resident layers, with
+// a peer coordinator rank holding half of those layers' expert columns, give the single
+// process's logits and greedy tokens bit for bit; a tp split inside a 32-column block is
+// refused by name.
 #include <string>
 #include <vector>
 
@@ -32,10 +33,10 @@ TEST_P(V41Hybrid, ExpertWorkersGiveTheSingleProcessBitForBit) {
   ASSERT_EQ(single.run.exit_code, 0) << single.run.err;
   ASSERT_EQ(single.tokens.size(), 16u + 64u);
   const std::vector<std::vector<std::string>> layouts = {
-      {"--spawn-workers", "2", "--expert-parallel", "ep"},
+      {"--spawn-workers", "4", "--expert-parallel", "tp"},
       {"--spawn-workers", "4", "--expert-parallel", "ep"},
       {"--spawn-workers", "2", "--expert-parallel", "ep", "--local-expert-layers", "3"},
-      {"--spawn-workers", "2", "--expert-parallel", "ep", "--local-expert-layers", "2", "--coordinator-ranks", "2"},
+      {"--spawn-workers", "2", "--expert-parallel", "tp", "--local-expert-layers", "2", "--coordinator-ranks", "2"},
   };
   for (const auto& layout : layouts) {
     std::string name;
@@ -50,11 +51,14 @@ TEST_P(V41Hybrid, ExpertWorkersGiveTheSingleProcessBitForBit) {
 INSTANTIATE_TEST_SUITE_P(Presets, V41Hybrid, ::testing::Values("v41-tiny", "v41-small"),
                          [](const auto& p) { return p.param == "v41-tiny" ? std::string("tiny") : std::string("small"); });
 
-TEST(V41HybridLayout, SplittingAnExpertIsRefusedByName) {
-  const auto dir = Preset("v41-tiny");
-  const EvalRun tp = RunEval(dir, {"--spawn-workers", "2", "--expert-parallel", "tp"}, 1);
+TEST(V41HybridLayout, CuttingInsideABlockIsRefusedByName) {
+  const auto dir = Preset("v41-tiny");  // moe_inter_dim 128: three workers would cut at 43 and 86
+  const EvalRun tp = RunEval(dir, {"--spawn-workers", "3", "--expert-parallel", "tp"}, 1);
   EXPECT_EQ(tp.run.exit_code, 2);
-  EXPECT_NE(tp.run.err.find("--expert-parallel tp: this model's experts are held whole"), std::string::npos) << tp.run.err;
+  EXPECT_NE(tp.run.err.find("tp over 3 workers splits each routed expert's moe_intermediate_size 128 at column 43, which is not a "
+                            "multiple of 32 (DeepSeek V4.1's FP4 scale blocks)"),
+            std::string::npos)
+      << tp.run.err;
 }
 
 }  // namespace

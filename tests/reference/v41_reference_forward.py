@@ -201,6 +201,22 @@ def gemm(x, weight):
     return bf16(acc)
 
 
+def gemm_exact(x, weight):
+    """A routed expert's down projection as Tandem takes it: the same block terms (exact
+    partial rounded once to fp32, times both scales) summed in float64 — exact, so the column
+    slices a layout spreads over ranks add up to it in any order — then rounded to fp32 and
+    bf16. The reference adds the terms in fp32 one by one; at most an fp32 ulp apart."""
+    w, ws = weight
+    q, qs = act_quant(x)
+    n, k = q.shape
+    blocks = k // 32
+    qb = q.reshape(n, blocks, 32).astype(np.float64)
+    wb = w.reshape(w.shape[0], blocks, 32).astype(np.float64)
+    partial = np.einsum("nbk,obk->nob", qb, wb).astype(F32).astype(np.float64)
+    wscale = ws[:, ::32].astype(np.float64)  # [out, blocks]
+    return bf16((partial * qs.astype(np.float64)[:, None, :] * wscale[None, :, :]).sum(axis=2).astype(F32))
+
+
 def linear_bf16(x, w):
     return bf16((x.astype(np.float64) @ w.astype(np.float64).T).astype(F32))
 
@@ -501,7 +517,8 @@ class Forward:
         k = a["n_activated_experts"]
         # The experts' bf16 outputs summed in float64 (exact: the engine's order-free sum, which a
         # hybrid layout's ranks add up to; the reference's fp32 running sum of a few bf16 values
-        # is exact too, short of magnitudes 2^16 apart), rounded once.
+        # is exact too, short of magnitudes 2^16 apart), rounded once. A routed expert's down
+        # projection sums its blocks exactly (gemm_exact), which lets tp split its columns.
         y = np.zeros((x.shape[0], a["dim"]), dtype=np.float64)
         routes = []
         for s in range(x.shape[0]):
@@ -513,7 +530,7 @@ class Forward:
             routes.append(dict(zip(idx, w)))
         limit = F32(a["swiglu_limit"])
 
-        def expert(prefix, xs, weights, fp4):
+        def expert(prefix, xs, weights, fp4, down=gemm):
             load = self.c.fp4 if fp4 else self.c.fp8
             g = gemm(xs, load(prefix + "w1"))
             u = gemm(xs, load(prefix + "w3"))
@@ -523,13 +540,14 @@ class Forward:
             h = ((g / (F32(1) + exp32(-g))).astype(F32) * u).astype(F32)
             if weights is not None:
                 h = (weights[:, None] * h).astype(F32)
-            return gemm(bf16(h), load(prefix + "w2"))
+            return down(bf16(h), load(prefix + "w2"))
 
         for e in range(t[p + "ffn.gate.weight"].shape[0]):
             members = [s for s in range(x.shape[0]) if e in routes[s]]
             if not members:
                 continue
-            out = expert(f"{p}ffn.experts.{e}.", x[members], np.array([routes[s][e] for s in members], dtype=F32), True)
+            out = expert(f"{p}ffn.experts.{e}.", x[members], np.array([routes[s][e] for s in members], dtype=F32), True,
+                         gemm_exact)
             y[members] = y[members] + out
         y = y + expert(p + "ffn.shared_experts.", x, None, False)
         return bf16(y.astype(F32))
