@@ -17,7 +17,8 @@ namespace tandem::rt {
 namespace {
 
 // bf16(weight · silu(min(w1·x, L)) · clamp(w3·x, ±L)): the down projection's input [count × inter].
-std::vector<float> ExpertHidden(const V41Expert& e, const float* x, const float* weights, std::int64_t count, float limit, ThreadPool* pool) {
+std::vector<float> ExpertHidden(const V41Expert& e, const float* x, const float* weights, std::int64_t count, float limit,
+                                ThreadPool* pool) {
   const std::int64_t inter = e.w1.rows;
   std::vector<float> g(static_cast<std::size_t>(count * inter)), u(g.size());
   MatMul(e.w1, x, count, g.data(), pool);

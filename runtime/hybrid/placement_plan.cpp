@@ -23,9 +23,7 @@ std::string_view ToString(ExpertParallel p) { return p == ExpertParallel::kTenso
 std::string_view ToString(WireDtype d) { return d == WireDtype::kBf16 ? "bf16" : "fp8"; }
 std::string_view ToString(PartialDtype d) { return d == PartialDtype::kF64 ? "f64" : d == PartialDtype::kF32 ? "f32" : "bf16"; }
 
-ExpertCuts ExpertCuts::V41() {
-  return {.column_multiple = 32, .column_unit = "DeepSeek V4.1's FP4 scale blocks", .shared_whole = true};
-}
+ExpertCuts ExpertCuts::V41() { return {.column_multiple = 32, .column_unit = "DeepSeek V4.1's FP4 scale blocks", .shared_whole = true}; }
 
 PlacementPlan PlacementPlan::Compute(const ModelConfig& c, const Layout& layout, const ExpertCuts& cuts) {
   if (layout.coordinator_ranks != 1 && layout.coordinator_ranks != 2) {
@@ -43,8 +41,8 @@ PlacementPlan PlacementPlan::Compute(const ModelConfig& c, const Layout& layout,
   const int shared = c.moe_intermediate_size * c.n_shared_experts;
   const int multiple = std::max(1, cuts.column_multiple);
   if (workers > 0 && layout.parallel == ExpertParallel::kTensor && workers > inter / multiple) {
-    throw std::invalid_argument(fmt::format("tp over {} workers needs moe_intermediate_size >= {}, the model has {}", workers,
-                                            workers * multiple, inter));
+    throw std::invalid_argument(
+        fmt::format("tp over {} workers needs moe_intermediate_size >= {}, the model has {}", workers, workers * multiple, inter));
   }
   if (workers > 0 && layout.parallel == ExpertParallel::kExpert && workers > c.n_routed_experts) {
     throw std::invalid_argument(
@@ -62,9 +60,10 @@ PlacementPlan PlacementPlan::Compute(const ModelConfig& c, const Layout& layout,
     for (int i = 1; i < parts; ++i) {
       const int cut = Part(inter, parts, i).first;
       if (cut % granule != 0) {
-        throw std::invalid_argument(fmt::format("{} splits each routed expert's moe_intermediate_size {} at column {}, which is not a "
-                                                "multiple of {}; {}",
-                                                what, inter, cut, unit, instead));
+        throw std::invalid_argument(
+            fmt::format("{} splits each routed expert's moe_intermediate_size {} at column {}, which is not a "
+                        "multiple of {}; {}",
+                        what, inter, cut, unit, instead));
       }
     }
   };
@@ -77,8 +76,8 @@ PlacementPlan PlacementPlan::Compute(const ModelConfig& c, const Layout& layout,
   if (c.quantization) {
     const int group = c.quantization->group_size;
     const std::string unit = fmt::format("the checkpoint's quantization group {} ({})", group, ToString(c.quantization->format));
-    const std::string instead = fmt::format(
-        "use --expert-parallel ep, a tp split into multiples of {}, or a checkpoint quantized with a smaller --group", group);
+    const std::string instead =
+        fmt::format("use --expert-parallel ep, a tp split into multiples of {}, or a checkpoint quantized with a smaller --group", group);
     if (tp_workers) check_cuts(workers, fmt::format("tp over {} workers", workers), group, unit, instead);
     // Two coordinator ranks split the routed experts of the layers they keep.
     if (split_locals) check_cuts(2, "--coordinator-ranks 2", group, unit, instead);

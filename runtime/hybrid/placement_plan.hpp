@@ -37,8 +37,8 @@ struct RankPlan {
 
 // What a model's experts allow a layout to cut.
 struct ExpertCuts {
-  int column_multiple = 1;  // routed experts' intermediate columns are cut at multiples of this
-  std::string column_unit;  // what the multiple is, for the error
+  int column_multiple = 1;    // routed experts' intermediate columns are cut at multiples of this
+  std::string column_unit;    // what the multiple is, for the error
   bool shared_whole = false;  // the shared experts stay whole, on rank 0
 
   // DeepSeek V4.1: FP4 down projections cut at whole 32-column scale blocks; the shared
@@ -61,7 +61,8 @@ struct ExpertCuts {
 struct PlacementPlan {
   std::vector<RankPlan> ranks;
 
-  static PlacementPlan Compute(const ModelConfig& config, const Layout& layout, const ExpertCuts& cuts = {});  // throws std::invalid_argument
+  static PlacementPlan Compute(const ModelConfig& config, const Layout& layout,
+                               const ExpertCuts& cuts = {});  // throws std::invalid_argument
 
   // The ranks holding part of `layer`, ascending: the order partials are summed in.
   std::vector<int> OwnersOf(int layer) const;

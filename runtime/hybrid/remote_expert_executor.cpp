@@ -45,7 +45,7 @@ struct RemoteExpertExecutor::State {
   boost::asio::io_context io;
   std::map<int, std::unique_ptr<FrameChannel>> channels;  // rank → connection
   std::map<int, RankStats> stats;
-  std::map<int, std::vector<int>> owners;  // layer → ranks, ascending
+  std::map<int, std::vector<int>> owners;             // layer → ranks, ascending
   std::map<int, std::map<int, std::int64_t>> widths;  // layer → rank → partial values per row (ExpertSlices::PartialWidthOf)
   std::string failure;
   std::uint64_t next_request = 1;

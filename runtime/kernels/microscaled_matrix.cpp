@@ -20,6 +20,16 @@ namespace tandem::rt {
 namespace {
 
 constexpr std::int64_t kBlock = MicroscaledMatrix::kBlock;
+constexpr std::int64_t kTileRows = 16;
+
+// Where byte `byte` of FP4 row `row` is stored: whole tiles of 16 rows interleaved, 256 bytes
+// a block (microscaled_rows.hpp), the rows past the last whole tile row by row.
+std::size_t Fp4ByteAt(std::int64_t rows, std::int64_t cols, std::int64_t row, std::int64_t byte) {
+  const std::int64_t row_bytes = cols / 2;
+  if (row >= rows / kTileRows * kTileRows) return static_cast<std::size_t>(row * row_bytes + byte);
+  const std::int64_t tile = row / kTileRows, r = row % kTileRows, block = byte / 16, j = byte % 16;
+  return static_cast<std::size_t>(tile * kTileRows * row_bytes + block * 256 + (j / 2) * 32 + r * 2 + j % 2);
+}
 
 const std::array<double, 256>& E4M3Values() {
   static const std::array<double, 256> table = [] {
@@ -60,7 +70,8 @@ void QuantizeInput(const float* x, std::int64_t cols, double* q, float* scale) {
     for (std::int64_t i = 0; i < kBlock; ++i) amax = std::max(amax, std::fabs(v[i]));
     const float s = RoundScalePow2(std::max(amax, 1e-4f), 1.0f / 448.0f);
     scale[b] = s;
-    for (std::int64_t i = 0; i < kBlock; ++i) q[b * kBlock + i] = F8E4M3ToF32(F32ToF8E4M3(std::clamp(v[i] / s, -448.0f, 448.0f)));
+    const auto& value = E4M3Values();  // a table: F8E4M3ToF32 goes through ldexp
+    for (std::int64_t i = 0; i < kBlock; ++i) q[b * kBlock + i] = value[F32ToF8E4M3(std::clamp(v[i] / s, -448.0f, 448.0f))];
   }
 }
 
@@ -87,13 +98,12 @@ Acc RowFp4(const MicroscaledMatrix& w, std::int64_t o, const double* q, const fl
   const auto& pairs = E2M1Pairs();
   const auto& pow2 = E8M0Values();
   const std::int64_t blocks = w.cols / kBlock;
-  const std::uint8_t* packed = w.values.get() + o * (w.cols / 2);
   const std::uint8_t* scales = w.scales.get() + o * blocks;
   Acc acc = 0;
   for (std::int64_t b = 0; b < blocks; ++b) {
     double partial = 0.0;
     for (std::int64_t i = 0; i < kBlock / 2; ++i) {
-      const auto& pair = pairs[packed[b * kBlock / 2 + i]];
+      const auto& pair = pairs[w.values[Fp4ByteAt(w.rows, w.cols, o, b * kBlock / 2 + i)]];
       partial += q[b * kBlock + 2 * i] * pair[0];
       partial += q[b * kBlock + 2 * i + 1] * pair[1];
     }
@@ -124,20 +134,30 @@ void SplitInputInOrder(const double* q, std::int64_t cols, std::int16_t* high, s
   }
 }
 
-// The same by pairs of blocks (Fp4Input::pairs).
-void PairInput(const std::int16_t* high, const std::int16_t* low, std::int64_t cols, std::int16_t* pairs) {
-  for (std::int64_t p = 0; p + 1 < cols / kBlock; p += 2) {
-    std::int16_t* out = pairs + (p / 2) * 128;
-    for (int k = 0; k < 2; ++k) {  // block p, then p + 1
-      const std::int64_t b = p + k;
-      for (int i = 0; i < 16; ++i) {
-        out[16 * k + i] = high[b * kBlock + i];            // evens
-        out[32 + 16 * k + i] = high[b * kBlock + 16 + i];  // odds
-        out[64 + 16 * k + i] = low[b * kBlock + i];
-        out[96 + 16 * k + i] = low[b * kBlock + 16 + i];
-      }
-    }
+// An input row as the FP4 tiles read it (Fp4TileInput::pairs), from the column-order split.
+void TileInput(const std::int16_t* high, const std::int16_t* low, std::int64_t cols, std::int32_t* pairs) {
+  const auto pair = [](std::int16_t a, std::int16_t b) {
+    return static_cast<std::int32_t>(static_cast<std::uint32_t>(static_cast<std::uint16_t>(a)) |
+                                     (static_cast<std::uint32_t>(static_cast<std::uint16_t>(b)) << 16));
+  };
+  for (std::int64_t c = 0; c < cols; c += 4) {
+    std::int32_t* out = pairs + c;  // four per four columns
+    out[0] = pair(high[c], high[c + 2]);
+    out[1] = pair(high[c + 1], high[c + 3]);
+    out[2] = pair(low[c], low[c + 2]);
+    out[3] = pair(low[c + 1], low[c + 3]);
   }
+}
+
+// Row-major bytes of rows [row_begin, row_end) and bytes [byte_begin, byte_end) of each.
+std::vector<std::uint8_t> Fp4RowMajor(const MicroscaledMatrix& w, std::int64_t row_begin, std::int64_t row_end, std::int64_t byte_begin,
+                                      std::int64_t byte_end) {
+  std::vector<std::uint8_t> out;
+  out.reserve(static_cast<std::size_t>((row_end - row_begin) * (byte_end - byte_begin)));
+  for (std::int64_t r = row_begin; r < row_end; ++r) {
+    for (std::int64_t c = byte_begin; c < byte_end; ++c) out.push_back(w.values[Fp4ByteAt(w.rows, w.cols, r, c)]);
+  }
+  return out;
 }
 
 }  // namespace
@@ -154,7 +174,7 @@ float MicroscaledMatrix::At(std::int64_t row, std::int64_t col) const {
     return F8E4M3ToF32(values[static_cast<std::size_t>(row * cols + col)]) *
            E8M0ToF32(scales[static_cast<std::size_t>((row / kBlock) * blocks + col / kBlock)]);
   }
-  const std::uint8_t byte = values[static_cast<std::size_t>(row * (cols / 2) + col / 2)];
+  const std::uint8_t byte = values[Fp4ByteAt(rows, cols, row, col / 2)];
   return E2M1ToF32(static_cast<std::uint8_t>(col % 2 == 0 ? byte & 0xf : byte >> 4)) *
          E8M0ToF32(scales[static_cast<std::size_t>(row * blocks + col / kBlock)]);
 }
@@ -176,7 +196,14 @@ MicroscaledMatrix MicroscaledMatrix::Copy(Format format, std::int64_t rows, std:
                                             want_values, want_scales, values.size(), scales.size()));
   }
   auto v = std::make_shared<std::uint8_t[]>(values.size());
-  std::copy(values.begin(), values.end(), v.get());
+  if (format == Format::kFp4Row32) {
+    const std::int64_t row_bytes = cols / 2;
+    for (std::int64_t r = 0; r < rows; ++r) {
+      for (std::int64_t c = 0; c < row_bytes; ++c) v[Fp4ByteAt(rows, cols, r, c)] = values[static_cast<std::size_t>(r * row_bytes + c)];
+    }
+  } else {
+    std::copy(values.begin(), values.end(), v.get());
+  }
   auto s = std::make_shared<std::uint8_t[]>(scales.size());
   std::copy(scales.begin(), scales.end(), s.get());
   if (format == Format::kFp4Row32 && rows >= 16) {
@@ -202,12 +229,11 @@ MicroscaledMatrix MicroscaledMatrix::Rows(std::int64_t begin, std::int64_t end) 
         fmt::format("rows [{}, {}) of a {} × {} microscaled matrix: not a range of whole scale blocks", begin, end, rows, cols));
   }
   const std::int64_t blocks = cols / kBlock;
-  const std::int64_t row_bytes = format == Format::kFp8Block32 ? cols : cols / 2;
-  const std::uint8_t* v = values.get() + begin * row_bytes;
   const std::int64_t scale_begin = format == Format::kFp8Block32 ? begin / kBlock * blocks : begin * blocks;
   const std::int64_t scale_end = format == Format::kFp8Block32 ? (end + kBlock - 1) / kBlock * blocks : end * blocks;
-  return Copy(format, end - begin, cols, {v, static_cast<std::size_t>((end - begin) * row_bytes)},
-              {scales.get() + scale_begin, static_cast<std::size_t>(scale_end - scale_begin)});
+  const std::span<const std::uint8_t> kept_scales{scales.get() + scale_begin, static_cast<std::size_t>(scale_end - scale_begin)};
+  if (format == Format::kFp4Row32) return Copy(format, end - begin, cols, Fp4RowMajor(*this, begin, end, 0, cols / 2), kept_scales);
+  return Copy(format, end - begin, cols, {values.get() + begin * cols, static_cast<std::size_t>((end - begin) * cols)}, kept_scales);
 }
 
 MicroscaledMatrix MicroscaledMatrix::Columns(std::int64_t begin, std::int64_t end) const {
@@ -219,9 +245,12 @@ MicroscaledMatrix MicroscaledMatrix::Columns(std::int64_t begin, std::int64_t en
   const bool fp8 = format == Format::kFp8Block32;
   const std::int64_t row_bytes = fp8 ? cols : cols / 2, kept_bytes = fp8 ? end - begin : (end - begin) / 2;
   const std::int64_t first_byte = fp8 ? begin : begin / 2;
-  std::vector<std::uint8_t> v(static_cast<std::size_t>(rows * kept_bytes));
-  for (std::int64_t r = 0; r < rows; ++r) {
-    std::copy_n(values.get() + r * row_bytes + first_byte, kept_bytes, v.data() + r * kept_bytes);
+  std::vector<std::uint8_t> v;
+  if (fp8) {
+    v.resize(static_cast<std::size_t>(rows * kept_bytes));
+    for (std::int64_t r = 0; r < rows; ++r) std::copy_n(values.get() + r * row_bytes + first_byte, kept_bytes, v.data() + r * kept_bytes);
+  } else {
+    v = Fp4RowMajor(*this, 0, rows, first_byte, first_byte + kept_bytes);
   }
   const std::int64_t scale_rows = fp8 ? (rows + kBlock - 1) / kBlock : rows;
   std::vector<std::uint8_t> sc(static_cast<std::size_t>(scale_rows * kept));
@@ -253,36 +282,42 @@ void Product(const MicroscaledMatrix& w, const float* x, std::int64_t batch, Out
       for (std::int64_t t = begin; t < end; ++t) {
         for (std::int64_t b = 0; b < batch; ++b) {
           kernels::Fp8Rows16Avx512(w.values.get() + t * 16 * w.cols, w.cols, w.scales.get() + (t / 2) * blocks,
-                                   {high.data() + b * w.cols, low.data() + b * w.cols, blocks, nullptr}, a_scale.data() + b * blocks, out);
+                                   {high.data() + b * w.cols, low.data() + b * w.cols, blocks}, a_scale.data() + b * blocks, out);
           for (int r = 0; r < 16; ++r) y[b * w.rows + t * 16 + r] = Finish(out[r]);
         }
       }
     });
   }
   if (!fp8 && ActiveIsa() >= Isa::kAvx512) {
-    std::vector<std::int16_t> high(q.size()), low(q.size()), paired(2 * q.size());
+    std::vector<std::int16_t> high(q.size()), low(q.size());
+    std::vector<std::int32_t> pairs(q.size());
+    std::vector<kernels::Fp4TileInput> inputs(static_cast<std::size_t>(batch));
     for (std::int64_t b = 0; b < batch; ++b) {
-      SplitInput(q.data() + b * w.cols, w.cols, high.data() + b * w.cols, low.data() + b * w.cols);
-      PairInput(high.data() + b * w.cols, low.data() + b * w.cols, w.cols, paired.data() + 2 * b * w.cols);
+      SplitInputInOrder(q.data() + b * w.cols, w.cols, high.data() + b * w.cols, low.data() + b * w.cols);
+      TileInput(high.data() + b * w.cols, low.data() + b * w.cols, w.cols, pairs.data() + b * w.cols);
+      inputs[static_cast<std::size_t>(b)] = {pairs.data() + b * w.cols, a_scale.data() + b * blocks};
     }
-    const auto& pow2 = E8M0Values();
+    const bool vnni = HasAvx512Vnni();
     ForShares(pool, tiles, 1, [&](std::int64_t begin, std::int64_t end) {
-      alignas(64) Out out[16];
+      std::vector<Out> out(static_cast<std::size_t>(16 * batch));
+      const std::uint8_t* stream_end = w.values.get() + end * 16 * (w.cols / 2);
       for (std::int64_t t = begin; t < end; ++t) {
+        const std::uint8_t* tile = w.values.get() + t * 16 * (w.cols / 2);
+        const std::uint8_t* scales = w.tile_scales.get() + t * blocks * 16;
+        if constexpr (kF64) {
+          (vnni ? kernels::Fp4Tile16F64Vnni : kernels::Fp4Tile16F64Avx512)(tile, blocks, scales, inputs.data(), batch, stream_end,
+                                                                           out.data());
+        } else {
+          (vnni ? kernels::Fp4Tile16Vnni : kernels::Fp4Tile16Avx512)(tile, blocks, scales, inputs.data(), batch, stream_end, out.data());
+        }
         for (std::int64_t b = 0; b < batch; ++b) {
-          const kernels::Fp4Input input{high.data() + b * w.cols, low.data() + b * w.cols, blocks, paired.data() + 2 * b * w.cols};
-          const std::uint8_t* packed = w.values.get() + t * 16 * (w.cols / 2);
-          const std::uint8_t* scales = w.tile_scales.get() + t * blocks * 16;
-          if constexpr (kF64) {
-            kernels::Fp4Rows16F64Avx512(packed, w.cols / 2, scales, input, a_scale.data() + b * blocks, out);
-          } else {
-            kernels::Fp4Rows16Avx512(packed, w.cols / 2, scales, input, a_scale.data() + b * blocks, out);
-          }
-          for (int r = 0; r < 16; ++r) y[b * w.rows + t * 16 + r] = Finish(out[r]);
+          for (int r = 0; r < 16; ++r) y[b * w.rows + t * 16 + r] = Finish(out[static_cast<std::size_t>(b * 16 + r)]);
         }
       }
     });
-    // Rows past the last whole tile, one at a time.
+    // Rows past the last whole tile (stored row by row), one at a time.
+    for (std::int64_t b = 0; b < batch; ++b) SplitInput(q.data() + b * w.cols, w.cols, high.data() + b * w.cols, low.data() + b * w.cols);
+    const auto& pow2 = E8M0Values();
     ForShares(pool, w.rows - tiles * 16, 16, [&](std::int64_t begin, std::int64_t end) {
       std::vector<std::int32_t> sums(static_cast<std::size_t>(blocks));
       for (std::int64_t o = tiles * 16 + begin; o < tiles * 16 + end; ++o) {

@@ -50,8 +50,8 @@ TEST(PlacementPlan, LocalLayersAndTwoCoordinatorRanks) {
 // DeepSeek V4.1's cuts: routed experts split at whole 32-column blocks (tp over workers, or
 // halves on two coordinator ranks), the shared expert whole on rank 0.
 TEST(PlacementPlan, V41CutsWholeBlocksAndKeepsTheSharedExpertWhole) {
-  const Layout layout{.workers = {"a:1", "b:2"}, .parallel = ExpertParallel::kTensor, .local_expert_layers = 2, .coordinator_ranks = 2,
-                      .peer = "p:9"};
+  const Layout layout{
+      .workers = {"a:1", "b:2"}, .parallel = ExpertParallel::kTensor, .local_expert_layers = 2, .coordinator_ranks = 2, .peer = "p:9"};
   const PlacementPlan p = PlacementPlan::Compute(Tiny(), layout, ExpertCuts::V41());  // moe_intermediate_size 64
   ASSERT_EQ(p.ranks.size(), 4u);
   EXPECT_EQ(p.OwnersOf(1), (std::vector<int>{0, 1}));
@@ -86,8 +86,9 @@ TEST(PlacementPlan, V41CutsWholeBlocksAndKeepsTheSharedExpertWhole) {
   EXPECT_EQ(error(Tiny(), three), "tp over 3 workers needs moe_intermediate_size >= 96, the model has 64");
   ModelConfig wider = Tiny();
   wider.moe_intermediate_size = 96;
-  EXPECT_NE(error(wider, layout).find("tp over 2 workers splits each routed expert's moe_intermediate_size 96 at column 48, which is not "
-                                      "a multiple of 32 (DeepSeek V4.1's FP4 scale blocks)"),
+  EXPECT_NE(error(wider, layout)
+                .find("tp over 2 workers splits each routed expert's moe_intermediate_size 96 at column 48, which is not "
+                      "a multiple of 32 (DeepSeek V4.1's FP4 scale blocks)"),
             std::string::npos)
       << error(wider, layout);
 }
