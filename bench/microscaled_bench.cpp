@@ -4,7 +4,8 @@
 // a step, so that is its ceiling).
 //
 // BM_MicroscaledMatMul/FORMAT/ROWS/BATCH: FORMAT 0 FP8 E4M3 (32×32 E8M0 scales), 1 FP4
-// E2M1 (E8M0 per row and 32 inputs); 2048 columns (an expert's hidden side: dim of
+// E2M1 (E8M0 per row and 32 inputs), 2 the same FP4 on the int16 tiles (AVX-512 BW: what a
+// CPU without VNNI and GFNI runs; 1 is the byte path where the CPU has both); 2048 columns (an expert's hidden side: dim of
 // v41-small ×4); ROWS 1024 (in L2/L3) or 65536 (64 MiB of FP8, 32 MiB of FP4: memory).
 // Counters: bytes/s of weights and scales read, and `of_read`: that speed over a plain
 // read's of as many bytes (bench::ReadFloats, the same loads the decode ceiling is
@@ -43,7 +44,8 @@ MicroscaledMatrix Matrix(int format, std::int64_t rows) {
 void BM_MicroscaledMatMul(benchmark::State& state) {
   const auto format = static_cast<int>(state.range(0));
   const std::int64_t rows = state.range(1), batch = state.range(2);
-  const MicroscaledMatrix w = Matrix(format, rows);
+  const MicroscaledMatrix w = Matrix(format == 0 ? 0 : 1, rows);
+  const bool byte_path = AllowFp4BytePath(format != 2);
   std::vector<float> x(static_cast<std::size_t>(batch * kCols)), y(static_cast<std::size_t>(batch * rows));
   std::mt19937 rng(2);
   std::normal_distribution<float> input(0.0f, 1.0f);
@@ -67,10 +69,11 @@ void BM_MicroscaledMatMul(benchmark::State& state) {
   state.SetBytesProcessed(state.iterations() * static_cast<std::int64_t>(w.bytes()));
   const double plain_bytes = static_cast<double>(plain.size() * sizeof(float)), bytes = static_cast<double>(w.bytes());
   state.counters["of_read"] = (bytes / product_s) / (plain_bytes / read_s);
-  state.SetLabel(format == 0 ? "fp8" : "fp4");
+  state.SetLabel(format == 0 ? "fp8" : format == 1 ? "fp4" : "fp4 int16 tiles");
+  AllowFp4BytePath(byte_path);
 }
 BENCHMARK(BM_MicroscaledMatMul)
-    ->ArgsProduct({{0, 1}, {1024, 65536}, {1, 4}})
+    ->ArgsProduct({{0, 1, 2}, {1024, 65536}, {1, 4}})
     ->ArgNames({"format", "rows", "batch"})
     ->Unit(benchmark::kMillisecond);
 

@@ -96,6 +96,15 @@ Isa DetectedIsa() {
 #endif
 }
 
+bool HasAvx512VnniGfni() {
+#if defined(__x86_64__)
+  static const bool both = HasAvx512Vnni() && __builtin_cpu_supports("gfni");
+  return both;
+#else
+  return false;
+#endif
+}
+
 bool HasAvx512Vnni() {
 #if defined(__x86_64__)
   static const bool vnni = DetectedIsa() >= Isa::kAvx512 && __builtin_cpu_supports("avx512vnni");

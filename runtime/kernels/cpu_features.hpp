@@ -32,6 +32,7 @@ std::optional<Isa> ParseIsa(std::string_view name);
 // What this CPU supports.
 Isa DetectedIsa();
 bool HasAvx512Vnni();
+bool HasAvx512VnniGfni();  // and GFNI (Ice Lake, Sapphire Rapids and Zen 4 on)
 // Whether the CPU is Intel's: for choices between kernels that give the same bits but
 // run at different speeds on different cores (see matmul.cpp).
 bool IsIntelCpu();

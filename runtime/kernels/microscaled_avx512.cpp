@@ -19,17 +19,75 @@
 
 // After the target: the tile kernel is compiled for it.
 #include "runtime/kernels/microscaled_tile_kernel.hpp"
+#include "runtime/kernels/prefetch.hpp"
 
 namespace tandem::rt::kernels {
 
+namespace {
+
+// One tile of 16 rows against B inputs with int16 multiply-adds (microscaled_rows.hpp):
+// each group of 32 bytes decoded once for all B inputs — a 16-bit lane per byte, its low
+// nibble's weight by the table as it is (the table's index is a lane's low 5 bits and its
+// halves are the same), its high nibble's once shifted — and each int32 lane the sum of one
+// row's four weights of a parity; at the block's end a row's two lanes are added.
+template <int B, class Sum>
+struct BwTile {
+  template <class Out>
+  static void Run(const std::uint8_t* tile, std::int64_t blocks, const std::uint8_t* tile_scales, const Fp4TileInput* inputs,
+                  const std::uint8_t* stream_end, Out* out) {
+    // 2 × E2M1 by code (0, 0.5, 1, 1.5, 2, 3, 4, 6, then negated), twice.
+    const __m512i table =
+        _mm512_set_epi16(-12, -8, -6, -4, -3, -2, -1, 0, 12, 8, 6, 4, 3, 2, 1, 0, -12, -8, -6, -4, -3, -2, -1, 0, 12, 8, 6, 4, 3, 2, 1, 0);
+    // Row r's two lanes: 2r and 2r + 1 of the first half's register (r < 8), else of the second's.
+    const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
+    Sum sums[B];
+    for (int j = 0; j < B; ++j) Reset(sums[j]);
+    for (std::int64_t b = 0; b < blocks; ++b) {
+      const std::uint8_t* at = tile + b * 256;
+      // The tiles of a thread's share are one contiguous stream: keep kAheadBytes of it in
+      // flight, as far as the share goes.
+      if (at + kAheadBytes < stream_end) PrefetchRange(reinterpret_cast<const char*>(at + kAheadBytes), 256);
+      __m512i high[2][B], low[2][B];
+      for (int h = 0; h < 2; ++h) {
+        for (int j = 0; j < B; ++j) high[h][j] = low[h][j] = _mm512_setzero_si512();
+      }
+      for (int q = 0; q < 4; ++q) {
+        for (int h = 0; h < 2; ++h) {
+          const __m512i bytes = _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(at + (2 * q + h) * 32)));
+          const __m512i w_lo = _mm512_permutexvar_epi16(bytes, table);
+          const __m512i w_hi = _mm512_permutexvar_epi16(_mm512_srli_epi16(bytes, 4), table);
+          for (int j = 0; j < B; ++j) {
+            const std::int64_t* x = inputs[j].words + (b * 4 + q) * 4;
+            high[h][j] = _mm512_add_epi32(high[h][j], _mm512_add_epi32(_mm512_madd_epi16(w_lo, _mm512_set1_epi64(x[0])),
+                                                                       _mm512_madd_epi16(w_hi, _mm512_set1_epi64(x[1]))));
+            low[h][j] = _mm512_add_epi32(low[h][j], _mm512_add_epi32(_mm512_madd_epi16(w_lo, _mm512_set1_epi64(x[2])),
+                                                                     _mm512_madd_epi16(w_hi, _mm512_set1_epi64(x[3]))));
+          }
+        }
+      }
+      for (int j = 0; j < B; ++j) {
+        const __m512i first = _mm512_add_epi32(_mm512_slli_epi32(high[0][j], 9), low[0][j]);
+        const __m512i second = _mm512_add_epi32(_mm512_slli_epi32(high[1][j], 9), low[1][j]);
+        const __m512i rows =
+            _mm512_add_epi32(_mm512_permutex2var_epi32(first, even, second), _mm512_permutex2var_epi32(first, odd, second));
+        sums[j].Add(rows, inputs[j].a_scale[b], tile_scales + 16 * b);
+      }
+    }
+    for (int j = 0; j < B; ++j) Store(sums[j], out + 16 * j);
+  }
+};
+
+}  // namespace
+
 void Fp4Tile16Avx512(const std::uint8_t* tile, std::int64_t blocks, const std::uint8_t* tile_scales, const Fp4TileInput* inputs,
                      std::int64_t batch, const std::uint8_t* stream_end, float* out) {
-  Tile16Batch<false, TileF32Sum>(tile, blocks, tile_scales, inputs, batch, stream_end, out);
+  Tile16Batch<BwTile, TileF32Sum>(tile, blocks, tile_scales, inputs, batch, stream_end, out);
 }
 
 void Fp4Tile16F64Avx512(const std::uint8_t* tile, std::int64_t blocks, const std::uint8_t* tile_scales, const Fp4TileInput* inputs,
                         std::int64_t batch, const std::uint8_t* stream_end, double* out) {
-  Tile16Batch<false, TileF64Sum>(tile, blocks, tile_scales, inputs, batch, stream_end, out);
+  Tile16Batch<BwTile, TileF64Sum>(tile, blocks, tile_scales, inputs, batch, stream_end, out);
 }
 
 void Fp4RowSumsAvx512(const std::uint8_t* packed, const Fp4Input& input, std::int32_t* partials) {

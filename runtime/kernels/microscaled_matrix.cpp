@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstring>
 #include <stdexcept>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -23,12 +25,14 @@ constexpr std::int64_t kBlock = MicroscaledMatrix::kBlock;
 constexpr std::int64_t kTileRows = 16;
 
 // Where byte `byte` of FP4 row `row` is stored: whole tiles of 16 rows interleaved, 256 bytes
-// a block (microscaled_rows.hpp), the rows past the last whole tile row by row.
+// a block in groups of 8 rows × 4 bytes (microscaled_rows.hpp), the rows past the last whole
+// tile row by row.
 std::size_t Fp4ByteAt(std::int64_t rows, std::int64_t cols, std::int64_t row, std::int64_t byte) {
   const std::int64_t row_bytes = cols / 2;
   if (row >= rows / kTileRows * kTileRows) return static_cast<std::size_t>(row * row_bytes + byte);
   const std::int64_t tile = row / kTileRows, r = row % kTileRows, block = byte / 16, j = byte % 16;
-  return static_cast<std::size_t>(tile * kTileRows * row_bytes + block * 256 + (j / 2) * 32 + r * 2 + j % 2);
+  const std::int64_t group = 2 * (j / 4) + r / 8;
+  return static_cast<std::size_t>(tile * kTileRows * row_bytes + block * 256 + group * 32 + (r % 8) * 4 + j % 4);
 }
 
 const std::array<double, 256>& E4M3Values() {
@@ -134,18 +138,51 @@ void SplitInputInOrder(const double* q, std::int64_t cols, std::int16_t* high, s
   }
 }
 
-// An input row as the FP4 tiles read it (Fp4TileInput::pairs), from the column-order split.
-void TileInput(const std::int16_t* high, const std::int16_t* low, std::int64_t cols, std::int32_t* pairs) {
-  const auto pair = [](std::int16_t a, std::int16_t b) {
-    return static_cast<std::int32_t>(static_cast<std::uint32_t>(static_cast<std::uint16_t>(a)) |
-                                     (static_cast<std::uint32_t>(static_cast<std::uint16_t>(b)) << 16));
+// An input row as the FP4 tiles' int16 path reads it (Fp4TileInput::words), from the
+// column-order split.
+void TileWords(const std::int16_t* high, const std::int16_t* low, std::int64_t cols, std::int64_t* words) {
+  const auto pairs = [](const std::int16_t* v, std::int64_t c) {  // v[c], v[c + 2] | v[c + 4], v[c + 6]
+    std::uint64_t out = 0;
+    for (int k = 0; k < 4; ++k) out |= static_cast<std::uint64_t>(static_cast<std::uint16_t>(v[c + 2 * k])) << (16 * k);
+    return static_cast<std::int64_t>(out);
   };
-  for (std::int64_t c = 0; c < cols; c += 4) {
-    std::int32_t* out = pairs + c;  // four per four columns
-    out[0] = pair(high[c], high[c + 2]);
-    out[1] = pair(high[c + 1], high[c + 3]);
-    out[2] = pair(low[c], low[c + 2]);
-    out[3] = pair(low[c + 1], low[c + 3]);
+  for (std::int64_t c = 0; c < cols; c += 8) {
+    std::int64_t* out = words + c / 2;  // four per eight columns
+    out[0] = pairs(high, c);
+    out[1] = pairs(high, c + 1);
+    out[2] = pairs(low, c);
+    out[3] = pairs(low, c + 1);
+  }
+}
+
+// An input row as the FP4 tiles' byte path reads it (Fp4TileInput::bytes and offset).
+void TileBytes(const double* q, std::int64_t cols, std::int8_t* bytes, std::int32_t* offset) {
+  for (std::int64_t block = 0; block < cols / kBlock; ++block) {
+    std::uint8_t parts[3][kBlock];  // a, b, c of each column, as bytes
+    std::int32_t sum = 0;
+    for (std::int64_t i = 0; i < kBlock; ++i) {
+      const auto v = static_cast<std::int32_t>(q[block * kBlock + i] * 512.0);  // exact: E4M3 steps are 2^-9
+      sum += v;
+      const std::int32_t a = v >> 14, rest = v - a * 16384;  // a in [−14, 14], rest in [0, 2^14)
+      parts[0][i] = static_cast<std::uint8_t>(a);
+      parts[1][i] = static_cast<std::uint8_t>(rest >> 7);
+      parts[2][i] = static_cast<std::uint8_t>(rest & 127);
+    }
+    offset[block] = 12 * sum;
+    // Per 8 columns and part, 16 lanes of 4 bytes: lanes 0–7 the even columns', 8–15 the odd ones'.
+    for (std::int64_t group = 0; group < 4; ++group) {
+      for (int p = 0; p < 3; ++p) {
+        const std::uint8_t* c = parts[p] + 8 * group;
+        const std::uint32_t even = c[0] | (c[2] << 8) | (c[4] << 16) | (static_cast<std::uint32_t>(c[6]) << 24);
+        const std::uint32_t odd = c[1] | (c[3] << 8) | (c[5] << 16) | (static_cast<std::uint32_t>(c[7]) << 24);
+        std::uint32_t lanes[16];
+        for (int m = 0; m < 8; ++m) {
+          lanes[m] = even;
+          lanes[8 + m] = odd;
+        }
+        std::memcpy(bytes + ((block * 4 + group) * 3 + p) * 64, lanes, sizeof(lanes));
+      }
+    }
   }
 }
 
@@ -260,6 +297,14 @@ MicroscaledMatrix MicroscaledMatrix::Columns(std::int64_t begin, std::int64_t en
 
 namespace {
 
+bool fp4_byte_path_allowed = true;
+
+}  // namespace
+
+bool AllowFp4BytePath(bool allow) { return std::exchange(fp4_byte_path_allowed, allow); }
+
+namespace {
+
 // What a product writes: bf16 of the fp32 running sum (MatMul), or the double sum (MatMulF64).
 float Finish(float acc) { return Bf16ToF32(F32ToBf16(acc)); }
 double Finish(double acc) { return acc; }
@@ -289,15 +334,25 @@ void Product(const MicroscaledMatrix& w, const float* x, std::int64_t batch, Out
     });
   }
   if (!fp8 && ActiveIsa() >= Isa::kAvx512) {
+    const bool by_bytes = fp4_byte_path_allowed && HasAvx512VnniGfni();
     std::vector<std::int16_t> high(q.size()), low(q.size());
-    std::vector<std::int32_t> pairs(q.size());
+    std::vector<std::int8_t> bytes(by_bytes ? q.size() * 24 : 0);  // 4 groups × 3 parts × 64 bytes per 32 columns
+    std::vector<std::int32_t> offset(by_bytes ? static_cast<std::size_t>(batch * blocks) : 0);
+    std::vector<std::int64_t> words(by_bytes ? 0 : q.size() / 2);
     std::vector<kernels::Fp4TileInput> inputs(static_cast<std::size_t>(batch));
     for (std::int64_t b = 0; b < batch; ++b) {
-      SplitInputInOrder(q.data() + b * w.cols, w.cols, high.data() + b * w.cols, low.data() + b * w.cols);
-      TileInput(high.data() + b * w.cols, low.data() + b * w.cols, w.cols, pairs.data() + b * w.cols);
-      inputs[static_cast<std::size_t>(b)] = {pairs.data() + b * w.cols, a_scale.data() + b * blocks};
+      kernels::Fp4TileInput& in = inputs[static_cast<std::size_t>(b)];
+      in.a_scale = a_scale.data() + b * blocks;
+      if (by_bytes) {
+        TileBytes(q.data() + b * w.cols, w.cols, bytes.data() + b * w.cols * 24, offset.data() + b * blocks);
+        in.bytes = bytes.data() + b * w.cols * 24;
+        in.offset = offset.data() + b * blocks;
+      } else {
+        SplitInputInOrder(q.data() + b * w.cols, w.cols, high.data() + b * w.cols, low.data() + b * w.cols);
+        TileWords(high.data() + b * w.cols, low.data() + b * w.cols, w.cols, words.data() + b * w.cols / 2);
+        in.words = words.data() + b * w.cols / 2;
+      }
     }
-    const bool vnni = HasAvx512Vnni();
     ForShares(pool, tiles, 1, [&](std::int64_t begin, std::int64_t end) {
       std::vector<Out> out(static_cast<std::size_t>(16 * batch));
       const std::uint8_t* stream_end = w.values.get() + end * 16 * (w.cols / 2);
@@ -305,10 +360,11 @@ void Product(const MicroscaledMatrix& w, const float* x, std::int64_t batch, Out
         const std::uint8_t* tile = w.values.get() + t * 16 * (w.cols / 2);
         const std::uint8_t* scales = w.tile_scales.get() + t * blocks * 16;
         if constexpr (kF64) {
-          (vnni ? kernels::Fp4Tile16F64Vnni : kernels::Fp4Tile16F64Avx512)(tile, blocks, scales, inputs.data(), batch, stream_end,
-                                                                           out.data());
+          (by_bytes ? kernels::Fp4Tile16F64Vnni : kernels::Fp4Tile16F64Avx512)(tile, blocks, scales, inputs.data(), batch, stream_end,
+                                                                               out.data());
         } else {
-          (vnni ? kernels::Fp4Tile16Vnni : kernels::Fp4Tile16Avx512)(tile, blocks, scales, inputs.data(), batch, stream_end, out.data());
+          (by_bytes ? kernels::Fp4Tile16Vnni : kernels::Fp4Tile16Avx512)(tile, blocks, scales, inputs.data(), batch, stream_end,
+                                                                         out.data());
         }
         for (std::int64_t b = 0; b < batch; ++b) {
           for (int r = 0; r < 16; ++r) y[b * w.rows + t * 16 + r] = Finish(out[static_cast<std::size_t>(b * 16 + r)]);

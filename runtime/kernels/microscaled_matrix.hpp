@@ -50,6 +50,11 @@ struct MicroscaledMatrix {
 // nothing but that row: not the batch, the threads or the split of the outputs.
 void MatMul(const MicroscaledMatrix& w, const float* x, std::int64_t batch, float* y, ThreadPool* pool);
 
+// Whether FP4 tiles may take the byte path (AVX-512 VNNI + GFNI, where the CPU has both)
+// rather than the int16 one (AVX-512 BW); both give the same bits. Returns the previous
+// setting. For tests and benchmarks comparing the paths; not while products run.
+bool AllowFp4BytePath(bool allow);
+
 // The same block terms (each block's exact sum rounded once to fp32, times both scales)
 // added in double and not rounded after: y[b, o] = Σ_blocks term. A term is an integer
 // below 2^27 times 2^-10 · a_scale · w_scale, so the double sum is exact — the same in any

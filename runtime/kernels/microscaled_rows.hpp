@@ -22,17 +22,28 @@ struct Fp4Input {
 // stored row by row (the rows past a matrix's last whole tile).
 void Fp4RowSumsAvx512(const std::uint8_t* packed, const Fp4Input& input, std::int32_t* partials);
 
-// A whole tile of 16 FP4 rows is stored interleaved, block by block (256 bytes a block):
-// group g (0–7) is 32 bytes, row r's bytes 2g and 2g + 1 of the block at 2r and 2r + 1. As
-// 16-bit lanes, lane 2r holds row r's columns 4g (low nibble) and 4g + 1 (high nibble),
-// lane 2r + 1 its columns 4g + 2 and 4g + 3: one load gives every row's next four weights,
-// and a lane pair's multiply-add against a broadcast input pair sums into row r's lane.
-// An input row for the tiles: per block and group, four int32 each holding two int16
-// input values (low half first): high(4g), high(4g + 2); high(4g + 1), high(4g + 3); the
-// same of the low halves.
+// A whole tile of 16 FP4 rows is stored interleaved, block by block (256 bytes a block), in
+// 8 groups of 32 bytes: group 2q + h holds rows 8h … 8h + 7, each its bytes 4q … 4q + 3 of the
+// block (columns 8q … 8q + 7), row after row. Read as bytes, with the low nibbles in one
+// half of a register and the high nibbles in the other, each 32-bit lane is one row's four
+// weights of the same parity (columns 8q, +2, +4, +6, or 8q + 1, +3, +5, +7): a 4-byte dot
+// product sums straight into a row's lane.
+//
+// An input row for the tiles, per block, in the form each path reads:
+//  - `bytes` (AVX-512 VNNI + GFNI: unsigned weights 2w + 12 against signed bytes): x·512 =
+//    a·2^14 + b·2^7 + c with a in [−14, 14], b and c in [0, 128); for each q (0–3) and part
+//    (a, b, c) 64 bytes: lanes 0–7 each the part of columns 8q, +2, +4, +6, lanes 8–15 of
+//    8q + 1, +3, +5, +7 — [blocks][4][3][64]; and `offset`, 12 · Σ x·512 over the block, which
+//    the weights' +12 added;
+//  - `words` (AVX-512 BW: int16 weights 2w against the input's high and low halves): for each
+//    q four int64, each two int32 lanes' pairs of int16 (low first): high(8q), high(8q + 2) |
+//    high(8q + 4), high(8q + 6); the same of 8q + 1, +3, +5, +7; then both of the low halves
+//    — [blocks][4][4].
 struct Fp4TileInput {
-  const std::int32_t* pairs = nullptr;  // [blocks × 8 × 4]
-  const float* a_scale = nullptr;       // [blocks]
+  const std::int8_t* bytes = nullptr;
+  const std::int32_t* offset = nullptr;
+  const std::int64_t* words = nullptr;
+  const float* a_scale = nullptr;  // [blocks]
 };
 
 // 16 rows of one tile against `batch` inputs: out[j·16 + r] = the fp32 running sum
@@ -46,8 +57,9 @@ void Fp4Tile16Avx512(const std::uint8_t* tile, std::int64_t blocks, const std::u
 // in double, not rounded: for rows whose columns a layout may split.
 void Fp4Tile16F64Avx512(const std::uint8_t* tile, std::int64_t blocks, const std::uint8_t* tile_scales, const Fp4TileInput* inputs,
                         std::int64_t batch, const std::uint8_t* stream_end, double* out);
-// Both with AVX-512 VNNI's multiply-accumulate (microscaled_vnni.cpp): the same integers,
-// so the same bits. Only when HasAvx512Vnni().
+// Both by bytes, with AVX-512 VNNI's 4-byte dot products and GFNI's nibble split
+// (microscaled_vnni.cpp): the same integers, so the same bits. Only when
+// HasAvx512VnniGfni().
 void Fp4Tile16Vnni(const std::uint8_t* tile, std::int64_t blocks, const std::uint8_t* tile_scales, const Fp4TileInput* inputs,
                    std::int64_t batch, const std::uint8_t* stream_end, float* out);
 void Fp4Tile16F64Vnni(const std::uint8_t* tile, std::int64_t blocks, const std::uint8_t* tile_scales, const Fp4TileInput* inputs,

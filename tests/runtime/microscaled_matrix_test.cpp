@@ -74,7 +74,7 @@ TEST(MicroscaledMatrix, EveryPathGivesTheDefinitionsBits) {
   for (const Format format : {Format::kFp4Row32, Format::kFp8Block32}) {
     for (const auto& [rows, cols] : std::vector<std::pair<std::int64_t, std::int64_t>>{{16, 64}, {37, 96}, {64, 256}, {5, 32}}) {
       const MicroscaledMatrix w = Random(format, rows, cols, static_cast<unsigned>(rows * cols));
-      const std::int64_t batch = 3;
+      const std::int64_t batch = 6;  // the tiles take inputs four at a time, then the rest (and below one alone)
       std::vector<float> x(static_cast<std::size_t>(batch * cols));
       for (std::size_t i = 0; i < x.size(); ++i) {
         // Blocks that mix one large value with tiny ones: E4M3 subnormals after the scale.
@@ -84,15 +84,20 @@ TEST(MicroscaledMatrix, EveryPathGivesTheDefinitionsBits) {
       for (const Isa isa : kAllIsas) {
         if (isa > DetectedIsa()) continue;
         const Isa previous = SetActiveIsa(isa);
-        for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
-          std::vector<float> y(expected.size());
-          MatMul(w, x.data(), batch, y.data(), p);
-          EXPECT_EQ(y, expected) << (format == Format::kFp4Row32 ? "fp4 " : "fp8 ") << rows << "×" << cols << " on " << ToString(isa);
-          // One row alone: the same bits.
-          std::vector<float> one(static_cast<std::size_t>(rows));
-          MatMul(w, x.data() + cols, 1, one.data(), p);
-          EXPECT_TRUE(std::equal(one.begin(), one.end(), expected.begin() + rows));
+        for (const bool bytes : {true, false}) {  // the FP4 tiles' byte path where the CPU has it, and the int16 one
+          AllowFp4BytePath(bytes);
+          for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
+            std::vector<float> y(expected.size());
+            MatMul(w, x.data(), batch, y.data(), p);
+            EXPECT_EQ(y, expected) << (format == Format::kFp4Row32 ? "fp4 " : "fp8 ") << rows << "×" << cols << " on " << ToString(isa)
+                                   << (bytes ? "" : " (int16 tiles)");
+            // One row alone: the same bits.
+            std::vector<float> one(static_cast<std::size_t>(rows));
+            MatMul(w, x.data() + cols, 1, one.data(), p);
+            EXPECT_TRUE(std::equal(one.begin(), one.end(), expected.begin() + rows));
+          }
         }
+        AllowFp4BytePath(true);
         SetActiveIsa(previous);
       }
     }
@@ -115,17 +120,22 @@ TEST(MicroscaledMatrix, F64ProductIsTheDefinitionsUnroundedSum) {
   for (const Format format : {Format::kFp4Row32, Format::kFp8Block32}) {
     for (const auto& [rows, cols] : std::vector<std::pair<std::int64_t, std::int64_t>>{{16, 64}, {37, 96}, {64, 256}, {5, 32}}) {
       const MicroscaledMatrix w = Random(format, rows, cols, static_cast<unsigned>(rows + cols));
-      const std::int64_t batch = 3;
+      const std::int64_t batch = 7;
       const std::vector<float> x = Input(batch, cols, 11);
       const std::vector<double> expected = Expected<double>(w, x, batch);
       for (const Isa isa : kAllIsas) {
         if (isa > DetectedIsa()) continue;
         const Isa previous = SetActiveIsa(isa);
-        for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
-          std::vector<double> y(expected.size());
-          MatMulF64(w, x.data(), batch, y.data(), p);
-          EXPECT_EQ(y, expected) << (format == Format::kFp4Row32 ? "fp4 " : "fp8 ") << rows << "×" << cols << " on " << ToString(isa);
+        for (const bool bytes : {true, false}) {
+          AllowFp4BytePath(bytes);
+          for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
+            std::vector<double> y(expected.size());
+            MatMulF64(w, x.data(), batch, y.data(), p);
+            EXPECT_EQ(y, expected) << (format == Format::kFp4Row32 ? "fp4 " : "fp8 ") << rows << "×" << cols << " on " << ToString(isa)
+                                   << (bytes ? "" : " (int16 tiles)");
+          }
         }
+        AllowFp4BytePath(true);
         SetActiveIsa(previous);
       }
     }
