@@ -4,7 +4,12 @@
 // experts:16 (V3's `small` preset, bf16), what V4.1's pieces cost at a similar size.
 //
 // BM_V41Decode/threads:T/preset:P — P 0 v41-tiny, 1 v41-small. Counters: tok/s.
+// BM_V41HybridDecodeVsSingle/parallel:E — v41-small with 1 coordinator + 4 expert workers on
+// loopback (E 0 tp: every expert's columns split four ways; 1 ep: whole experts), against the
+// single process in the same run, blocks of 64 steps alternating.
+#include <chrono>
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -12,9 +17,14 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/engine/v41_engine.hpp"
+#include "runtime/engine/v41_moe_slices.hpp"
+#include "runtime/hybrid/local_workers.hpp"
+#include "runtime/hybrid/placement_plan.hpp"
+#include "runtime/hybrid/remote_expert_executor.hpp"
 #include "runtime/model/engram_layout.hpp"
 #include "runtime/model/text_file.hpp"
 #include "runtime/model/v41_checkpoint.hpp"
+#include "runtime/model/v41_config.hpp"
 #include "runtime/model/v41_synthetic.hpp"
 
 namespace tandem::rt {
@@ -44,32 +54,91 @@ std::filesystem::path V41BenchModel(const std::string& preset) {
   return dir;
 }
 
+// One sequence decoding a token a step, the context cycling 32–160.
+class V41DecodeLoop {
+ public:
+  explicit V41DecodeLoop(V41Engine& engine) : engine_(engine) {
+    engine_.kv().Open(1, kPrompt + kWindow);
+    std::vector<Row> prompt;
+    for (int i = 0; i < kPrompt; ++i) prompt.push_back({1, i, static_cast<TokenId>(i * 7 % 500), i + 1 == kPrompt});
+    engine_.Forward(prompt, out_);
+  }
+  void Step() {
+    if (position_ == kPrompt + kWindow) {
+      engine_.kv().Get(1).Truncate(kPrompt);
+      position_ = kPrompt;
+    }
+    const Row row{1, position_, static_cast<TokenId>(position_ % 500), true};
+    engine_.Forward(std::span<const Row>(&row, 1), out_);
+    ++position_;
+  }
+
+ private:
+  static constexpr int kPrompt = 32, kWindow = 128;
+  V41Engine& engine_;
+  ForwardOutput out_;
+  int position_ = kPrompt;
+};
+
 void BM_V41Decode(benchmark::State& state) {
   const std::string preset = state.range(1) == 0 ? "v41-tiny" : "v41-small";
   const std::filesystem::path dir = V41BenchModel(preset);
   const V41Checkpoint ckpt = V41Checkpoint::Open(dir);
   V41Engine engine(ckpt, V41EngineOptions{.threads = static_cast<int>(state.range(0))});
-  constexpr int kPrompt = 32, kWindow = 128;
-  engine.kv().Open(1, kPrompt + kWindow);
-  std::vector<Row> prompt;
-  for (int i = 0; i < kPrompt; ++i) prompt.push_back({1, i, static_cast<TokenId>(i * 7 % 500), i + 1 == kPrompt});
-  ForwardOutput out;
-  engine.Forward(prompt, out);
-  int position = kPrompt;
-  for (auto _ : state) {
-    if (position == kPrompt + kWindow) {
-      engine.kv().Get(1).Truncate(kPrompt);
-      position = kPrompt;
-    }
-    const Row row{1, position, static_cast<TokenId>(position % 500), true};
-    engine.Forward(std::span<const Row>(&row, 1), out);
-    ++position;
-  }
+  V41DecodeLoop loop(engine);
+  for (auto _ : state) loop.Step();
   state.counters["tok/s"] = benchmark::Counter(static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
   state.SetLabel(preset);
   std::filesystem::remove_all(dir);
 }
 BENCHMARK(BM_V41Decode)->ArgsProduct({{1, 0}, {0, 1}})->ArgNames({"threads", "preset"})->Unit(benchmark::kMillisecond)->MinTime(2.0);
+
+double Seconds(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+void BM_V41HybridDecodeVsSingle(benchmark::State& state) {
+  const std::filesystem::path dir = V41BenchModel("v41-small");
+  {
+    const V41Checkpoint ckpt = V41Checkpoint::Open(dir);
+    LocalWorkers workers(dir, 4, false, 1, TANDEM_RT_BIN);
+    Layout layout;
+    layout.workers = workers.worker_addresses();
+    layout.parallel = state.range(0) == 0 ? ExpertParallel::kTensor : ExpertParallel::kExpert;
+    const ModelConfig moe = V41MoeConfig(ckpt.config());
+    const PlacementPlan plan = PlacementPlan::Compute(moe, layout, ExpertCuts::V41());
+    std::shared_ptr<RemoteExpertExecutor> remote;
+    V41Engine hybrid(ckpt, V41EngineOptions{}, [&](ThreadPool& pool) {
+      remote = std::make_shared<RemoteExpertExecutor>(moe, dir, std::make_unique<V41MoeSlices>(ckpt, plan.ranks[0].slices, &pool), plan,
+                                                      layout, &pool);
+      return remote;
+    });
+    V41Engine single(ckpt, V41EngineOptions{});
+    V41DecodeLoop hybrid_loop(hybrid), single_loop(single);
+    constexpr int kBlock = 64;
+    double hybrid_s = 0, single_s = 0;
+    std::uint64_t bytes_before = 0;
+    for (const RankStats& r : remote->RankStatistics()) bytes_before += r.bytes_sent + r.bytes_received;
+    for (auto _ : state) {
+      auto t0 = std::chrono::steady_clock::now();
+      for (int i = 0; i < kBlock; ++i) single_loop.Step();
+      single_s += Seconds(t0);
+      t0 = std::chrono::steady_clock::now();
+      for (int i = 0; i < kBlock; ++i) hybrid_loop.Step();
+      hybrid_s += Seconds(t0);
+    }
+    const double tokens = static_cast<double>(state.iterations()) * kBlock;
+    std::uint64_t bytes = 0;
+    for (const RankStats& r : remote->RankStatistics()) bytes += r.bytes_sent + r.bytes_received;
+    state.counters["single_tok/s"] = tokens / single_s;
+    state.counters["hybrid_tok/s"] = tokens / hybrid_s;
+    state.counters["hybrid/single"] = single_s / hybrid_s;
+    state.counters["net_KB/tok"] = static_cast<double>(bytes - bytes_before) / 1e3 / tokens;
+    state.SetLabel(state.range(0) == 0 ? "v41-small tp4" : "v41-small ep4");
+  }
+  std::filesystem::remove_all(dir);
+}
+BENCHMARK(BM_V41HybridDecodeVsSingle)->ArgName("parallel")->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->MinTime(6.0);
 
 }  // namespace
 }  // namespace tandem::rt

@@ -42,15 +42,12 @@ float E2M1ToF32(std::uint8_t nibble) {
 std::uint8_t F32ToE2M1(float value) {
   const std::uint8_t sign = std::signbit(value) ? 8u : 0u;
   const float a = std::fabs(value);
-  // Between codes k and k+1 the midpoint goes to the even code.
-  std::uint8_t code = 7;
-  for (std::uint8_t k = 0; k < 7; ++k) {
-    const float mid = 0.5f * (kE2M1[k] + kE2M1[k + 1]);
-    if (a < mid || (a == mid && k % 2 == 0)) {
-      code = k;
-      break;
-    }
-  }
+  if (std::isnan(a)) return static_cast<std::uint8_t>(sign | 7u);
+  // The code is the number of midpoints between neighbouring values (0.25, 0.75, 1.25, 1.75,
+  // 2.5, 3.5, 5) below `a`; a midpoint itself goes to the even code, so it counts when the
+  // code below it is odd (≥) and not when it is even (>). Branch-free: activations are
+  // rounded to E2M1 by the thousand a step (the indexer's queries and keys).
+  const int code = (a > 0.25f) + (a >= 0.75f) + (a > 1.25f) + (a >= 1.75f) + (a > 2.5f) + (a >= 3.5f) + (a > 5.0f);
   return static_cast<std::uint8_t>(sign | code);
 }
 

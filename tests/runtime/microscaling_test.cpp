@@ -68,6 +68,31 @@ TEST(Microscaling, Fp4WeightRowsDequantizeAsTheGoldenValues) {
   }
 }
 
+// Every value a nearest-value search over E2M1's eight magnitudes gives (the even code at a
+// tie), for floats from 0 to 8 by a stride of bit patterns and a few ulps around each midpoint.
+TEST(Microscaling, E2M1RoundingIsTheNearestValue) {
+  const float values[] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
+  const auto nearest = [&](float a) {
+    int best = 0;
+    for (int k = 1; k < 8; ++k) {
+      const double d = std::fabs(static_cast<double>(a) - values[k]), d_best = std::fabs(static_cast<double>(a) - values[best]);
+      if (d < d_best || (d == d_best && k % 2 == 0)) best = k;
+    }
+    return values[best];
+  };
+  std::vector<float> probes;
+  for (std::uint32_t bits = 0; bits <= std::bit_cast<std::uint32_t>(8.0f); bits += 4099) probes.push_back(std::bit_cast<float>(bits));
+  for (const float mid : {0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.0f}) {
+    float v = mid;
+    for (int i = 0; i < 4; ++i) v = std::nextafter(v, 0.0f);
+    for (int i = 0; i < 9; ++i, v = std::nextafter(v, 8.0f)) probes.push_back(v);
+  }
+  for (const float a : probes) {
+    ASSERT_EQ(E2M1ToF32(F32ToE2M1(a)), nearest(a)) << a;
+    ASSERT_EQ(E2M1ToF32(F32ToE2M1(-a)), -nearest(a)) << -a;
+  }
+}
+
 TEST(Microscaling, E2M1TiesGoToTheEvenCodeAndTheSignIsKept) {
   const float ties[] = {0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.0f};
   const float want[] = {0.0f, 1.0f, 1.0f, 2.0f, 2.0f, 4.0f, 4.0f};
