@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 
 #include "bench/bench_model.hpp"
+#include "bench/decode_loop.hpp"
 #include "bench/memory_bandwidth.hpp"
 #include "runtime/draft/quantized_experts.hpp"
 #include "runtime/engine/engine.hpp"
@@ -25,6 +26,9 @@
 #include "runtime/model/checkpoint.hpp"
 
 namespace {
+
+using tandem::bench::DecodeLoop;
+using tandem::bench::Seconds;
 
 using namespace tandem::rt;
 
@@ -110,35 +114,6 @@ double BytesPerToken(const Checkpoint& ckpt, int context) {
 }
 
 // One sequence decoding with its context cycling between 32 and 160 tokens.
-class DecodeLoop {
- public:
-  explicit DecodeLoop(Engine& engine) : engine_(engine) {
-    engine_.kv().Open(1, kPrompt + kWindow);
-    std::vector<Row> rows;
-    for (int i = 0; i < kPrompt; ++i) rows.push_back({1, i, static_cast<TokenId>(100 + i), i + 1 == kPrompt});
-    engine_.Forward(rows, out_);
-  }
-  void Step() {
-    if (position_ == kPrompt + kWindow) {
-      engine_.kv().Get(1).Truncate(kPrompt);
-      position_ = kPrompt;
-    }
-    const Row row{1, position_, static_cast<TokenId>(position_ % 1000), true};
-    engine_.Forward(std::span<const Row>(&row, 1), out_);
-    ++position_;
-  }
-  static constexpr int kPrompt = 32, kWindow = 128;
-
- private:
-  Engine& engine_;
-  ForwardOutput out_;
-  int position_ = kPrompt;
-};
-
-double Seconds(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
 // The checkpoint of a format argument: 16 = BenchModel() (bf16), 8 / 4 = its routed
 // experts quantized to int8 / int4, 48 / 44 = its routed and shared experts.
 const std::filesystem::path& ModelOfFormat(std::int64_t format) {

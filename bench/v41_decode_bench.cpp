@@ -16,6 +16,7 @@
 #include <benchmark/benchmark.h>
 #include <nlohmann/json.hpp>
 
+#include "bench/decode_loop.hpp"
 #include "runtime/engine/v41_engine.hpp"
 #include "runtime/engine/v41_moe_slices.hpp"
 #include "runtime/hybrid/local_workers.hpp"
@@ -29,6 +30,9 @@
 
 namespace tandem::rt {
 namespace {
+
+using tandem::bench::DecodeLoop;
+using tandem::bench::Seconds;
 
 // A preset in a temporary directory with Engram constants of its own (any odd multipliers
 // serve a benchmark; the map t → t / 2 of the presets).
@@ -54,48 +58,18 @@ std::filesystem::path V41BenchModel(const std::string& preset) {
   return dir;
 }
 
-// One sequence decoding a token a step, the context cycling 32–160.
-class V41DecodeLoop {
- public:
-  explicit V41DecodeLoop(V41Engine& engine) : engine_(engine) {
-    engine_.kv().Open(1, kPrompt + kWindow);
-    std::vector<Row> prompt;
-    for (int i = 0; i < kPrompt; ++i) prompt.push_back({1, i, static_cast<TokenId>(i * 7 % 500), i + 1 == kPrompt});
-    engine_.Forward(prompt, out_);
-  }
-  void Step() {
-    if (position_ == kPrompt + kWindow) {
-      engine_.kv().Get(1).Truncate(kPrompt);
-      position_ = kPrompt;
-    }
-    const Row row{1, position_, static_cast<TokenId>(position_ % 500), true};
-    engine_.Forward(std::span<const Row>(&row, 1), out_);
-    ++position_;
-  }
-
- private:
-  static constexpr int kPrompt = 32, kWindow = 128;
-  V41Engine& engine_;
-  ForwardOutput out_;
-  int position_ = kPrompt;
-};
-
 void BM_V41Decode(benchmark::State& state) {
   const std::string preset = state.range(1) == 0 ? "v41-tiny" : "v41-small";
   const std::filesystem::path dir = V41BenchModel(preset);
   const V41Checkpoint ckpt = V41Checkpoint::Open(dir);
   V41Engine engine(ckpt, V41EngineOptions{.threads = static_cast<int>(state.range(0))});
-  V41DecodeLoop loop(engine);
+  DecodeLoop loop(engine);
   for (auto _ : state) loop.Step();
   state.counters["tok/s"] = benchmark::Counter(static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
   state.SetLabel(preset);
   std::filesystem::remove_all(dir);
 }
 BENCHMARK(BM_V41Decode)->ArgsProduct({{1, 0}, {0, 1}})->ArgNames({"threads", "preset"})->Unit(benchmark::kMillisecond)->MinTime(2.0);
-
-double Seconds(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
 
 void BM_V41HybridDecodeVsSingle(benchmark::State& state) {
   const std::filesystem::path dir = V41BenchModel("v41-small");
@@ -114,7 +88,7 @@ void BM_V41HybridDecodeVsSingle(benchmark::State& state) {
       return remote;
     });
     V41Engine single(ckpt, V41EngineOptions{});
-    V41DecodeLoop hybrid_loop(hybrid), single_loop(single);
+    DecodeLoop hybrid_loop(hybrid), single_loop(single);
     constexpr int kBlock = 64;
     double hybrid_s = 0, single_s = 0;
     std::uint64_t bytes_before = 0;
