@@ -28,7 +28,6 @@
 namespace {
 
 using tandem::bench::DecodeLoop;
-using tandem::bench::Seconds;
 
 using namespace tandem::rt;
 
@@ -362,23 +361,14 @@ void BM_HybridDecodeVsSingle(benchmark::State& state) {
   });
   Engine single(ckpt, EngineOptions{});
   DecodeLoop hybrid_loop(hybrid), single_loop(single);
-  constexpr int kBlock = 64;
-  double hybrid_s = 0, single_s = 0;
   const CoordinatorTimes before = remote->Times();
   std::uint64_t worker_compute_before = 0, bytes_before = 0;
   for (const RankStats& r : remote->RankStatistics()) {
     worker_compute_before += r.compute_ns;
     bytes_before += r.bytes_sent + r.bytes_received;
   }
-  for (auto _ : state) {
-    auto t0 = std::chrono::steady_clock::now();
-    for (int i = 0; i < kBlock; ++i) single_loop.Step();
-    single_s += Seconds(t0);
-    t0 = std::chrono::steady_clock::now();
-    for (int i = 0; i < kBlock; ++i) hybrid_loop.Step();
-    hybrid_s += Seconds(t0);
-  }
-  const double tokens = static_cast<double>(state.iterations()) * kBlock;
+  const tandem::bench::SideBySide run = tandem::bench::Alternate(state, single_loop, hybrid_loop);
+  const double single_s = run.first_s, hybrid_s = run.second_s, tokens = run.tokens;
   const CoordinatorTimes& t = remote->Times();
   std::uint64_t worker_compute = 0, bytes = 0;
   for (const RankStats& r : remote->RankStatistics()) {

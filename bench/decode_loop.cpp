@@ -1,5 +1,6 @@
 #include "bench/decode_loop.hpp"
 
+#include <chrono>
 #include <vector>
 
 #include "runtime/engine/engine.hpp"
@@ -29,8 +30,26 @@ void DecodeLoop::Step() {
 // Ids spread over the vocabulary (any model's), the same for every run.
 rt::TokenId DecodeLoop::Token(int position) const { return static_cast<rt::TokenId>((100 + 7 * position) % engine_.vocab_size()); }
 
+namespace {
+
 double Seconds(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
+SideBySide Alternate(benchmark::State& state, DecodeLoop& first, DecodeLoop& second, int block) {
+  SideBySide out;
+  for (auto _ : state) {
+    auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < block; ++i) first.Step();
+    out.first_s += Seconds(t0);
+    t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < block; ++i) second.Step();
+    out.second_s += Seconds(t0);
+  }
+  out.tokens = static_cast<double>(state.iterations()) * block;
+  return out;
 }
 
 }  // namespace tandem::bench

@@ -1,7 +1,8 @@
 #pragma once
 
-#include <chrono>
 #include <memory>
+
+#include <benchmark/benchmark.h>
 
 #include "runtime/engine/decode_engine.hpp"
 
@@ -25,7 +26,11 @@ class DecodeLoop {
   int position_ = kPrompt;
 };
 
-// Seconds since `t0`.
-double Seconds(std::chrono::steady_clock::time_point t0);
+// Blocks of `block` steps of `first`, then of `second`, alternating once per benchmark
+// iteration, so that a shared host's drift hits both alike: their seconds and tokens each.
+struct SideBySide {
+  double first_s = 0, second_s = 0, tokens = 0;
+};
+SideBySide Alternate(benchmark::State& state, DecodeLoop& first, DecodeLoop& second, int block = 64);
 
 }  // namespace tandem::bench

@@ -7,7 +7,6 @@
 // BM_V41HybridDecodeVsSingle/parallel:E — v41-small with 1 coordinator + 4 expert workers on
 // loopback (E 0 tp: every expert's columns split four ways; 1 ep: whole experts), against the
 // single process in the same run, blocks of 64 steps alternating.
-#include <chrono>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -32,7 +31,6 @@ namespace tandem::rt {
 namespace {
 
 using tandem::bench::DecodeLoop;
-using tandem::bench::Seconds;
 
 // A preset in a temporary directory with Engram constants of its own (any odd multipliers
 // serve a benchmark; the map t → t / 2 of the presets).
@@ -89,19 +87,10 @@ void BM_V41HybridDecodeVsSingle(benchmark::State& state) {
     });
     V41Engine single(ckpt, V41EngineOptions{});
     DecodeLoop hybrid_loop(hybrid), single_loop(single);
-    constexpr int kBlock = 64;
-    double hybrid_s = 0, single_s = 0;
     std::uint64_t bytes_before = 0;
     for (const RankStats& r : remote->RankStatistics()) bytes_before += r.bytes_sent + r.bytes_received;
-    for (auto _ : state) {
-      auto t0 = std::chrono::steady_clock::now();
-      for (int i = 0; i < kBlock; ++i) single_loop.Step();
-      single_s += Seconds(t0);
-      t0 = std::chrono::steady_clock::now();
-      for (int i = 0; i < kBlock; ++i) hybrid_loop.Step();
-      hybrid_s += Seconds(t0);
-    }
-    const double tokens = static_cast<double>(state.iterations()) * kBlock;
+    const tandem::bench::SideBySide run = tandem::bench::Alternate(state, single_loop, hybrid_loop);
+    const double single_s = run.first_s, hybrid_s = run.second_s, tokens = run.tokens;
     std::uint64_t bytes = 0;
     for (const RankStats& r : remote->RankStatistics()) bytes += r.bytes_sent + r.bytes_received;
     state.counters["single_tok/s"] = tokens / single_s;

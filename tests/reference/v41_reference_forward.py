@@ -184,37 +184,36 @@ class Checkpoint:
         return w, s
 
 
-def gemm(x, weight):
-    """The reference's fp8_gemm/fp4_gemm: act_quant(x), exact 32-wide block partials,
-    times the input's then the weight's scale, summed block by block in fp32, bf16 out."""
+def block_terms(x, weight):
+    """act_quant(x) against an FP8/FP4 weight: each 32-wide block's exact partial rounded once
+    to fp32 [n, out, blocks], the input's scales [n, blocks], the weight's [out, blocks]."""
     w, ws = weight
     q, qs = act_quant(x)
     n, k = q.shape
     blocks = k // 32
     qb = q.reshape(n, blocks, 32).astype(np.float64)
     wb = w.reshape(w.shape[0], blocks, 32).astype(np.float64)
-    partial = np.einsum("nbk,obk->nob", qb, wb).astype(F32)
-    wscale = ws[:, ::32]  # [out, blocks]
-    acc = np.zeros((n, w.shape[0]), dtype=F32)
-    for b in range(blocks):
+    return np.einsum("nbk,obk->nob", qb, wb).astype(F32), qs, ws[:, ::32]
+
+
+def gemm(x, weight):
+    """The reference's fp8_gemm/fp4_gemm: the block terms times the input's then the weight's
+    scale, summed block by block in fp32, bf16 out."""
+    partial, qs, wscale = block_terms(x, weight)
+    acc = np.zeros(partial.shape[:2], dtype=F32)
+    for b in range(partial.shape[2]):
         acc = (acc + (partial[:, :, b] * qs[:, b][:, None]).astype(F32) * wscale[None, :, b]).astype(F32)
     return bf16(acc)
 
 
 def gemm_exact(x, weight):
-    """A routed expert's down projection as Tandem takes it: the same block terms (exact
-    partial rounded once to fp32, times both scales) summed in float64 — exact, so the column
-    slices a layout spreads over ranks add up to it in any order — then rounded to fp32 and
-    bf16. The reference adds the terms in fp32 one by one; at most an fp32 ulp apart."""
-    w, ws = weight
-    q, qs = act_quant(x)
-    n, k = q.shape
-    blocks = k // 32
-    qb = q.reshape(n, blocks, 32).astype(np.float64)
-    wb = w.reshape(w.shape[0], blocks, 32).astype(np.float64)
-    partial = np.einsum("nbk,obk->nob", qb, wb).astype(F32).astype(np.float64)
-    wscale = ws[:, ::32].astype(np.float64)  # [out, blocks]
-    return bf16((partial * qs.astype(np.float64)[:, None, :] * wscale[None, :, :]).sum(axis=2).astype(F32))
+    """A routed expert's down projection as Tandem takes it: the same block terms times both
+    scales summed in float64 — exact, so the column slices a layout spreads over ranks add up
+    to it in any order — then rounded to fp32 and bf16. The reference adds the terms in fp32
+    one by one; at most an fp32 ulp apart."""
+    partial, qs, wscale = block_terms(x, weight)
+    terms = partial.astype(np.float64) * qs.astype(np.float64)[:, None, :] * wscale.astype(np.float64)[None, :, :]
+    return bf16(terms.sum(axis=2).astype(F32))
 
 
 def linear_bf16(x, w):
