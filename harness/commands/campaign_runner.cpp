@@ -23,6 +23,7 @@
 
 #include "common/input_error.hpp"
 #include "common/redact.hpp"
+#include "common/secret_token.hpp"
 #include "common/sha256.hpp"
 #include "harness/campaign/campaign_secrets.hpp"
 #include "harness/campaign/corpus.hpp"
@@ -393,7 +394,7 @@ std::string RunSession(store::Store& store, std::int64_t campaign, const Prepare
       fmt::format("{}-c{}-s{}", Sha256Hex(std::filesystem::absolute(c.store).string()).substr(0, 8), campaign, row.order_index);
   // A fresh shared secret for this session's coordinator and workers (in their
   // environment only; scrubbed from whatever the session's failure quotes).
-  const std::string token = NewWorkerToken();
+  const std::string token = NewSecretToken();
   std::vector<std::string> secrets = p.secrets;
   secrets.push_back(token);
   // Each process is recorded as soon as it starts: a harness that dies during the launch

@@ -10,7 +10,6 @@ namespace tandem::harness {
 // stores or prints it.
 inline constexpr const char* kWorkerTokenVariable = "TANDEM_WORKER_TOKEN";
 
-// A fresh token: 32 bytes from the kernel's CSPRNG (getrandom), as 64 lower-case hex digits.
-std::string NewWorkerToken();
+// A fresh token for it: tandem::NewSecretToken (common/secret_token.hpp).
 
 }  // namespace tandem::harness

@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include "common/secret_token.hpp"
 #include "runtime/engine/v41_moe_slices.hpp"
 #include "runtime/hybrid/local_workers.hpp"
 #include "runtime/hybrid/placement_plan.hpp"
@@ -171,7 +172,9 @@ std::unique_ptr<LocalWorkers> SpawnRequestedWorkers(const std::filesystem::path&
   // Loopback workers without a token could be used by any local process: a token per
   // run, unless one is configured (which an external --peer may need as well).
   std::optional<std::string> token = LoadWorkerToken(f.worker_token_file);
-  if (!token) token = f.spawned_token = NewWorkerToken();
+  // A fresh one (tandem::NewSecretToken) goes to the spawned workers in their environment,
+  // never on a command line (which any local user can read in /proc).
+  if (!token) token = f.spawned_token = NewSecretToken();
   auto spawned = std::make_unique<LocalWorkers>(model, f.spawn_workers, peer, f.spawned_threads, std::filesystem::path{}, std::move(extra),
                                                 std::chrono::seconds(30), token);
   std::string list;

@@ -68,9 +68,4 @@ std::optional<std::string> LoadWorkerToken(const std::filesystem::path& file) {
   return Checked(std::move(token), kWorkerTokenEnv);
 }
 
-std::string NewWorkerToken() {
-  const Nonce bytes = NewNonce();
-  return ToHex(bytes);
-}
-
 }  // namespace tandem::rt

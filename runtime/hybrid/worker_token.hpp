@@ -18,9 +18,4 @@ inline constexpr char kWorkerTokenEnv[] = "TANDEM_WORKER_TOKEN";
 // one that group or others may read (as ssh refuses such a key). Never logs the token.
 std::optional<std::string> LoadWorkerToken(const std::filesystem::path& file);
 
-// A fresh token for the workers this process spawns: 32 bytes from the CSPRNG, as 64
-// hex digits. Handed to them in their environment, never on a command line (which any
-// local user can read in /proc).
-std::string NewWorkerToken();
-
 }  // namespace tandem::rt

@@ -7,8 +7,8 @@
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
-#include <openssl/evp.h>
 
+#include "common/sha256.hpp"
 #include "runtime/model/model_error.hpp"
 #include "runtime/model/shard_index.hpp"
 
@@ -45,31 +45,24 @@ nlohmann::json StampsJson(const std::vector<FileStamp>& stamps) {
 std::string Sha256Files(const std::vector<FileStamp>& stamps, const LoadProgressFn& progress) {
   std::uint64_t all = 0, done = 0;
   for (const FileStamp& s : stamps) all += s.size;
-  std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> ctx(EVP_MD_CTX_new(), EVP_MD_CTX_free);
-  if (!ctx || EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr) != 1) throw ModelError("sha256: cannot initialise OpenSSL digest");
+  Sha256 hash;
   std::vector<char> buffer(1 << 20);
   for (const FileStamp& s : stamps) {
-    const std::string prefix = fmt::format("{}\n{}\n", s.path.filename().string(), s.size);
-    EVP_DigestUpdate(ctx.get(), prefix.data(), prefix.size());
+    hash.Update(fmt::format("{}\n{}\n", s.path.filename().string(), s.size));
     std::ifstream in(s.path, std::ios::binary);
     if (!in) throw ModelError(fmt::format("{}: cannot open for hashing", s.path.string()));
     std::uint64_t total = 0;
     while (in) {
       in.read(buffer.data(), static_cast<std::streamsize>(buffer.size()));
       const auto got = static_cast<std::size_t>(in.gcount());
-      EVP_DigestUpdate(ctx.get(), buffer.data(), got);
+      hash.Update(buffer.data(), got);
       total += got;
       done += got;
       if (progress) progress({LoadProgress::Phase::kRevision, done, all, s.path.filename().string()});
     }
     if (total != s.size) throw ModelError(fmt::format("{}: changed while it was being hashed", s.path.string()));
   }
-  unsigned char digest[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  EVP_DigestFinal_ex(ctx.get(), digest, &len);
-  std::string hex;
-  for (unsigned int i = 0; i < len; ++i) hex += fmt::format("{:02x}", digest[i]);
-  return hex;
+  return hash.HexDigest();
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-#include "harness/launch/worker_token.hpp"
+#include "common/secret_token.hpp"
 
 #include <array>
 #include <cerrno>
@@ -9,9 +9,9 @@
 
 #include <fmt/format.h>
 
-namespace tandem::harness {
+namespace tandem {
 
-std::string NewWorkerToken() {
+std::string NewSecretToken() {
   std::array<unsigned char, 32> bytes{};
   std::size_t have = 0;
   while (have < bytes.size()) {
@@ -19,7 +19,7 @@ std::string NewWorkerToken() {
     const ssize_t n = ::getrandom(bytes.data() + have, bytes.size() - have, 0);
     if (n < 0) {
       if (errno == EINTR) continue;
-      throw std::runtime_error(fmt::format("cannot make a worker token: getrandom: {}", std::strerror(errno)));
+      throw std::runtime_error(fmt::format("cannot make a secret token: getrandom: {}", std::strerror(errno)));
     }
     have += static_cast<std::size_t>(n);
   }
@@ -28,4 +28,4 @@ std::string NewWorkerToken() {
   return hex;
 }
 
-}  // namespace tandem::harness
+}  // namespace tandem
