@@ -30,7 +30,7 @@ float Probability(std::span<const float> logits, TokenId token);
 TokenId ArgMax(std::span<const float> logits);
 
 // Picks the token at `position` from `logits`. Order (documented in
-// docs/architecture.md): temperature 0 → greedy; otherwise logits / T; keep the
+// docs/engine.md, "Sampling order"): temperature 0 → greedy; otherwise logits / T; keep the
 // top_k largest; softmax; keep the smallest prefix (by probability, ties by id)
 // whose mass reaches top_p; drop tokens below min_p × the largest probability; then
 // the survivor with the smallest −log(TokenDraw(seed, position, token)) / p (an
