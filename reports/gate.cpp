@@ -45,8 +45,7 @@ GateResult EvaluateGate(const CampaignRecord& r, const GateOptions& options) {
   GateResult g;
   g.store = r.store_path;
   g.campaign = r.id;
-  const nlohmann::json& defaults = r.gate.is_object() ? r.gate : nlohmann::json::object();
-  store::GateDesign design = store::StoredGateDesign(r);
+  store::GateDesign design = r.gate;
   g.baseline = !options.baseline.empty() ? options.baseline : design.baseline;
   g.candidate = !options.candidate.empty() ? options.candidate : design.candidate;
   for (const std::string* label : {&g.baseline, &g.candidate}) {
@@ -61,17 +60,17 @@ GateResult EvaluateGate(const CampaignRecord& r, const GateOptions& options) {
   if (!(g.max_regression >= 0 && g.max_regression < 1)) {
     throw InputError(fmt::format("gate: max regression {} is outside [0, 1)", g.max_regression));
   }
-  g.rule = options.rule.value_or(design.proven ? GateRule::kProven : GateRule::kNoninferior);
+  g.rule = options.rule.value_or(design.rule);
   if (!options.families.empty()) design.families = options.families;
-  g.sequential = defaults.value("sequential", false);
+  g.sequential = design.sequential;
   g.precision = design.precision;
-  g.block = defaults.value("block", 4);
+  g.block = design.block;
   g.arms = static_cast<int>(r.arms.size());
   g.alpha = design.alpha;
   design.baseline = g.baseline;
   design.candidate = g.candidate;
   design.max_regression = g.max_regression;
-  design.proven = g.rule == GateRule::kProven;
+  design.rule = g.rule;
   const double threshold = 1.0 - g.max_regression;
   const std::vector<store::FamilyGate> decided = store::DecideGate(r, design);
   for (const store::FamilyGate& d : decided) g.gated += d.decision ? 1 : 0;

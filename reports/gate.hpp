@@ -12,11 +12,10 @@
 // `tandem gate`: a campaign turned into pass / fail / inconclusive for CI.
 namespace tandem::reports {
 
-enum class GateRule {
-  kNoninferior,  // the default: pass only when a family's interval lies above T = 1 − max_regression,
-                 // fail when it lies below, inconclusive otherwise
-  kProven,       // fail only on proven regressions (interval below T); everything else passes
-};
+// kNoninferior (the default): pass only when a family's interval lies above T = 1 −
+// max_regression, fail when it lies below, inconclusive otherwise; kProven: fail only on
+// proven regressions (interval below T), everything else passes.
+using GateRule = store::GateDesign::Rule;
 
 struct GateOptions {
   std::string baseline, candidate;       // empty: the campaign's gate section, else arms 0 and 1

@@ -135,7 +135,7 @@ PairQuality AssessPair(const CampaignRecord& r, const std::string& baseline, con
   // Greedy output. Within each arm it must be deterministic (the same prompt, the same text
   // in every session); across arms a difference is reported, and fails the gate only when
   // the campaign requires identical output (another runtime may legitimately differ).
-  const bool require_identical = r.gate.is_object() && r.gate.value("require_identical_greedy", false);
+  const bool require_identical = r.gate.require_identical_greedy;
   std::vector<const GreedyPrompt*> changed;
   std::size_t changed_samples = 0;
   std::map<std::string, int> inconsistent;  // arm → prompts it answered differently in different sessions

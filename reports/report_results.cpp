@@ -54,7 +54,7 @@ std::vector<Column> LayoutArmColumns(const CampaignRecord& r) {
 void AbTables(const CampaignRecord& r, MarkdownDoc& d) {
   if (r.arms.size() < 2 || r.families.empty()) return;
   const std::string& baseline = r.arms[0].label;
-  const bool paired = r.gate.is_object() && r.gate.value("method", std::string("welch")) == "paired";
+  const bool paired = r.gate.method == store::GateDesign::Method::kPaired;
   for (std::size_t k = 1; k < r.arms.size(); ++k) {
     const std::string& candidate = r.arms[k].label;
     const std::vector<FamilyComparison> cmp = CompareArms(r.families, baseline, candidate);

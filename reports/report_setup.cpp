@@ -300,21 +300,19 @@ void Protocol(const CampaignRecord& r, MarkdownDoc& d) {
       "Sessions: {}{} per layout, run layout after layout, arms interleaved in the order {} ({}). Every session launches its arm's "
       "coordinator and workers from scratch {}, waits until `/health` answers and `/v1/models` lists the model, runs the "
       "warmup and then the measured workloads, reads `/v1/stats` around each workload, and stops every process it started.",
-      r.gate.is_object() && r.gate.value("sequential", false) ? "at most " : "", per_layout.empty() ? 0 : per_layout.begin()->second, order,
-      fmt::join(letters, ", "), UsesOtherHosts(r) ? "on its layout's hosts (over SSH)" : "on loopback");
+      r.gate.sequential ? "at most " : "", per_layout.empty() ? 0 : per_layout.begin()->second, order, fmt::join(letters, ", "),
+      UsesOtherHosts(r) ? "on its layout's hosts (over SSH)" : "on loopback");
   if (distinct.size() > 1) {
     for (const auto& [layout, o] : orders) d.Line("- {}: {}", layout, o);
   }
-  if (r.gate.is_object() && r.gate.value("sequential", false)) {
+  if (r.gate.sequential) {
     // Sequential: the count above is the most a layout may run; say where each stopped.
     d.Blank();
     d.Line(
         "Sequential: the gate looked after every block of {} sessions and a layout stopped once its gated families were decided{} "
         "(O'Brien–Fleming alpha spending; docs/statistics.md).",
-        r.gate.value("block", 0),
-        r.gate.value("precision", 0.0) > 0
-            ? fmt::format(" and their 95% intervals lay within ±{:.1f}% of the ratio", 100 * r.gate.value("precision", 0.0))
-            : "");
+        r.gate.block,
+        r.gate.precision > 0 ? fmt::format(" and their 95% intervals lay within ±{:.1f}% of the ratio", 100 * r.gate.precision) : "");
     std::map<std::string, std::pair<int, int>> ran_skipped;
     for (const SessionRecord& s : r.sessions) {
       if (s.status == "skipped") {

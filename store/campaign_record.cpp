@@ -60,7 +60,7 @@ CampaignRecord LoadCampaignRecord(const Store& store, std::optional<std::int64_t
     r.status = s.Text(6);
     r.created_at = s.Text(7);
     r.host = Parse(s.Text(8), json::object());
-    r.gate = Parse(s.Text(9), json::object());
+    r.gate = GateDesign::FromJson(s.Text(9), fmt::format("{}: campaign {}: gate_json", r.store_path, r.id));
   }
   {
     Statement s(store.handle(),
@@ -72,6 +72,8 @@ CampaignRecord LoadCampaignRecord(const Store& store, std::optional<std::int64_t
                         s.Text(10), Parse(s.Text(7), json::object())});
     }
   }
+  if (r.gate.baseline.empty() && !r.arms.empty()) r.gate.baseline = r.arms[0].label;
+  if (r.gate.candidate.empty() && r.arms.size() >= 2) r.gate.candidate = r.arms[1].label;
   for (ArmRecord& a : r.arms) {
     Statement s(store.handle(), "SELECT role, host, image_id, location FROM arm_image WHERE arm_id = ? ORDER BY role, host");
     s.Bind(1, a.id);

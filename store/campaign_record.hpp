@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "store/gate_design.hpp"
 #include "store/session_scores.hpp"
 
 // One campaign of a store, read whole: what reports, the gate and exports work from.
@@ -65,7 +66,8 @@ struct CampaignRecord {
   std::string store_path;
   std::int64_t id = 0;
   std::string name, file, yaml_sha256, model_path, model_revision, status, created_at;
-  nlohmann::json host, gate;
+  nlohmann::json host;
+  GateDesign gate;                        // as stored, the baseline and candidate defaulted to the first two arms
   std::vector<ArmRecord> arms;            // by position
   std::vector<LayoutRecord> layouts;      // by position
   std::vector<SessionRecord> sessions;    // by order

@@ -43,19 +43,6 @@ std::map<std::string, LayoutSessions> SessionsByLayout(const CampaignRecord& r) 
 
 }  // namespace
 
-GateDesign StoredGateDesign(const CampaignRecord& r) {
-  const nlohmann::json& g = r.gate.is_object() ? r.gate : nlohmann::json::object();
-  GateDesign d;
-  d.baseline = g.value("baseline", r.arms.empty() ? "" : r.arms[0].label);
-  d.candidate = g.value("candidate", r.arms.size() < 2 ? "" : r.arms[1].label);
-  d.max_regression = g.value("max_regression", 0.03);
-  d.proven = g.value("rule", std::string("noninferior")) == "proven";
-  if (g.contains("families")) d.families = g["families"].get<std::vector<std::string>>();
-  if (g.contains("looks")) d.looks = g["looks"].get<std::vector<int>>();
-  d.precision = g.value("precision", 0.0);
-  return d;
-}
-
 std::vector<FamilyGate> DecideGate(const CampaignRecord& r, const GateDesign& design) {
   std::set<std::string> known;
   for (const FamilyScores& f : r.families) known.insert(f.family);
@@ -134,7 +121,8 @@ std::vector<FamilyGate> DecideGate(const CampaignRecord& r, const GateDesign& de
     }
     gates.push_back(std::move(g));
   }
-  const stats::DecisionRule rule{.threshold = 1.0 - design.max_regression, .alpha = design.alpha, .fail_only = design.proven, .holm = true};
+  const stats::DecisionRule rule{
+      .threshold = 1.0 - design.max_regression, .alpha = design.alpha, .fail_only = design.rule == GateDesign::Rule::kProven, .holm = true};
   const std::vector<stats::FamilyDecision> decisions = stats::DecideFamilies(looks, rule);
   for (std::size_t i = 0; i < decisions.size(); ++i) gates[decided[i]].decision = decisions[i];
   return gates;

@@ -7,26 +7,13 @@
 #include "stats/log_ratio.hpp"
 #include "stats/sequential_gate.hpp"
 #include "store/campaign_record.hpp"
+#include "store/gate_design.hpp"
 
 // The gate's statistical decision over a campaign's sessions: the looks it takes (after
 // each block of a sequential campaign, or once at the end), each family's interval at
 // every look, and stats::DecideFamilies on them. Shared by `tandem gate` and by `tandem
 // run`, which stops a sequential layout once its gated families are decided.
 namespace tandem::store {
-
-struct GateDesign {
-  std::string baseline, candidate;
-  double max_regression = 0.03;
-  bool proven = false;                // rule `proven`: fail only on proven regressions
-  double alpha = 0.025;               // one-sided level of each test (the 95% interval's two sides)
-  std::vector<std::string> families;  // gated; empty: every family both arms measured
-  // Sessions per layout after which the gate looks (the campaign's `looks`); empty: once,
-  // after every session.
-  std::vector<int> looks;
-  // The campaign's `sessions: precision` (0: none): a sequential layout also waited for
-  // every gated family's interval to lie within ±precision of its ratio.
-  double precision = 0;
-};
 
 struct FamilyGate {
   std::string layout, family;
@@ -41,11 +28,6 @@ struct FamilyGate {
   bool stopped_early = false;                            // a sequential layout skipped the rest: its gated families were decided
   std::string missing;                                   // why there is no decision
 };
-
-// The design the campaign's `gate:` section and session plan stored: baseline and
-// candidate (default: arms 0 and 1), families, max_regression (0.03), rule (noninferior)
-// and looks.
-GateDesign StoredGateDesign(const CampaignRecord& record);
 
 // Throws InputError when a gated family was never measured.
 std::vector<FamilyGate> DecideGate(const CampaignRecord& record, const GateDesign& design);

@@ -627,22 +627,18 @@ Campaign ParseCampaign(std::string_view text, const std::filesystem::path& file)
     c.timeouts.teardown_grace_s = t.Number<double>("teardown_grace_s", 10, 0, 3600);
   }
   if (m.Has("gate")) {
-    // Defaults for `tandem gate`; its flags override them. Stored as JSON.
     const Map g(m.Get("gate"), {"baseline", "candidate", "families", "max_regression", "rule", "require_identical_greedy"});
-    nlohmann::json gate = nlohmann::json::object();
-    for (const char* key : {"baseline", "candidate"}) {
+    for (auto [key, label] : {std::pair{"baseline", &c.gate.baseline}, std::pair{"candidate", &c.gate.candidate}}) {
       if (!g.Has(key)) continue;
-      const std::string label = g.Get(key).String();
-      if (std::none_of(c.arms.begin(), c.arms.end(), [&](const ArmSpec& a) { return a.label == label; })) {
-        throw g.Get(key).Error(fmt::format("'{}' is not an arm label", label));
+      *label = g.Get(key).String();
+      if (std::none_of(c.arms.begin(), c.arms.end(), [&](const ArmSpec& a) { return a.label == *label; })) {
+        throw g.Get(key).Error(fmt::format("'{}' is not an arm label", *label));
       }
-      gate[key] = label;
     }
-    if (g.Has("families")) gate["families"] = g.Get("families").StringList();
-    if (g.Has("max_regression")) gate["max_regression"] = g.Get("max_regression").Number<double>(0.0, 0.99);
-    if (g.Has("rule")) gate["rule"] = OneOf(g.Get("rule"), {"proven", "noninferior"});
-    if (g.Has("require_identical_greedy")) gate["require_identical_greedy"] = g.Get("require_identical_greedy").Bool();
-    c.gate_json = gate.dump();
+    if (g.Has("families")) c.gate.families = g.Get("families").StringList();
+    if (g.Has("max_regression")) c.gate.max_regression = g.Get("max_regression").Number<double>(0.0, 0.99);
+    if (g.Has("rule")) c.gate.proven = OneOf(g.Get("rule"), {"proven", "noninferior"}) == "proven";
+    if (g.Has("require_identical_greedy")) c.gate.require_identical_greedy = g.Get("require_identical_greedy").Bool();
   }
   return c;
 }

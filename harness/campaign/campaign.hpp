@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -149,6 +150,16 @@ struct ModelSpec {
   std::filesystem::path trained;  // a trained preset's committed checkpoint (model_preset.hpp)
 };
 
+// The `gate:` section: `tandem gate`'s defaults for this campaign (its flags override them).
+// The runner stores it with the session plan's looks as the campaign's gate design.
+struct GateSection {
+  std::string baseline, candidate;  // arm labels; empty: the first and second arm
+  std::vector<std::string> families;
+  std::optional<double> max_regression;
+  bool proven = false;  // rule: proven (else noninferior)
+  bool require_identical_greedy = false;
+};
+
 struct Campaign {
   std::string name;
   std::filesystem::path file;
@@ -164,7 +175,7 @@ struct Campaign {
   std::filesystem::path store;
   std::filesystem::path corpus;
   TimeoutSpec timeouts;
-  std::string gate_json;  // the `gate` section as JSON, for `tandem gate`
+  GateSection gate;
 
   std::vector<HostSpec> hosts;  // "local" first, then the `hosts:` entries
 

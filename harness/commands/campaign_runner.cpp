@@ -548,6 +548,12 @@ void KillLeftovers(store::Store& store, const Cluster& cluster, const store::Ses
     progress.Line(fmt::format("session {}: killed {} process(es) left running by the interrupted run", s.order_index + 1, killed));
 }
 
+// The gate design a store holds for `campaign`.
+store::GateDesign StoredGate(const store::Store& store, std::int64_t campaign) {
+  return store::GateDesign::FromJson(store.CampaignField(campaign, "gate_json"),
+                                     fmt::format("{}: campaign {}: gate_json", store.file().string(), campaign));
+}
+
 // A sequential campaign looks after every block of a layout: once every gated family of
 // the layout is decided, its remaining sessions are skipped (status "skipped"). The gate
 // recomputes the same looks from the store, so `tandem gate` gives the verdict seen here.
@@ -560,13 +566,12 @@ void StopIfDecided(store::Store& store, std::int64_t campaign, const Campaign& c
     if (s.order_index < done.order_index) ++position;
     ++total;
   }
-  const json gate = json::parse(store.CampaignField(campaign, "gate_json"), nullptr, false);
-  const std::vector<int> looks = gate.is_object() && gate.contains("looks") ? gate["looks"].get<std::vector<int>>() : std::vector<int>{};
+  const std::vector<int> looks = StoredGate(store, campaign).looks;
   if (std::find(looks.begin(), looks.end(), position + 1) == looks.end() || position + 1 == total) return;
   const store::CampaignRecord record = store::LoadCampaignRecord(store, campaign);
   std::vector<store::FamilyGate> gates;
   try {
-    gates = store::DecideGate(record, store::StoredGateDesign(record));
+    gates = store::DecideGate(record, record.gate);
   } catch (const std::exception& e) {
     progress.Line(fmt::format("[{}] look after {} sessions: {}; going on", done.layout, position + 1, e.what()));
     return;
@@ -675,14 +680,20 @@ class StoreLock {
 
 // The campaign's `gate:` section plus its design: the looks the gate takes (sessions per
 // layout), the block size and whether the campaign is sequential.
-json GateJson(const Campaign& c) {
-  json gate = c.gate_json.empty() ? json::object() : json::parse(c.gate_json);
-  gate["looks"] = c.sessions.looks(c.arms.size());
-  gate["block"] = c.sessions.block(c.arms.size());
-  gate["sequential"] = c.sessions.until_decided;
-  if (c.sessions.precision > 0) gate["precision"] = c.sessions.precision;
-  if (c.sessions.paired) gate["method"] = "paired";
-  return gate;
+store::GateDesign GateDesignOf(const Campaign& c) {
+  store::GateDesign d;
+  d.baseline = c.gate.baseline;
+  d.candidate = c.gate.candidate;
+  d.families = c.gate.families;
+  if (c.gate.max_regression) d.max_regression = *c.gate.max_regression;
+  d.rule = c.gate.proven ? store::GateDesign::Rule::kProven : store::GateDesign::Rule::kNoninferior;
+  d.require_identical_greedy = c.gate.require_identical_greedy;
+  d.looks = c.sessions.looks(c.arms.size());
+  d.block = c.sessions.block(c.arms.size());
+  d.sequential = c.sessions.until_decided;
+  d.precision = c.sessions.precision;
+  d.method = c.sessions.paired ? store::GateDesign::Method::kPaired : store::GateDesign::Method::kWelch;
+  return d;
 }
 
 // `--extend N`: N more sessions per layout, continuing each layout's order, and the gate's
@@ -697,9 +708,8 @@ void Extend(store::Store& store, std::int64_t campaign, const Campaign& c, int m
   }
   if (more % block != 0) throw InputError(fmt::format("--extend {}: must be a whole number of blocks of {} sessions", more, block));
   const std::vector<store::SessionRow> sessions = store.Sessions(campaign);
-  json gate = json::parse(store.CampaignField(campaign, "gate_json"), nullptr, false);
-  if (!gate.is_object()) gate = json::object();
-  std::vector<int> looks = gate.contains("looks") ? gate["looks"].get<std::vector<int>>() : std::vector<int>{};
+  store::GateDesign gate = StoredGate(store, campaign);
+  std::vector<int>& looks = gate.looks;
   int next = 0;
   for (const store::SessionRow& s : sessions) next = std::max(next, s.order_index + 1);
   std::map<std::string, std::vector<const store::SessionRow*>> by_layout;
@@ -731,9 +741,8 @@ void Extend(store::Store& store, std::int64_t campaign, const Campaign& c, int m
     } else {
       looks.push_back(have + more);
     }
-    gate["looks"] = looks;
-    gate["extended"].push_back({{"from", have}, {"to", have + more}});
-    store.SetCampaignGate(campaign, gate.dump());
+    gate.extended.push_back({have, have + more});
+    store.SetCampaignGate(campaign, gate.ToJson());
   });
   std::cerr << fmt::format("extended campaign {} by {} sessions per layout ({} → {})\n", campaign, more, have, have + more);
 }
@@ -777,7 +786,7 @@ int RunCampaign(const Campaign& campaign, const RunOptions& options) {
     // The text without its secrets; its sha256 is the file's, which lets --resume find the secrets again.
     id = store.CreateCampaign(c.name, std::filesystem::absolute(c.file).string(), RedactCampaignYaml(c.yaml_text), c.yaml_sha256,
                               p.model.string(), p.model_revision, host);
-    store.SetCampaignGate(id, GateJson(c).dump());
+    store.SetCampaignGate(id, GateDesignOf(c).ToJson());
     std::map<std::string, std::int64_t> arms, layouts;
     for (std::size_t i = 0; i < p.arms.size(); ++i) {
       const ResolvedArm& a = p.arms[i];

@@ -51,7 +51,7 @@ store::CampaignRecord TwoArms() {
                Sample(5, 3, 2, "m", "code", 0, Draft(2, 4, 2)),  Sample(6, 3, 2, "m", "fable", 0, Draft(2, 4, 2)),
                Sample(7, 3, 2, "m", "topic", 1, json::object())};
   // As LoadCampaignRecord leaves them: JSON columns are objects (processes an array).
-  r.host = r.gate = json::object();
+  r.host = json::object();
   for (store::ArmRecord& a : r.arms) a.launch = json::object();
   for (store::SessionRecord& s : r.sessions) s.host = s.served = json::object(), s.processes = json::array();
   for (store::WorkloadRecord& w : r.workloads) w.spec = w.stats_before = w.stats_after = json::object();
