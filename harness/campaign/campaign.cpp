@@ -628,12 +628,13 @@ Campaign ParseCampaign(std::string_view text, const std::filesystem::path& file)
   }
   if (m.Has("gate")) {
     const Map g(m.Get("gate"), {"baseline", "candidate", "families", "max_regression", "rule", "require_identical_greedy"});
-    for (auto [key, label] : {std::pair{"baseline", &c.gate.baseline}, std::pair{"candidate", &c.gate.candidate}}) {
-      if (!g.Has(key)) continue;
-      *label = g.Get(key).String();
-      if (std::none_of(c.arms.begin(), c.arms.end(), [&](const ArmSpec& a) { return a.label == *label; })) {
-        throw g.Get(key).Error(fmt::format("'{}' is not an arm label", *label));
+    for (const auto& field : {std::pair{"baseline", &c.gate.baseline}, std::pair{"candidate", &c.gate.candidate}}) {
+      if (!g.Has(field.first)) continue;
+      const std::string label = g.Get(field.first).String();
+      if (std::none_of(c.arms.begin(), c.arms.end(), [&](const ArmSpec& a) { return a.label == label; })) {
+        throw g.Get(field.first).Error(fmt::format("'{}' is not an arm label", label));
       }
+      *field.second = label;
     }
     if (g.Has("families")) c.gate.families = g.Get("families").StringList();
     if (g.Has("max_regression")) c.gate.max_regression = g.Get("max_regression").Number<double>(0.0, 0.99);
