@@ -40,6 +40,11 @@ const WorkloadRecord* CampaignRecord::Workload(std::int64_t run) const {
   return nullptr;
 }
 
+GateDesign LoadGateDesign(const Store& store, std::int64_t campaign) {
+  return GateDesign::FromJson(store.CampaignField(campaign, "gate_json"),
+                              fmt::format("{}: campaign {}: gate_json", store.file().string(), campaign));
+}
+
 CampaignRecord LoadCampaignRecord(const Store& store, std::optional<std::int64_t> campaign) {
   CampaignRecord r;
   r.store_path = store.file().string();
@@ -60,7 +65,7 @@ CampaignRecord LoadCampaignRecord(const Store& store, std::optional<std::int64_t
     r.status = s.Text(6);
     r.created_at = s.Text(7);
     r.host = Parse(s.Text(8), json::object());
-    r.gate = GateDesign::FromJson(s.Text(9), fmt::format("{}: campaign {}: gate_json", r.store_path, r.id));
+    r.gate = LoadGateDesign(store, r.id);
   }
   {
     Statement s(store.handle(),

@@ -87,4 +87,7 @@ struct CampaignRecord {
 // naming the store when there is no such campaign.
 CampaignRecord LoadCampaignRecord(const Store& store, std::optional<std::int64_t> campaign);
 
+// The gate design stored for `campaign`, as stored (errors name the store and campaign).
+GateDesign LoadGateDesign(const Store& store, std::int64_t campaign);
+
 }  // namespace tandem::store

@@ -21,6 +21,14 @@ T Field(const json& g, const char* key, const std::string& where) {
   }
 }
 
+// A string key that must be one of two words: true for the second.
+bool SecondOf(const json& g, const char* key, const std::string& where, const char* first, const char* second) {
+  const auto word = Field<std::string>(g, key, where);
+  if (word != first && word != second)
+    throw InputError(fmt::format("{}: {} '{}' is neither '{}' nor '{}'", where, key, word, first, second));
+  return word == second;
+}
+
 }  // namespace
 
 GateDesign GateDesign::FromJson(const std::string& text, const std::string& where) {
@@ -47,11 +55,7 @@ GateDesign GateDesign::FromJson(const std::string& text, const std::string& wher
         throw InputError(fmt::format("{}: max_regression {} is outside [0, 1)", where, d.max_regression));
       }
     } else if (key == "rule") {
-      const auto rule = Field<std::string>(g, "rule", where);
-      if (rule != "noninferior" && rule != "proven") {
-        throw InputError(fmt::format("{}: rule '{}' is neither 'noninferior' nor 'proven'", where, rule));
-      }
-      d.rule = rule == "proven" ? Rule::kProven : Rule::kNoninferior;
+      d.rule = SecondOf(g, "rule", where, "noninferior", "proven") ? Rule::kProven : Rule::kNoninferior;
     } else if (key == "require_identical_greedy") {
       d.require_identical_greedy = Field<bool>(g, "require_identical_greedy", where);
     } else if (key == "alpha") {
@@ -68,11 +72,7 @@ GateDesign GateDesign::FromJson(const std::string& text, const std::string& wher
       d.precision = Field<double>(g, "precision", where);
       if (!(d.precision >= 0 && d.precision < 1)) throw InputError(fmt::format("{}: precision {} is outside [0, 1)", where, d.precision));
     } else if (key == "method") {
-      const auto method = Field<std::string>(g, "method", where);
-      if (method != "welch" && method != "paired") {
-        throw InputError(fmt::format("{}: method '{}' is neither 'welch' nor 'paired'", where, method));
-      }
-      d.method = method == "paired" ? Method::kPaired : Method::kWelch;
+      d.method = SecondOf(g, "method", where, "welch", "paired") ? Method::kPaired : Method::kWelch;
     } else if (key == "extended") {
       if (!value.is_array()) throw InputError(fmt::format("{}: 'extended' is {}, not a list", where, value.dump()));
       for (const json& e : value) {

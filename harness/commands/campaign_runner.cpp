@@ -548,12 +548,6 @@ void KillLeftovers(store::Store& store, const Cluster& cluster, const store::Ses
     progress.Line(fmt::format("session {}: killed {} process(es) left running by the interrupted run", s.order_index + 1, killed));
 }
 
-// The gate design a store holds for `campaign`.
-store::GateDesign StoredGate(const store::Store& store, std::int64_t campaign) {
-  return store::GateDesign::FromJson(store.CampaignField(campaign, "gate_json"),
-                                     fmt::format("{}: campaign {}: gate_json", store.file().string(), campaign));
-}
-
 // A sequential campaign looks after every block of a layout: once every gated family of
 // the layout is decided, its remaining sessions are skipped (status "skipped"). The gate
 // recomputes the same looks from the store, so `tandem gate` gives the verdict seen here.
@@ -566,7 +560,7 @@ void StopIfDecided(store::Store& store, std::int64_t campaign, const Campaign& c
     if (s.order_index < done.order_index) ++position;
     ++total;
   }
-  const std::vector<int> looks = StoredGate(store, campaign).looks;
+  const std::vector<int> looks = store::LoadGateDesign(store, campaign).looks;
   if (std::find(looks.begin(), looks.end(), position + 1) == looks.end() || position + 1 == total) return;
   const store::CampaignRecord record = store::LoadCampaignRecord(store, campaign);
   std::vector<store::FamilyGate> gates;
@@ -708,7 +702,7 @@ void Extend(store::Store& store, std::int64_t campaign, const Campaign& c, int m
   }
   if (more % block != 0) throw InputError(fmt::format("--extend {}: must be a whole number of blocks of {} sessions", more, block));
   const std::vector<store::SessionRow> sessions = store.Sessions(campaign);
-  store::GateDesign gate = StoredGate(store, campaign);
+  store::GateDesign gate = store::LoadGateDesign(store, campaign);
   std::vector<int>& looks = gate.looks;
   int next = 0;
   for (const store::SessionRow& s : sessions) next = std::max(next, s.order_index + 1);
