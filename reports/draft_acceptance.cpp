@@ -22,24 +22,22 @@ std::vector<DraftCounterSums> SumDraftCounters(const store::CampaignRecord& r) {
   for (const store::SampleRecord& x : r.samples) {
     const store::WorkloadRecord* w = r.Workload(x.run);
     const store::SessionRecord* s = r.Session(x.session);
-    if (w == nullptr || s == nullptr || w->warmup || !x.draft.is_object()) continue;
-    if (!x.draft.contains("verified_drafts") && !x.draft.contains("error")) continue;
+    if (w == nullptr || s == nullptr || w->warmup || (!x.draft.counted && !x.draft.error)) continue;
     // Every sample of a batch carries the batch's delta: count it once.
     if (!seen.insert({x.session, x.run, x.batch}).second) continue;
     const Case key{x.workload, w->kind == "mixed" ? "mixed" : x.case_id};
     if (!sums.contains(key)) order.push_back(key);
-    if (x.draft.contains("error")) {
-      errors[key].try_emplace({s->layout, s->arm}, fmt::format("session {} batch {}: {}", s->order_index + 1, x.batch,
-                                                               x.draft["error"].is_string() ? x.draft["error"].get<std::string>() : "?"));
+    if (x.draft.error) {
+      errors[key].try_emplace({s->layout, s->arm}, fmt::format("session {} batch {}: {}", s->order_index + 1, x.batch, *x.draft.error));
       sums[key].try_emplace({s->layout, s->arm});
       any = true;
       continue;
     }
     Sums& t = sums[key][{s->layout, s->arm}];
-    t.accepted += x.draft.value("accepted_drafts", std::int64_t{0});
-    t.verified += x.draft.value("verified_drafts", std::int64_t{0});
-    t.rounds += x.draft.value("request_rounds", std::int64_t{0});
-    any = any || x.draft.value("verified_drafts", std::int64_t{0}) > 0;
+    t.accepted += x.draft.accepted_drafts;
+    t.verified += x.draft.verified_drafts;
+    t.rounds += x.draft.request_rounds;
+    any = any || x.draft.verified_drafts > 0;
   }
   std::vector<DraftCounterSums> out;
   if (!any) return out;

@@ -7,6 +7,7 @@
 
 #include "stats/decode_metrics.hpp"
 #include "stats/stats_error.hpp"
+#include "store/record_fields.hpp"
 
 namespace tandem::reports {
 
@@ -127,9 +128,9 @@ Table Samples(const CampaignRecord& r) {
                       x.content_sha256,
                       x.valid,
                       x.passed,
-                      x.checks,
-                      x.flags,
-                      x.draft,
+                      store::ChecksJson(x),
+                      store::FlagsJson(x),
+                      store::DraftJson(x.draft),
                       x.content});
   }
   return t;

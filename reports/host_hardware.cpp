@@ -8,47 +8,28 @@
 
 namespace tandem::reports {
 
-using nlohmann::json;
-
-namespace {
-
-std::string Text(const json& facts, const char* key) {
-  if (!facts.contains(key)) return "";
-  const json& v = facts[key];
-  return v.is_string() ? v.get<std::string>() : v.dump();
-}
-
-}  // namespace
-
-std::string DescribeCpu(const json& facts) {
-  if (!facts.is_object()) return "?";
+std::string DescribeCpu(const store::HostFacts& facts) {
+  if (!facts.known) return "?";
   std::vector<std::string> parts;
-  const std::string model = Text(facts, "cpu_model");
-  parts.push_back(model.empty() ? "?" : model);
-  if (facts.contains("cpu_family")) {
-    parts.push_back(fmt::format("{} family {} model {} stepping {}", Text(facts, "cpu_vendor"), Text(facts, "cpu_family"),
-                                Text(facts, "cpu_model_number"), Text(facts, "cpu_stepping")));
-  } else if (facts.contains("cpu_implementer")) {
-    parts.push_back(fmt::format("implementer {} part {}", Text(facts, "cpu_implementer"), Text(facts, "cpu_part")));
+  parts.push_back(facts.cpu_model.empty() ? "?" : facts.cpu_model);
+  if (facts.cpu_family) {
+    parts.push_back(
+        fmt::format("{} family {} model {} stepping {}", facts.cpu_vendor, *facts.cpu_family, facts.cpu_model_number, facts.cpu_stepping));
+  } else if (facts.cpu_implementer) {
+    parts.push_back(fmt::format("implementer {} part {}", *facts.cpu_implementer, facts.cpu_part));
   }
-  if (facts.contains("logical_cpus")) parts.push_back(fmt::format("{} logical CPUs", Text(facts, "logical_cpus")));
-  if (facts.contains("cpu_isa") && facts["cpu_isa"].is_array()) {
-    std::vector<std::string> isa;
-    for (const json& f : facts["cpu_isa"]) {
-      if (f.is_string()) isa.push_back(f.get<std::string>());
-    }
-    parts.push_back(isa.empty() ? "no SIMD extension the kernels use" : fmt::format("{}", fmt::join(isa, " ")));
+  if (facts.logical_cpus) parts.push_back(fmt::format("{} logical CPUs", *facts.logical_cpus));
+  if (facts.cpu_isa) {
+    parts.push_back(facts.cpu_isa->empty() ? "no SIMD extension the kernels use" : fmt::format("{}", fmt::join(*facts.cpu_isa, " ")));
   }
   return fmt::format("{}", fmt::join(parts, ", "));
 }
 
 std::string SessionHardware(const store::SessionRecord& session) {
-  const json& h = session.host;
-  if (!h.is_object() || h.empty()) return "unknown";
+  const store::HostFacts& h = session.host;
+  if (!h.known) return "unknown";
   std::string out = DescribeCpu(h);
-  if (h.contains("hosts") && h["hosts"].is_object()) {
-    for (const auto& [name, facts] : h["hosts"].items()) out += fmt::format("; {}: {}", name, DescribeCpu(facts));
-  }
+  for (const auto& [name, facts] : h.hosts) out += fmt::format("; {}: {}", name, DescribeCpu(facts));
   return out;
 }
 

@@ -4,8 +4,6 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "store/campaign_record.hpp"
 
 // Which hardware each session ran on, from the host facts the harness stored with it.
@@ -16,7 +14,7 @@ namespace tandem::reports {
 
 // One host's CPU in words: "AMD EPYC, AuthenticAMD family 26 model 2 stepping 1, 2 logical
 // CPUs, avx2 fma … avx512_bf16", from what its facts hold (older stores: the model name).
-std::string DescribeCpu(const nlohmann::json& facts);
+std::string DescribeCpu(const store::HostFacts& facts);
 
 // Every host of a session (the harness's own, then each other host by name), described
 // as DescribeCpu: sessions with different values ran on different hardware.

@@ -27,7 +27,7 @@ std::string Ids(const std::vector<std::int64_t>& ids, std::size_t most = 8) {
   return out;
 }
 
-bool Greedy(const WorkloadRecord& w) { return w.spec.is_object() && w.spec.value("greedy", true); }
+bool Greedy(const WorkloadRecord& w) { return w.settings.greedy; }
 
 }  // namespace
 
@@ -86,14 +86,14 @@ Quality AssessQuality(const CampaignRecord& r) {
     const WorkloadRecord* w = r.Workload(x.run);
     const SessionRecord* s = r.Session(x.session);
     if (w == nullptr || s == nullptr) continue;
-    if (x.flags.is_object() && x.flags.contains("token_count_mismatch")) q.token_flags[s->arm].push_back(x.id);
+    if (x.token_count_mismatch) q.token_flags[s->arm].push_back(x.id);
     if (x.passed) continue;
     if (w->warmup) {
       q.failed_warmup[s->arm].push_back(x.id);
       continue;
     }
-    for (const auto& [check, ok] : x.checks.items()) {
-      if (!ok.is_boolean() || ok.get<bool>()) continue;
+    for (const auto& [check, ok] : x.checks) {
+      if (ok) continue;
       (IsContentCheck(check) && Truncated(x) ? q.truncated_checks : q.failed_checks)[check][s->arm].push_back(x.id);
     }
   }
@@ -101,7 +101,7 @@ Quality AssessQuality(const CampaignRecord& r) {
     if (s.status == "failed") q.failed_sessions.push_back(&s);
     if (s.status == "planned" || s.status == "running") q.unfinished_sessions.push_back(&s);
     if (s.attempts > 1) q.retried_sessions.push_back(&s);
-    if (s.host.is_object() && s.host.value("load_warning", false)) q.loaded_sessions.push_back(&s);
+    if (s.host.load_warning) q.loaded_sessions.push_back(&s);
   }
   return q;
 }
@@ -125,7 +125,7 @@ PairQuality AssessPair(const CampaignRecord& r, const std::string& baseline, con
     const SessionRecord* s = r.Session(x.session);
     if (w == nullptr || s == nullptr || w->warmup || s->arm != candidate || s->status != "complete" || x.valid) continue;
     for (const char* check : {"stream_complete", "usage_consistent", "cache_bound"}) {
-      if (x.checks.contains(check) && x.checks[check].is_boolean() && !x.checks[check].get<bool>()) invalid[check].push_back(x.id);
+      if (x.checks.contains(check) && !x.checks.at(check)) invalid[check].push_back(x.id);
     }
     if (!x.checks.contains("stream_complete")) invalid["stream_complete"].push_back(x.id);
   }
@@ -177,9 +177,8 @@ PairQuality AssessPair(const CampaignRecord& r, const std::string& baseline, con
     const SessionRecord* s = r.Session(x.session);
     if (w == nullptr || s == nullptr || w->warmup || !Greedy(*w) || s->status != "complete" || !x.valid) continue;
     if ((s->arm != baseline && s->arm != candidate) || Truncated(x)) continue;  // a cut-short answer is not judged
-    for (const auto& [check, ok] : x.checks.items()) {
-      if (!IsContentCheck(check)) continue;
-      if (!ok.is_boolean() || ok.get<bool>()) continue;
+    for (const auto& [check, ok] : x.checks) {
+      if (!IsContentCheck(check) || ok) continue;
       (s->arm == baseline ? content[check].first : content[check].second) += 1;
       if (s->arm == candidate) candidate_failed[check].push_back(x.id);
     }

@@ -18,17 +18,6 @@ struct Sums {
   bool backwards = false;
 };
 
-// The prediction sums of one /v1/stats body; false when the server reports none.
-bool Read(const nlohmann::json& stats, Sums& out) {
-  if (!stats.is_object() || !stats.contains("draft") || !stats["draft"].is_object()) return false;
-  const nlohmann::json& p = stats["draft"].value("round_time_prediction", nlohmann::json());
-  if (!p.is_object() || !p.value("rounds", nlohmann::json()).is_number()) return false;
-  out.rounds = p.value("rounds", 0.0);
-  out.abs_rel = p.value("abs_rel_error_sum", 0.0);
-  out.error_us = p.value("error_us_sum", 0.0);
-  return true;
-}
-
 }  // namespace
 
 void PredictionError(const store::CampaignRecord& r, MarkdownDoc& d) {
@@ -37,17 +26,17 @@ void PredictionError(const store::CampaignRecord& r, MarkdownDoc& d) {
   for (const store::WorkloadRecord& w : r.workloads) {
     const store::SessionRecord* s = r.Session(w.session);
     if (w.warmup || s == nullptr || s->status != "complete") continue;
-    Sums before, after;
-    if (!Read(w.stats_before, before) || !Read(w.stats_after, after)) continue;
+    if (!w.prediction_before || !w.prediction_after) continue;
+    const store::PredictionSums &before = *w.prediction_before, &after = *w.prediction_after;
     if (!sums.contains(w.name)) workloads.push_back(w.name);
     Sums& t = sums[w.name][{s->layout, s->arm}];
-    if (after.rounds < before.rounds || after.abs_rel < before.abs_rel) {
+    if (after.rounds < before.rounds || after.abs_rel_error_sum < before.abs_rel_error_sum) {
       t.backwards = true;  // the server restarted between the reads
       continue;
     }
     t.rounds += after.rounds - before.rounds;
-    t.abs_rel += after.abs_rel - before.abs_rel;
-    t.error_us += after.error_us - before.error_us;
+    t.abs_rel += after.abs_rel_error_sum - before.abs_rel_error_sum;
+    t.error_us += after.error_us_sum - before.error_us_sum;
   }
   bool any = false;
   for (const auto& [w, columns] : sums) {

@@ -31,12 +31,12 @@ void ContentChecksByCase(const CampaignRecord& r, MarkdownDoc& d) {
   for (const SampleRecord& x : r.samples) {
     const WorkloadRecord* w = r.Workload(x.run);
     const SessionRecord* s = r.Session(x.session);
-    if (w == nullptr || s == nullptr || w->warmup || !x.checks.is_object()) continue;
+    if (w == nullptr || s == nullptr || w->warmup) continue;
     bool any = false, all = true;
-    for (const auto& [check, ok] : x.checks.items()) {
+    for (const auto& [check, ok] : x.checks) {
       if (!IsContentCheck(check)) continue;
       any = true;
-      all = all && ok.is_boolean() && ok.get<bool>();
+      all = all && ok;
     }
     if (!any) continue;
     const std::pair<std::string, std::string> key = {x.workload, x.case_id};
@@ -122,7 +122,7 @@ void QualitySection(const CampaignRecord& r, MarkdownDoc& d) {
     const WorkloadRecord* w = r.Workload(x.run);
     const SessionRecord* s = r.Session(x.session);
     if (w == nullptr || s == nullptr || w->warmup) continue;
-    for (const auto& [check, ok] : x.checks.items()) ++ran[check][s->arm];
+    for (const auto& [check, ok] : x.checks) ++ran[check][s->arm];
   }
   if (q.failed_checks.empty()) {
     d.Line("{}", q.truncated_checks.empty() ? "Every check passed on every measured sample."
@@ -179,7 +179,7 @@ void QualitySection(const CampaignRecord& r, MarkdownDoc& d) {
   if (!q.loaded_sessions.empty()) {
     std::vector<std::string> which;
     for (const SessionRecord* s : q.loaded_sessions) {
-      which.push_back(fmt::format("{} ({:.0f}% busy)", s->order_index + 1, 100 * s->host.value("busy_fraction", 0.0)));
+      which.push_back(fmt::format("{} ({:.0f}% busy)", s->order_index + 1, 100 * s->host.busy_fraction.value_or(0.0)));
     }
     disclosed.push_back(fmt::format("sessions started while other work kept the CPUs busy: {}", fmt::join(which, ", ")));
   }
@@ -190,9 +190,8 @@ void QualitySection(const CampaignRecord& r, MarkdownDoc& d) {
                       "across its sessions; each session used its own nonce markers",
                       a.label));
     }
-    for (const char* key : {"options", "worker_options"}) {
-      if (!a.launch.contains(key) || !a.launch[key].is_array()) continue;
-      const auto options = a.launch[key].get<std::vector<std::string>>();
+    for (const std::vector<std::string>* list : {&a.launch.options, &a.launch.worker_options}) {
+      const std::vector<std::string>& options = *list;
       const auto it = std::find(options.begin(), options.end(), "--debug-slowdown");
       if (it != options.end() && it + 1 != options.end()) {
         disclosed.push_back(
@@ -254,8 +253,8 @@ void Appendix(const CampaignRecord& r, MarkdownDoc& d) {
     if (!d.linked.contains(x.id)) continue;
     const SessionRecord* s = r.Session(x.session);
     std::vector<std::string> failed;
-    for (const auto& [check, ok] : x.checks.items()) {
-      if (ok.is_boolean() && !ok.get<bool>()) failed.push_back(check);
+    for (const auto& [check, ok] : x.checks) {
+      if (!ok) failed.push_back(check);
     }
     const std::string excerpt = Excerpt(x.content, 160);
     d.Line(

@@ -109,14 +109,13 @@ void MixedPairs(const CampaignRecord& r, MarkdownDoc& d) {
   const auto arm_of = [&](const std::string& coordinator, const std::string& workers) -> const ArmRecord* {
     for (const ArmRecord& a : r.arms) {
       if (coordinator == workers && a.label == coordinator && a.kind != "mixed") return &a;
-      if (a.kind == "mixed" && a.launch.value("coordinator_from", "") == coordinator && a.launch.value("worker_from", "") == workers)
-        return &a;
+      if (a.kind == "mixed" && a.launch.coordinator_from == coordinator && a.launch.worker_from == workers) return &a;
     }
     return nullptr;
   };
   for (const ArmRecord& m : r.arms) {
     if (m.kind != "mixed") continue;
-    const std::string x = m.launch.value("coordinator_from", ""), y = m.launch.value("worker_from", "");
+    const std::string x = m.launch.coordinator_from, y = m.launch.worker_from;
     const ArmRecord* grid[2][2] = {{arm_of(x, x), arm_of(x, y)}, {arm_of(y, x), arm_of(y, y)}};
     if (x == y || !grid[0][0] || !grid[0][1] || !grid[1][0] || !grid[1][1]) continue;
     if (grid[0][1] != &m) continue;  // each pair once, from the arm with X's coordinator

@@ -13,7 +13,6 @@
 
 namespace tandem::reports::sections {
 
-using nlohmann::json;
 using store::ArmRecord;
 using store::CampaignRecord;
 using store::LayoutRecord;
@@ -47,12 +46,10 @@ std::vector<const WorkloadRecord*> WorkloadPlan(const CampaignRecord& r) {
 std::string ImageId(const std::string& id) { return Short(id, id.rfind("sha256:", 0) == 0 ? 19 : 16); }
 
 // One GPU of nvidia-smi's facts: "NVIDIA H200 (power limit 700 W, SM 1980 / 1980 MHz, memory 3201 / 3201 MHz)".
-std::string DescribeGpu(const json& g) {
-  const auto number = [&](const char* key) {
-    return g.contains(key) ? (g[key].is_number() ? fmt::format("{:g}", g[key].get<double>()) : g[key].dump()) : "?";
-  };
-  return fmt::format("{} (power limit {} W, SM {} / {} MHz, memory {} / {} MHz)", g.value("name", "?"), number("power_limit_w"),
-                     number("sm_clock_mhz"), number("max_sm_clock_mhz"), number("memory_clock_mhz"), number("max_memory_clock_mhz"));
+std::string DescribeGpu(const store::GpuFacts& g) {
+  const auto number = [](const std::optional<double>& v) { return v ? fmt::format("{:g}", *v) : "?"; };
+  return fmt::format("{} (power limit {} W, SM {} / {} MHz, memory {} / {} MHz)", g.name, number(g.power_limit_w), number(g.sm_clock_mhz),
+                     number(g.max_sm_clock_mhz), number(g.memory_clock_mhz), number(g.max_memory_clock_mhz));
 }
 
 // When the sessions did not all run on the same hardware: which ran where, per arm, and
@@ -122,36 +119,25 @@ void Arms(const CampaignRecord& r, MarkdownDoc& d) {
   d.Blank();
   for (const ArmRecord& a : r.arms) {
     std::vector<std::string> how;
-    const json& l = a.launch;
-    if (a.kind == "git") how.push_back(fmt::format("built from {} at `{}`", l.value("repository", ""), l.value("ref", "")));
-    if (a.kind == "binary") how.push_back(fmt::format("`{}`", l.value("coordinator", "")));
+    const store::ArmLaunch& l = a.launch;
+    if (a.kind == "git") how.push_back(fmt::format("built from {} at `{}`", l.repository, l.ref));
+    if (a.kind == "binary") how.push_back(fmt::format("`{}`", l.coordinator));
     // Stores redact secrets as they are written; an older store's are redacted here.
-    if (a.kind == "command") how.push_back(fmt::format("command `{}`", RedactShellCommand(l.value("command", ""))));
+    if (a.kind == "command") how.push_back(fmt::format("command `{}`", RedactShellCommand(l.command)));
     if (a.kind == "mixed") {
-      how.push_back(fmt::format("**mixed**: the coordinator of {}, the workers of {}", l.value("coordinator_from", "?"),
-                                l.value("worker_from", "?")));
+      how.push_back(fmt::format("**mixed**: the coordinator of {}, the workers of {}",
+                                l.coordinator_from.empty() ? "?" : l.coordinator_from, l.worker_from.empty() ? "?" : l.worker_from));
     }
-    if (l.contains("engine")) {
-      how.push_back(
-          fmt::format("{} images `{}` (coordinator) and `{}` (workers){}", l.value("engine", ""), l.value("coordinator_image", ""),
-                      l.value("worker_image", ""),
-                      l.contains("run_args") && l["run_args"].is_array() && !l["run_args"].empty()
-                          ? fmt::format(", run with `{}`", fmt::join(RedactArgs(l["run_args"].get<std::vector<std::string>>()), " "))
-                          : ""));
+    if (l.engine) {
+      how.push_back(fmt::format("{} images `{}` (coordinator) and `{}` (workers){}", *l.engine, l.coordinator_image, l.worker_image,
+                                l.run_args.empty() ? "" : fmt::format(", run with `{}`", fmt::join(RedactArgs(l.run_args), " "))));
     }
-    if (a.kind == "external")
-      how.push_back(fmt::format("external server {}: **not relaunched** between sessions", l.value("base_url", "")));
-    for (const char* key : {"options", "worker_options"}) {
-      if (l.contains(key) && l[key].is_array() && !l[key].empty()) {
-        how.push_back(fmt::format("{} `{}`", key == std::string("options") ? "coordinator options" : "worker options",
-                                  fmt::join(RedactArgs(l[key].get<std::vector<std::string>>()), " ")));
-      }
-    }
-    if (l.contains("env") && l["env"].is_object() && !l["env"].empty()) {
+    if (a.kind == "external") how.push_back(fmt::format("external server {}: **not relaunched** between sessions", l.base_url));
+    if (!l.options.empty()) how.push_back(fmt::format("coordinator options `{}`", fmt::join(RedactArgs(l.options), " ")));
+    if (!l.worker_options.empty()) how.push_back(fmt::format("worker options `{}`", fmt::join(RedactArgs(l.worker_options), " ")));
+    if (!l.env.empty()) {
       std::vector<std::string> env;
-      for (const auto& [k, v] : l["env"].items()) {
-        env.push_back(k + "=" + (IsSecretName(k) ? std::string(kRedacted) : v.is_string() ? v.get<std::string>() : v.dump()));
-      }
+      for (const auto& [k, v] : l.env) env.push_back(k + "=" + (IsSecretName(k) ? std::string(kRedacted) : v));
       how.push_back(fmt::format("environment `{}`", fmt::join(env, " ")));
     }
     d.Line("- **{}**: {}.", a.label, fmt::join(how, "; "));
@@ -176,24 +162,21 @@ void Arms(const CampaignRecord& r, MarkdownDoc& d) {
 }
 
 void Host(const CampaignRecord& r, MarkdownDoc& d) {
-  const json& h = r.host;
-  const bool known = h.is_object() && !h.empty();
+  const store::HostFacts& h = r.host;
+  const bool known = h.known;
   const HardwareMix mix = AssessHardware(r);
   if (!known && Machines(mix) < 2) return;
   d.Line("## Host");
   d.Blank();
   if (known) {
-    d.Line("{} · memory {} · {} · host `{}`.", DescribeCpu(h), Memory(h.value("memory", "?")), h.value("kernel", "?"),
-           h.value("hostname", "?"));
-    if (h.contains("gpus") && h["gpus"].is_array()) {
-      for (const json& g : h["gpus"]) d.Line("GPU {}: {}.", g.value("index", 0.0), DescribeGpu(g));
-    }
+    d.Line("{} · memory {} · {} · host `{}`.", DescribeCpu(h), Memory(h.memory), h.kernel, h.hostname);
+    for (const store::GpuFacts& g : h.gpus) d.Line("GPU {}: {}.", g.index, DescribeGpu(g));
   }
   std::vector<double> busy;
   int loaded = 0;
   for (const SessionRecord& s : r.sessions) {
-    if (s.host.is_object() && s.host.contains("busy_fraction")) busy.push_back(s.host["busy_fraction"].get<double>());
-    loaded += s.host.is_object() && s.host.value("load_warning", false) ? 1 : 0;
+    if (s.host.busy_fraction) busy.push_back(*s.host.busy_fraction);
+    loaded += s.host.load_warning ? 1 : 0;
   }
   if (!busy.empty()) {
     d.Line(
@@ -204,15 +187,14 @@ void Host(const CampaignRecord& r, MarkdownDoc& d) {
   d.Blank();
   Hardware(r, mix, d);
   // The other hosts, as each session read them: the first reading, and the busy samples of all.
-  std::map<std::string, json> first;
+  std::map<std::string, store::HostFacts> first;
   std::map<std::string, std::vector<double>> busy_of;
   std::map<std::string, int> loaded_of;
   for (const SessionRecord& s : r.sessions) {
-    if (!s.host.is_object() || !s.host.contains("hosts") || !s.host["hosts"].is_object()) continue;
-    for (const auto& [name, facts] : s.host["hosts"].items()) {
+    for (const auto& [name, facts] : s.host.hosts) {
       if (!first.contains(name)) first[name] = facts;
-      if (facts.contains("busy_fraction")) busy_of[name].push_back(facts["busy_fraction"].get<double>());
-      loaded_of[name] += facts.value("load_warning", false) ? 1 : 0;
+      if (facts.busy_fraction) busy_of[name].push_back(*facts.busy_fraction);
+      loaded_of[name] += facts.load_warning ? 1 : 0;
     }
   }
   if (first.empty()) return;
@@ -224,11 +206,9 @@ void Host(const CampaignRecord& r, MarkdownDoc& d) {
   for (const auto& [name, f] : first) {
     const std::vector<double>& b = busy_of[name];
     std::vector<std::string> gpus;
-    if (f.contains("gpus") && f["gpus"].is_array()) {
-      for (const json& g : f["gpus"]) gpus.push_back(DescribeGpu(g));
-    }
+    for (const store::GpuFacts& g : f.gpus) gpus.push_back(DescribeGpu(g));
     d.Line("{}",
-           Row({name, Cell(DescribeCpu(f)), Memory(f.value("memory", "?")), Cell(f.value("kernel", "?")),
+           Row({name, Cell(DescribeCpu(f)), Memory(f.memory), Cell(f.kernel),
                 b.empty() ? std::string(kNone) : fmt::format("{:.0f}% / {:.0f}%", 100 * stats::Median(b), 100 * stats::Max(b)),
                 std::to_string(loaded_of[name]), gpus.empty() ? std::string(kNone) : Cell(fmt::format("{}", fmt::join(gpus, "; ")))}));
   }
@@ -242,21 +222,18 @@ void Protocol(const CampaignRecord& r, MarkdownDoc& d) {
                        "threads (coordinator / worker)", "CPU pinning"},
                       9));
   for (const LayoutRecord& l : r.layouts) {
-    const json& s = l.spec;
-    const int threads = s.value("coordinator_threads", 0);
-    const std::string pin =
-        s.value("coordinator_cpus", "") + (s.value("worker_cpus", "").empty() ? "" : " / " + s.value("worker_cpus", ""));
-    d.Line("{}", Row({l.name, std::to_string(s.value("workers", 0)), s.value("expert_parallel", "tp"),
-                      std::to_string(s.value("local_expert_layers", 0)), std::to_string(s.value("coordinator_ranks", 1)),
-                      s.value("wire_dtype", "bf16"), s.value("partial_dtype", "f64"),
-                      fmt::format("{} / {}", threads > 0 ? std::to_string(threads) : "all", s.value("worker_threads", 1)),
-                      pin.empty() ? "none" : pin}));
+    const int threads = l.coordinator_threads;
+    const std::string pin = l.coordinator_cpus + (l.worker_cpus.empty() ? "" : " / " + l.worker_cpus);
+    d.Line("{}",
+           Row({l.name, std::to_string(l.workers), l.expert_parallel, std::to_string(l.local_expert_layers),
+                std::to_string(l.coordinator_ranks), l.wire_dtype, l.partial_dtype,
+                fmt::format("{} / {}", threads > 0 ? std::to_string(threads) : "all", l.worker_threads), pin.empty() ? "none" : pin}));
   }
   d.Blank();
   // A figure measured over an emulated link must say so next to the layout.
   bool emulated = false;
   for (const LayoutRecord& l : r.layouts) {
-    const int rtt = l.spec.value("emulated_rtt_us", 0);
+    const int rtt = l.emulated_rtt_us;
     if (rtt <= 0) continue;
     d.Line(
         "Layout {}: emulated link, each worker handles a layer request {} µs after it arrives (`--emulated-rtt-us`), "
@@ -268,18 +245,14 @@ void Protocol(const CampaignRecord& r, MarkdownDoc& d) {
   // Where each layout's processes ran, when not all on the harness's machine.
   bool placed = false;
   for (const LayoutRecord& l : r.layouts) {
-    const json& spec = l.spec;
-    std::vector<std::string> workers;
-    if (spec.contains("worker_hosts") && spec["worker_hosts"].is_array()) {
-      for (const json& w : spec["worker_hosts"]) workers.push_back(w.is_string() ? w.get<std::string>() : w.dump());
-    }
-    const std::string coordinator = spec.value("coordinator_host", "local");
+    const std::vector<std::string>& workers = l.worker_hosts;
+    const std::string& coordinator = l.coordinator_host;
     const bool remote =
         coordinator != "local" || std::any_of(workers.begin(), workers.end(), [](const std::string& w) { return w != "local"; });
     if (!remote) continue;
     d.Line("Layout {}: coordinator on host {}{}{}.", l.name, coordinator,
            workers.empty() ? "" : fmt::format(", workers on {}", fmt::join(workers, ", ")),
-           spec.value("peer_host", "").empty() ? "" : fmt::format(", peer rank on {}", spec.value("peer_host", "")));
+           l.peer_host.empty() ? "" : fmt::format(", peer rank on {}", l.peer_host));
     placed = true;
   }
   if (placed) d.Blank();
@@ -333,7 +306,7 @@ void Protocol(const CampaignRecord& r, MarkdownDoc& d) {
   if (any_warmup) {
     d.Line("Warmup, stored but excluded from every figure:");
     for (const WorkloadRecord* w : plan) {
-      if (w->warmup) d.Line("- {}", store::DescribeWorkload(w->name, w->kind, w->spec));
+      if (w->warmup) d.Line("- {}", store::DescribeWorkload(w->name, w->kind, w->settings));
     }
     d.Blank();
   }
@@ -341,7 +314,7 @@ void Protocol(const CampaignRecord& r, MarkdownDoc& d) {
       "Measured workloads, in this order in every session (each request's prompt starts with a single-token nonce marker, a pure "
       "function of the workload's seed and the request's position, so no two requests of a session share a prompt prefix):");
   for (const WorkloadRecord* w : plan) {
-    if (!w->warmup) d.Line("- {}", store::DescribeWorkload(w->name, w->kind, w->spec));
+    if (!w->warmup) d.Line("- {}", store::DescribeWorkload(w->name, w->kind, w->settings));
   }
   d.Blank();
 }

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "common/input_error.hpp"
+#include "store/record_fields.hpp"
 #include "store/sample_times.hpp"
 #include "store/store.hpp"
 
@@ -64,7 +65,7 @@ CampaignRecord LoadCampaignRecord(const Store& store, std::optional<std::int64_t
     r.model_revision = s.Text(5);
     r.status = s.Text(6);
     r.created_at = s.Text(7);
-    r.host = Parse(s.Text(8), json::object());
+    r.host = ReadHostFacts(Parse(s.Text(8), json::object()), fmt::format("{}: campaign {}: host_json", r.store_path, r.id));
     r.gate = LoadGateDesign(store, r.id);
   }
   {
@@ -73,8 +74,9 @@ CampaignRecord LoadCampaignRecord(const Store& store, std::optional<std::int64_t
                 "model_revision, config_sha256 FROM arm WHERE campaign_id = ? ORDER BY position");
     s.Bind(1, r.id);
     while (s.Step()) {
+      const std::string where = fmt::format("{}: arm {}: launch_json", r.store_path, s.Int(0));
       r.arms.push_back({s.Int(0), static_cast<int>(s.Int(1)), s.Text(2), s.Text(3), s.Text(4), s.Text(5), s.Text(6), s.Text(8), s.Text(9),
-                        s.Text(10), Parse(s.Text(7), json::object())});
+                        s.Text(10), ReadArmLaunch(Parse(s.Text(7), json::object()), where)});
     }
   }
   if (r.gate.baseline.empty() && !r.arms.empty()) r.gate.baseline = r.arms[0].label;
@@ -87,18 +89,21 @@ CampaignRecord LoadCampaignRecord(const Store& store, std::optional<std::int64_t
   {
     Statement s(store.handle(), "SELECT id, position, name, spec_json FROM layout WHERE campaign_id = ? ORDER BY position");
     s.Bind(1, r.id);
-    while (s.Step()) r.layouts.push_back({s.Int(0), static_cast<int>(s.Int(1)), s.Text(2), Parse(s.Text(3), json::object())});
+    while (s.Step()) {
+      LayoutRecord& l = r.layouts.emplace_back(LayoutRecord{s.Int(0), static_cast<int>(s.Int(1)), s.Text(2)});
+      ReadLayoutSpec(Parse(s.Text(3), json::object()), l, fmt::format("{}: layout {}: spec_json", r.store_path, l.id));
+    }
   }
   {
     Statement s(store.handle(),
                 "SELECT se.id, se.order_index, l.name, a.label, se.status, se.reason, coalesce(se.started_at, ''), "
-                "coalesce(se.finished_at, ''), se.attempts, se.host_json, se.served_json, se.processes_json FROM session se "
+                "coalesce(se.finished_at, ''), se.attempts, se.host_json FROM session se "
                 "JOIN layout l ON l.id = se.layout_id JOIN arm a ON a.id = se.arm_id WHERE se.campaign_id = ? ORDER BY se.order_index");
     s.Bind(1, r.id);
     while (s.Step()) {
+      const std::string where = fmt::format("{}: session {}: host_json", r.store_path, s.Int(0));
       r.sessions.push_back({s.Int(0), static_cast<int>(s.Int(1)), s.Text(2), s.Text(3), s.Text(4), s.Text(5), s.Text(6), s.Text(7),
-                            static_cast<int>(s.Int(8)), Parse(s.Text(9), json::object()), Parse(s.Text(10), json::object()),
-                            Parse(s.Text(11), json::array())});
+                            static_cast<int>(s.Int(8)), ReadHostFacts(Parse(s.Text(9), json::object()), where)});
     }
   }
   {
@@ -107,8 +112,10 @@ CampaignRecord LoadCampaignRecord(const Store& store, std::optional<std::int64_t
                 "FROM workload_run w JOIN session se ON se.id = w.session_id WHERE se.campaign_id = ? ORDER BY w.id");
     s.Bind(1, r.id);
     while (s.Step()) {
-      r.workloads.push_back({s.Int(0), s.Int(1), s.Text(2), s.Text(3), s.Int(4) != 0, Parse(s.Text(5), json::object()),
-                             Parse(s.Text(6), json::object()), Parse(s.Text(7), json::object())});
+      const std::string where = fmt::format("{}: workload_run {}: spec_json", r.store_path, s.Int(0));
+      r.workloads.push_back({s.Int(0), s.Int(1), s.Text(2), s.Text(3), s.Int(4) != 0,
+                             ReadWorkloadSettings(Parse(s.Text(5), json::object()), where),
+                             ReadPredictionSums(Parse(s.Text(6), json::object())), ReadPredictionSums(Parse(s.Text(7), json::object()))});
     }
   }
   {
@@ -151,9 +158,10 @@ CampaignRecord LoadCampaignRecord(const Store& store, std::optional<std::int64_t
       x.cached_tokens = static_cast<int>(s.Int(23));
       x.chunks = static_cast<int>(s.Int(24));
       x.tokenizer_tokens = static_cast<int>(s.Int(25));
-      x.checks = Parse(s.Text(26), json::object());
-      x.flags = Parse(s.Text(27), json::object());
-      x.draft = Parse(s.Text(28), json::object());
+      const std::string where = fmt::format("{}: sample {}", r.store_path, x.id);
+      x.checks = ReadChecks(Parse(s.Text(26), json::object()), where + ": checks_json");
+      x.token_count_mismatch = ReadTokenCountMismatch(Parse(s.Text(27), json::object()), where + ": flags_json");
+      x.draft = ReadDraftCounts(Parse(s.Text(28), json::object()), where + ": draft_json");
       x.valid = s.Int(29) != 0;
       x.passed = s.Int(30) != 0;
       x.t_first_content = s.Double(31);

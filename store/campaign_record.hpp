@@ -1,11 +1,11 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "store/gate_design.hpp"
 #include "store/session_scores.hpp"
@@ -20,19 +20,60 @@ struct ArmImageRecord {
   std::string role, host, id, location;
 };
 
+// How an arm was launched, as the campaign stated it (secrets redacted when written).
+struct ArmLaunch {
+  std::string repository, ref;                // git arms
+  std::string coordinator, worker;            // binary arms: the executables
+  std::string command, worker_command;        // command arms
+  std::string coordinator_from, worker_from;  // mixed arms: the arms whose roles they take
+  std::string base_url;                       // external arms
+  std::optional<std::string> engine;          // container arms: podman, with the images below
+  std::string coordinator_image, worker_image;
+  std::vector<std::string> run_args, options, worker_options;
+  std::vector<std::pair<std::string, std::string>> env;  // by name; values as stated
+};
+
 struct ArmRecord {
   std::int64_t id = 0;
   int position = 0;  // 0: the baseline
   std::string label, kind, revision, coordinator_image, worker_image, model_id, model_revision, config_sha256;
-  nlohmann::json launch;               // source, options, environment
+  ArmLaunch launch;
   std::vector<ArmImageRecord> images;  // per role and host (by role, then host)
 };
 
+// What a layout ran: the processes, their placement and the protocol's options.
 struct LayoutRecord {
   std::int64_t id = 0;
   int position = 0;
   std::string name;
-  nlohmann::json spec;
+  int workers = 0, local_expert_layers = 0, coordinator_ranks = 1;
+  std::string expert_parallel = "tp", wire_dtype = "bf16", partial_dtype = "f64";
+  int coordinator_threads = 0, worker_threads = 1;  // 0: all the host's CPUs
+  std::string coordinator_cpus, worker_cpus;        // CPU lists pinned to; empty: none
+  int emulated_rtt_us = 0;                          // a worker's delay per layer request
+  std::string coordinator_host = "local", peer_host;
+  std::vector<std::string> worker_hosts;
+};
+
+// One GPU as nvidia-smi described it; a value it did not give is empty.
+struct GpuFacts {
+  double index = 0;
+  std::string name = "?";
+  std::optional<double> power_limit_w, sm_clock_mhz, max_sm_clock_mhz, memory_clock_mhz, max_memory_clock_mhz;
+};
+
+// A host as the harness read it before a session (or the campaign): the CPU, memory,
+// kernel, GPUs and how busy it was. Text fields hold what the host reported.
+struct HostFacts {
+  bool known = false;  // false: nothing was recorded
+  std::string hostname = "?", kernel = "?", memory = "?";
+  std::string cpu_model, cpu_vendor, cpu_model_number, cpu_stepping, cpu_part;
+  std::optional<std::string> cpu_family, cpu_implementer, logical_cpus;  // present per architecture
+  std::optional<std::vector<std::string>> cpu_isa;                       // the SIMD extensions the kernels use
+  std::vector<GpuFacts> gpus;
+  std::optional<double> busy_fraction;                   // CPUs busy in the second before
+  bool load_warning = false;                             // busy_fraction over the harness's limit
+  std::vector<std::pair<std::string, HostFacts>> hosts;  // the other hosts, by name (a session's facts)
 };
 
 struct SessionRecord {
@@ -40,7 +81,22 @@ struct SessionRecord {
   int order_index = 0;
   std::string layout, arm, status, reason, started_at, finished_at;
   int attempts = 0;
-  nlohmann::json host, served, processes;
+  HostFacts host;
+};
+
+// A workload as it was run: what DescribeWorkload and the reports read of its spec.
+struct WorkloadSettings {
+  std::vector<std::string> cases;
+  std::vector<int> levels, contexts;  // concurrency levels; retained context sizes in tokens
+  bool counting = true, greedy = true;
+  int repeats = 1, children = 2, max_tokens = 0;  // max_tokens 0: each case's own budget
+  double temperature = 0, top_p = 1;
+  std::int64_t seed = 0, nonce_seed = 0;
+};
+
+// The draft policy's lifetime round-time prediction sums, from the server's /v1/stats.
+struct PredictionSums {
+  double rounds = 0, abs_rel_error_sum = 0, error_us_sum = 0;
 };
 
 struct WorkloadRecord {
@@ -48,7 +104,20 @@ struct WorkloadRecord {
   std::int64_t session = 0;
   std::string name, kind;
   bool warmup = false;
-  nlohmann::json spec, stats_before, stats_after;
+  WorkloadSettings settings;
+  std::optional<PredictionSums> prediction_before, prediction_after;  // absent: the server reports none
+};
+
+// A sample's drafting counters (the server's delta over its request), or why none were read.
+struct DraftCounts {
+  bool counted = false;  // the counters below were read
+  std::int64_t accepted_drafts = 0, verified_drafts = 0, request_rounds = 0;
+  std::optional<std::string> error;
+};
+
+// Usage that disagrees with the harness's tokenizer and the stream's chunks.
+struct TokenCountMismatch {
+  int usage = 0, tokenizer = 0, chunks = 0;
 };
 
 struct SampleRecord {
@@ -57,7 +126,9 @@ struct SampleRecord {
   int repeat = 0, level = 1, batch = 0, slot = 0, context = 0, status = 0;
   double weight = 0, t_start = 0, t_first_output = 0, t_first_content = 0, t_finish = 0;
   int prompt_tokens = 0, completion_tokens = 0, cached_tokens = 0, chunks = 0, tokenizer_tokens = 0;
-  nlohmann::json checks, flags, draft;
+  std::map<std::string, bool> checks;  // check name → passed
+  std::optional<TokenCountMismatch> token_count_mismatch;
+  DraftCounts draft;
   std::vector<double> gaps;  // seconds between consecutive text deltas
   bool valid = false, passed = false;
 };
@@ -66,7 +137,7 @@ struct CampaignRecord {
   std::string store_path;
   std::int64_t id = 0;
   std::string name, file, yaml_sha256, model_path, model_revision, status, created_at;
-  nlohmann::json host;
+  HostFacts host;                         // the harness's own host
   GateDesign gate;                        // as stored, the baseline and candidate defaulted to the first two arms
   std::vector<ArmRecord> arms;            // by position
   std::vector<LayoutRecord> layouts;      // by position

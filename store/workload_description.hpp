@@ -2,13 +2,13 @@
 
 #include <string>
 
-#include <nlohmann/json.hpp>
+#include "store/campaign_record.hpp"
 
 namespace tandem::store {
 
-// One line saying what a workload does, from its stored spec (the `spec_json` the
-// harness writes for each workload run): "`battery` (battery): every weighted case;
+// One line saying what a workload does, from its settings as stored (the `spec_json` the
+// harness writes for each workload run, read by ReadWorkloadSettings): "`battery` (battery): every weighted case;
 // ...; nonce seed 7". The report's protocol section and `tandem run --dry-run` print it.
-std::string DescribeWorkload(const std::string& name, const std::string& kind, const nlohmann::json& spec);
+std::string DescribeWorkload(const std::string& name, const std::string& kind, const WorkloadSettings& settings);
 
 }  // namespace tandem::store

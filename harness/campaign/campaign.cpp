@@ -53,11 +53,11 @@ ArmSpec ParseArm(const At& at, const std::filesystem::path& base) {
     // A mixed pair: the sides are checked once every arm is known.
     if (m.Has("source"))
       throw m.Get("source").Error("a mixed arm (coordinator_from / worker_from) takes its images from those arms, not a source");
-    arm.kind = ArmSourceKind::kMixed;
+    arm.kind = ArmKind::kMixed;
     arm.coordinator_from = m.Get("coordinator_from").String();
     arm.worker_from = m.Get("worker_from").String();
   }
-  if (arm.kind != ArmSourceKind::kMixed) {
+  if (arm.kind != ArmKind::kMixed) {
     const Map src(m.Get("source"), {"kind", "coordinator", "worker", "repository", "ref", "cmake_flags", "command", "worker_command",
                                     "base_url", "engine", "coordinator_image", "worker_image", "run_args", "pull"});
     const std::string kind = OneOf(src.Get("kind"), {"binary", "git", "command", "external", "container"});
@@ -72,7 +72,7 @@ ArmSpec ParseArm(const At& at, const std::filesystem::path& base) {
       }
     };
     if (kind == "binary") {
-      arm.kind = ArmSourceKind::kBinary;
+      arm.kind = ArmKind::kBinary;
       refuse({"repository", "ref", "cmake_flags", "command", "worker_command", "base_url"});
       arm.coordinator = Resolve(base, src.Get("coordinator").String());
       arm.worker = src.Has("worker") ? Resolve(base, src.Get("worker").String()) : arm.coordinator;
@@ -83,14 +83,14 @@ ArmSpec ParseArm(const At& at, const std::filesystem::path& base) {
         }
       }
     } else if (kind == "git") {
-      arm.kind = ArmSourceKind::kGit;
+      arm.kind = ArmKind::kGit;
       refuse({"coordinator", "worker", "command", "worker_command", "base_url"});
       arm.repository = src.Get("repository").String();
       if (arm.repository.find("://") == std::string::npos) arm.repository = Resolve(base, arm.repository).string();
       arm.ref = src.Get("ref").String();
       arm.cmake_flags = src.StringList("cmake_flags");
     } else if (kind == "command") {
-      arm.kind = ArmSourceKind::kCommand;
+      arm.kind = ArmKind::kCommand;
       refuse({"coordinator", "worker", "repository", "ref", "cmake_flags", "base_url"});
       arm.coordinator_command = src.Get("command").String();
       if (arm.coordinator_command.find("{port}") == std::string::npos) {
@@ -98,7 +98,7 @@ ArmSpec ParseArm(const At& at, const std::filesystem::path& base) {
       }
       arm.worker_command = src.String("worker_command", "");
     } else if (kind == "container") {
-      arm.kind = ArmSourceKind::kContainer;
+      arm.kind = ArmKind::kContainer;
       refuse({"coordinator", "worker", "repository", "ref", "cmake_flags", "command", "worker_command", "base_url"});
       arm.engine = OneOf(src.Get("engine"), {"docker", "podman"});
       arm.coordinator_image = src.Get("coordinator_image").String();
@@ -113,7 +113,7 @@ ArmSpec ParseArm(const At& at, const std::filesystem::path& base) {
       arm.run_args = src.StringList("run_args");
       if (src.Has("pull")) arm.pull = OneOf(src.Get("pull"), {"never", "missing", "always"});
     } else {
-      arm.kind = ArmSourceKind::kExternal;
+      arm.kind = ArmKind::kExternal;
       refuse({"coordinator", "worker", "repository", "ref", "cmake_flags", "command", "worker_command"});
       arm.base_url = src.Get("base_url").String();
       if (arm.base_url.rfind("http://", 0) != 0) throw src.Get("base_url").Error("must start with http://");
@@ -436,38 +436,6 @@ const ArmSpec& Campaign::Arm(std::string_view label) const {
   throw InputError(fmt::format("{}: no arm labelled '{}'", file.string(), label));
 }
 
-std::string_view ToString(WorkloadKind kind) {
-  switch (kind) {
-    case WorkloadKind::kBattery:
-      return "battery";
-    case WorkloadKind::kConcurrency:
-      return "concurrency";
-    case WorkloadKind::kMixed:
-      return "mixed";
-    case WorkloadKind::kRetainedContext:
-      return "retained_context";
-  }
-  return "?";
-}
-
-std::string_view ToString(ArmSourceKind kind) {
-  switch (kind) {
-    case ArmSourceKind::kBinary:
-      return "binary";
-    case ArmSourceKind::kGit:
-      return "git";
-    case ArmSourceKind::kCommand:
-      return "command";
-    case ArmSourceKind::kExternal:
-      return "external";
-    case ArmSourceKind::kContainer:
-      return "container";
-    case ArmSourceKind::kMixed:
-      return "mixed";
-  }
-  return "?";
-}
-
 Campaign ParseCampaign(std::string_view text, const std::filesystem::path& file) {
   const std::string name = file.string();
   const YAML::Node root = yaml::Load(std::string(text), name);
@@ -517,14 +485,14 @@ Campaign ParseCampaign(std::string_view text, const std::filesystem::path& file)
   // A mixed arm's sides must be arms whose images Tandem launches.
   for (std::size_t i = 0; i < c.arms.size(); ++i) {
     const ArmSpec& arm = c.arms[i];
-    if (arm.kind != ArmSourceKind::kMixed) continue;
+    if (arm.kind != ArmKind::kMixed) continue;
     const At item = arms.Item(arms.node()[i], i);
     for (const auto& [key, label] : {std::pair{"coordinator_from", arm.coordinator_from}, std::pair{"worker_from", arm.worker_from}}) {
       const std::string& wanted = label;  // clang 14 cannot capture a structured binding
       const auto side = std::find_if(c.arms.begin(), c.arms.end(), [&](const ArmSpec& a) { return a.label == wanted; });
       const At at = item.Child(item.node()[key], key);
       if (side == c.arms.end()) throw at.Error(fmt::format("'{}' is not an arm label", label));
-      if (side->kind != ArmSourceKind::kBinary && side->kind != ArmSourceKind::kGit && side->kind != ArmSourceKind::kContainer) {
+      if (side->kind != ArmKind::kBinary && side->kind != ArmKind::kGit && side->kind != ArmKind::kContainer) {
         throw at.Error(fmt::format("arm '{}' is a {} arm: a mixed pair takes binary, git or container arms", label, ToString(side->kind)));
       }
     }
@@ -558,13 +526,13 @@ Campaign ParseCampaign(std::string_view text, const std::filesystem::path& file)
     CheckOptionsAgainstLayout(listed(item, "options"), l.options, l, i, false);
     for (std::size_t a = 0; a < c.arms.size(); ++a) {
       const ArmSpec& arm = c.arms[a];
-      if (arm.kind == ArmSourceKind::kCommand || arm.kind == ArmSourceKind::kExternal) continue;
+      if (arm.kind == ArmKind::kCommand || arm.kind == ArmKind::kExternal) continue;
       const At at = arms.Item(arms.node()[a], a);
       CheckOptionsAgainstLayout(listed(at, "options"), arm.options, l, i, false);
       CheckOptionsAgainstLayout(listed(at, "worker_options"), arm.worker_options, l, i, true);
     }
     for (const ArmSpec& arm : c.arms) {
-      if (l.emulated_rtt_us > 0 && (arm.kind == ArmSourceKind::kCommand || arm.kind == ArmSourceKind::kExternal)) {
+      if (l.emulated_rtt_us > 0 && (arm.kind == ArmKind::kCommand || arm.kind == ArmKind::kExternal)) {
         throw item.Child(item.node()["emulated_rtt_us"], "emulated_rtt_us")
             .Error(
                 fmt::format("arm '{}' is a {} arm: only arms that start Tandem's workers emulate the link", arm.label, ToString(arm.kind)));
@@ -572,7 +540,7 @@ Campaign ParseCampaign(std::string_view text, const std::filesystem::path& file)
       // A command template runs through the local shell: it has no way onto another host.
       bool remote = !c.Host(l.coordinator_host).local() || (l.coordinator_ranks == 2 && !c.Host(PeerHost(l)).local());
       for (int w = 0; w < l.workers; ++w) remote = remote || !c.Host(WorkerHost(l, w)).local();
-      if (remote && arm.kind == ArmSourceKind::kCommand) {
+      if (remote && arm.kind == ArmKind::kCommand) {
         throw item.Error(
             fmt::format("arm '{}' is a command arm, which runs on the harness's machine only; this layout places "
                         "processes on other hosts",

@@ -8,12 +8,14 @@
 #include <string_view>
 #include <vector>
 
+#include "store/stored_enums.hpp"
+
 // A campaign YAML, parsed and validated (reference: docs/campaign-yaml.md). Every
 // error names file:line:column and the key at fault; nothing starts until the whole
 // file is valid.
 namespace tandem::harness {
 
-enum class ArmSourceKind { kBinary, kGit, kCommand, kExternal, kContainer, kMixed };
+using store::ArmKind;  // the enumerations the store keeps, with their words (store::ToString)
 
 // A machine of the campaign (`hosts:`), reached with OpenSSH; "local" is the harness's
 // own machine (no ssh), always present under that name.
@@ -31,7 +33,7 @@ struct HostSpec {
 
 struct ArmSpec {
   std::string label;
-  ArmSourceKind kind = ArmSourceKind::kBinary;
+  ArmKind kind = ArmKind::kBinary;
   std::filesystem::path coordinator;  // binary: the executable serving HTTP
   std::filesystem::path worker;       // binary: the expert-worker executable
   std::string repository;             // git: repository path or URL
@@ -89,7 +91,7 @@ struct SamplingSpec {
   std::uint64_t seed = 0;
 };
 
-enum class WorkloadKind { kBattery, kConcurrency, kMixed, kRetainedContext };
+using store::WorkloadKind;
 
 struct WorkloadSpec {
   std::string name;
@@ -193,8 +195,5 @@ const std::string& PeerHost(const LayoutSpec& layout);
 // directory. Throws InputError "FILE:LINE:COLUMN: ..." on the first problem.
 Campaign LoadCampaign(const std::filesystem::path& file);
 Campaign ParseCampaign(std::string_view yaml_text, const std::filesystem::path& file);
-
-std::string_view ToString(WorkloadKind kind);
-std::string_view ToString(ArmSourceKind kind);
 
 }  // namespace tandem::harness

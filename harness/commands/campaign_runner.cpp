@@ -47,6 +47,7 @@
 #include "store/campaign_record.hpp"
 #include "store/comparison.hpp"
 #include "store/gate_decision.hpp"
+#include "store/record_fields.hpp"
 #include "store/session_scores.hpp"
 #include "store/store.hpp"
 #include "store/workload_description.hpp"
@@ -126,7 +127,7 @@ Prepared Prepare(const Campaign& c, bool dry_run, bool check_hosts, std::ostream
     }
   }
   for (const ArmSpec& arm : c.arms) {
-    if (arm.kind == ArmSourceKind::kMixed) {  // composed below, from its resolved sides
+    if (arm.kind == ArmKind::kMixed) {  // composed below, from its resolved sides
       p.arms.push_back(ResolvedArm{.spec = arm});
       continue;
     }
@@ -140,7 +141,7 @@ Prepared Prepare(const Campaign& c, bool dry_run, bool check_hosts, std::ostream
   }
   // A mixed arm takes its images from its two sides, resolved above.
   for (ResolvedArm& a : p.arms) {
-    if (a.spec.kind != ArmSourceKind::kMixed) continue;
+    if (a.spec.kind != ArmKind::kMixed) continue;
     const auto side = [&](const std::string& label) -> const ResolvedArm& {
       return *std::find_if(p.arms.begin(), p.arms.end(), [&](const ResolvedArm& r) { return r.spec.label == label; });
     };
@@ -161,7 +162,7 @@ Prepared Prepare(const Campaign& c, bool dry_run, bool check_hosts, std::ostream
   // An external arm is not relaunched, so each of its sessions needs fresh markers.
   int rounds = 1;
   for (const ArmSpec& arm : c.arms) {
-    if (arm.kind != ArmSourceKind::kExternal) continue;
+    if (arm.kind != ArmKind::kExternal) continue;
     rounds = std::max(
         rounds, static_cast<int>(std::count_if(p.plan.begin(), p.plan.end(), [&](const PlannedSession& s) { return s.arm == arm.label; })));
   }
@@ -195,7 +196,7 @@ void PrintPlan(const Prepared& p, std::ostream& out) {
   out << "arms\n";
   for (const ResolvedArm& a : p.arms) {
     out << fmt::format("  {:<8} {:<8} revision {}\n", a.spec.label, ToString(a.spec.kind), a.revision);
-    if (a.spec.kind == ArmSourceKind::kMixed) {
+    if (a.spec.kind == ArmKind::kMixed) {
       out << fmt::format("           the coordinator of {}, the workers of {}\n", a.spec.coordinator_from, a.spec.worker_from);
     }
     for (const auto& [role, image] : {std::pair{"coordinator", &a.coordinator}, std::pair{"worker     ", &a.worker}}) {
@@ -258,8 +259,10 @@ void PrintPlan(const Prepared& p, std::ostream& out) {
   out << fmt::format("workloads (each session, {} requests)\n", p.requests_per_session);
   for (const auto* list : {&c.warmup, &c.workloads}) {
     for (const WorkloadSpec& w : *list) {
-      out << fmt::format("  {}{}; {} requests\n", w.warmup ? "[warmup] " : "",
-                         store::DescribeWorkload(w.name, std::string(ToString(w.kind)), WorkloadSpecJson(w)), CountRequests(w, p.corpus));
+      out << fmt::format(
+          "  {}{}; {} requests\n", w.warmup ? "[warmup] " : "",
+          store::DescribeWorkload(w.name, std::string(ToString(w.kind)), store::ReadWorkloadSettings(WorkloadSpecJson(w), w.name)),
+          CountRequests(w, p.corpus));
     }
   }
   out << fmt::format("store    {}\n", c.store.string());
@@ -506,7 +509,7 @@ void PrintSummary(const store::Store& store, std::int64_t campaign, const std::v
                        greedy.across_compared);
   }
   for (const ResolvedArm& arm : arms) {
-    if (arm.spec.kind == ArmSourceKind::kExternal) {
+    if (arm.spec.kind == ArmKind::kExternal) {
       out << fmt::format(
           "note: arm {} is an external server ({}), not relaunched between sessions: its state carried over, and its "
           "sessions after the first used salted nonces\n",
@@ -519,7 +522,7 @@ void PrintSummary(const store::Store& store, std::int64_t campaign, const std::v
 // its n-th session (n ≥ 1) uses the n-th block of nonce positions: unseen prompts.
 int NonceRound(const Prepared& p, const std::vector<store::SessionRow>& sessions, const store::SessionRow& s) {
   const auto arm = std::find_if(p.arms.begin(), p.arms.end(), [&](const ResolvedArm& a) { return a.spec.label == s.arm; });
-  if (arm == p.arms.end() || arm->spec.kind != ArmSourceKind::kExternal) return 0;
+  if (arm == p.arms.end() || arm->spec.kind != ArmKind::kExternal) return 0;
   int earlier = 0;
   for (const store::SessionRow& other : sessions) earlier += other.arm == s.arm && other.order_index < s.order_index ? 1 : 0;
   return earlier;
@@ -787,7 +790,7 @@ int RunCampaign(const Campaign& campaign, const RunOptions& options) {
       arms[a.spec.label] = store.AddArm(id, static_cast<int>(i), a.spec.label, std::string(ToString(a.spec.kind)), a.revision,
                                         a.coordinator.id, a.worker.id, a.LaunchJson());
       // An external server's checkpoint is not ours to read; the others serve the campaign's.
-      if (a.spec.kind != ArmSourceKind::kExternal) store.SetArmModel(arms[a.spec.label], "", "", config_sha256);
+      if (a.spec.kind != ArmKind::kExternal) store.SetArmModel(arms[a.spec.label], "", "", config_sha256);
     }
     for (std::size_t i = 0; i < c.layouts.size(); ++i) {
       layouts[c.layouts[i].name] = store.AddLayout(id, static_cast<int>(i), c.layouts[i].name, LayoutSpecJson(c.layouts[i]).dump());

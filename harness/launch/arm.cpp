@@ -76,7 +76,7 @@ std::string ResolvedArm::LaunchJson() const {
     j["run_args"] = RedactArgs(coordinator.container() ? coordinator.run_args : worker.run_args);
     j["pull"] = coordinator.container() ? coordinator.pull : worker.pull;
   }
-  if (spec.kind == ArmSourceKind::kMixed) {
+  if (spec.kind == ArmKind::kMixed) {
     j["coordinator_from"] = spec.coordinator_from;
     j["worker_from"] = spec.worker_from;
     if (worker.env != coordinator.env) j["worker_env"] = RedactEnv(worker.env);
@@ -107,7 +107,7 @@ ResolvedArm ResolveArm(const ArmSpec& arm, const ResolveOptions& options) {
   std::filesystem::create_directories(options.build_cache, ec);
   const std::filesystem::path scratch = options.build_cache;
   switch (arm.kind) {
-    case ArmSourceKind::kBinary:
+    case ArmKind::kBinary:
       r.coordinator.executable = arm.coordinator;
       r.worker.executable = arm.worker;
       r.coordinator.id = FileSha256(r.coordinator.executable);
@@ -115,7 +115,7 @@ ResolvedArm ResolveArm(const ArmSpec& arm, const ResolveOptions& options) {
       r.revision = !arm.declared_revision.empty() ? arm.declared_revision : BinaryRevision(r.coordinator.executable, scratch);
       if (r.revision.empty()) r.revision = "unknown";
       return r;
-    case ArmSourceKind::kContainer:
+    case ArmKind::kContainer:
       for (RoleImage* role : {&r.coordinator, &r.worker}) {
         role->engine = arm.engine;
         role->run_args = arm.run_args;
@@ -126,13 +126,13 @@ ResolvedArm ResolveArm(const ArmSpec& arm, const ResolveOptions& options) {
       // The image ids are read on every host that runs them (launch/host_images).
       r.revision = arm.declared_revision.empty() ? "unknown" : arm.declared_revision;
       return r;
-    case ArmSourceKind::kCommand:
-    case ArmSourceKind::kExternal:
+    case ArmKind::kCommand:
+    case ArmKind::kExternal:
       r.revision = arm.declared_revision.empty() ? "unknown" : arm.declared_revision;
       return r;
-    case ArmSourceKind::kMixed:
+    case ArmKind::kMixed:
       throw InputError(fmt::format("arm '{}' is mixed: compose it from its sides", arm.label));
-    case ArmSourceKind::kGit:
+    case ArmKind::kGit:
       break;
   }
 

@@ -83,7 +83,7 @@ std::unique_ptr<ArmInstance> ArmInstance::Launch(const ResolvedArm& arm, const L
   const ArmSpec& s = arm.spec;
   const Host& local = cluster.host("local");
   try {
-    if (s.kind == ArmSourceKind::kExternal) {
+    if (s.kind == ArmKind::kExternal) {
       self->base_url_ = s.base_url;
       self->WaitReady(timeout_s);
       return self;

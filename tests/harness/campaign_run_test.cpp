@@ -502,7 +502,7 @@ TEST_F(Campaigns, TeardownKillsWhatIgnoresSigterm) {
   // A command arm whose shell leaves a helper that ignores SIGTERM in the group.
   ResolvedArm arm;
   arm.spec.label = "cmd";
-  arm.spec.kind = ArmSourceKind::kCommand;
+  arm.spec.kind = ArmKind::kCommand;
   arm.spec.coordinator_command = fmt::format(
       "sh -c 'trap \"\" TERM; while :; do sleep 1; done' {{model}} & exec {} serve --model {{model}} --listen 127.0.0.1:{{port}}",
       TANDEM_RT_BIN);
@@ -528,7 +528,7 @@ TEST_F(Campaigns, TeardownFindsAndKillsWhatLeftItsGroupHoldingTheOutput) {
   // helper still running.
   ResolvedArm arm;
   arm.spec.label = "cmd";
-  arm.spec.kind = ArmSourceKind::kCommand;
+  arm.spec.kind = ArmKind::kCommand;
   arm.spec.coordinator_command =
       fmt::format("setsid sleep 7777 & exec {} serve --model {{model}} --listen 127.0.0.1:{{port}}", TANDEM_RT_BIN);
   LayoutSpec layout;

@@ -17,6 +17,7 @@
 #include "harness/campaign/session_plan.hpp"
 #include "harness/campaign/spec_json.hpp"
 #include "harness/launch/arm.hpp"
+#include "store/record_fields.hpp"
 #include "store/workload_description.hpp"
 #include "tests/support/run_command.hpp"
 
@@ -88,8 +89,8 @@ TEST(CampaignYaml, TheStoredWorkloadSpecSaysWhetherABatteryCounts) {
   const nlohmann::json with = WorkloadSpecJson(counting.workloads[0]), without = WorkloadSpecJson(silent.workloads[0]);
   EXPECT_EQ(with["counting"], true);
   EXPECT_EQ(without["counting"], false);
-  const std::string said_with = store::DescribeWorkload("w", "battery", with);
-  const std::string said_without = store::DescribeWorkload("w", "battery", without);
+  const std::string said_with = store::DescribeWorkload("w", "battery", store::ReadWorkloadSettings(with, "w"));
+  const std::string said_without = store::DescribeWorkload("w", "battery", store::ReadWorkloadSettings(without, "w"));
   EXPECT_NE(said_with.find("plus the counting diagnostic"), std::string::npos) << said_with;
   EXPECT_EQ(said_without.find("counting"), std::string::npos) << said_without;
   EXPECT_NE(said_without.find("every weighted case; 2 repeats; greedy"), std::string::npos) << said_without;
@@ -438,7 +439,7 @@ class GitArm : public ::testing::Test {
   ArmSpec Spec(const std::string& ref) const {
     ArmSpec a;
     a.label = "old";
-    a.kind = ArmSourceKind::kGit;
+    a.kind = ArmKind::kGit;
     a.repository = (root_ / "repo").string();
     a.ref = ref;
     return a;

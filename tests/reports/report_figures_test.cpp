@@ -18,7 +18,7 @@ namespace {
 using nlohmann::json;
 
 store::SampleRecord Sample(std::int64_t id, std::int64_t run, std::int64_t session, const std::string& workload, const std::string& case_id,
-                           int batch, json draft) {
+                           int batch, store::DraftCounts draft) {
   store::SampleRecord x;
   x.id = id;
   x.run = run;
@@ -27,13 +27,12 @@ store::SampleRecord Sample(std::int64_t id, std::int64_t run, std::int64_t sessi
   x.case_id = case_id;
   x.batch = batch;
   x.draft = std::move(draft);
-  x.checks = x.flags = json::object();
   x.valid = x.passed = true;
   return x;
 }
 
-json Draft(std::int64_t accepted, std::int64_t verified, std::int64_t rounds) {
-  return {{"accepted_drafts", accepted}, {"verified_drafts", verified}, {"request_rounds", rounds}};
+store::DraftCounts Draft(std::int64_t accepted, std::int64_t verified, std::int64_t rounds) {
+  return {.counted = true, .accepted_drafts = accepted, .verified_drafts = verified, .request_rounds = rounds};
 }
 
 // Layout L, arms A (session 1) and B (session 2); A ran a battery "b" (and a warmup),
@@ -42,19 +41,17 @@ store::CampaignRecord TwoArms() {
   store::CampaignRecord r;
   r.name = "figures";
   r.arms = {{1, 0, "A"}, {2, 1, "B"}};
-  r.layouts = {{1, 0, "L", json::object()}};
+  r.layouts = {{1, 0, "L"}};
   r.sessions = {{1, 0, "L", "A", "complete"}, {2, 1, "L", "B", "complete"}};
   r.workloads = {{1, 1, "b", "battery", false}, {2, 1, "warm", "battery", true}, {3, 2, "m", "mixed", false}};
   // Every sample of a batch carries the batch's delta: batch 0 of run 1 counts once.
-  r.samples = {Sample(1, 1, 1, "b", "hello", 0, Draft(3, 5, 4)), Sample(2, 1, 1, "b", "hello", 0, Draft(3, 5, 4)),
-               Sample(3, 1, 1, "b", "hello", 1, Draft(1, 2, 3)), Sample(4, 2, 1, "warm", "hello", 0, Draft(100, 100, 100)),
-               Sample(5, 3, 2, "m", "code", 0, Draft(2, 4, 2)),  Sample(6, 3, 2, "m", "fable", 0, Draft(2, 4, 2)),
-               Sample(7, 3, 2, "m", "topic", 1, json::object())};
-  // As LoadCampaignRecord leaves them: JSON columns are objects (processes an array).
-  r.host = json::object();
-  for (store::ArmRecord& a : r.arms) a.launch = json::object();
-  for (store::SessionRecord& s : r.sessions) s.host = s.served = json::object(), s.processes = json::array();
-  for (store::WorkloadRecord& w : r.workloads) w.spec = w.stats_before = w.stats_after = json::object();
+  r.samples = {Sample(1, 1, 1, "b", "hello", 0, Draft(3, 5, 4)),
+               Sample(2, 1, 1, "b", "hello", 0, Draft(3, 5, 4)),
+               Sample(3, 1, 1, "b", "hello", 1, Draft(1, 2, 3)),
+               Sample(4, 2, 1, "warm", "hello", 0, Draft(100, 100, 100)),
+               Sample(5, 3, 2, "m", "code", 0, Draft(2, 4, 2)),
+               Sample(6, 3, 2, "m", "fable", 0, Draft(2, 4, 2)),
+               Sample(7, 3, 2, "m", "topic", 1, {})};
   return r;
 }
 
@@ -79,7 +76,7 @@ TEST(DraftCounterSums, CountEachMeasuredBatchOnceAndAMixedBatchAsOneCase) {
 TEST(DraftCounterSums, NothingWithoutVerifiedDraftsAndNoColumnWhoseSumWentNegative) {
   store::CampaignRecord r = TwoArms();
   for (store::SampleRecord& x : r.samples) {
-    if (!x.draft.empty()) x.draft = Draft(0, 0, 5);
+    if (x.draft.counted) x.draft = Draft(0, 0, 5);
   }
   EXPECT_TRUE(SumDraftCounters(r).empty());
   r = TwoArms();
