@@ -25,7 +25,7 @@ std::vector<DraftCounterSums> SumDraftCounters(const store::CampaignRecord& r) {
     if (w == nullptr || s == nullptr || w->warmup || (!x.draft.counted && !x.draft.error)) continue;
     // Every sample of a batch carries the batch's delta: count it once.
     if (!seen.insert({x.session, x.run, x.batch}).second) continue;
-    const Case key{x.workload, w->kind == "mixed" ? "mixed" : x.case_id};
+    const Case key{x.workload, w->kind == store::WorkloadKind::kMixed ? "mixed" : x.case_id};
     if (!sums.contains(key)) order.push_back(key);
     if (x.draft.error) {
       errors[key].try_emplace({s->layout, s->arm}, fmt::format("session {} batch {}: {}", s->order_index + 1, x.batch, *x.draft.error));

@@ -101,7 +101,7 @@ Table Samples(const CampaignRecord& r) {
                       s ? json(s->layout) : json(nullptr),
                       s ? json(s->arm) : json(nullptr),
                       x.workload,
-                      w ? json(w->kind) : json(nullptr),
+                      w ? json(std::string(ToString(w->kind))) : json(nullptr),
                       w ? json(w->warmup) : json(nullptr),
                       x.case_id,
                       x.weight,

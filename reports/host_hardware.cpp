@@ -36,7 +36,7 @@ std::string SessionHardware(const store::SessionRecord& session) {
 HardwareMix AssessHardware(const store::CampaignRecord& record) {
   HardwareMix mix;
   for (const store::SessionRecord& s : record.sessions) {
-    if (s.status == "complete") ++mix[s.layout][SessionHardware(s)][s.arm];
+    if (s.status == store::SessionStatus::kComplete) ++mix[s.layout][SessionHardware(s)][s.arm];
   }
   return mix;
 }

@@ -69,7 +69,7 @@ std::vector<GreedyPrompt> GreedyPrompts(const CampaignRecord& r) {
   for (const SampleRecord& x : r.samples) {
     const WorkloadRecord* w = r.Workload(x.run);
     const SessionRecord* s = r.Session(x.session);
-    if (w == nullptr || s == nullptr || w->warmup || !Greedy(*w) || !x.valid || s->status != "complete") continue;
+    if (w == nullptr || s == nullptr || w->warmup || !Greedy(*w) || !x.valid || s->status != store::SessionStatus::kComplete) continue;
     const Key key{s->layout, x.workload, x.case_id, x.repeat, x.batch, x.slot, x.nonce};
     auto [it, fresh] = index.try_emplace(key, out.size());
     if (fresh) out.push_back({s->layout, x.workload, x.case_id, x.nonce, x.repeat, x.batch, x.slot, {}});
@@ -98,8 +98,8 @@ Quality AssessQuality(const CampaignRecord& r) {
     }
   }
   for (const SessionRecord& s : r.sessions) {
-    if (s.status == "failed") q.failed_sessions.push_back(&s);
-    if (s.status == "planned" || s.status == "running") q.unfinished_sessions.push_back(&s);
+    if (s.status == store::SessionStatus::kFailed) q.failed_sessions.push_back(&s);
+    if (s.status == store::SessionStatus::kPlanned || s.status == store::SessionStatus::kRunning) q.unfinished_sessions.push_back(&s);
     if (s.attempts > 1) q.retried_sessions.push_back(&s);
     if (s.host.load_warning) q.loaded_sessions.push_back(&s);
   }
@@ -111,10 +111,11 @@ PairQuality AssessPair(const CampaignRecord& r, const std::string& baseline, con
   for (const SessionRecord& s : r.sessions) {
     if (s.arm != baseline && s.arm != candidate) continue;
     const std::string who = fmt::format("session {} ({}, {})", s.order_index + 1, s.layout, s.arm);
-    if (s.status == "failed") {
+    if (s.status == store::SessionStatus::kFailed) {
       (s.arm == candidate ? out.failures : out.doubts).push_back(fmt::format("{} failed: {}", who, s.reason));
-    } else if (s.status != "complete" && s.status != "skipped") {  // skipped: a sequential layout was decided
-      out.doubts.push_back(fmt::format("{} never completed (status {}): resume the campaign", who, s.status));
+    } else if (s.status != store::SessionStatus::kComplete &&
+               s.status != store::SessionStatus::kSkipped) {  // skipped: a sequential layout was decided
+      out.doubts.push_back(fmt::format("{} never completed (status {}): resume the campaign", who, ToString(s.status)));
     }
   }
   for (std::string& doubt : LopsidedHardware(AssessHardware(r), baseline, candidate)) out.doubts.push_back(std::move(doubt));
@@ -123,7 +124,8 @@ PairQuality AssessPair(const CampaignRecord& r, const std::string& baseline, con
   for (const SampleRecord& x : r.samples) {
     const WorkloadRecord* w = r.Workload(x.run);
     const SessionRecord* s = r.Session(x.session);
-    if (w == nullptr || s == nullptr || w->warmup || s->arm != candidate || s->status != "complete" || x.valid) continue;
+    if (w == nullptr || s == nullptr || w->warmup || s->arm != candidate || s->status != store::SessionStatus::kComplete || x.valid)
+      continue;
     for (const char* check : {"stream_complete", "usage_consistent", "cache_bound"}) {
       if (x.checks.contains(check) && !x.checks.at(check)) invalid[check].push_back(x.id);
     }
@@ -175,7 +177,7 @@ PairQuality AssessPair(const CampaignRecord& r, const std::string& baseline, con
   for (const SampleRecord& x : r.samples) {
     const WorkloadRecord* w = r.Workload(x.run);
     const SessionRecord* s = r.Session(x.session);
-    if (w == nullptr || s == nullptr || w->warmup || !Greedy(*w) || s->status != "complete" || !x.valid) continue;
+    if (w == nullptr || s == nullptr || w->warmup || !Greedy(*w) || s->status != store::SessionStatus::kComplete || !x.valid) continue;
     if ((s->arm != baseline && s->arm != candidate) || Truncated(x)) continue;  // a cut-short answer is not judged
     for (const auto& [check, ok] : x.checks) {
       if (!IsContentCheck(check) || ok) continue;
@@ -185,7 +187,7 @@ PairQuality AssessPair(const CampaignRecord& r, const std::string& baseline, con
   }
   // Compare rates, not counts: the arms may have different numbers of sessions.
   std::map<std::string, int> sessions;
-  for (const SessionRecord& s : r.sessions) sessions[s.arm] += s.status == "complete" ? 1 : 0;
+  for (const SessionRecord& s : r.sessions) sessions[s.arm] += s.status == store::SessionStatus::kComplete ? 1 : 0;
   for (const auto& [check, counts] : content) {
     const double base = sessions[baseline] > 0 ? static_cast<double>(counts.first) / sessions[baseline] : 0;
     const double cand = sessions[candidate] > 0 ? static_cast<double>(counts.second) / sessions[candidate] : 0;

@@ -34,9 +34,11 @@ void Latency(const CampaignRecord& r, MarkdownDoc& d) {
   for (const SampleRecord& x : r.samples) {
     const store::WorkloadRecord* w = r.Workload(x.run);
     const store::SessionRecord* s = r.Session(x.session);
-    if (w == nullptr || s == nullptr || w->warmup || !x.valid || s->status != "complete") continue;
-    if (w->kind != "battery" && w->kind != "concurrency" && w->kind != "mixed") continue;
-    const Series row{x.workload, w->kind == "mixed" ? "mixed" : x.case_id, w->kind == "battery" ? 0 : x.level};
+    if (w == nullptr || s == nullptr || w->warmup || !x.valid || s->status != store::SessionStatus::kComplete) continue;
+    if (w->kind != store::WorkloadKind::kBattery && w->kind != store::WorkloadKind::kConcurrency && w->kind != store::WorkloadKind::kMixed)
+      continue;
+    const Series row{x.workload, w->kind == store::WorkloadKind::kMixed ? "mixed" : x.case_id,
+                     w->kind == store::WorkloadKind::kBattery ? 0 : x.level};
     if (!ttft.contains(row) && !itl.contains(row)) rows.push_back(row);
     const std::pair<std::string, std::string> column{s->layout, s->arm};
     if (x.t_first_output > 0) ttft[row][column].push_back(x.t_first_output - x.t_start);  // no text: no first output

@@ -25,7 +25,7 @@ void PredictionError(const store::CampaignRecord& r, MarkdownDoc& d) {
   std::map<std::string, std::map<std::pair<std::string, std::string>, Sums>> sums;  // workload → (layout, arm) → sums
   for (const store::WorkloadRecord& w : r.workloads) {
     const store::SessionRecord* s = r.Session(w.session);
-    if (w.warmup || s == nullptr || s->status != "complete") continue;
+    if (w.warmup || s == nullptr || s->status != store::SessionStatus::kComplete) continue;
     if (!w.prediction_before || !w.prediction_after) continue;
     const store::PredictionSums &before = *w.prediction_before, &after = *w.prediction_after;
     if (!sums.contains(w.name)) workloads.push_back(w.name);

@@ -99,8 +99,8 @@ void QualitySection(const CampaignRecord& r, MarkdownDoc& d) {
   d.Blank();
   int complete = 0, skipped = 0;
   for (const SessionRecord& s : r.sessions) {
-    complete += s.status == "complete" ? 1 : 0;
-    skipped += s.status == "skipped" ? 1 : 0;
+    complete += s.status == store::SessionStatus::kComplete ? 1 : 0;
+    skipped += s.status == store::SessionStatus::kSkipped ? 1 : 0;
   }
   d.Line("Sessions: {} of {} complete{}.", complete, r.sessions.size() - static_cast<std::size_t>(skipped),
          skipped > 0 ? fmt::format(" ({} more planned were not needed: the sequential gate had decided)", skipped) : "");
@@ -109,10 +109,10 @@ void QualitySection(const CampaignRecord& r, MarkdownDoc& d) {
            s->attempts == 1 ? "" : "s", Cell(s->reason));
   }
   for (const SessionRecord* s : q.unfinished_sessions) {
-    d.Line("- session {} ({}, {}) never completed (status {})", s->order_index + 1, s->layout, s->arm, s->status);
+    d.Line("- session {} ({}, {}) never completed (status {})", s->order_index + 1, s->layout, s->arm, ToString(s->status));
   }
   for (const SessionRecord* s : q.retried_sessions) {
-    if (s->status == "complete")
+    if (s->status == store::SessionStatus::kComplete)
       d.Line("- session {} ({}, {}) completed on attempt {}", s->order_index + 1, s->layout, s->arm, s->attempts);
   }
   d.Blank();
@@ -184,7 +184,7 @@ void QualitySection(const CampaignRecord& r, MarkdownDoc& d) {
     disclosed.push_back(fmt::format("sessions started while other work kept the CPUs busy: {}", fmt::join(which, ", ")));
   }
   for (const ArmRecord& a : r.arms) {
-    if (a.kind == "external") {
+    if (a.kind == store::ArmKind::kExternal) {
       disclosed.push_back(
           fmt::format("arm {} is an external server: not relaunched, so its state (prefix cache, warm caches) carried "
                       "across its sessions; each session used its own nonce markers",

@@ -108,13 +108,13 @@ void MixedPairs(const CampaignRecord& r, MarkdownDoc& d) {
   // A 2×2 campaign: arms X and Y, and the two mixed arms that swap their sides.
   const auto arm_of = [&](const std::string& coordinator, const std::string& workers) -> const ArmRecord* {
     for (const ArmRecord& a : r.arms) {
-      if (coordinator == workers && a.label == coordinator && a.kind != "mixed") return &a;
-      if (a.kind == "mixed" && a.launch.coordinator_from == coordinator && a.launch.worker_from == workers) return &a;
+      if (coordinator == workers && a.label == coordinator && a.kind != store::ArmKind::kMixed) return &a;
+      if (a.kind == store::ArmKind::kMixed && a.launch.coordinator_from == coordinator && a.launch.worker_from == workers) return &a;
     }
     return nullptr;
   };
   for (const ArmRecord& m : r.arms) {
-    if (m.kind != "mixed") continue;
+    if (m.kind != store::ArmKind::kMixed) continue;
     const std::string x = m.launch.coordinator_from, y = m.launch.worker_from;
     const ArmRecord* grid[2][2] = {{arm_of(x, x), arm_of(x, y)}, {arm_of(y, x), arm_of(y, y)}};
     if (x == y || !grid[0][0] || !grid[0][1] || !grid[1][0] || !grid[1][1]) continue;
@@ -394,7 +394,7 @@ void Concurrency(const CampaignRecord& r, MarkdownDoc& d) {
   // Series: (workload, case) of aggregate families, in family order.
   std::vector<std::pair<std::string, std::string>> series;
   std::map<std::pair<std::string, std::string>, std::set<int>> levels;
-  std::map<std::pair<std::string, std::string>, std::string> kind;
+  std::map<std::pair<std::string, std::string>, store::WorkloadKind> kind;
   for (const FamilyScores& f : r.families) {
     if (f.metric != FamilyMetric::kAggregate) continue;
     const auto key = std::make_pair(f.workload, f.case_id);
@@ -440,7 +440,7 @@ void Concurrency(const CampaignRecord& r, MarkdownDoc& d) {
     d.Blank();
   };
   bool any_concurrency = false, any_mixed = false;
-  for (const auto& key : series) (kind[key] == "mixed" ? any_mixed : any_concurrency) = true;
+  for (const auto& key : series) (kind[key] == store::WorkloadKind::kMixed ? any_mixed : any_concurrency) = true;
   if (any_concurrency) {
     d.Line("## Concurrency scaling");
     d.Blank();
@@ -450,7 +450,7 @@ void Concurrency(const CampaignRecord& r, MarkdownDoc& d) {
         "C1 score (a score is the median of the session's batches), geometric mean over the sessions with a paired 95% t interval.");
     d.Blank();
     for (const auto& key : series) {
-      if (kind[key] == "mixed") continue;
+      if (kind[key] == store::WorkloadKind::kMixed) continue;
       d.Line("### {}: {}", key.first, key.second);
       d.Blank();
       table(key, false);
@@ -462,7 +462,7 @@ void Concurrency(const CampaignRecord& r, MarkdownDoc& d) {
     d.Line("C requests at once rotating code, fable and topic; aggregate tok/s, median (min–max) over the batches of every session.");
     d.Blank();
     for (const auto& key : series) {
-      if (kind[key] != "mixed") continue;
+      if (kind[key] != store::WorkloadKind::kMixed) continue;
       d.Line("### {}", key.first);
       d.Blank();
       table(key, true);

@@ -112,19 +112,19 @@ void Arms(const CampaignRecord& r, MarkdownDoc& d) {
                        "config sha256"},
                       9));
   for (const ArmRecord& a : r.arms) {
-    d.Line("{}", Row({a.label, a.position == 0 ? "baseline" : "candidate", a.kind, a.revision.empty() ? kNone : "`" + a.revision + "`",
-                      ImageId(a.coordinator_image), ImageId(a.worker_image), a.model_id.empty() ? kNone : a.model_id,
-                      Short(a.model_revision), Short(a.config_sha256)}));
+    d.Line("{}", Row({a.label, a.position == 0 ? "baseline" : "candidate", std::string(ToString(a.kind)),
+                      a.revision.empty() ? kNone : "`" + a.revision + "`", ImageId(a.coordinator_image), ImageId(a.worker_image),
+                      a.model_id.empty() ? kNone : a.model_id, Short(a.model_revision), Short(a.config_sha256)}));
   }
   d.Blank();
   for (const ArmRecord& a : r.arms) {
     std::vector<std::string> how;
     const store::ArmLaunch& l = a.launch;
-    if (a.kind == "git") how.push_back(fmt::format("built from {} at `{}`", l.repository, l.ref));
-    if (a.kind == "binary") how.push_back(fmt::format("`{}`", l.coordinator));
+    if (a.kind == store::ArmKind::kGit) how.push_back(fmt::format("built from {} at `{}`", l.repository, l.ref));
+    if (a.kind == store::ArmKind::kBinary) how.push_back(fmt::format("`{}`", l.coordinator));
     // Stores redact secrets as they are written; an older store's are redacted here.
-    if (a.kind == "command") how.push_back(fmt::format("command `{}`", RedactShellCommand(l.command)));
-    if (a.kind == "mixed") {
+    if (a.kind == store::ArmKind::kCommand) how.push_back(fmt::format("command `{}`", RedactShellCommand(l.command)));
+    if (a.kind == store::ArmKind::kMixed) {
       how.push_back(fmt::format("**mixed**: the coordinator of {}, the workers of {}",
                                 l.coordinator_from.empty() ? "?" : l.coordinator_from, l.worker_from.empty() ? "?" : l.worker_from));
     }
@@ -132,7 +132,8 @@ void Arms(const CampaignRecord& r, MarkdownDoc& d) {
       how.push_back(fmt::format("{} images `{}` (coordinator) and `{}` (workers){}", *l.engine, l.coordinator_image, l.worker_image,
                                 l.run_args.empty() ? "" : fmt::format(", run with `{}`", fmt::join(RedactArgs(l.run_args), " "))));
     }
-    if (a.kind == "external") how.push_back(fmt::format("external server {}: **not relaunched** between sessions", l.base_url));
+    if (a.kind == store::ArmKind::kExternal)
+      how.push_back(fmt::format("external server {}: **not relaunched** between sessions", l.base_url));
     if (!l.options.empty()) how.push_back(fmt::format("coordinator options `{}`", fmt::join(RedactArgs(l.options), " ")));
     if (!l.worker_options.empty()) how.push_back(fmt::format("worker options `{}`", fmt::join(RedactArgs(l.worker_options), " ")));
     if (!l.env.empty()) {
@@ -288,7 +289,7 @@ void Protocol(const CampaignRecord& r, MarkdownDoc& d) {
         r.gate.precision > 0 ? fmt::format(" and their 95% intervals lay within ±{:.1f}% of the ratio", 100 * r.gate.precision) : "");
     std::map<std::string, std::pair<int, int>> ran_skipped;
     for (const SessionRecord& s : r.sessions) {
-      if (s.status == "skipped") {
+      if (s.status == store::SessionStatus::kSkipped) {
         ++ran_skipped[s.layout].second;
       } else {
         ++ran_skipped[s.layout].first;

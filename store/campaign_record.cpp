@@ -75,8 +75,9 @@ CampaignRecord LoadCampaignRecord(const Store& store, std::optional<std::int64_t
     s.Bind(1, r.id);
     while (s.Step()) {
       const std::string where = fmt::format("{}: arm {}: launch_json", r.store_path, s.Int(0));
-      r.arms.push_back({s.Int(0), static_cast<int>(s.Int(1)), s.Text(2), s.Text(3), s.Text(4), s.Text(5), s.Text(6), s.Text(8), s.Text(9),
-                        s.Text(10), ReadArmLaunch(Parse(s.Text(7), json::object()), where)});
+      r.arms.push_back({s.Int(0), static_cast<int>(s.Int(1)), s.Text(2),
+                        ParseArmKind(s.Text(3), fmt::format("{}: arm {}: source_kind", r.store_path, s.Int(0))), s.Text(4), s.Text(5),
+                        s.Text(6), s.Text(8), s.Text(9), s.Text(10), ReadArmLaunch(Parse(s.Text(7), json::object()), where)});
     }
   }
   if (r.gate.baseline.empty() && !r.arms.empty()) r.gate.baseline = r.arms[0].label;
@@ -102,8 +103,9 @@ CampaignRecord LoadCampaignRecord(const Store& store, std::optional<std::int64_t
     s.Bind(1, r.id);
     while (s.Step()) {
       const std::string where = fmt::format("{}: session {}: host_json", r.store_path, s.Int(0));
-      r.sessions.push_back({s.Int(0), static_cast<int>(s.Int(1)), s.Text(2), s.Text(3), s.Text(4), s.Text(5), s.Text(6), s.Text(7),
-                            static_cast<int>(s.Int(8)), ReadHostFacts(Parse(s.Text(9), json::object()), where)});
+      r.sessions.push_back({s.Int(0), static_cast<int>(s.Int(1)), s.Text(2), s.Text(3),
+                            ParseSessionStatus(s.Text(4), fmt::format("{}: session {}: status", r.store_path, s.Int(0))), s.Text(5),
+                            s.Text(6), s.Text(7), static_cast<int>(s.Int(8)), ReadHostFacts(Parse(s.Text(9), json::object()), where)});
     }
   }
   {
@@ -113,7 +115,8 @@ CampaignRecord LoadCampaignRecord(const Store& store, std::optional<std::int64_t
     s.Bind(1, r.id);
     while (s.Step()) {
       const std::string where = fmt::format("{}: workload_run {}: spec_json", r.store_path, s.Int(0));
-      r.workloads.push_back({s.Int(0), s.Int(1), s.Text(2), s.Text(3), s.Int(4) != 0,
+      r.workloads.push_back({s.Int(0), s.Int(1), s.Text(2),
+                             ParseWorkloadKind(s.Text(3), fmt::format("{}: workload_run {}: kind", r.store_path, s.Int(0))), s.Int(4) != 0,
                              ReadWorkloadSettings(Parse(s.Text(5), json::object()), where),
                              ReadPredictionSums(Parse(s.Text(6), json::object())), ReadPredictionSums(Parse(s.Text(7), json::object()))});
     }

@@ -9,6 +9,7 @@
 
 #include "store/gate_design.hpp"
 #include "store/session_scores.hpp"
+#include "store/stored_enums.hpp"
 
 // One campaign of a store, read whole: what reports, the gate and exports work from.
 // Every figure is recomputed from these rows; nothing is cached in the store.
@@ -36,7 +37,9 @@ struct ArmLaunch {
 struct ArmRecord {
   std::int64_t id = 0;
   int position = 0;  // 0: the baseline
-  std::string label, kind, revision, coordinator_image, worker_image, model_id, model_revision, config_sha256;
+  std::string label;
+  ArmKind kind = ArmKind::kBinary;
+  std::string revision, coordinator_image, worker_image, model_id, model_revision, config_sha256;
   ArmLaunch launch;
   std::vector<ArmImageRecord> images;  // per role and host (by role, then host)
 };
@@ -79,7 +82,9 @@ struct HostFacts {
 struct SessionRecord {
   std::int64_t id = 0;
   int order_index = 0;
-  std::string layout, arm, status, reason, started_at, finished_at;
+  std::string layout, arm;
+  SessionStatus status = SessionStatus::kPlanned;
+  std::string reason, started_at, finished_at;
   int attempts = 0;
   HostFacts host;
 };
@@ -102,7 +107,8 @@ struct PredictionSums {
 struct WorkloadRecord {
   std::int64_t id = 0;
   std::int64_t session = 0;
-  std::string name, kind;
+  std::string name;
+  WorkloadKind kind = WorkloadKind::kBattery;
   bool warmup = false;
   WorkloadSettings settings;
   std::optional<PredictionSums> prediction_before, prediction_after;  // absent: the server reports none

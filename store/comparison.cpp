@@ -37,7 +37,7 @@ PairedComparison PairByBlock(const CampaignRecord& r, const FamilyScores& f, con
   ScoresBySession(f, candidate, score);
   std::vector<const SessionRecord*> order;  // the layout's sessions of the two arms, in run order
   for (const SessionRecord& s : r.sessions) {
-    if (s.layout == f.layout && (s.arm == baseline || s.arm == candidate) && s.status != "skipped") order.push_back(&s);
+    if (s.layout == f.layout && (s.arm == baseline || s.arm == candidate) && s.status != SessionStatus::kSkipped) order.push_back(&s);
   }
   if (order.size() % 2 != 0) {
     out.missing =
@@ -59,7 +59,7 @@ PairedComparison PairByBlock(const CampaignRecord& r, const FamilyScores& f, con
     if (sa == score.end() || sb == score.end()) {
       const SessionRecord* lost = sa == score.end() ? a : b;
       out.missing = fmt::format("paired: the pair of sessions {} and {} lost session {} ({}, {}): no score in this family",
-                                x->order_index + 1, y->order_index + 1, lost->order_index + 1, lost->arm, lost->status);
+                                x->order_index + 1, y->order_index + 1, lost->order_index + 1, lost->arm, ToString(lost->status));
       return out;
     }
     pairs.push_back({sa->second, sb->second});

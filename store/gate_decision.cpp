@@ -33,10 +33,10 @@ std::map<std::string, LayoutSessions> SessionsByLayout(const CampaignRecord& r) 
     const int position = static_cast<int>(l.index.size());
     l.index[s.id] = position;
     ++l.planned_by_arm[s.arm];
-    const bool ran = s.status == "complete" || s.status == "failed";
+    const bool ran = s.status == SessionStatus::kComplete || s.status == SessionStatus::kFailed;
     if (ran && l.ran == position) ++l.ran;
     if (!ran) l.final = false;
-    if (s.status == "skipped") l.skipped = true;
+    if (s.status == SessionStatus::kSkipped) l.skipped = true;
   }
   return out;
 }

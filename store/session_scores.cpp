@@ -22,7 +22,9 @@ struct Row {
   std::int64_t session;
   int layout_position;
   bool greedy;
-  std::string layout, arm, workload, kind, case_id, role;
+  std::string layout, arm, workload;
+  WorkloadKind kind;
+  std::string case_id, role;
   int repeat, level, batch, slot, context;
   double weight;
   int completion_tokens;
@@ -34,17 +36,18 @@ std::vector<Row> LoadRows(const Store& store, std::int64_t campaign) {
   Statement s(store.handle(),
               "SELECT se.id, l.name, a.label, w.name, w.kind, x.case_id, x.role, x.repeat, x.level, x.batch, x.slot, x.context, "
               "x.weight, x.completion_tokens, x.t_first_output, x.t_finish, x.valid, l.position, "
-              "coalesce(json_extract(w.spec_json, '$.greedy'), 1), x.t_start "
+              "coalesce(json_extract(w.spec_json, '$.greedy'), 1), x.t_start, w.id "
               "FROM sample x JOIN workload_run w ON w.id = x.workload_run_id JOIN session se ON se.id = x.session_id "
               "JOIN layout l ON l.id = se.layout_id JOIN arm a ON a.id = se.arm_id "
               "WHERE se.campaign_id = ? AND se.status = 'complete' AND w.warmup = 0 ORDER BY se.order_index, x.id");
   s.Bind(1, campaign);
   std::vector<Row> rows;
   while (s.Step()) {
-    rows.push_back({s.Int(0), static_cast<int>(s.Int(17)), s.Int(18) != 0, s.Text(1), s.Text(2), s.Text(3), s.Text(4), s.Text(5), s.Text(6),
-                    static_cast<int>(s.Int(7)), static_cast<int>(s.Int(8)), static_cast<int>(s.Int(9)), static_cast<int>(s.Int(10)),
-                    static_cast<int>(s.Int(11)), s.Double(12), static_cast<int>(s.Int(13)), s.Double(14), s.Double(15),
-                    s.Int(16) != 0 && ImplausibleTimes(s.Double(19), s.Double(14), s.Double(15)).empty()});
+    rows.push_back({s.Int(0), static_cast<int>(s.Int(17)), s.Int(18) != 0, s.Text(1), s.Text(2), s.Text(3),
+                    ParseWorkloadKind(s.Text(4), fmt::format("{}: workload_run {}: kind", store.file().string(), s.Int(20))), s.Text(5),
+                    s.Text(6), static_cast<int>(s.Int(7)), static_cast<int>(s.Int(8)), static_cast<int>(s.Int(9)),
+                    static_cast<int>(s.Int(10)), static_cast<int>(s.Int(11)), s.Double(12), static_cast<int>(s.Int(13)), s.Double(14),
+                    s.Double(15), s.Int(16) != 0 && ImplausibleTimes(s.Double(19), s.Double(14), s.Double(15)).empty()});
   }
   return rows;
 }
@@ -114,7 +117,7 @@ std::vector<FamilyScores> ComputeSessionScores(const Store& store, std::int64_t 
     const std::vector<const Row*>& samples = runs[key];
     const Row& first = *samples.front();
     const std::string& w = first.workload;
-    if (first.kind == "battery") {
+    if (first.kind == WorkloadKind::kBattery) {
       std::map<int, std::vector<stats::WeightedRequest>> repeats;
       std::map<int, bool> complete;
       std::map<std::string, std::vector<double>> case_rates;
@@ -153,7 +156,7 @@ std::vector<FamilyScores> ComputeSessionScores(const Store& store, std::int64_t 
       if (case_medians.size() >= 2) {
         put(first, {.family = w + ": W per content case", .metric = FamilyMetric::kPooledCases}, {stats::GeometricMean(case_medians)});
       }
-    } else if (first.kind == "concurrency" || first.kind == "mixed") {
+    } else if (first.kind == WorkloadKind::kConcurrency || first.kind == WorkloadKind::kMixed) {
       std::map<int, std::vector<const Row*>> batches;
       for (const Row* r : samples) batches[r->batch].push_back(r);
       std::map<std::pair<std::string, int>, std::vector<double>> per_family;  // (case, level) → aggregates
@@ -172,7 +175,8 @@ std::vector<FamilyScores> ComputeSessionScores(const Store& store, std::int64_t 
         } catch (const stats::StatsError&) {
           continue;
         }
-        const auto id = std::make_pair(first.kind == "mixed" ? std::string("mixed") : members.front()->case_id, members.front()->level);
+        const auto id =
+            std::make_pair(first.kind == WorkloadKind::kMixed ? std::string("mixed") : members.front()->case_id, members.front()->level);
         if (!per_family.contains(id)) order.push_back(id);
         per_family[id].push_back(aggregate);
       }
@@ -203,7 +207,7 @@ std::vector<FamilyScores> ComputeSessionScores(const Store& store, std::int64_t 
         put(first, {.family = fmt::format("{}: W {} C{}–C{}", w, c, lo, hi), .metric = FamilyMetric::kPooledLevels, .case_id = c},
             {stats::GeometricMean(medians)});
       }
-    } else if (first.kind == "retained_context") {
+    } else if (first.kind == WorkloadKind::kRetainedContext) {
       std::map<int, std::vector<double>> per_context;
       for (const Row* r : samples) {
         if (r->role != "child") continue;

@@ -6,6 +6,8 @@
 #include <utility>
 #include <vector>
 
+#include "store/stored_enums.hpp"
+
 namespace tandem::store {
 
 class Store;
@@ -33,7 +35,7 @@ struct FamilyScores {
   std::string layout;
   std::string family;
   std::string workload;
-  std::string kind;    // the workload's kind: battery | concurrency | mixed | retained_context
+  WorkloadKind kind = WorkloadKind::kBattery;
   bool greedy = true;  // the workload decodes greedily
   FamilyMetric metric = FamilyMetric::kWeighted;
   std::string case_id;                                               // kCase, kAggregate

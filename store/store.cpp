@@ -323,13 +323,12 @@ void Store::SetCampaignStatus(std::int64_t campaign, const std::string& status) 
   Statement(db_, "UPDATE campaign SET status = ? WHERE id = ?").Bind(1, status).Bind(2, campaign).Run();
 }
 
-std::int64_t Store::AddArm(std::int64_t campaign, int position, const std::string& label, const std::string& kind,
-                           const std::string& revision, const std::string& coordinator_image, const std::string& worker_image,
-                           const std::string& launch_json) {
+std::int64_t Store::AddArm(std::int64_t campaign, int position, const std::string& label, ArmKind kind, const std::string& revision,
+                           const std::string& coordinator_image, const std::string& worker_image, const std::string& launch_json) {
   Statement s(db_,
               "INSERT INTO arm (campaign_id, position, label, source_kind, runtime_revision, coordinator_image, worker_image, "
               "launch_json) VALUES (?,?,?,?,?,?,?,?)");
-  s.Bind(1, campaign).Bind(2, static_cast<std::int64_t>(position)).Bind(3, label).Bind(4, kind).Bind(5, revision);
+  s.Bind(1, campaign).Bind(2, static_cast<std::int64_t>(position)).Bind(3, label).Bind(4, std::string(ToString(kind))).Bind(5, revision);
   s.Bind(6, coordinator_image).Bind(7, worker_image).Bind(8, launch_json).Run();
   return sqlite3_last_insert_rowid(db_);
 }
@@ -386,8 +385,9 @@ std::vector<SessionRow> Store::Sessions(std::int64_t campaign) const {
   s.Bind(1, campaign);
   std::vector<SessionRow> rows;
   while (s.Step()) {
-    rows.push_back(
-        {s.Int(0), static_cast<int>(s.Int(1)), s.Int(2), s.Int(3), s.Text(4), s.Text(5), s.Text(6), s.Text(7), static_cast<int>(s.Int(8))});
+    rows.push_back({s.Int(0), static_cast<int>(s.Int(1)), s.Int(2), s.Int(3), s.Text(4), s.Text(5),
+                    ParseSessionStatus(s.Text(6), fmt::format("{}: session {}: status", file_.string(), s.Int(0))), s.Text(7),
+                    static_cast<int>(s.Int(8))});
   }
   return rows;
 }
@@ -404,7 +404,7 @@ std::optional<SessionDetail> Store::Session(std::int64_t session) const {
                        s.Text(1),
                        s.Text(2),
                        s.Text(3),
-                       s.Text(4),
+                       ParseSessionStatus(s.Text(4), fmt::format("{}: session {}: status", file_.string(), session)),
                        s.Text(5),
                        s.Text(6),
                        s.Text(7),
@@ -419,7 +419,10 @@ std::vector<WorkloadSummary> Store::WorkloadSummaries(std::int64_t session) cons
               "FROM workload_run w LEFT JOIN sample x ON x.workload_run_id = w.id WHERE w.session_id = ? GROUP BY w.id ORDER BY w.id");
   s.Bind(1, session);
   std::vector<WorkloadSummary> rows;
-  while (s.Step()) rows.push_back({s.Text(0), s.Text(1), s.Int(2) != 0, s.Int(3), s.Int(4), s.Int(5), s.Int(7), s.Text(6)});
+  while (s.Step()) {
+    rows.push_back({s.Text(0), ParseWorkloadKind(s.Text(1), fmt::format("{}: session {}: workload_run kind", file_.string(), session)),
+                    s.Int(2) != 0, s.Int(3), s.Int(4), s.Int(5), s.Int(7), s.Text(6)});
+  }
   return rows;
 }
 
@@ -436,10 +439,10 @@ int Store::StartSession(std::int64_t session, const std::string& host_json) {
   return s.Step() ? static_cast<int>(s.Int(0)) : 1;
 }
 
-void Store::FinishSession(std::int64_t session, const std::string& status, const std::string& reason, const std::string& served,
+void Store::FinishSession(std::int64_t session, SessionStatus status, const std::string& reason, const std::string& served,
                           const std::string& processes) {
   Statement(db_, "UPDATE session SET status = ?, reason = ?, finished_at = ?, served_json = ?, processes_json = ? WHERE id = ?")
-      .Bind(1, status)
+      .Bind(1, std::string(ToString(status)))
       .Bind(2, reason)
       .Bind(3, Now())
       .Bind(4, served)
@@ -466,10 +469,15 @@ void Store::ResetSession(std::int64_t session) {
   });
 }
 
-std::int64_t Store::StartWorkloadRun(std::int64_t session, const std::string& name, const std::string& kind, bool warmup,
+std::int64_t Store::StartWorkloadRun(std::int64_t session, const std::string& name, WorkloadKind kind, bool warmup,
                                      const std::string& spec_json, const std::string& stats_before) {
   Statement s(db_, "INSERT INTO workload_run (session_id, name, kind, warmup, spec_json, stats_before, started_at) VALUES (?,?,?,?,?,?,?)");
-  s.Bind(1, session).Bind(2, name).Bind(3, kind).Bind(4, static_cast<std::int64_t>(warmup)).Bind(5, spec_json).Bind(6, stats_before);
+  s.Bind(1, session)
+      .Bind(2, name)
+      .Bind(3, std::string(ToString(kind)))
+      .Bind(4, static_cast<std::int64_t>(warmup))
+      .Bind(5, spec_json)
+      .Bind(6, stats_before);
   s.Bind(7, Now()).Run();
   return sqlite3_last_insert_rowid(db_);
 }

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "store/stored_enums.hpp"
+
 struct sqlite3;
 struct sqlite3_stmt;
 
@@ -32,7 +34,7 @@ struct SessionRow {
   std::int64_t arm_id = 0;
   std::string layout;
   std::string arm;
-  std::string status;  // planned | running | complete | failed
+  SessionStatus status = SessionStatus::kPlanned;
   std::string reason;
   int attempts = 0;
 };
@@ -74,13 +76,16 @@ struct ArmRow {
 struct SessionDetail {
   int order_index = 0;
   int attempts = 0;
-  std::string layout, arm, runtime_revision, status, reason, started_at, finished_at;
+  std::string layout, arm, runtime_revision;
+  SessionStatus status = SessionStatus::kPlanned;
+  std::string reason, started_at, finished_at;
   std::string host_json, served_json, processes_json;
 };
 
 // One workload run of a session, with counts of its samples.
 struct WorkloadSummary {
-  std::string name, kind;
+  std::string name;
+  WorkloadKind kind = WorkloadKind::kBattery;
   bool warmup = false;
   std::int64_t samples = 0, valid = 0, passed = 0;
   std::int64_t flagged = 0;  // samples with flags (token counts disagree)
@@ -107,7 +112,7 @@ class Store {
   // The campaign's `gate:` defaults (JSON), for `tandem gate`.
   void SetCampaignGate(std::int64_t campaign, const std::string& gate_json);
 
-  std::int64_t AddArm(std::int64_t campaign, int position, const std::string& label, const std::string& kind, const std::string& revision,
+  std::int64_t AddArm(std::int64_t campaign, int position, const std::string& label, ArmKind kind, const std::string& revision,
                       const std::string& coordinator_image, const std::string& worker_image, const std::string& launch_json);
   // The model an arm serves, as first seen (fields already set are kept): its id and
   // revision from /v1/models, and the SHA-256 of the checkpoint's config.json.
@@ -127,7 +132,7 @@ class Store {
   // Marks it running; returns which attempt this is (1 for the first; retries and resumes
   // count on), whose logs go to their own directory.
   int StartSession(std::int64_t session, const std::string& host_json);
-  void FinishSession(std::int64_t session, const std::string& status, const std::string& reason, const std::string& served_json,
+  void FinishSession(std::int64_t session, SessionStatus status, const std::string& reason, const std::string& served_json,
                      const std::string& processes_json);
   // The processes a running session launched (pid = process group, start ticks), kept
   // so that a resume can kill what a dead harness left behind.
@@ -137,8 +142,8 @@ class Store {
   void ResetSession(std::int64_t session);
 
   // Workloads and samples.
-  std::int64_t StartWorkloadRun(std::int64_t session, const std::string& name, const std::string& kind, bool warmup,
-                                const std::string& spec_json, const std::string& stats_before);
+  std::int64_t StartWorkloadRun(std::int64_t session, const std::string& name, WorkloadKind kind, bool warmup, const std::string& spec_json,
+                                const std::string& stats_before);
   void FinishWorkloadRun(std::int64_t run, const std::string& stats_after, const std::string& result_json);
   void AddSample(std::int64_t run, std::int64_t session, const SampleRow& sample);
   void SetSampleCheck(std::int64_t sample, const std::string& check, bool passed);

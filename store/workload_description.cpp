@@ -7,21 +7,21 @@
 
 namespace tandem::store {
 
-std::string DescribeWorkload(const std::string& name, const std::string& kind, const WorkloadSettings& s) {
+std::string DescribeWorkload(const std::string& name, WorkloadKind kind, const WorkloadSettings& s) {
   std::vector<std::string> parts;
   const std::string repeats = fmt::format("{} repeat{}", s.repeats, s.repeats == 1 ? "" : "s");
-  if (kind == "battery") {
+  if (kind == WorkloadKind::kBattery) {
     parts.push_back(s.cases.empty() ? "every weighted case" : fmt::format("cases {}", fmt::join(s.cases, ", ")));
     if (s.counting && s.cases.empty()) parts.push_back("plus the counting diagnostic");
     parts.push_back(repeats);
-  } else if (kind == "concurrency") {
+  } else if (kind == WorkloadKind::kConcurrency) {
     parts.push_back(fmt::format("cases {}", fmt::join(s.cases, ", ")));
     parts.push_back(fmt::format("C identical requests at once for C in {}", fmt::join(s.levels, ", ")));
     parts.push_back(repeats);
-  } else if (kind == "mixed") {
+  } else if (kind == WorkloadKind::kMixed) {
     parts.push_back(fmt::format("C requests at once rotating code, fable, topic for C in {}", fmt::join(s.levels, ", ")));
     parts.push_back(repeats);
-  } else if (kind == "retained_context") {
+  } else if (kind == WorkloadKind::kRetainedContext) {
     parts.push_back(
         fmt::format("a parent turn filling {} tokens of context, then {} follow-up turns on it", fmt::join(s.contexts, " / "), s.children));
   }
@@ -32,7 +32,7 @@ std::string DescribeWorkload(const std::string& name, const std::string& kind, c
   }
   parts.push_back(s.max_tokens > 0 ? fmt::format("at most {} tokens", s.max_tokens) : "each case's own token budget");
   parts.push_back(fmt::format("nonce seed {}", s.nonce_seed));
-  return fmt::format("`{}` ({}): {}", name, kind, fmt::join(parts, "; "));
+  return fmt::format("`{}` ({}): {}", name, ToString(kind), fmt::join(parts, "; "));
 }
 
 }  // namespace tandem::store

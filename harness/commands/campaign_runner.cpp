@@ -259,10 +259,9 @@ void PrintPlan(const Prepared& p, std::ostream& out) {
   out << fmt::format("workloads (each session, {} requests)\n", p.requests_per_session);
   for (const auto* list : {&c.warmup, &c.workloads}) {
     for (const WorkloadSpec& w : *list) {
-      out << fmt::format(
-          "  {}{}; {} requests\n", w.warmup ? "[warmup] " : "",
-          store::DescribeWorkload(w.name, std::string(ToString(w.kind)), store::ReadWorkloadSettings(WorkloadSpecJson(w), w.name)),
-          CountRequests(w, p.corpus));
+      out << fmt::format("  {}{}; {} requests\n", w.warmup ? "[warmup] " : "",
+                         store::DescribeWorkload(w.name, w.kind, store::ReadWorkloadSettings(WorkloadSpecJson(w), w.name)),
+                         CountRequests(w, p.corpus));
     }
   }
   out << fmt::format("store    {}\n", c.store.string());
@@ -425,8 +424,7 @@ std::string RunSession(store::Store& store, std::int64_t campaign, const Prepare
         const std::string where =
             fmt::format("[{}] session {}/{} · {} · {}", row.layout, row.order_index + 1, session_count, row.arm, w.name);
         const std::string before = HttpGet(instance->base_url(), "/v1/stats", 30, nullptr, arm.api_key);
-        const std::int64_t run =
-            store.StartWorkloadRun(row.id, w.name, std::string(ToString(w.kind)), w.warmup, WorkloadSpecJson(w).dump(), before);
+        const std::int64_t run = store.StartWorkloadRun(row.id, w.name, w.kind, w.warmup, WorkloadSpecJson(w).dump(), before);
         WorkloadContext ctx{instance->base_url(),
                             c.timeouts.request_s,
                             &p.corpus,
@@ -470,7 +468,8 @@ std::string RunSession(store::Store& store, std::int64_t campaign, const Prepare
   // A reason may quote a process's output, which may quote its command line.
   reason = ScrubSecrets(reason, secrets);
   if (!reason.empty()) WriteAttemptFailure(logs, reason);
-  store.FinishSession(row.id, reason.empty() ? "complete" : "failed", reason, served.dump(), processes.dump());
+  store.FinishSession(row.id, reason.empty() ? store::SessionStatus::kComplete : store::SessionStatus::kFailed, reason, served.dump(),
+                      processes.dump());
   return reason;
 }
 
@@ -592,9 +591,9 @@ void StopIfDecided(store::Store& store, std::int64_t campaign, const Campaign& c
                   c.sessions.precision > 0 ? fmt::format(" and within ±{:.1f}%", c.sessions.precision * 100) : "", position + 1);
   int skipped = 0;
   for (store::SessionRow& s : sessions) {
-    if (s.layout != done.layout || s.order_index <= done.order_index || s.status == "complete") continue;
-    store.FinishSession(s.id, "skipped", why, "{}", "[]");
-    s.status = "skipped";
+    if (s.layout != done.layout || s.order_index <= done.order_index || s.status == store::SessionStatus::kComplete) continue;
+    store.FinishSession(s.id, store::SessionStatus::kSkipped, why, "{}", "[]");
+    s.status = store::SessionStatus::kSkipped;
     ++skipped;
   }
   progress.Line(fmt::format("[{}] decided{} after {} sessions: {} planned session(s) skipped", done.layout,
@@ -605,20 +604,21 @@ int Execute(store::Store& store, std::int64_t campaign, const Prepared& p, const
   const Campaign& c = *p.campaign;
   std::vector<store::SessionRow> sessions = store.Sessions(campaign);
   int remaining = 0;
-  for (const store::SessionRow& s : sessions) remaining += s.status == "complete" ? 0 : 1;
+  for (const store::SessionRow& s : sessions) remaining += s.status == store::SessionStatus::kComplete ? 0 : 1;
   Progress progress(!options.quiet, remaining * p.requests_per_session);
   const InterruptWatch interrupts;
   bool any_failed = false;
   for (store::SessionRow& s : sessions) {
-    if (s.status == "complete" || s.status == "skipped") continue;
-    if (s.status == "running") {  // the harness died during it
+    if (s.status == store::SessionStatus::kComplete || s.status == store::SessionStatus::kSkipped) continue;
+    if (s.status == store::SessionStatus::kRunning) {  // the harness died during it
       KillLeftovers(store, *p.cluster, s, progress);
       const std::filesystem::path interrupted = AttemptLogDir(c.store, s.order_index, s.attempts);
       if (std::filesystem::exists(interrupted)) {
         WriteAttemptFailure(interrupted, "interrupted: the harness ended during this attempt, and `tandem run --resume` redid the session");
       }
     }
-    if (s.status == "running" || s.status == "failed") store.ResetSession(s.id);  // killed or retried: from scratch
+    if (s.status == store::SessionStatus::kRunning || s.status == store::SessionStatus::kFailed)
+      store.ResetSession(s.id);  // killed or retried: from scratch
     std::string reason;
     for (int attempt = 0; attempt <= c.sessions.retry; ++attempt) {
       if (attempt > 0) {
@@ -720,7 +720,7 @@ void Extend(store::Store& store, std::int64_t campaign, const Campaign& c, int m
     for (const std::string& name : layouts) {
       const std::vector<const store::SessionRow*>& rows = by_layout[name];
       have = static_cast<int>(rows.size());
-      if (std::any_of(rows.begin(), rows.end(), [](const store::SessionRow* r) { return r->status == "skipped"; })) {
+      if (std::any_of(rows.begin(), rows.end(), [](const store::SessionRow* r) { return r->status == store::SessionStatus::kSkipped; })) {
         std::cerr << fmt::format("layout {}: decided before its last session; not extended\n", name);
         continue;
       }
@@ -787,8 +787,8 @@ int RunCampaign(const Campaign& campaign, const RunOptions& options) {
     std::map<std::string, std::int64_t> arms, layouts;
     for (std::size_t i = 0; i < p.arms.size(); ++i) {
       const ResolvedArm& a = p.arms[i];
-      arms[a.spec.label] = store.AddArm(id, static_cast<int>(i), a.spec.label, std::string(ToString(a.spec.kind)), a.revision,
-                                        a.coordinator.id, a.worker.id, a.LaunchJson());
+      arms[a.spec.label] =
+          store.AddArm(id, static_cast<int>(i), a.spec.label, a.spec.kind, a.revision, a.coordinator.id, a.worker.id, a.LaunchJson());
       // An external server's checkpoint is not ours to read; the others serve the campaign's.
       if (a.spec.kind != ArmKind::kExternal) store.SetArmModel(arms[a.spec.label], "", "", config_sha256);
     }

@@ -38,7 +38,8 @@ void Sessions(const std::string& db) {
   fmt::print("campaign {} '{}' ({})\n", *id, store.CampaignField(*id, "name"), store.CampaignField(*id, "status"));
   fmt::print("{:>4}  {:>5}  {:<16} {:<8} {:<9} {:>8}  {}\n", "id", "order", "layout", "arm", "status", "attempts", "reason");
   for (const store::SessionRow& s : store.Sessions(*id)) {
-    fmt::print("{:>4}  {:>5}  {:<16} {:<8} {:<9} {:>8}  {}\n", s.id, s.order_index + 1, s.layout, s.arm, s.status, s.attempts, s.reason);
+    fmt::print("{:>4}  {:>5}  {:<16} {:<8} {:<9} {:>8}  {}\n", s.id, s.order_index + 1, s.layout, s.arm, ToString(s.status), s.attempts,
+               s.reason);
   }
 }
 
@@ -48,7 +49,7 @@ void Show(const std::string& db, std::int64_t session) {
   if (!s) throw InputError(fmt::format("{}: no session {}", db, session));
   fmt::print("session {} (order {}): layout {}, arm {} (revision {})\n", session, s->order_index + 1, s->layout, s->arm,
              s->runtime_revision);
-  fmt::print("status   {}{}\n", s->status, s->reason.empty() ? "" : ": " + s->reason);
+  fmt::print("status   {}{}\n", ToString(s->status), s->reason.empty() ? "" : ": " + s->reason);
   fmt::print("time     {} → {}\n", s->started_at, s->finished_at);
   const auto host = nlohmann::json::parse(s->host_json, nullptr, false);
   if (host.is_object() && host.contains("cpu_model")) {
@@ -75,7 +76,7 @@ void Show(const std::string& db, std::int64_t session) {
     const std::filesystem::path dir = AttemptLogDir(db, s->order_index, attempt);
     std::string outcome;
     if (attempt == s->attempts) {
-      outcome = s->status + (s->reason.empty() ? "" : ": " + s->reason);
+      outcome = std::string(ToString(s->status)) + (s->reason.empty() ? "" : ": " + s->reason);
     } else if (const std::string failure = ReadAttemptFailure(dir); !failure.empty()) {
       outcome = "failed: " + failure;
     } else {
@@ -85,8 +86,8 @@ void Show(const std::string& db, std::int64_t session) {
   }
   fmt::print("workloads\n");
   for (const store::WorkloadSummary& w : store.WorkloadSummaries(session)) {
-    fmt::print("  {:<32} {:<16} {} samples, {} valid, {} passed every check{}\n", (w.warmup ? "[warmup] " : "") + w.name, w.kind, w.samples,
-               w.valid, w.passed, w.flagged > 0 ? fmt::format(", {} flagged (token counts disagree)", w.flagged) : "");
+    fmt::print("  {:<32} {:<16} {} samples, {} valid, {} passed every check{}\n", (w.warmup ? "[warmup] " : "") + w.name, ToString(w.kind),
+               w.samples, w.valid, w.passed, w.flagged > 0 ? fmt::format(", {} flagged (token counts disagree)", w.flagged) : "");
     const auto result = nlohmann::json::parse(w.result_json, nullptr, false);
     if (!result.is_discarded() && result.contains("weighted_decode_median")) {
       fmt::print("    weighted decode, median of repeats: {:.2f} tok/s\n", result["weighted_decode_median"].get<double>());

@@ -89,8 +89,8 @@ TEST(CampaignYaml, TheStoredWorkloadSpecSaysWhetherABatteryCounts) {
   const nlohmann::json with = WorkloadSpecJson(counting.workloads[0]), without = WorkloadSpecJson(silent.workloads[0]);
   EXPECT_EQ(with["counting"], true);
   EXPECT_EQ(without["counting"], false);
-  const std::string said_with = store::DescribeWorkload("w", "battery", store::ReadWorkloadSettings(with, "w"));
-  const std::string said_without = store::DescribeWorkload("w", "battery", store::ReadWorkloadSettings(without, "w"));
+  const std::string said_with = store::DescribeWorkload("w", store::WorkloadKind::kBattery, store::ReadWorkloadSettings(with, "w"));
+  const std::string said_without = store::DescribeWorkload("w", store::WorkloadKind::kBattery, store::ReadWorkloadSettings(without, "w"));
   EXPECT_NE(said_with.find("plus the counting diagnostic"), std::string::npos) << said_with;
   EXPECT_EQ(said_without.find("counting"), std::string::npos) << said_without;
   EXPECT_NE(said_without.find("every weighted case; 2 repeats; greedy"), std::string::npos) << said_without;

@@ -42,8 +42,10 @@ store::CampaignRecord TwoArms() {
   r.name = "figures";
   r.arms = {{1, 0, "A"}, {2, 1, "B"}};
   r.layouts = {{1, 0, "L"}};
-  r.sessions = {{1, 0, "L", "A", "complete"}, {2, 1, "L", "B", "complete"}};
-  r.workloads = {{1, 1, "b", "battery", false}, {2, 1, "warm", "battery", true}, {3, 2, "m", "mixed", false}};
+  r.sessions = {{1, 0, "L", "A", store::SessionStatus::kComplete}, {2, 1, "L", "B", store::SessionStatus::kComplete}};
+  r.workloads = {{1, 1, "b", store::WorkloadKind::kBattery, false},
+                 {2, 1, "warm", store::WorkloadKind::kBattery, true},
+                 {3, 2, "m", store::WorkloadKind::kMixed, false}};
   // Every sample of a batch carries the batch's delta: batch 0 of run 1 counts once.
   r.samples = {Sample(1, 1, 1, "b", "hello", 0, Draft(3, 5, 4)),
                Sample(2, 1, 1, "b", "hello", 0, Draft(3, 5, 4)),

@@ -72,14 +72,15 @@ TEST(SessionScores, GreedyMatchIsWithinEachArmFollowsItsMajorityAndCanRecover) {
   TempStore file;
   Store store = Store::Open(file.path());
   const std::int64_t campaign = store.CreateCampaign("greedy", "greedy.yaml", "", "", "", "", "{}");
-  const std::int64_t a = store.AddArm(campaign, 0, "A", "binary", "ra", "", "", "{}");
-  const std::int64_t b = store.AddArm(campaign, 1, "B", "binary", "rb", "", "", "{}");
+  const std::int64_t a = store.AddArm(campaign, 0, "A", ArmKind::kBinary, "ra", "", "", "{}");
+  const std::int64_t b = store.AddArm(campaign, 1, "B", ArmKind::kBinary, "rb", "", "", "{}");
   const std::int64_t layout = store.AddLayout(campaign, 0, "tp4", "{}");
   std::vector<std::int64_t> ids;
   auto add_session = [&](int order, std::int64_t arm, const std::string& sha, bool greedy) {
     const std::int64_t session = store.AddSession(campaign, order, layout, arm);
     store.StartSession(session, "{}");
-    const std::int64_t run = store.StartWorkloadRun(session, "battery", "battery", false, json{{"greedy", greedy}}.dump(), "{}");
+    const std::int64_t run =
+        store.StartWorkloadRun(session, "battery", WorkloadKind::kBattery, false, json{{"greedy", greedy}}.dump(), "{}");
     SampleRow s;
     s.case_id = "code";
     s.content_sha256 = sha;
@@ -87,7 +88,7 @@ TEST(SessionScores, GreedyMatchIsWithinEachArmFollowsItsMajorityAndCanRecover) {
     s.checks_json = R"({"non_empty":true})";
     store.AddSample(run, session, s);
     store.FinishWorkloadRun(run, "{}", "{}");
-    store.FinishSession(session, "complete", "", "{}", "[]");
+    store.FinishSession(session, SessionStatus::kComplete, "", "{}", "[]");
     return session;
   };
   add_session(0, a, "x", true);

@@ -81,9 +81,9 @@ std::int64_t WriteFixtureStore(const json& fixture, const std::filesystem::path&
     std::map<std::string, std::int64_t> arm_ids, layout_ids;
     for (std::size_t i = 0; i < arms.size(); ++i) {
       const json& a = arms[i];
-      const std::int64_t id =
-          store.AddArm(campaign, static_cast<int>(i), a["label"], a.value("kind", "binary"), a.value("revision", "r"),
-                       a.value("coordinator_image", ""), a.value("worker_image", ""), a.value("launch", json::object()).dump());
+      const std::int64_t id = store.AddArm(
+          campaign, static_cast<int>(i), a["label"], store::ParseArmKind(a.value("kind", "binary"), "fixture"), a.value("revision", "r"),
+          a.value("coordinator_image", ""), a.value("worker_image", ""), a.value("launch", json::object()).dump());
       store.SetArmModel(id, a.value("model_id", ""), a.value("model_revision", ""), a.value("config_sha256", ""));
       arm_ids[a["label"]] = id;
     }
@@ -100,14 +100,15 @@ std::int64_t WriteFixtureStore(const json& fixture, const std::filesystem::path&
       for (const json& w : s.value("workloads", json::array())) {
         json spec = w.value("spec", json::object());
         if (!spec.contains("greedy")) spec["greedy"] = true;
-        const std::int64_t run = store.StartWorkloadRun(session, w["name"], w.value("kind", "battery"), w.value("warmup", false),
-                                                        spec.dump(), w.value("stats_before", json::object()).dump());
+        const std::int64_t run =
+            store.StartWorkloadRun(session, w["name"], store::ParseWorkloadKind(w.value("kind", "battery"), "fixture"),
+                                   w.value("warmup", false), spec.dump(), w.value("stats_before", json::object()).dump());
         for (const json& x : w.value("samples", json::array())) store.AddSample(run, session, Sample(x));
         store.FinishWorkloadRun(run, w.value("stats_after", json::object()).dump(), "{}");
       }
       if (status != "running") {
-        store.FinishSession(session, status, s.value("reason", ""), s.value("served", json::object()).dump(),
-                            s.value("processes", json::array()).dump());
+        store.FinishSession(session, store::ParseSessionStatus(status, "fixture"), s.value("reason", ""),
+                            s.value("served", json::object()).dump(), s.value("processes", json::array()).dump());
       }
       store::Statement(store.handle(), "UPDATE session SET attempts = ?, started_at = ?, finished_at = ? WHERE id = ?")
           .Bind(1, static_cast<std::int64_t>(s.value("attempts", 1)))
