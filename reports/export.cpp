@@ -22,24 +22,6 @@ namespace {
 
 using nlohmann::json;
 
-std::string_view MetricName(FamilyMetric m) {
-  switch (m) {
-    case FamilyMetric::kWeighted:
-      return "weighted";
-    case FamilyMetric::kCase:
-      return "case";
-    case FamilyMetric::kAggregate:
-      return "aggregate";
-    case FamilyMetric::kRetained:
-      return "retained";
-    case FamilyMetric::kPooledCases:
-      return "pooled_cases";
-    case FamilyMetric::kPooledLevels:
-      return "pooled_levels";
-  }
-  return "?";
-}
-
 // Rows as JSON objects with a fixed key order (the CSV columns).
 struct Table {
   std::vector<std::string> columns;
@@ -145,7 +127,7 @@ Table Scores(const CampaignRecord& r) {
       for (std::size_t i = 0; i < scores.size(); ++i) {
         const std::int64_t session = f.sessions_by_arm.at(arm)[i];
         const SessionRecord* s = r.Session(session);
-        t.rows.push_back({f.layout, f.family, f.workload, MetricName(f.metric), f.greedy, f.case_id, f.level, f.context, arm, session,
+        t.rows.push_back({f.layout, f.family, f.workload, ToString(f.metric), f.greedy, f.case_id, f.level, f.context, arm, session,
                           s ? json(s->order_index) : json(nullptr), scores[i], f.values_by_arm.at(arm)[i]});
       }
     }

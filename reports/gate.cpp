@@ -61,7 +61,10 @@ GateResult EvaluateGate(const CampaignRecord& r, const GateOptions& options) {
     throw InputError(fmt::format("gate: max regression {} is outside [0, 1)", g.max_regression));
   }
   g.rule = options.rule.value_or(design.rule);
-  if (!options.families.empty()) design.families = options.families;
+  if (!options.families.empty()) {
+    design.families.clear();
+    for (const std::string& label : options.families) design.families.push_back({label, std::nullopt});
+  }
   g.sequential = design.sequential;
   g.precision = design.precision;
   g.block = design.block;
@@ -75,7 +78,12 @@ GateResult EvaluateGate(const CampaignRecord& r, const GateOptions& options) {
   const std::vector<store::FamilyGate> decided = store::DecideGate(r, design);
   for (const store::FamilyGate& d : decided) g.gated += d.decision ? 1 : 0;
   for (const store::FamilyGate& d : decided) {
-    GateFamily f{d.layout, d.family, {}, {}, {}, d.n_baseline, d.n_candidate, Verdict::kInconclusive, d.missing};
+    GateFamily f{d.layout, d.family, d.direction, {}, {}, {}, d.n_baseline, d.n_candidate, Verdict::kInconclusive, d.missing};
+    // The decision reads intervals the right way up (store::DecideGate): for a lower-is-better
+    // family, baseline / candidate; shown as candidate / baseline, its bound is 1 / T.
+    const bool lower = d.direction == store::Direction::kLowerIsBetter;
+    const double bound = lower ? 1.0 / threshold : threshold;
+    const char* side = lower ? "below" : "above";
     f.planned_looks = d.planned_looks;
     if (d.interval) {
       f.ratio = d.interval->ratio;
@@ -107,11 +115,11 @@ GateResult EvaluateGate(const CampaignRecord& r, const GateOptions& options) {
           f.verdict = Verdict::kPass;
           f.reason = g.rule == GateRule::kProven && x.test.p_pass >= x.pass_level
                          ? fmt::format("no regression beyond {:.1f}% is proven (rule proven){}", 100 * g.max_regression, levels)
-                         : fmt::format("the interval lies above {:.3f}{}{}", threshold, at_look, levels);
+                         : fmt::format("the interval lies {} {:.3f}{}{}", side, bound, at_look, levels);
           break;
         case stats::Decision::kUndecided: {
           f.stopped_early = d.stopped_early;
-          f.reason = fmt::format("the interval reaches across {:.3f}{}{}", threshold, at_look,
+          f.reason = fmt::format("the interval reaches across {:.3f}{}{}", bound, at_look,
                                  d.stopped_early ? "; the layout stopped once its gated families were decided"
                                  : !d.final      ? "; the campaign has sessions still to run"
                                                  : "");
@@ -119,7 +127,8 @@ GateResult EvaluateGate(const CampaignRecord& r, const GateOptions& options) {
             const double n_a = static_cast<double>(d.n_baseline), n_b = static_cast<double>(d.n_candidate);
             const double sd = d.interval->standard_error / std::sqrt(1 / n_a + 1 / n_b);
             try {
-              f.sessions_needed = stats::SessionsNeeded(sd, d.interval->ratio / threshold - 1.0);
+              const double better = lower ? 1.0 / d.interval->ratio : d.interval->ratio;
+              f.sessions_needed = stats::SessionsNeeded(sd, better / threshold - 1.0);
             } catch (const stats::StatsError&) {
               f.sessions_needed = 0;  // the ratio sits on the threshold: no number of sessions decides it
             }
@@ -131,8 +140,8 @@ GateResult EvaluateGate(const CampaignRecord& r, const GateOptions& options) {
       if (x.decision != stats::Decision::kUndecided && (adjusted || f.planned_looks > 1)) {
         const double level = x.decision == stats::Decision::kFail ? x.fail_level : x.pass_level;
         const auto [lo, hi] = stats::IntervalAtLevel(d.intervals_at_looks[x.look], level);
-        f.decision_lo = lo;
-        f.decision_hi = hi;
+        f.decision_lo = lower ? 1.0 / hi : lo;
+        f.decision_hi = lower ? 1.0 / lo : hi;
       }
     }
     g.families.push_back(std::move(f));
@@ -169,15 +178,19 @@ std::string GateResult::Text() const {
     out += fmt::format("{} gated families: the fail tests share alpha {} by Holm's step-down (levels below); pass needs every family\n",
                        gated, alpha);
   }
+  // A lower-is-better family says so: its ratio passes below 1 / T.
+  const auto label = [](const GateFamily& f) {
+    return f.direction == store::Direction::kLowerIsBetter ? f.family + " (lower is better)" : f.family;
+  };
   std::size_t width = 0, lwidth = 0;
   for (const GateFamily& f : families) {
-    width = std::max(width, f.family.size());
+    width = std::max(width, label(f).size());
     lwidth = std::max(lwidth, f.layout.size());
   }
   for (const GateFamily& f : families) {
     const std::string figure = f.ratio ? fmt::format("{:.3f} ({:.3f}–{:.3f}) n={}/{}", *f.ratio, *f.lo, *f.hi, f.n_baseline, f.n_candidate)
                                        : fmt::format("— n={}/{}", f.n_baseline, f.n_candidate);
-    out += fmt::format("{:<12} {:<{}}  {:<{}}  {:<34} {}\n", ToString(f.verdict), f.layout, lwidth, f.family, width, figure, f.reason);
+    out += fmt::format("{:<12} {:<{}}  {:<{}}  {:<34} {}\n", ToString(f.verdict), f.layout, lwidth, label(f), width, figure, f.reason);
     const std::string indent(13, ' ');
     if (f.decision_lo) {
       out += fmt::format("{}decided on the interval ({:.3f}–{:.3f}) at look {} (one-sided level {:.4f})\n", indent, *f.decision_lo,
@@ -215,6 +228,7 @@ nlohmann::json GateResult::Json() const {
   for (const GateFamily& f : families) {
     nlohmann::json j = {{"layout", f.layout},
                         {"family", f.family},
+                        {"better", f.direction == store::Direction::kLowerIsBetter ? "lower" : "higher"},
                         {"n_baseline", f.n_baseline},
                         {"n_candidate", f.n_candidate},
                         {"verdict", ToString(f.verdict)},

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "store/campaign_record.hpp"
+#include "store/family_id.hpp"
 
 // `tandem gate`: a campaign turned into pass / fail / inconclusive for CI.
 namespace tandem::reports {
@@ -29,6 +30,9 @@ std::string_view ToString(Verdict verdict);  // "pass" | "fail" | "inconclusive"
 
 struct GateFamily {
   std::string layout, family;
+  // Which way is better. The ratio and every interval below are candidate / baseline of the
+  // measured value either way; a lower-is-better family passes below 1 / T, not above T.
+  store::Direction direction = store::Direction::kHigherIsBetter;
   std::optional<double> ratio, lo, hi;  // the Welch 95% interval over every session
   std::size_t n_baseline = 0, n_candidate = 0;
   Verdict verdict = Verdict::kInconclusive;

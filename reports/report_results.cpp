@@ -80,12 +80,14 @@ void AbTables(const CampaignRecord& r, MarkdownDoc& d) {
     std::vector<std::string> rows;
     std::map<std::string, std::map<std::string, std::string>> cells;  // family → layout → cell
     for (const FamilyComparison& c : cmp) {
-      const std::string& family = c.scores->family;
+      // A family of times (lower is better) says so, and whether a bold ratio is a gain.
+      const bool lower = c.scores->direction == store::Direction::kLowerIsBetter;
+      const std::string family = lower ? c.scores->family + " (lower is better)" : c.scores->family;
       if (!cells.contains(family)) rows.push_back(family);
       std::string cell = kNone;
       if (c.interval) {
         cell = fmt::format("{:.3f} ({:.3f}–{:.3f})", c.interval->ratio, c.interval->lo, c.interval->hi);
-        if (c.interval->excludes_one()) cell = "**" + cell + "**";
+        if (c.interval->excludes_one()) cell = "**" + cell + "**" + (!lower ? "" : c.interval->ratio < 1 ? " better" : " worse");
       }
       if (std::make_pair(c.n_baseline, c.n_candidate) != common) cell += fmt::format(" n={}/{}", c.n_baseline, c.n_candidate);
       if (paired) {

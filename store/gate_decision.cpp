@@ -44,11 +44,15 @@ std::map<std::string, LayoutSessions> SessionsByLayout(const CampaignRecord& r) 
 }  // namespace
 
 std::vector<FamilyGate> DecideGate(const CampaignRecord& r, const GateDesign& design) {
-  std::set<std::string> known;
-  for (const FamilyScores& f : r.families) known.insert(f.family);
-  for (const std::string& f : design.families) {
-    if (!known.contains(f)) {
-      throw InputError(fmt::format("gate: campaign {} measured no family '{}' (families: {})", r.id, f, fmt::join(known, "; ")));
+  const auto selected = [&](const FamilyScores& f) {
+    return std::any_of(design.families.begin(), design.families.end(),
+                       [&](const FamilySelector& s) { return s.Selects(f.family, f.Id()); });
+  };
+  for (const FamilySelector& s : design.families) {
+    if (std::none_of(r.families.begin(), r.families.end(), [&](const FamilyScores& f) { return s.Selects(f.family, f.Id()); })) {
+      std::set<std::string> known;
+      for (const FamilyScores& f : r.families) known.insert(f.family);
+      throw InputError(fmt::format("gate: campaign {} measured no family '{}' (families: {})", r.id, s.Describe(), fmt::join(known, "; ")));
     }
   }
   const std::map<std::string, LayoutSessions> layouts = SessionsByLayout(r);
@@ -56,10 +60,11 @@ std::vector<FamilyGate> DecideGate(const CampaignRecord& r, const GateDesign& de
   std::vector<stats::FamilyLooks> looks;
   std::vector<std::size_t> decided;  // gates[decided[i]] ↔ looks[i]
   for (const FamilyScores& f : r.families) {
-    if (!design.families.empty() && std::find(design.families.begin(), design.families.end(), f.family) == design.families.end()) continue;
+    if (!design.families.empty() && !selected(f)) continue;
     const auto a = f.by_arm.find(design.baseline), b = f.by_arm.find(design.candidate);
     if (a == f.by_arm.end() && b == f.by_arm.end()) continue;
     FamilyGate g{f.layout, f.family};
+    g.direction = f.direction;
     g.n_baseline = a == f.by_arm.end() ? 0 : a->second.size();
     g.n_candidate = b == f.by_arm.end() ? 0 : b->second.size();
     const LayoutSessions& sessions = layouts.at(f.layout);
@@ -104,7 +109,10 @@ std::vector<FamilyGate> DecideGate(const CampaignRecord& r, const GateDesign& de
       const double t = last ? 1.0 : std::min(1.0, Information(static_cast<double>(base.size()), static_cast<double>(cand.size())) / full);
       if (!fl.fractions.empty() && t <= fl.fractions.back()) continue;
       try {
-        fl.intervals.push_back(stats::WelchLogRatio(base, cand));
+        // The decision reads the ratio the right way up: for a lower-is-better family a
+        // regression is a rise, so it tests baseline / candidate against the threshold.
+        fl.intervals.push_back(f.direction == Direction::kLowerIsBetter ? stats::WelchLogRatio(cand, base)
+                                                                        : stats::WelchLogRatio(base, cand));
       } catch (const stats::StatsError&) {
         continue;  // no spread yet
       }

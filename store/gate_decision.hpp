@@ -17,16 +17,19 @@ namespace tandem::store {
 
 struct FamilyGate {
   std::string layout, family;
-  std::size_t n_baseline = 0, n_candidate = 0;           // sessions with scores, all looks
-  std::optional<stats::RatioInterval> interval;          // the published Welch 95% interval, all sessions
-  std::optional<stats::FamilyDecision> decision;         // absent: no look had two sessions per arm
-  std::vector<double> fractions;                         // information fraction of each look taken
-  std::vector<int> look_sessions;                        // sessions per layout at each look taken
-  std::vector<stats::RatioInterval> intervals_at_looks;  // the Welch 95% interval at each look taken
-  int planned_looks = 1;                                 // looks the design takes when it runs to its end
-  bool final = true;                                     // the layout ran every session it planned
-  bool stopped_early = false;                            // a sequential layout skipped the rest: its gated families were decided
-  std::string missing;                                   // why there is no decision
+  std::size_t n_baseline = 0, n_candidate = 0;  // sessions with scores, all looks
+  Direction direction = Direction::kHigherIsBetter;
+  std::optional<stats::RatioInterval> interval;   // the published Welch 95% interval (candidate / baseline), all sessions
+  std::optional<stats::FamilyDecision> decision;  // absent: no look had two sessions per arm
+  std::vector<double> fractions;                  // information fraction of each look taken
+  std::vector<int> look_sessions;                 // sessions per layout at each look taken
+  // The Welch 95% interval at each look taken, the way the decision reads it: candidate /
+  // baseline, or baseline / candidate for a lower-is-better family (higher is better).
+  std::vector<stats::RatioInterval> intervals_at_looks;
+  int planned_looks = 1;       // looks the design takes when it runs to its end
+  bool final = true;           // the layout ran every session it planned
+  bool stopped_early = false;  // a sequential layout skipped the rest: its gated families were decided
+  std::string missing;         // why there is no decision
 };
 
 // Throws InputError when a gated family was never measured.

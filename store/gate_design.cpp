@@ -31,6 +31,53 @@ bool SecondOf(const json& g, const char* key, const std::string& where, const ch
 
 }  // namespace
 
+FamilySelector ReadSelector(const json& f, const std::string& where) {
+  if (f.is_string()) return {f.get<std::string>(), std::nullopt};
+  if (!f.is_object()) throw InputError(fmt::format("{}: {} is neither a family's label nor its id", where, f.dump()));
+  FamilyId id;
+  for (const auto& [key, value] : f.items()) {
+    const auto text = [&] {
+      if (!value.is_string()) throw InputError(fmt::format("{}: '{}' is {}, not text", where, key, value.dump()));
+      return value.get<std::string>();
+    };
+    const auto number = [&] {
+      if (!value.is_number_integer()) throw InputError(fmt::format("{}: '{}' is {}, not a whole number", where, key, value.dump()));
+      return value.get<int>();
+    };
+    if (key == "workload") {
+      id.workload = text();
+    } else if (key == "metric") {
+      id.metric = ParseFamilyMetric(text(), where);
+    } else if (key == "case") {
+      id.case_id = text();
+    } else if (key == "level") {
+      id.level = number();
+    } else if (key == "context") {
+      id.context = number();
+    } else if (key == "sampling") {
+      const std::string word = text();
+      if (word != "greedy" && word != "sampled")
+        throw InputError(fmt::format("{}: sampling '{}' is neither greedy nor sampled", where, word));
+      id.greedy = word == "greedy";
+    } else {
+      throw InputError(
+          fmt::format("{}: unknown key '{}' in a family's id (known: workload, metric, case, level, context, sampling)", where, key));
+    }
+  }
+  if (id.workload.empty() || !f.contains("metric"))
+    throw InputError(fmt::format("{}: a family's id {} needs workload and metric", where, f.dump()));
+  return {"", id};
+}
+
+json SelectorJson(const FamilyId& id) {
+  json j = {{"workload", id.workload}, {"metric", std::string(ToString(id.metric))}};
+  if (!id.case_id.empty()) j["case"] = id.case_id;
+  if (id.level != 1) j["level"] = id.level;
+  if (id.context != 0) j["context"] = id.context;
+  if (id.greedy) j["sampling"] = *id.greedy ? "greedy" : "sampled";
+  return j;
+}
+
 GateDesign GateDesign::FromJson(const std::string& text, const std::string& where) {
   if (text.empty()) return {};  // a campaign recorded without a gate section
   const json g = json::parse(text, nullptr, false);
@@ -48,7 +95,8 @@ GateDesign GateDesign::FromJson(const std::string& text, const std::string& wher
     } else if (key == "candidate") {
       d.candidate = Field<std::string>(g, "candidate", where);
     } else if (key == "families") {
-      d.families = Field<std::vector<std::string>>(g, "families", where);
+      if (!value.is_array()) throw InputError(fmt::format("{}: 'families' is {}, not a list", where, value.dump()));
+      for (const json& f : value) d.families.push_back(ReadSelector(f, where + ": families"));
     } else if (key == "max_regression") {
       d.max_regression = Field<double>(g, "max_regression", where);
       if (!(d.max_regression >= 0 && d.max_regression < 1)) {
@@ -91,10 +139,17 @@ GateDesign GateDesign::FromJson(const std::string& text, const std::string& wher
 std::string GateDesign::ToJson() const {
   json extensions = json::array();
   for (const Extension& e : extended) extensions.push_back({{"from", e.from}, {"to", e.to}});
-  const json g = {{"version", kVersion},
+  json selectors = json::array();
+  bool structured = false;
+  for (const FamilySelector& f : families) {
+    selectors.push_back(f.id ? SelectorJson(*f.id) : json(f.label));
+    structured = structured || f.id.has_value();
+  }
+  // Version 1 readers know labels only: a design naming a family by its id says 2.
+  const json g = {{"version", structured ? 2 : 1},
                   {"baseline", baseline},
                   {"candidate", candidate},
-                  {"families", families},
+                  {"families", selectors},
                   {"max_regression", max_regression},
                   {"rule", rule == Rule::kProven ? "proven" : "noninferior"},
                   {"require_identical_greedy", require_identical_greedy},

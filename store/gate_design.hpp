@@ -3,6 +3,10 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
+#include "store/family_id.hpp"
+
 namespace tandem::store {
 
 // A campaign's gate as designed: its `gate:` section (the defaults of `tandem gate`, whose
@@ -10,7 +14,9 @@ namespace tandem::store {
 // Stored as JSON in `campaign.gate_json`; FromJson and ToJson are its one reading and
 // writing, and the defaults below are the only ones.
 struct GateDesign {
-  static constexpr int kVersion = 1;  // written from this version on; a store without one is read as 1
+  // Read up to this version; a store without one is read as 1. Written as 1 unless a
+  // gated family is named by its id (2).
+  static constexpr int kVersion = 2;
   enum class Rule { kNoninferior, kProven };
   enum class Method { kWelch, kPaired };  // how sessions are compared (`sessions: paired`)
   struct Extension {                      // `tandem run --extend`: sessions per layout before and after
@@ -18,10 +24,10 @@ struct GateDesign {
     bool operator==(const Extension&) const = default;
   };
 
-  std::string baseline, candidate;    // arm labels; empty: the campaign's first and second arm
-  std::vector<std::string> families;  // gated; empty: every family both arms measured
-  double max_regression = 0.03;       // the candidate may be this much slower (T = 1 − it)
-  Rule rule = Rule::kNoninferior;     // kProven: fail only on a proven regression
+  std::string baseline, candidate;       // arm labels; empty: the campaign's first and second arm
+  std::vector<FamilySelector> families;  // gated; empty: every family both arms measured
+  double max_regression = 0.03;          // the candidate may be this much slower (T = 1 − it)
+  Rule rule = Rule::kNoninferior;        // kProven: fail only on a proven regression
   bool require_identical_greedy = false;
   double alpha = 0.025;  // one-sided level of each test (the 95% interval's two sides)
   // Sessions per layout after which the gate looks; empty: once, after every session.
@@ -42,5 +48,10 @@ struct GateDesign {
   static GateDesign FromJson(const std::string& text, const std::string& where);
   std::string ToJson() const;  // every field, with the version
 };
+
+// One entry of `families`, from its JSON: a label (a string) or an id (an object with
+// workload, metric and optionally case, level, context, sampling). Errors name `where`.
+FamilySelector ReadSelector(const nlohmann::json& family, const std::string& where);
+nlohmann::json SelectorJson(const FamilyId& id);
 
 }  // namespace tandem::store

@@ -86,6 +86,10 @@ std::tuple<int, int, int, int> SortKey(const FamilyScores& f, int first_seen, in
 
 }  // namespace
 
+FamilyId FamilyScores::Id() const {
+  return {.workload = workload, .metric = metric, .case_id = case_id, .level = level, .context = context, .greedy = greedy};
+}
+
 std::vector<FamilyScores> ComputeSessionScores(const Store& store, std::int64_t campaign) {
   const std::vector<Row> rows = LoadRows(store, campaign);
   // Families by (layout position, name), each with its scores by session.

@@ -6,22 +6,12 @@
 #include <utility>
 #include <vector>
 
+#include "store/family_id.hpp"
 #include "store/stored_enums.hpp"
 
 namespace tandem::store {
 
 class Store;
-
-// What a family measures.
-enum class FamilyMetric {
-  kWeighted,   // battery: median over repeats of the weighted decode
-  kCase,       // battery: median decode rate of one case's requests
-  kAggregate,  // concurrency / mixed: median over repeats of a batch's aggregate tok/s
-  kRetained,   // retained_context: median decode rate of the children
-  // Pooled families, as the reference report publishes them: one session score over many.
-  kPooledCases,   // battery: geometric mean of the weighted cases' per-case medians
-  kPooledLevels,  // concurrency / mixed: geometric mean of the levels above 1 (their medians)
-};
 
 // One family's session scores (valid samples of measured workloads of complete
 // sessions only; docs/statistics.md defines each). Names:
@@ -46,6 +36,9 @@ struct FamilyScores {
   // What each score is the median of (repeats' weighted decodes, request rates, batch
   // aggregates), aligned with by_arm: values_by_arm[arm][i] gave by_arm[arm][i].
   std::map<std::string, std::vector<std::vector<double>>> values_by_arm;
+  Direction direction = Direction::kHigherIsBetter;  // every decode family: a rate
+
+  FamilyId Id() const;
 };
 
 // Every family of a campaign, in report order: greedy batteries (weighted, then each

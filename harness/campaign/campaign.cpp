@@ -436,6 +436,37 @@ const ArmSpec& Campaign::Arm(std::string_view label) const {
   throw InputError(fmt::format("{}: no arm labelled '{}'", file.string(), label));
 }
 
+namespace {
+
+// `gate.families`: each a family's label ("code-sweep: code C4") or its id
+// ({workload: code-sweep, metric: aggregate, case: code, level: 4}).
+std::vector<store::FamilySelector> GatedFamilies(const At& list) {
+  const YAML::Node& node = list.node();
+  if (node.IsScalar()) return {{node.Scalar(), std::nullopt}};
+  if (!node.IsSequence()) throw list.Error("must be a list of family labels or ids");
+  std::vector<store::FamilySelector> out;
+  for (std::size_t i = 0; i < node.size(); ++i) {
+    const At item = list.Item(node[i], i);
+    if (node[i].IsScalar()) {
+      out.push_back({node[i].Scalar(), std::nullopt});
+      continue;
+    }
+    const Map m(item, {"workload", "metric", "case", "level", "context", "sampling"});
+    store::FamilyId id;
+    id.workload = m.Get("workload").String();
+    id.metric = store::ParseFamilyMetric(
+        OneOf(m.Get("metric"), {"weighted", "case", "aggregate", "retained", "pooled_cases", "pooled_levels"}), m.at().path());
+    id.case_id = m.String("case", "");
+    id.level = m.Number("level", 1, 1, 1 << 20);
+    id.context = m.Number("context", 0, 0, 1 << 30);
+    if (m.Has("sampling")) id.greedy = OneOf(m.Get("sampling"), {"greedy", "sampled"}) == "greedy";
+    out.push_back({"", id});
+  }
+  return out;
+}
+
+}  // namespace
+
 Campaign ParseCampaign(std::string_view text, const std::filesystem::path& file) {
   const std::string name = file.string();
   const YAML::Node root = yaml::Load(std::string(text), name);
@@ -604,7 +635,7 @@ Campaign ParseCampaign(std::string_view text, const std::filesystem::path& file)
       }
       *field.second = label;
     }
-    if (g.Has("families")) c.gate.families = g.Get("families").StringList();
+    if (g.Has("families")) c.gate.families = GatedFamilies(g.Get("families"));
     if (g.Has("max_regression")) c.gate.max_regression = g.Get("max_regression").Number<double>(0.0, 0.99);
     if (g.Has("rule")) c.gate.proven = OneOf(g.Get("rule"), {"proven", "noninferior"}) == "proven";
     if (g.Has("require_identical_greedy")) c.gate.require_identical_greedy = g.Get("require_identical_greedy").Bool();

@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "store/family_id.hpp"
 #include "store/stored_enums.hpp"
 
 // A campaign YAML, parsed and validated (reference: docs/campaign-yaml.md). Every
@@ -156,7 +157,7 @@ struct ModelSpec {
 // The runner stores it with the session plan's looks as the campaign's gate design.
 struct GateSection {
   std::string baseline, candidate;  // arm labels; empty: the first and second arm
-  std::vector<std::string> families;
+  std::vector<store::FamilySelector> families;
   std::optional<double> max_regression;
   bool proven = false;  // rule: proven (else noninferior)
   bool require_identical_greedy = false;

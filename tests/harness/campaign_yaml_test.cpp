@@ -96,6 +96,26 @@ TEST(CampaignYaml, TheStoredWorkloadSpecSaysWhetherABatteryCounts) {
   EXPECT_NE(said_without.find("every weighted case; 2 repeats; greedy"), std::string::npos) << said_without;
 }
 
+// gate.families names a family by its label or by its id; a malformed id names its key.
+TEST(CampaignYaml, GatedFamiliesAreLabelsOrIds) {
+  const Campaign c = ParseCampaign(Valid() +
+                                       "gate:\n"
+                                       "  families: ['w: weighted decode', {workload: w, metric: case, case: code, sampling: greedy}]\n",
+                                   kFile);
+  ASSERT_EQ(c.gate.families.size(), 2u);
+  EXPECT_EQ(c.gate.families[0].label, "w: weighted decode");
+  EXPECT_FALSE(c.gate.families[0].id);
+  ASSERT_TRUE(c.gate.families[1].id);
+  EXPECT_EQ(*c.gate.families[1].id,
+            (store::FamilyId{.workload = "w", .metric = store::FamilyMetric::kCase, .case_id = "code", .greedy = true}));
+  EXPECT_NE(ErrorOf(Valid() + "gate:\n  families: [{workload: w, metric: speed}]\n")
+                .find("test.yaml:18:36: gate.families[0].metric: 'speed' is not one of weighted, case, aggregate"),
+            std::string::npos)
+      << ErrorOf(Valid() + "gate:\n  families: [{workload: w, metric: speed}]\n");
+  EXPECT_NE(ErrorOf(Valid() + "gate:\n  families: [{workload: w, metric: case, colour: red}]\n").find("unknown key 'colour'"),
+            std::string::npos);
+}
+
 // A trained preset is a committed checkpoint: no seed, found through TANDEM_MODELS_DIR
 // (or the source tree), and a clear error naming where it looked when it is not there.
 TEST(CampaignYaml, TheTrainedPresetIsFoundOrNamedWhereItWasLookedFor) {

@@ -1,0 +1,65 @@
+#include "store/family_id.hpp"
+
+#include <array>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "common/input_error.hpp"
+
+namespace tandem::store {
+
+namespace {
+
+constexpr std::array<std::pair<FamilyMetric, std::string_view>, 6> kMetrics = {{
+    {FamilyMetric::kWeighted, "weighted"},
+    {FamilyMetric::kCase, "case"},
+    {FamilyMetric::kAggregate, "aggregate"},
+    {FamilyMetric::kRetained, "retained"},
+    {FamilyMetric::kPooledCases, "pooled_cases"},
+    {FamilyMetric::kPooledLevels, "pooled_levels"},
+}};
+
+}  // namespace
+
+std::string_view ToString(FamilyMetric metric) {
+  for (const auto& [m, word] : kMetrics) {
+    if (m == metric) return word;
+  }
+  return "?";
+}
+
+std::string_view ToString(Direction direction) { return direction == Direction::kLowerIsBetter ? "lower" : "higher"; }
+
+FamilyMetric ParseFamilyMetric(std::string_view word, const std::string& where) {
+  std::vector<std::string_view> known;
+  for (const auto& [m, w] : kMetrics) {
+    if (w == word) return m;
+    known.push_back(w);
+  }
+  throw InputError(fmt::format("{}: metric '{}' is not one of {}", where, word, fmt::join(known, ", ")));
+}
+
+bool FamilyId::Matches(const FamilyId& family) const {
+  return workload == family.workload && metric == family.metric && case_id == family.case_id && level == family.level &&
+         context == family.context && (!greedy || !family.greedy || *greedy == *family.greedy);
+}
+
+std::string FamilyId::Describe() const {
+  std::vector<std::string> parts = {fmt::format("workload: {}", workload), fmt::format("metric: {}", ToString(metric))};
+  if (!case_id.empty()) parts.push_back(fmt::format("case: {}", case_id));
+  if (metric == FamilyMetric::kAggregate) parts.push_back(fmt::format("level: {}", level));
+  if (metric == FamilyMetric::kRetained) parts.push_back(fmt::format("context: {}", context));
+  if (greedy) parts.push_back(fmt::format("sampling: {}", *greedy ? "greedy" : "sampled"));
+  return fmt::format("{{{}}}", fmt::join(parts, ", "));
+}
+
+std::string FamilySelector::Describe() const { return id ? id->Describe() : label; }
+
+bool FamilySelector::Selects(const std::string& family_label, const FamilyId& family_id) const {
+  return id ? id->Matches(family_id) : label == family_label;
+}
+
+}  // namespace tandem::store

@@ -1,0 +1,58 @@
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+// What identifies a family of session scores, apart from the label the reports print, and
+// which way is better. `gate.families` names a family by its label or by this structure.
+namespace tandem::store {
+
+// What a family measures.
+enum class FamilyMetric {
+  kWeighted,   // battery: median over repeats of the weighted decode
+  kCase,       // battery: median decode rate of one case's requests
+  kAggregate,  // concurrency / mixed: median over repeats of a batch's aggregate tok/s
+  kRetained,   // retained_context: median decode rate of the children
+  // Pooled families, as the reference report publishes them: one session score over many.
+  kPooledCases,   // battery: geometric mean of the weighted cases' per-case medians
+  kPooledLevels,  // concurrency / mixed: geometric mean of the levels above 1 (their medians)
+};
+
+// Rates are better higher; times (startup, latency) lower. The comparison's ratio is
+// always candidate / baseline of the measured value; the gate and the reports read it
+// through the direction (a lower-is-better family regresses when the ratio rises).
+enum class Direction { kHigherIsBetter, kLowerIsBetter };
+
+struct FamilyId {
+  std::string workload;
+  FamilyMetric metric = FamilyMetric::kWeighted;
+  std::string case_id;  // kCase, kAggregate, kPooledLevels ("mixed" for mixed traffic)
+  int level = 1;        // kAggregate: requests at once
+  int context = 0;      // kRetained: tokens of retained context
+  // The workload's sampling; absent in a selector (`gate.families`): either.
+  std::optional<bool> greedy;
+
+  // Whether `family` is this one (a selector's absent sampling matches both).
+  bool Matches(const FamilyId& family) const;
+  // As `gate.families` states it: "{workload: w, metric: aggregate, case: code, level: 4}".
+  std::string Describe() const;
+  bool operator==(const FamilyId&) const = default;
+};
+
+std::string_view ToString(FamilyMetric metric);
+std::string_view ToString(Direction direction);  // "higher" | "lower"
+// Throws InputError naming `where` and the words it knows.
+FamilyMetric ParseFamilyMetric(std::string_view word, const std::string& where);
+
+// A gated family, as `gate.families` names it: by label or by id (one of them).
+struct FamilySelector {
+  std::string label;
+  std::optional<FamilyId> id;
+
+  std::string Describe() const;  // the label, or the id's description
+  bool Selects(const std::string& family_label, const FamilyId& family_id) const;
+  bool operator==(const FamilySelector&) const = default;
+};
+
+}  // namespace tandem::store
