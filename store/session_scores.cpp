@@ -13,26 +13,13 @@
 #include "stats/stats_error.hpp"
 #include "store/sample_times.hpp"
 #include "store/store.hpp"
+#include "store/workload_scorers.hpp"
 
 namespace tandem::store {
 
 namespace {
 
-struct Row {
-  std::int64_t session;
-  int layout_position;
-  bool greedy;
-  std::string layout, arm, workload;
-  WorkloadKind kind;
-  std::string case_id, role;
-  int repeat, level, batch, slot, context;
-  double weight;
-  int completion_tokens;
-  double t_first_output, t_finish;
-  bool valid;  // as stored, and with times a request can have (ImplausibleTimes)
-};
-
-std::vector<Row> LoadRows(const Store& store, std::int64_t campaign) {
+std::vector<ScoredSample> LoadSamples(const Store& store, std::int64_t campaign) {
   Statement s(store.handle(),
               "SELECT se.id, l.name, a.label, w.name, w.kind, x.case_id, x.role, x.repeat, x.level, x.batch, x.slot, x.context, "
               "x.weight, x.completion_tokens, x.t_first_output, x.t_finish, x.valid, l.position, "
@@ -41,7 +28,7 @@ std::vector<Row> LoadRows(const Store& store, std::int64_t campaign) {
               "JOIN layout l ON l.id = se.layout_id JOIN arm a ON a.id = se.arm_id "
               "WHERE se.campaign_id = ? AND se.status = 'complete' AND w.warmup = 0 ORDER BY se.order_index, x.id");
   s.Bind(1, campaign);
-  std::vector<Row> rows;
+  std::vector<ScoredSample> rows;
   while (s.Step()) {
     rows.push_back({s.Int(0), static_cast<int>(s.Int(17)), s.Int(18) != 0, s.Text(1), s.Text(2), s.Text(3),
                     ParseWorkloadKind(s.Text(4), fmt::format("{}: workload_run {}: kind", store.file().string(), s.Int(20))), s.Text(5),
@@ -50,15 +37,6 @@ std::vector<Row> LoadRows(const Store& store, std::int64_t campaign) {
                     s.Double(15), s.Int(16) != 0 && ImplausibleTimes(s.Double(19), s.Double(14), s.Double(15)).empty()});
   }
   return rows;
-}
-
-std::optional<double> Rate(const Row& r) {
-  if (!r.valid || r.completion_tokens < 2) return std::nullopt;
-  try {
-    return stats::DecodeRate({r.completion_tokens, r.t_first_output, r.t_finish});
-  } catch (const stats::StatsError&) {
-    return std::nullopt;
-  }
 }
 
 // Where a family sits in the report: batteries (greedy, then sampled; weighted before
@@ -90,14 +68,39 @@ FamilyId FamilyScores::Id() const {
   return {.workload = workload, .metric = metric, .case_id = case_id, .level = level, .context = context, .greedy = greedy};
 }
 
-std::vector<FamilyScores> ComputeSessionScores(const Store& store, std::int64_t campaign) {
-  const std::vector<Row> rows = LoadRows(store, campaign);
-  // Families by (layout position, name), each with its scores by session.
+std::optional<double> DecodeRateOf(const ScoredSample& r) {
+  if (!r.valid || r.completion_tokens < 2) return std::nullopt;
+  try {
+    return stats::DecodeRate({r.completion_tokens, r.t_first_output, r.t_finish});
+  } catch (const stats::StatsError&) {
+    return std::nullopt;
+  }
+}
+
+WorkloadScorer ScorerFor(WorkloadKind kind) {
+  switch (kind) {
+    case WorkloadKind::kBattery:
+      return ScoreBattery;
+    case WorkloadKind::kConcurrency:
+    case WorkloadKind::kMixed:
+      return ScoreConcurrency;
+    case WorkloadKind::kRetainedContext:
+      return ScoreRetainedContext;
+  }
+  return nullptr;
+}
+
+namespace {
+
+// The families of a campaign as the scorers fill them: by (layout position, label), each
+// with its values by session; and the orders the report sorts them by.
+struct FamilyTable {
   std::map<std::pair<int, std::string>, FamilyScores> families;
   std::map<std::pair<int, std::string>, std::map<std::int64_t, std::pair<std::string, std::vector<double>>>> scores;
-  std::map<std::string, int> first_seen;   // family name → order of first appearance
-  std::map<std::string, int> series_seen;  // "workload\x1fcase" of concurrency families → the same
-  auto put = [&](const Row& any, FamilyScores meta, std::vector<double> values) {
+  std::map<std::string, int> first_seen;   // family label → order of first appearance
+  std::map<std::string, int> series_seen;  // "workload\x1fcase" → the same, for the concurrency series
+
+  void Put(const ScoredSample& any, FamilyScores meta, std::vector<double> values) {
     meta.layout = any.layout;
     meta.workload = any.workload;
     meta.kind = any.kind;
@@ -107,142 +110,53 @@ std::vector<FamilyScores> ComputeSessionScores(const Store& store, std::int64_t 
     const auto key = std::make_pair(any.layout_position, meta.family);
     families.try_emplace(key, std::move(meta));
     scores[key][any.session] = {any.arm, std::move(values)};
-  };
+  }
 
-  // Group samples by session and workload.
-  std::map<std::tuple<std::int64_t, std::string>, std::vector<const Row*>> runs;
+  // Each session's score (the median of its values), families in report order.
+  std::vector<FamilyScores> InReportOrder() {
+    std::vector<FamilyScores> out;
+    for (auto& [key, f] : families) {
+      for (const auto& [session, arm_values] : scores[key]) {  // session ids ascend with run order
+        const auto& [arm, values] = arm_values;
+        f.by_arm[arm].push_back(stats::Median(values));
+        f.sessions_by_arm[arm].push_back(session);
+        f.values_by_arm[arm].push_back(values);
+      }
+      out.push_back(std::move(f));
+    }
+    std::map<std::string, int> layout_position;
+    for (const auto& [key, f] : families) layout_position[f.layout] = key.first;
+    std::stable_sort(out.begin(), out.end(), [&](const FamilyScores& a, const FamilyScores& b) {
+      const auto ka = SortKey(a, first_seen[a.family], series_seen[a.workload + '\x1f' + a.case_id]);
+      const auto kb = SortKey(b, first_seen[b.family], series_seen[b.workload + '\x1f' + b.case_id]);
+      if (ka != kb) return ka < kb;
+      if (a.family != b.family) return first_seen[a.family] < first_seen[b.family];
+      return layout_position[a.layout] < layout_position[b.layout];
+    });
+    return out;
+  }
+};
+
+}  // namespace
+
+std::vector<FamilyScores> ComputeSessionScores(const Store& store, std::int64_t campaign) {
+  const std::vector<ScoredSample> samples = LoadSamples(store, campaign);
+  // Samples by session and workload, in run order.
+  std::map<std::tuple<std::int64_t, std::string>, std::vector<const ScoredSample*>> runs;
   std::vector<std::tuple<std::int64_t, std::string>> run_order;
-  for (const Row& r : rows) {
-    const auto key = std::make_tuple(r.session, r.workload);
+  for (const ScoredSample& x : samples) {
+    const auto key = std::make_tuple(x.session, x.workload);
     if (!runs.contains(key)) run_order.push_back(key);
-    runs[key].push_back(&r);
+    runs[key].push_back(&x);
   }
+  FamilyTable table;
   for (const auto& key : run_order) {
-    const std::vector<const Row*>& samples = runs[key];
-    const Row& first = *samples.front();
-    const std::string& w = first.workload;
-    if (first.kind == WorkloadKind::kBattery) {
-      std::map<int, std::vector<stats::WeightedRequest>> repeats;
-      std::map<int, bool> complete;
-      std::map<std::string, std::vector<double>> case_rates;
-      std::vector<std::string> case_order;
-      for (const Row* r : samples) {
-        if (const auto rate = Rate(*r)) {
-          if (!case_rates.contains(r->case_id)) case_order.push_back(r->case_id);
-          case_rates[r->case_id].push_back(*rate);
-        }
-        if (r->weight <= 0) continue;
-        complete.try_emplace(r->repeat, true);
-        if (!r->valid) complete[r->repeat] = false;
-        repeats[r->repeat].push_back({r->case_id, r->weight, {r->completion_tokens, r->t_first_output, r->t_finish}});
-      }
-      std::vector<double> weighted;
-      for (const auto& [repeat, requests] : repeats) {
-        if (!complete[repeat]) continue;
-        try {
-          weighted.push_back(stats::WeightedDecode(requests));
-        } catch (const stats::StatsError&) {
-        }
-      }
-      if (!weighted.empty()) {
-        put(first, {.family = w + ": weighted decode", .metric = FamilyMetric::kWeighted}, weighted);
-      }
-      for (const std::string& c : case_order) {
-        put(first, {.family = fmt::format("{}: {}", w, c), .metric = FamilyMetric::kCase, .case_id = c}, case_rates[c]);
-      }
-      // W: per content case — every weighted case counts once, whatever its token count.
-      std::vector<double> case_medians;
-      for (const std::string& c : case_order) {
-        const auto weighted_case =
-            std::find_if(samples.begin(), samples.end(), [&](const Row* r) { return r->case_id == c && r->weight > 0; });
-        if (weighted_case != samples.end()) case_medians.push_back(stats::Median(case_rates[c]));
-      }
-      if (case_medians.size() >= 2) {
-        put(first, {.family = w + ": W per content case", .metric = FamilyMetric::kPooledCases}, {stats::GeometricMean(case_medians)});
-      }
-    } else if (first.kind == WorkloadKind::kConcurrency || first.kind == WorkloadKind::kMixed) {
-      std::map<int, std::vector<const Row*>> batches;
-      for (const Row* r : samples) batches[r->batch].push_back(r);
-      std::map<std::pair<std::string, int>, std::vector<double>> per_family;  // (case, level) → aggregates
-      std::vector<std::pair<std::string, int>> order;
-      for (const auto& [batch, members] : batches) {
-        std::vector<stats::RequestTiming> timings;
-        bool ok = true;
-        for (const Row* r : members) {
-          ok = ok && r->valid;
-          timings.push_back({r->completion_tokens, r->t_first_output, r->t_finish});
-        }
-        if (!ok) continue;
-        double aggregate = 0;
-        try {
-          aggregate = stats::AggregateThroughput(timings);
-        } catch (const stats::StatsError&) {
-          continue;
-        }
-        const auto id =
-            std::make_pair(first.kind == WorkloadKind::kMixed ? std::string("mixed") : members.front()->case_id, members.front()->level);
-        if (!per_family.contains(id)) order.push_back(id);
-        per_family[id].push_back(aggregate);
-      }
-      std::map<std::string, std::vector<std::pair<int, double>>> above_one;  // case → (level, median aggregate)
-      std::vector<std::string> pooled_order;
-      for (const auto& id : order) {
-        put(first,
-            {.family = fmt::format("{}: {} C{}", w, id.first, id.second),
-             .metric = FamilyMetric::kAggregate,
-             .case_id = id.first,
-             .level = id.second},
-            per_family[id]);
-        if (id.second <= 1) continue;
-        if (!above_one.contains(id.first)) pooled_order.push_back(id.first);
-        above_one[id.first].emplace_back(id.second, stats::Median(per_family[id]));
-      }
-      // W: CASE C2–C16 — the concurrent levels together, each counting once.
-      for (const std::string& c : pooled_order) {
-        const auto& levels = above_one[c];
-        if (levels.size() < 2) continue;
-        std::vector<double> medians;
-        int lo = levels.front().first, hi = lo;
-        for (const auto& [level, median] : levels) {
-          medians.push_back(median);
-          lo = std::min(lo, level);
-          hi = std::max(hi, level);
-        }
-        put(first, {.family = fmt::format("{}: W {} C{}–C{}", w, c, lo, hi), .metric = FamilyMetric::kPooledLevels, .case_id = c},
-            {stats::GeometricMean(medians)});
-      }
-    } else if (first.kind == WorkloadKind::kRetainedContext) {
-      std::map<int, std::vector<double>> per_context;
-      for (const Row* r : samples) {
-        if (r->role != "child") continue;
-        if (const auto rate = Rate(*r)) per_context[r->context].push_back(*rate);
-      }
-      for (const auto& [context, rates] : per_context) {
-        put(first, {.family = fmt::format("{}: retained {}", w, context), .metric = FamilyMetric::kRetained, .context = context}, rates);
-      }
-    }
+    const std::vector<const ScoredSample*>& run = runs[key];
+    const ScoredSample& first = *run.front();
+    ScorerFor(first.kind)(run,
+                          [&](FamilyScores family, std::vector<double> values) { table.Put(first, std::move(family), std::move(values)); });
   }
-
-  std::vector<FamilyScores> out;
-  for (auto& [key, f] : families) {
-    for (const auto& [session, arm_values] : scores[key]) {  // session ids ascend with run order
-      const auto& [arm, values] = arm_values;
-      f.by_arm[arm].push_back(stats::Median(values));
-      f.sessions_by_arm[arm].push_back(session);
-      f.values_by_arm[arm].push_back(values);
-    }
-    out.push_back(std::move(f));
-  }
-  std::map<std::string, int> layout_position;
-  for (const auto& [key, f] : families) layout_position[f.layout] = key.first;
-  std::stable_sort(out.begin(), out.end(), [&](const FamilyScores& a, const FamilyScores& b) {
-    const auto ka = SortKey(a, first_seen[a.family], series_seen[a.workload + '\x1f' + a.case_id]);
-    const auto kb = SortKey(b, first_seen[b.family], series_seen[b.workload + '\x1f' + b.case_id]);
-    if (ka != kb) return ka < kb;
-    if (a.family != b.family) return first_seen[a.family] < first_seen[b.family];
-    return layout_position[a.layout] < layout_position[b.layout];
-  });
-  return out;
+  return table.InReportOrder();
 }
 
 GreedyAgreementCounts MarkGreedyMatches(Store& store, std::int64_t campaign) {
