@@ -44,6 +44,86 @@ bool IsEnvName(const std::string& s) {
          std::all_of(s.begin(), s.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
 }
 
+// An arm's `source`: where its images come from, with the keys each kind uses.
+void ReadSource(const At& source, const std::filesystem::path& base, ArmSpec& arm) {
+  const Map src(source, {"kind", "coordinator", "worker", "repository", "ref", "cmake_flags", "command", "worker_command", "base_url",
+                         "engine", "coordinator_image", "worker_image", "run_args", "pull"});
+  const std::string kind = OneOf(src.Get("kind"), {"binary", "git", "command", "external", "container"});
+  auto refuse = [&](std::initializer_list<const char*> keys) {
+    for (const char* k : keys) {
+      if (src.Has(k)) throw src.Get(k).Error(fmt::format("is not used by a '{}' source", kind));
+    }
+    if (kind != "container") {
+      for (const char* k : {"engine", "coordinator_image", "worker_image", "run_args", "pull"}) {
+        if (src.Has(k)) throw src.Get(k).Error(fmt::format("is not used by a '{}' source", kind));
+      }
+    }
+  };
+  if (kind == "binary") {
+    arm.kind = ArmKind::kBinary;
+    refuse({"repository", "ref", "cmake_flags", "command", "worker_command", "base_url"});
+    arm.coordinator = Resolve(base, src.Get("coordinator").String());
+    arm.worker = src.Has("worker") ? Resolve(base, src.Get("worker").String()) : arm.coordinator;
+    for (const auto& [key, path] : {std::pair{"coordinator", arm.coordinator}, std::pair{"worker", arm.worker}}) {
+      if (std::error_code ec; !std::filesystem::is_regular_file(path, ec)) {
+        throw(src.Has(key) ? src.Get(key) : src.Get("coordinator"))
+            .Error(fmt::format("{} does not exist (build it first?)", path.string()));
+      }
+    }
+  } else if (kind == "git") {
+    arm.kind = ArmKind::kGit;
+    refuse({"coordinator", "worker", "command", "worker_command", "base_url"});
+    arm.repository = src.Get("repository").String();
+    if (arm.repository.find("://") == std::string::npos) arm.repository = Resolve(base, arm.repository).string();
+    arm.ref = src.Get("ref").String();
+    arm.cmake_flags = src.StringList("cmake_flags");
+  } else if (kind == "command") {
+    arm.kind = ArmKind::kCommand;
+    refuse({"coordinator", "worker", "repository", "ref", "cmake_flags", "base_url"});
+    arm.coordinator_command = src.Get("command").String();
+    if (arm.coordinator_command.find("{port}") == std::string::npos) {
+      throw src.Get("command").Error("must contain {port}: the harness picks the port");
+    }
+    arm.worker_command = src.String("worker_command", "");
+  } else if (kind == "container") {
+    arm.kind = ArmKind::kContainer;
+    refuse({"coordinator", "worker", "repository", "ref", "cmake_flags", "command", "worker_command", "base_url"});
+    arm.engine = OneOf(src.Get("engine"), {"docker", "podman"});
+    arm.coordinator_image = src.Get("coordinator_image").String();
+    arm.worker_image = src.String("worker_image", arm.coordinator_image);
+    for (const char* key : {"coordinator_image", "worker_image"}) {
+      if (!src.Has(key)) continue;
+      const std::string image = src.Get(key).String();
+      if (image.empty() || image.front() == '-' || image.find_first_of(" \t\n'\"") != std::string::npos) {
+        throw src.Get(key).Error(fmt::format("'{}' is not an image name", image));
+      }
+    }
+    arm.run_args = src.StringList("run_args");
+    if (src.Has("pull")) arm.pull = OneOf(src.Get("pull"), {"never", "missing", "always"});
+  } else {
+    arm.kind = ArmKind::kExternal;
+    refuse({"coordinator", "worker", "repository", "ref", "cmake_flags", "command", "worker_command"});
+    arm.base_url = src.Get("base_url").String();
+    if (arm.base_url.rfind("http://", 0) != 0) throw src.Get("base_url").Error("must start with http://");
+  }
+}
+
+// An arm's `env`: NAME: value pairs exported to its processes.
+void ReadEnv(const At& env, ArmSpec& arm) {
+  if (!env.node().IsMap()) throw env.Error("must be a mapping NAME: value");
+  for (const auto& kv : env.node()) {
+    const std::string name = kv.first.Scalar();
+    // A name goes into a shell's `export` on other hosts: only what a shell variable can be.
+    if (!IsEnvName(name)) {
+      throw env.Child(kv.first, name).Error("is not an environment variable name (letters, digits and _, not starting with a digit)");
+    }
+    if (name == "TANDEM_WORKER_TOKEN") {
+      throw env.Child(kv.first, name).Error("is set by the harness, a fresh token for every session: leave it out");
+    }
+    arm.env[name] = env.Child(kv.second, name).String();
+  }
+}
+
 ArmSpec ParseArm(const At& at, const std::filesystem::path& base) {
   const Map m(at, {"label", "source", "options", "worker_options", "env", "revision", "coordinator_from", "worker_from", "api_key_env"});
   ArmSpec arm;
@@ -57,85 +137,10 @@ ArmSpec ParseArm(const At& at, const std::filesystem::path& base) {
     arm.coordinator_from = m.Get("coordinator_from").String();
     arm.worker_from = m.Get("worker_from").String();
   }
-  if (arm.kind != ArmKind::kMixed) {
-    const Map src(m.Get("source"), {"kind", "coordinator", "worker", "repository", "ref", "cmake_flags", "command", "worker_command",
-                                    "base_url", "engine", "coordinator_image", "worker_image", "run_args", "pull"});
-    const std::string kind = OneOf(src.Get("kind"), {"binary", "git", "command", "external", "container"});
-    auto refuse = [&](std::initializer_list<const char*> keys) {
-      for (const char* k : keys) {
-        if (src.Has(k)) throw src.Get(k).Error(fmt::format("is not used by a '{}' source", kind));
-      }
-      if (kind != "container") {
-        for (const char* k : {"engine", "coordinator_image", "worker_image", "run_args", "pull"}) {
-          if (src.Has(k)) throw src.Get(k).Error(fmt::format("is not used by a '{}' source", kind));
-        }
-      }
-    };
-    if (kind == "binary") {
-      arm.kind = ArmKind::kBinary;
-      refuse({"repository", "ref", "cmake_flags", "command", "worker_command", "base_url"});
-      arm.coordinator = Resolve(base, src.Get("coordinator").String());
-      arm.worker = src.Has("worker") ? Resolve(base, src.Get("worker").String()) : arm.coordinator;
-      for (const auto& [key, path] : {std::pair{"coordinator", arm.coordinator}, std::pair{"worker", arm.worker}}) {
-        if (std::error_code ec; !std::filesystem::is_regular_file(path, ec)) {
-          throw(src.Has(key) ? src.Get(key) : src.Get("coordinator"))
-              .Error(fmt::format("{} does not exist (build it first?)", path.string()));
-        }
-      }
-    } else if (kind == "git") {
-      arm.kind = ArmKind::kGit;
-      refuse({"coordinator", "worker", "command", "worker_command", "base_url"});
-      arm.repository = src.Get("repository").String();
-      if (arm.repository.find("://") == std::string::npos) arm.repository = Resolve(base, arm.repository).string();
-      arm.ref = src.Get("ref").String();
-      arm.cmake_flags = src.StringList("cmake_flags");
-    } else if (kind == "command") {
-      arm.kind = ArmKind::kCommand;
-      refuse({"coordinator", "worker", "repository", "ref", "cmake_flags", "base_url"});
-      arm.coordinator_command = src.Get("command").String();
-      if (arm.coordinator_command.find("{port}") == std::string::npos) {
-        throw src.Get("command").Error("must contain {port}: the harness picks the port");
-      }
-      arm.worker_command = src.String("worker_command", "");
-    } else if (kind == "container") {
-      arm.kind = ArmKind::kContainer;
-      refuse({"coordinator", "worker", "repository", "ref", "cmake_flags", "command", "worker_command", "base_url"});
-      arm.engine = OneOf(src.Get("engine"), {"docker", "podman"});
-      arm.coordinator_image = src.Get("coordinator_image").String();
-      arm.worker_image = src.String("worker_image", arm.coordinator_image);
-      for (const char* key : {"coordinator_image", "worker_image"}) {
-        if (!src.Has(key)) continue;
-        const std::string image = src.Get(key).String();
-        if (image.empty() || image.front() == '-' || image.find_first_of(" \t\n'\"") != std::string::npos) {
-          throw src.Get(key).Error(fmt::format("'{}' is not an image name", image));
-        }
-      }
-      arm.run_args = src.StringList("run_args");
-      if (src.Has("pull")) arm.pull = OneOf(src.Get("pull"), {"never", "missing", "always"});
-    } else {
-      arm.kind = ArmKind::kExternal;
-      refuse({"coordinator", "worker", "repository", "ref", "cmake_flags", "command", "worker_command"});
-      arm.base_url = src.Get("base_url").String();
-      if (arm.base_url.rfind("http://", 0) != 0) throw src.Get("base_url").Error("must start with http://");
-    }
-  }
+  if (arm.kind != ArmKind::kMixed) ReadSource(m.Get("source"), base, arm);
   arm.options = m.StringList("options");
   arm.worker_options = m.StringList("worker_options");
-  if (m.Has("env")) {
-    const At env = m.Get("env");
-    if (!env.node().IsMap()) throw env.Error("must be a mapping NAME: value");
-    for (const auto& kv : env.node()) {
-      const std::string name = kv.first.Scalar();
-      // A name goes into a shell's `export` on other hosts: only what a shell variable can be.
-      if (!IsEnvName(name)) {
-        throw env.Child(kv.first, name).Error("is not an environment variable name (letters, digits and _, not starting with a digit)");
-      }
-      if (name == "TANDEM_WORKER_TOKEN") {
-        throw env.Child(kv.first, name).Error("is set by the harness, a fresh token for every session: leave it out");
-      }
-      arm.env[name] = env.Child(kv.second, name).String();
-    }
-  }
+  if (m.Has("env")) ReadEnv(m.Get("env"), arm);
   arm.declared_revision = m.String("revision", "");
   if (m.Has("api_key_env")) {
     arm.api_key_env = m.Get("api_key_env").String();
@@ -467,19 +472,8 @@ std::vector<store::FamilySelector> GatedFamilies(const At& list) {
 
 }  // namespace
 
-Campaign ParseCampaign(std::string_view text, const std::filesystem::path& file) {
-  const std::string name = file.string();
-  const YAML::Node root = yaml::Load(std::string(text), name);
-  const At top(root, name, "");
-  const Map m(top, {"name", "model", "arms", "layouts", "sessions", "warmup", "workloads", "quality", "store", "timeouts", "gate", "corpus",
-                    "hosts"});
-  const std::filesystem::path base = std::filesystem::absolute(file).parent_path();
-  Campaign c;
-  c.file = file;
-  c.yaml_text = std::string(text);
-  c.yaml_sha256 = Sha256Hex(text);
-  c.name = m.Get("name").String();
-
+// `model`: a checkpoint directory, or a preset (synthetic with a seed, or trained).
+void ReadModel(const Map& m, const std::filesystem::path& base, Campaign& c) {
   const Map model(m.Get("model"), {"path", "preset", "seed"});
   if (model.Has("path") == model.Has("preset")) throw model.at().Error("give either 'path' or 'preset' (+ 'seed')");
   if (model.Has("path")) {
@@ -503,8 +497,10 @@ Campaign ParseCampaign(std::string_view text, const std::filesystem::path& file)
       c.model.seed = model.Number<std::uint64_t>("seed", 1, 0, UINT64_MAX);
     }
   }
+}
 
-  const At arms = m.Get("arms");
+// `arms`: at least two, labels unique; a mixed arm's sides must be arms Tandem launches.
+void ReadArms(const At& arms, const std::filesystem::path& base, Campaign& c) {
   if (!arms.node().IsSequence() || arms.node().size() < 2) throw arms.Error("must list at least two arms");
   for (std::size_t i = 0; i < arms.node().size(); ++i) {
     ArmSpec arm = ParseArm(arms.Item(arms.node()[i], i), base);
@@ -528,6 +524,10 @@ Campaign ParseCampaign(std::string_view text, const std::filesystem::path& file)
       }
     }
   }
+}
+
+// `hosts`: "local" always, then each named host once.
+void ReadHosts(const Map& m, Campaign& c) {
   c.hosts.push_back(HostSpec{.name = "local", .ssh = "local", .address = "127.0.0.1"});
   if (m.Has("hosts")) {
     const At hosts = m.Get("hosts");
@@ -541,7 +541,10 @@ Campaign ParseCampaign(std::string_view text, const std::filesystem::path& file)
       c.hosts.push_back(std::move(h));
     }
   }
-  const At layouts = m.Get("layouts");
+}
+
+// `layouts`: names unique, options and placement checked against every arm.
+void ReadLayouts(const At& layouts, const At& arms, Campaign& c) {
   if (!layouts.node().IsSequence() || layouts.node().size() == 0) throw layouts.Error("must list at least one layout");
   for (std::size_t i = 0; i < layouts.node().size(); ++i) {
     const At item = layouts.Item(layouts.node()[i], i);
@@ -579,26 +582,9 @@ Campaign ParseCampaign(std::string_view text, const std::filesystem::path& file)
       }
     }
   }
-  if (m.Has("sessions")) c.sessions = ParseSessions(m.Get("sessions"), c.arms);
-  if (m.Has("warmup")) c.warmup = ParseWorkloads(m.Get("warmup"), true);
-  c.workloads = ParseWorkloads(m.Get("workloads"), false);
-  if (c.workloads.empty()) throw m.Get("workloads").Error("must list at least one workload");
-  std::set<std::string> names;
-  for (const auto* list : {&c.warmup, &c.workloads}) {
-    for (const WorkloadSpec& w : *list) {
-      if (!names.insert(w.name).second) throw m.Get("workloads").Error(fmt::format("workload name '{}' is used twice", w.name));
-    }
-  }
-  if (m.Has("quality")) {
-    const Map q(m.Get("quality"), {"cache_bound", "on_failure"});
-    c.quality.cache_bound = q.Number<int>("cache_bound", 4, 0, 1 << 20);
-    if (q.Has("on_failure")) c.quality.fail_session = OneOf(q.Get("on_failure"), {"record", "fail_session"}) == "fail_session";
-  }
-  c.store = Resolve(base, m.String("store", "results/" + c.name + ".db"));
-  c.corpus = Resolve(base, m.String("corpus", "corpus.yaml"));
-  if (std::error_code ec; !std::filesystem::exists(c.corpus, ec)) {
-    throw(m.Has("corpus") ? m.Get("corpus") : top).Error(fmt::format("corpus {} does not exist", c.corpus.string()));
-  }
+}
+
+void ReadCorpusCases(const Map& m, Campaign& c) {
   // Every case a workload names must be in the corpus: say where, now, not mid-run.
   const Corpus corpus = LoadCorpus(c.corpus);
   for (const char* section : {"warmup", "workloads"}) {
@@ -619,12 +605,10 @@ Campaign ParseCampaign(std::string_view text, const std::filesystem::path& file)
       }
     }
   }
-  if (m.Has("timeouts")) {
-    const Map t(m.Get("timeouts"), {"launch_s", "request_s", "teardown_grace_s"});
-    c.timeouts.launch_s = t.Number<double>("launch_s", 300, 1, 86400);
-    c.timeouts.request_s = t.Number<double>("request_s", 600, 1, 86400);
-    c.timeouts.teardown_grace_s = t.Number<double>("teardown_grace_s", 10, 0, 3600);
-  }
+}
+
+// `gate:`: tandem gate's defaults for this campaign.
+void ReadGate(const Map& m, Campaign& c) {
   if (m.Has("gate")) {
     const Map g(m.Get("gate"), {"baseline", "candidate", "families", "max_regression", "rule", "require_identical_greedy"});
     for (const auto& field : {std::pair{"baseline", &c.gate.baseline}, std::pair{"candidate", &c.gate.candidate}}) {
@@ -640,6 +624,52 @@ Campaign ParseCampaign(std::string_view text, const std::filesystem::path& file)
     if (g.Has("rule")) c.gate.proven = OneOf(g.Get("rule"), {"proven", "noninferior"}) == "proven";
     if (g.Has("require_identical_greedy")) c.gate.require_identical_greedy = g.Get("require_identical_greedy").Bool();
   }
+}
+
+Campaign ParseCampaign(std::string_view text, const std::filesystem::path& file) {
+  const std::string name = file.string();
+  const YAML::Node root = yaml::Load(std::string(text), name);
+  const At top(root, name, "");
+  const Map m(top, {"name", "model", "arms", "layouts", "sessions", "warmup", "workloads", "quality", "store", "timeouts", "gate", "corpus",
+                    "hosts"});
+  const std::filesystem::path base = std::filesystem::absolute(file).parent_path();
+  Campaign c;
+  c.file = file;
+  c.yaml_text = std::string(text);
+  c.yaml_sha256 = Sha256Hex(text);
+  c.name = m.Get("name").String();
+  ReadModel(m, base, c);
+  ReadArms(m.Get("arms"), base, c);
+  ReadHosts(m, c);
+  ReadLayouts(m.Get("layouts"), m.Get("arms"), c);
+  if (m.Has("sessions")) c.sessions = ParseSessions(m.Get("sessions"), c.arms);
+  if (m.Has("warmup")) c.warmup = ParseWorkloads(m.Get("warmup"), true);
+  c.workloads = ParseWorkloads(m.Get("workloads"), false);
+  if (c.workloads.empty()) throw m.Get("workloads").Error("must list at least one workload");
+  std::set<std::string> names;
+  for (const auto* list : {&c.warmup, &c.workloads}) {
+    for (const WorkloadSpec& w : *list) {
+      if (!names.insert(w.name).second) throw m.Get("workloads").Error(fmt::format("workload name '{}' is used twice", w.name));
+    }
+  }
+  if (m.Has("quality")) {
+    const Map q(m.Get("quality"), {"cache_bound", "on_failure"});
+    c.quality.cache_bound = q.Number<int>("cache_bound", 4, 0, 1 << 20);
+    if (q.Has("on_failure")) c.quality.fail_session = OneOf(q.Get("on_failure"), {"record", "fail_session"}) == "fail_session";
+  }
+  c.store = Resolve(base, m.String("store", "results/" + c.name + ".db"));
+  c.corpus = Resolve(base, m.String("corpus", "corpus.yaml"));
+  if (std::error_code ec; !std::filesystem::exists(c.corpus, ec)) {
+    throw(m.Has("corpus") ? m.Get("corpus") : top).Error(fmt::format("corpus {} does not exist", c.corpus.string()));
+  }
+  ReadCorpusCases(m, c);
+  if (m.Has("timeouts")) {
+    const Map t(m.Get("timeouts"), {"launch_s", "request_s", "teardown_grace_s"});
+    c.timeouts.launch_s = t.Number<double>("launch_s", 300, 1, 86400);
+    c.timeouts.request_s = t.Number<double>("request_s", 600, 1, 86400);
+    c.timeouts.teardown_grace_s = t.Number<double>("teardown_grace_s", 10, 0, 3600);
+  }
+  ReadGate(m, c);
   return c;
 }
 
