@@ -29,7 +29,7 @@ std::string SessionHardware(const store::SessionRecord& session) {
   const store::HostFacts& h = session.host;
   if (!h.known) return "unknown";
   std::string out = DescribeCpu(h);
-  for (const auto& [name, facts] : h.hosts) out += fmt::format("; {}: {}", name, DescribeCpu(facts));
+  for (const store::HostFacts& other : h.hosts) out += fmt::format("; {}: {}", other.name, DescribeCpu(other));
   return out;
 }
 

@@ -192,7 +192,8 @@ void Host(const CampaignRecord& r, MarkdownDoc& d) {
   std::map<std::string, std::vector<double>> busy_of;
   std::map<std::string, int> loaded_of;
   for (const SessionRecord& s : r.sessions) {
-    for (const auto& [name, facts] : s.host.hosts) {
+    for (const store::HostFacts& facts : s.host.hosts) {
+      const std::string& name = facts.name;
       if (!first.contains(name)) first[name] = facts;
       if (facts.busy_fraction) busy_of[name].push_back(*facts.busy_fraction);
       loaded_of[name] += facts.load_warning ? 1 : 0;

@@ -74,9 +74,10 @@ struct HostFacts {
   std::optional<std::string> cpu_family, cpu_implementer, logical_cpus;  // present per architecture
   std::optional<std::vector<std::string>> cpu_isa;                       // the SIMD extensions the kernels use
   std::vector<GpuFacts> gpus;
-  std::optional<double> busy_fraction;                   // CPUs busy in the second before
-  bool load_warning = false;                             // busy_fraction over the harness's limit
-  std::vector<std::pair<std::string, HostFacts>> hosts;  // the other hosts, by name (a session's facts)
+  std::optional<double> busy_fraction;  // CPUs busy in the second before
+  bool load_warning = false;            // busy_fraction over the harness's limit
+  std::string name;                     // the campaign's name for it (one of `hosts`)
+  std::vector<HostFacts> hosts;         // the other hosts, by name (a session's facts)
 };
 
 struct SessionRecord {

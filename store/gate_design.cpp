@@ -35,7 +35,10 @@ FamilySelector ReadSelector(const json& f, const std::string& where) {
   if (f.is_string()) return {f.get<std::string>(), std::nullopt};
   if (!f.is_object()) throw InputError(fmt::format("{}: {} is neither a family's label nor its id", where, f.dump()));
   FamilyId id;
-  for (const auto& [key, value] : f.items()) {
+  for (const auto& item : f.items()) {
+    // Named, not bound: clang 14 (the fuzzers' compiler) cannot capture a structured binding.
+    const std::string& key = item.key();
+    const json& value = item.value();
     const auto text = [&] {
       if (!value.is_string()) throw InputError(fmt::format("{}: '{}' is {}, not text", where, key, value.dump()));
       return value.get<std::string>();

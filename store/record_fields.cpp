@@ -144,7 +144,10 @@ HostFacts ReadHostFacts(const json& f, const std::string& where) {
   if (f.contains("busy_fraction")) h.busy_fraction = Field(f, "busy_fraction", 0.0, where);
   h.load_warning = Field(f, "load_warning", false, where);
   if (f.contains("hosts") && f.at("hosts").is_object()) {
-    for (const auto& [name, facts] : f.at("hosts").items()) h.hosts.emplace_back(name, ReadHostFacts(facts, where + ": hosts: " + name));
+    for (const auto& [name, facts] : f.at("hosts").items()) {
+      h.hosts.push_back(ReadHostFacts(facts, where + ": hosts: " + name));
+      h.hosts.back().name = name;
+    }
   }
   return h;
 }

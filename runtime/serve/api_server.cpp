@@ -58,6 +58,53 @@ json UsageJson(const Usage& u) {
 
 std::string Sse(const json& payload) { return "data: " + Dump(payload) + "\n\n"; }
 
+// The OpenAI shapes of one reply, streamed (chunks, the usage chunk) or whole: one place
+// for the fields both carry (id, object, created, model).
+struct OpenAiReply {
+  std::string id;
+  std::int64_t created = 0;
+  std::string model;
+  bool chat = true;  // chat completions; else completions
+
+  json Envelope(const std::string& object, json choices) const {
+    return json{{"id", id}, {"object", object}, {"created", created}, {"model", model}, {"choices", std::move(choices)}};
+  }
+  std::string ChunkObject() const { return chat ? "chat.completion.chunk" : "text_completion"; }
+
+  // A streamed chunk: a chat delta, or a completion's text.
+  json Chunk(const json& delta_or_text, const json& finish_reason) const {
+    json choice = {{"index", 0}, {"finish_reason", finish_reason}};
+    if (chat) {
+      choice["delta"] = delta_or_text;
+    } else {
+      choice["text"] = delta_or_text;
+      choice["logprobs"] = nullptr;
+    }
+    return Envelope(ChunkObject(), json::array({choice}));
+  }
+  // The chunk a stream ends with when the client asked for usage.
+  json UsageChunk(const Usage& usage) const {
+    json j = Envelope(ChunkObject(), json::array());
+    j["usage"] = UsageJson(usage);
+    return j;
+  }
+  // A whole reply; `reasoning` is sent when the request asked to think.
+  json Whole(const std::string& text, const std::optional<std::string>& reasoning, const std::string& finish_reason,
+             const Usage& usage) const {
+    json choice = {{"index", 0}, {"finish_reason", finish_reason}};
+    if (chat) {
+      choice["message"] = {{"role", "assistant"}, {"content", text}};
+      if (reasoning) choice["message"]["reasoning_content"] = *reasoning;
+    } else {
+      choice["text"] = text;
+      choice["logprobs"] = nullptr;
+    }
+    json j = Envelope(chat ? "chat.completion" : "text_completion", json::array({choice}));
+    j["usage"] = UsageJson(usage);
+    return j;
+  }
+};
+
 std::string Lower(std::string text) {
   std::transform(text.begin(), text.end(), text.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   return text;
@@ -264,7 +311,53 @@ struct ApiServer::State {
   }
 
   void Completion(const httplib::Request& req, httplib::Response& res, Endpoint endpoint);
+  Submission ToSubmission(const CompletionRequest& request, Endpoint endpoint) const;
+  void SendWholeReply(RequestStream& stream, const OpenAiReply& reply, bool thinking, httplib::Response& res);
+  void StreamReply(std::shared_ptr<RequestStream> stream, const OpenAiReply& reply, bool include_usage, httplib::Response& res);
 };
+
+// The request as the scheduler takes it: the prompt encoded, the limits checked against
+// the model. Throws ApiError (400, 404) naming what is wrong.
+Submission ApiServer::State::ToSubmission(const CompletionRequest& request, Endpoint endpoint) const {
+  Submission submission;
+  if (!request.model.empty() && request.model != options.served_model) {
+    throw ApiError(404, fmt::format("the model '{}' does not exist; this server serves '{}'", request.model, options.served_model),
+                   "invalid_request_error", "model_not_found", "model");
+  }
+  if (request.thinking) {
+    if (endpoint != Endpoint::kChatCompletions) throw ApiError::BadRequest("'thinking' applies to chat completions only", "thinking");
+    const std::optional<TokenId> end = tokenizer->Find(ChatTemplate::kThinkEnd);
+    if (!end) throw ApiError::BadRequest("this model's tokenizer has no </think> token: it cannot think", "thinking");
+    submission.think_end = *end;
+  }
+  if (endpoint == Endpoint::kChatCompletions) {
+    submission.prompt = chat->Encode(*tokenizer, request.messages, true, request.thinking);
+  } else if (request.prompt_is_tokens) {
+    submission.prompt = request.prompt_tokens;
+  } else {
+    submission.prompt = {model.bos};
+    const std::vector<TokenId> text = tokenizer->Encode(request.prompt_text);
+    submission.prompt.insert(submission.prompt.end(), text.begin(), text.end());
+  }
+  const auto prompt = static_cast<int>(submission.prompt.size());
+  if (request.max_tokens > model.max_output_tokens) {
+    throw ApiError::BadRequest(fmt::format("'max_tokens' is {}, the server allows at most {}", request.max_tokens, model.max_output_tokens),
+                               "max_tokens");
+  }
+  const int max_new = request.max_tokens > 0 ? request.max_tokens : std::min(model.max_output_tokens, model.max_context - prompt);
+  if (prompt + max_new > model.max_context || max_new < 1) {
+    throw ApiError(400,
+                   fmt::format("the prompt ({} tokens) plus max_tokens ({}) exceeds the context of {} tokens", prompt, std::max(max_new, 1),
+                               model.max_context),
+                   "invalid_request_error", "context_length_exceeded", "messages");
+  }
+  submission.max_new_tokens = max_new;
+  submission.sampling = request.sampling;
+  submission.stop = request.stop;
+  submission.ignore_eos = request.ignore_eos;
+  submission.grammar = request.grammar;
+  return submission;
+}
 
 void ApiServer::State::Completion(const httplib::Request& req, httplib::Response& res, Endpoint endpoint) {
   // The body is checked first: a malformed request gets its 400 even while the model
@@ -281,47 +374,11 @@ void ApiServer::State::Completion(const httplib::Request& req, httplib::Response
   Scheduler& sched = *scheduler_ptr;
   Submission submission;
   try {
-    if (!request.model.empty() && request.model != options.served_model) {
-      throw ApiError(404, fmt::format("the model '{}' does not exist; this server serves '{}'", request.model, options.served_model),
-                     "invalid_request_error", "model_not_found", "model");
-    }
-    if (request.thinking) {
-      if (endpoint != Endpoint::kChatCompletions) throw ApiError::BadRequest("'thinking' applies to chat completions only", "thinking");
-      const std::optional<TokenId> end = tokenizer->Find(ChatTemplate::kThinkEnd);
-      if (!end) throw ApiError::BadRequest("this model's tokenizer has no </think> token: it cannot think", "thinking");
-      submission.think_end = *end;
-    }
-    if (endpoint == Endpoint::kChatCompletions) {
-      submission.prompt = chat->Encode(*tokenizer, request.messages, true, request.thinking);
-    } else if (request.prompt_is_tokens) {
-      submission.prompt = request.prompt_tokens;
-    } else {
-      submission.prompt = {model.bos};
-      const std::vector<TokenId> text = tokenizer->Encode(request.prompt_text);
-      submission.prompt.insert(submission.prompt.end(), text.begin(), text.end());
-    }
-    const auto prompt = static_cast<int>(submission.prompt.size());
-    if (request.max_tokens > model.max_output_tokens) {
-      throw ApiError::BadRequest(
-          fmt::format("'max_tokens' is {}, the server allows at most {}", request.max_tokens, model.max_output_tokens), "max_tokens");
-    }
-    const int max_new = request.max_tokens > 0 ? request.max_tokens : std::min(model.max_output_tokens, model.max_context - prompt);
-    if (prompt + max_new > model.max_context || max_new < 1) {
-      throw ApiError(400,
-                     fmt::format("the prompt ({} tokens) plus max_tokens ({}) exceeds the context of {} tokens", prompt,
-                                 std::max(max_new, 1), model.max_context),
-                     "invalid_request_error", "context_length_exceeded", "messages");
-    }
-    submission.max_new_tokens = max_new;
-    submission.sampling = request.sampling;
-    submission.stop = request.stop;
-    submission.ignore_eos = request.ignore_eos;
-    submission.grammar = request.grammar;
+    submission = ToSubmission(request, endpoint);
   } catch (const ApiError& e) {
     sched.CountInvalidRequest();
     return SendError(res, e);
   }
-
   std::shared_ptr<RequestStream> stream;
   try {
     stream = sched.Submit(std::move(submission));
@@ -340,73 +397,51 @@ void ApiServer::State::Completion(const httplib::Request& req, httplib::Response
   if (first->kind == StreamEvent::Kind::kFailed) {
     return SendError(res, ApiError(first->status, first->text, first->error_type), first->retry_after_s);
   }
-
-  const std::string id = fmt::format("{}-{}", endpoint == Endpoint::kChatCompletions ? "chatcmpl" : "cmpl", next_id++);
-  const std::int64_t created = std::time(nullptr);
   const bool chat_endpoint = endpoint == Endpoint::kChatCompletions;
-  const std::string object = chat_endpoint ? "chat.completion" : "text_completion";
-  auto chunk = [=, this](const json& delta_or_text, const json& finish_reason) {
-    json choice = {{"index", 0}, {"finish_reason", finish_reason}};
-    if (chat_endpoint) {
-      choice["delta"] = delta_or_text;
-    } else {
-      choice["text"] = delta_or_text;
-      choice["logprobs"] = nullptr;
-    }
-    return json{{"id", id},
-                {"object", chat_endpoint ? "chat.completion.chunk" : "text_completion"},
-                {"created", created},
-                {"model", options.served_model},
-                {"choices", json::array({choice})}};
-  };
+  const OpenAiReply reply{fmt::format("{}-{}", chat_endpoint ? "chatcmpl" : "cmpl", next_id++), std::time(nullptr), options.served_model,
+                          chat_endpoint};
+  if (request.stream) return StreamReply(stream, reply, request.include_usage, res);
+  SendWholeReply(*stream, reply, request.thinking, res);
+}
 
-  if (!request.stream) {
-    std::string text, reasoning;
-    // Whether the client is still there, asked now and then: one that hung up is
-    // cancelled as a streaming one is, instead of decoding to the end for nobody.
-    auto checked = std::chrono::steady_clock::now();
-    for (;;) {
-      std::optional<StreamEvent> e = stream->Pop(std::chrono::milliseconds(200));
-      if (const auto now = std::chrono::steady_clock::now(); now - checked > std::chrono::milliseconds(200)) {
-        checked = now;
-        if (HttpServer::ClientGone()) {
-          stream->Cancel();
-          return;
-        }
-      }
-      if (!e) continue;
-      if (e->kind == StreamEvent::Kind::kDelta) {
-        (e->reasoning ? reasoning : text) += e->text;
-      } else if (e->kind == StreamEvent::Kind::kFailed) {
-        return SendError(res, ApiError(e->status, e->text, e->error_type));
-      } else if (e->kind == StreamEvent::Kind::kFinished) {
-        json choice = {{"index", 0}, {"finish_reason", e->finish_reason}};
-        if (chat_endpoint) {
-          choice["message"] = {{"role", "assistant"}, {"content", text}};
-          if (request.thinking) choice["message"]["reasoning_content"] = reasoning;
-        } else {
-          choice["text"] = text;
-          choice["logprobs"] = nullptr;
-        }
-        res.set_content(Dump(json{{"id", id},
-                                  {"object", object},
-                                  {"created", created},
-                                  {"model", options.served_model},
-                                  {"choices", json::array({choice})},
-                                  {"usage", UsageJson(e->usage)}}),
-                        "application/json");
+// A reply that is not streamed: the deltas gathered, sent once finished. Whether the
+// client is still there is asked now and then: one that hung up is cancelled as a
+// streaming one is, instead of decoding to the end for nobody.
+void ApiServer::State::SendWholeReply(RequestStream& stream, const OpenAiReply& reply, bool thinking, httplib::Response& res) {
+  std::string text, reasoning;
+  auto checked = std::chrono::steady_clock::now();
+  for (;;) {
+    std::optional<StreamEvent> e = stream.Pop(std::chrono::milliseconds(200));
+    if (const auto now = std::chrono::steady_clock::now(); now - checked > std::chrono::milliseconds(200)) {
+      checked = now;
+      if (HttpServer::ClientGone()) {
+        stream.Cancel();
         return;
       }
     }
+    if (!e) continue;
+    if (e->kind == StreamEvent::Kind::kDelta) {
+      (e->reasoning ? reasoning : text) += e->text;
+    } else if (e->kind == StreamEvent::Kind::kFailed) {
+      return SendError(res, ApiError(e->status, e->text, e->error_type));
+    } else if (e->kind == StreamEvent::Kind::kFinished) {
+      res.set_content(Dump(reply.Whole(text, thinking ? std::optional(reasoning) : std::nullopt, e->finish_reason, e->usage)),
+                      "application/json");
+      return;
+    }
   }
+}
 
-  const bool include_usage = request.include_usage;
+// A streamed reply: server-sent events, one chunk per delta, then the finishing chunk,
+// the usage chunk when asked for, and [DONE]. A client that goes away cancels the request.
+void ApiServer::State::StreamReply(std::shared_ptr<RequestStream> stream, const OpenAiReply& reply, bool include_usage,
+                                   httplib::Response& res) {
   auto finished = std::make_shared<bool>(false);
   ++open_streams;
   res.set_header("Cache-Control", "no-cache");
   res.set_chunked_content_provider(
       "text/event-stream",
-      [=, this, started = false](std::size_t, httplib::DataSink& sink) mutable {
+      [=, started = false](std::size_t, httplib::DataSink& sink) mutable {
         auto write = [&](const std::string& data) {
           if (!sink.write(data.data(), data.size())) {
             stream->Cancel();  // the client went away
@@ -416,7 +451,7 @@ void ApiServer::State::Completion(const httplib::Request& req, httplib::Response
         };
         if (!started) {
           started = true;
-          if (chat_endpoint && !write(Sse(chunk({{"role", "assistant"}, {"content", ""}}, nullptr)))) return false;
+          if (reply.chat && !write(Sse(reply.Chunk({{"role", "assistant"}, {"content", ""}}, nullptr)))) return false;
         }
         for (;;) {
           std::optional<StreamEvent> e = stream->Pop(std::chrono::milliseconds(50));
@@ -430,19 +465,11 @@ void ApiServer::State::Completion(const httplib::Request& req, httplib::Response
           if (e->kind == StreamEvent::Kind::kDelta) {
             // Completions have no reasoning field: their think block is part of the text.
             return write(
-                Sse(chunk(chat_endpoint ? json{{e->reasoning ? "reasoning_content" : "content", e->text}} : json(e->text), nullptr)));
+                Sse(reply.Chunk(reply.chat ? json{{e->reasoning ? "reasoning_content" : "content", e->text}} : json(e->text), nullptr)));
           }
           if (e->kind == StreamEvent::Kind::kFinished) {
-            if (!write(Sse(chunk(chat_endpoint ? json::object() : json(""), e->finish_reason)))) return false;
-            if (include_usage) {
-              const json usage = {{"id", id},
-                                  {"object", chat_endpoint ? "chat.completion.chunk" : "text_completion"},
-                                  {"created", created},
-                                  {"model", options.served_model},
-                                  {"choices", json::array()},
-                                  {"usage", UsageJson(e->usage)}};
-              if (!write(Sse(usage))) return false;
-            }
+            if (!write(Sse(reply.Chunk(reply.chat ? json::object() : json(""), e->finish_reason)))) return false;
+            if (include_usage && !write(Sse(reply.UsageChunk(e->usage)))) return false;
             if (!write("data: [DONE]\n\n")) return false;
             *finished = true;
             sink.done();

@@ -59,7 +59,8 @@ TEST(Microscaling, RoundTripsMatchTheGoldenValuesBitForBit) {
 }
 
 TEST(Microscaling, Fp4WeightRowsDequantizeAsTheGoldenValues) {
-  for (const auto& row : Golden().at("fp4_rows")) {
+  const auto golden = Golden();  // kept: a range-for over a member of a temporary would read it freed
+  for (const auto& row : golden.at("fp4_rows")) {
     const std::vector<std::uint8_t> packed = row.at("packed").get<std::vector<std::uint8_t>>();
     const std::vector<std::uint8_t> scales = row.at("scales").get<std::vector<std::uint8_t>>();
     std::vector<float> out(packed.size() * 2);
