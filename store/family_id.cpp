@@ -1,46 +1,13 @@
 #include "store/family_id.hpp"
 
-#include <array>
-#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "common/input_error.hpp"
-
 namespace tandem::store {
 
-namespace {
-
-constexpr std::array<std::pair<FamilyMetric, std::string_view>, 6> kMetrics = {{
-    {FamilyMetric::kWeighted, "weighted"},
-    {FamilyMetric::kCase, "case"},
-    {FamilyMetric::kAggregate, "aggregate"},
-    {FamilyMetric::kRetained, "retained"},
-    {FamilyMetric::kPooledCases, "pooled_cases"},
-    {FamilyMetric::kPooledLevels, "pooled_levels"},
-}};
-
-}  // namespace
-
-std::string_view ToString(FamilyMetric metric) {
-  for (const auto& [m, word] : kMetrics) {
-    if (m == metric) return word;
-  }
-  return "?";
-}
-
 std::string_view ToString(Direction direction) { return direction == Direction::kLowerIsBetter ? "lower" : "higher"; }
-
-FamilyMetric ParseFamilyMetric(std::string_view word, const std::string& where) {
-  std::vector<std::string_view> known;
-  for (const auto& [m, w] : kMetrics) {
-    if (w == word) return m;
-    known.push_back(w);
-  }
-  throw InputError(fmt::format("{}: metric '{}' is not one of {}", where, word, fmt::join(known, ", ")));
-}
 
 bool FamilyId::Matches(const FamilyId& family) const {
   return workload == family.workload && metric == family.metric && case_id == family.case_id && level == family.level &&

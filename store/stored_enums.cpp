@@ -8,6 +8,7 @@
 #include <fmt/ranges.h>
 
 #include "common/input_error.hpp"
+#include "store/family_id.hpp"
 
 namespace tandem::store {
 
@@ -35,6 +36,15 @@ constexpr std::array<std::pair<ArmKind, std::string_view>, 6> kArmKinds = {{
     {ArmKind::kExternal, "external"},
     {ArmKind::kContainer, "container"},
     {ArmKind::kMixed, "mixed"},
+}};
+
+constexpr std::array<std::pair<FamilyMetric, std::string_view>, 6> kFamilyMetrics = {{
+    {FamilyMetric::kWeighted, "weighted"},
+    {FamilyMetric::kCase, "case"},
+    {FamilyMetric::kAggregate, "aggregate"},
+    {FamilyMetric::kRetained, "retained"},
+    {FamilyMetric::kPooledCases, "pooled_cases"},
+    {FamilyMetric::kPooledLevels, "pooled_levels"},
 }};
 
 template <class Enum, std::size_t N>
@@ -70,5 +80,9 @@ WorkloadKind ParseWorkloadKind(std::string_view word, const std::string& where) 
   return Parse(kWorkloadKinds, word, where, "workload kind");
 }
 ArmKind ParseArmKind(std::string_view word, const std::string& where) { return Parse(kArmKinds, word, where, "arm kind"); }
+
+// Declared with the family id (store/family_id.hpp); the words live with the others.
+std::string_view ToString(FamilyMetric metric) { return Word(kFamilyMetrics, metric); }
+FamilyMetric ParseFamilyMetric(std::string_view word, const std::string& where) { return Parse(kFamilyMetrics, word, where, "metric"); }
 
 }  // namespace tandem::store

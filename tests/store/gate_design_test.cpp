@@ -53,8 +53,8 @@ TEST(GateDesign, AFamilyNamedByItsIdRoundTripsAsVersion2) {
             std::string::npos)
       << d.ToJson();
   EXPECT_EQ(Refusal(R"({"families":[{"workload":"w","metric":"speed"}]})"),
-            "x.db: campaign 1: gate_json: families: metric 'speed' is not one of weighted, case, aggregate, retained, pooled_cases, "
-            "pooled_levels");
+            "x.db: campaign 1: gate_json: families: metric 'speed' is not one this Tandem knows (weighted, case, aggregate, retained, "
+            "pooled_cases, pooled_levels); a newer Tandem wrote it?");
   EXPECT_EQ(Refusal(R"({"families":[{"workload":"w"}]})"),
             R"(x.db: campaign 1: gate_json: families: a family's id {"workload":"w"} needs workload and metric)");
   EXPECT_EQ(Refusal(R"({"families":[{"workload":"w","metric":"case","colour":"red"}]})"),
