@@ -67,12 +67,7 @@ Prepared Prepare(const Campaign& c, bool dry_run, bool check_hosts, std::ostream
   for (const ArmSpec& arm : c.arms) {
     if (const std::string key = ReadApiKey(arm); !key.empty()) p.secrets.push_back(key);
   }
-  p.corpus = LoadCorpus(c.corpus);
-  for (const auto* workloads : {&c.warmup, &c.workloads}) {
-    for (const WorkloadSpec& w : *workloads) {
-      for (const std::string& id : w.cases) p.corpus.Case(id);  // an unknown case is an error now, not mid-run
-    }
-  }
+  p.corpus = LoadCorpus(c.corpus);  // every case a workload names was checked against it by ParseCampaign
   for (const ArmSpec& arm : c.arms) {
     if (arm.kind == ArmKind::kMixed) {  // composed below, from its resolved sides
       p.arms.push_back(ResolvedArm{.spec = arm});
