@@ -43,11 +43,8 @@ std::map<std::string, LayoutSessions> SessionsByLayout(const CampaignRecord& r) 
 
 }  // namespace
 
-std::vector<FamilyGate> DecideGate(const CampaignRecord& r, const GateDesign& design) {
-  const auto selected = [&](const FamilyScores& f) {
-    return std::any_of(design.families.begin(), design.families.end(),
-                       [&](const FamilySelector& s) { return s.Selects(f.family, f.Id()); });
-  };
+// Every gated family must be one the campaign measured.
+static void CheckSelectorsMeasured(const CampaignRecord& r, const GateDesign& design) {
   for (const FamilySelector& s : design.families) {
     if (std::none_of(r.families.begin(), r.families.end(), [&](const FamilyScores& f) { return s.Selects(f.family, f.Id()); })) {
       std::set<std::string> known;
@@ -55,6 +52,76 @@ std::vector<FamilyGate> DecideGate(const CampaignRecord& r, const GateDesign& de
       throw InputError(fmt::format("gate: campaign {} measured no family '{}' (families: {})", r.id, s.Describe(), fmt::join(known, "; ")));
     }
   }
+}
+
+// One family in one layout: its published interval, and in `fl` the looks taken so far
+// (none: `missing` says why there is no decision).
+static FamilyGate GateOf(const FamilyScores& f, const LayoutSessions& sessions, const GateDesign& design, stats::FamilyLooks& fl) {
+  const auto a = f.by_arm.find(design.baseline), b = f.by_arm.find(design.candidate);
+  FamilyGate g{f.layout, f.family};
+  g.direction = f.direction;
+  g.n_baseline = a == f.by_arm.end() ? 0 : a->second.size();
+  g.n_candidate = b == f.by_arm.end() ? 0 : b->second.size();
+  const int total = static_cast<int>(sessions.index.size());
+  std::vector<int> planned = design.looks;
+  planned.erase(std::remove_if(planned.begin(), planned.end(), [&](int n) { return n <= 0 || n >= total; }), planned.end());
+  planned.push_back(total);
+  g.planned_looks = static_cast<int>(planned.size());
+  g.final = sessions.final;
+  g.stopped_early = sessions.skipped;
+  if (g.n_baseline < 2 || g.n_candidate < 2) {
+    const auto count = [](std::size_t n) { return fmt::format("{} session{}", n, n == 1 ? "" : "s"); };
+    g.missing = g.n_baseline < 2 ? fmt::format("baseline: {} (needs 2)", count(g.n_baseline))
+                                 : fmt::format("candidate: {} (needs 2)", count(g.n_candidate));
+    return g;
+  }
+  try {
+    g.interval = stats::WelchLogRatio(a->second, b->second);
+  } catch (const stats::StatsError& e) {
+    g.missing = e.what();
+    return g;
+  }
+  // The scores of the sessions among the first `n` of the layout.
+  const auto up_to = [&](const std::string& arm, int n) {
+    std::vector<double> v;
+    const std::vector<double>& scores = f.by_arm.at(arm);
+    const std::vector<std::int64_t>& ids = f.sessions_by_arm.at(arm);
+    for (std::size_t i = 0; i < scores.size(); ++i) {
+      if (sessions.index.at(ids[i]) < n) v.push_back(scores[i]);
+    }
+    return v;
+  };
+  const double full = Information(sessions.planned_by_arm.at(design.baseline), sessions.planned_by_arm.at(design.candidate));
+  for (int n : planned) {
+    if (n > sessions.ran) break;  // not taken yet
+    const std::vector<double> base = up_to(design.baseline, n), cand = up_to(design.candidate, n);
+    if (base.size() < 2 || cand.size() < 2) continue;  // nothing to test at this look
+    const bool last = n == total && sessions.final;
+    const double t = last ? 1.0 : std::min(1.0, Information(static_cast<double>(base.size()), static_cast<double>(cand.size())) / full);
+    if (!fl.fractions.empty() && t <= fl.fractions.back()) continue;
+    try {
+      // The decision reads the ratio the right way up: for a lower-is-better family a
+      // regression is a rise, so it tests baseline / candidate against the threshold.
+      fl.intervals.push_back(f.direction == Direction::kLowerIsBetter ? stats::WelchLogRatio(cand, base)
+                                                                      : stats::WelchLogRatio(base, cand));
+    } catch (const stats::StatsError&) {
+      continue;  // no spread yet
+    }
+    fl.fractions.push_back(t);
+    g.look_sessions.push_back(n);
+  }
+  g.fractions = fl.fractions;
+  g.intervals_at_looks = fl.intervals;
+  if (fl.fractions.empty()) g.missing = "no look yet had two sessions per arm";
+  return g;
+}
+
+std::vector<FamilyGate> DecideGate(const CampaignRecord& r, const GateDesign& design) {
+  const auto selected = [&](const FamilyScores& f) {
+    return std::any_of(design.families.begin(), design.families.end(),
+                       [&](const FamilySelector& s) { return s.Selects(f.family, f.Id()); });
+  };
+  CheckSelectorsMeasured(r, design);
   const std::map<std::string, LayoutSessions> layouts = SessionsByLayout(r);
   std::vector<FamilyGate> gates;
   std::vector<stats::FamilyLooks> looks;
@@ -63,67 +130,9 @@ std::vector<FamilyGate> DecideGate(const CampaignRecord& r, const GateDesign& de
     if (!design.families.empty() && !selected(f)) continue;
     const auto a = f.by_arm.find(design.baseline), b = f.by_arm.find(design.candidate);
     if (a == f.by_arm.end() && b == f.by_arm.end()) continue;
-    FamilyGate g{f.layout, f.family};
-    g.direction = f.direction;
-    g.n_baseline = a == f.by_arm.end() ? 0 : a->second.size();
-    g.n_candidate = b == f.by_arm.end() ? 0 : b->second.size();
-    const LayoutSessions& sessions = layouts.at(f.layout);
-    const int total = static_cast<int>(sessions.index.size());
-    std::vector<int> planned = design.looks;
-    planned.erase(std::remove_if(planned.begin(), planned.end(), [&](int n) { return n <= 0 || n >= total; }), planned.end());
-    planned.push_back(total);
-    g.planned_looks = static_cast<int>(planned.size());
-    g.final = sessions.final;
-    g.stopped_early = sessions.skipped;
-    if (g.n_baseline < 2 || g.n_candidate < 2) {
-      const auto count = [](std::size_t n) { return fmt::format("{} session{}", n, n == 1 ? "" : "s"); };
-      g.missing = g.n_baseline < 2 ? fmt::format("baseline: {} (needs 2)", count(g.n_baseline))
-                                   : fmt::format("candidate: {} (needs 2)", count(g.n_candidate));
-      gates.push_back(std::move(g));
-      continue;
-    }
-    try {
-      g.interval = stats::WelchLogRatio(a->second, b->second);
-    } catch (const stats::StatsError& e) {
-      g.missing = e.what();
-      gates.push_back(std::move(g));
-      continue;
-    }
-    // The scores of the sessions among the first `n` of the layout.
-    const auto up_to = [&](const std::string& arm, int n) {
-      std::vector<double> v;
-      const std::vector<double>& scores = f.by_arm.at(arm);
-      const std::vector<std::int64_t>& ids = f.sessions_by_arm.at(arm);
-      for (std::size_t i = 0; i < scores.size(); ++i) {
-        if (sessions.index.at(ids[i]) < n) v.push_back(scores[i]);
-      }
-      return v;
-    };
-    const double full = Information(sessions.planned_by_arm.at(design.baseline), sessions.planned_by_arm.at(design.candidate));
     stats::FamilyLooks fl;
-    for (int n : planned) {
-      if (n > sessions.ran) break;  // not taken yet
-      const std::vector<double> base = up_to(design.baseline, n), cand = up_to(design.candidate, n);
-      if (base.size() < 2 || cand.size() < 2) continue;  // nothing to test at this look
-      const bool last = n == total && sessions.final;
-      const double t = last ? 1.0 : std::min(1.0, Information(static_cast<double>(base.size()), static_cast<double>(cand.size())) / full);
-      if (!fl.fractions.empty() && t <= fl.fractions.back()) continue;
-      try {
-        // The decision reads the ratio the right way up: for a lower-is-better family a
-        // regression is a rise, so it tests baseline / candidate against the threshold.
-        fl.intervals.push_back(f.direction == Direction::kLowerIsBetter ? stats::WelchLogRatio(cand, base)
-                                                                        : stats::WelchLogRatio(base, cand));
-      } catch (const stats::StatsError&) {
-        continue;  // no spread yet
-      }
-      fl.fractions.push_back(t);
-      g.look_sessions.push_back(n);
-    }
-    g.fractions = fl.fractions;
-    g.intervals_at_looks = fl.intervals;
-    if (fl.fractions.empty()) {
-      g.missing = "no look yet had two sessions per arm";
-    } else {
+    FamilyGate g = GateOf(f, layouts.at(f.layout), design, fl);
+    if (!fl.fractions.empty()) {
       decided.push_back(gates.size());
       looks.push_back(std::move(fl));
     }
