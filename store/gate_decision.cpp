@@ -128,8 +128,7 @@ std::vector<FamilyGate> DecideGate(const CampaignRecord& r, const GateDesign& de
   std::vector<std::size_t> decided;  // gates[decided[i]] ↔ looks[i]
   for (const FamilyScores& f : r.families) {
     if (!design.families.empty() && !selected(f)) continue;
-    const auto a = f.by_arm.find(design.baseline), b = f.by_arm.find(design.candidate);
-    if (a == f.by_arm.end() && b == f.by_arm.end()) continue;
+    if (!f.by_arm.contains(design.baseline) && !f.by_arm.contains(design.candidate)) continue;
     stats::FamilyLooks fl;
     FamilyGate g = GateOf(f, layouts.at(f.layout), design, fl);
     if (!fl.fractions.empty()) {
