@@ -28,92 +28,76 @@ struct Table {
   std::vector<std::vector<json>> rows;
 };
 
+// One sample with its session and workload (either may be missing from a damaged store).
+struct SampleRow {
+  const SampleRecord& x;
+  const SessionRecord* s;
+  const WorkloadRecord* w;
+};
+
+// An invalid sample, or one without a decode interval, has no rate.
+json DecodeRateOf(const SampleRecord& x) {
+  if (!x.valid) return nullptr;
+  try {
+    return stats::DecodeRate({x.completion_tokens, x.t_first_output, x.t_finish});
+  } catch (const stats::StatsError&) {
+    return nullptr;
+  }
+}
+
+// Each column beside the value it holds: the CSV's and the JSON's order.
+struct SampleColumn {
+  const char* name;
+  json (*value)(const SampleRow&);
+};
+
+const SampleColumn kSampleColumns[] = {
+    {"sample_id", [](const SampleRow& r) -> json { return r.x.id; }},
+    {"session_id", [](const SampleRow& r) -> json { return r.x.session; }},
+    {"session_order", [](const SampleRow& r) -> json { return r.s ? json(r.s->order_index) : json(nullptr); }},
+    {"layout", [](const SampleRow& r) -> json { return r.s ? json(r.s->layout) : json(nullptr); }},
+    {"arm", [](const SampleRow& r) -> json { return r.s ? json(r.s->arm) : json(nullptr); }},
+    {"workload", [](const SampleRow& r) -> json { return r.x.workload; }},
+    {"kind", [](const SampleRow& r) -> json { return r.w ? json(std::string(ToString(r.w->kind))) : json(nullptr); }},
+    {"warmup", [](const SampleRow& r) -> json { return r.w ? json(r.w->warmup) : json(nullptr); }},
+    {"case", [](const SampleRow& r) -> json { return r.x.case_id; }},
+    {"weight", [](const SampleRow& r) -> json { return r.x.weight; }},
+    {"repeat", [](const SampleRow& r) -> json { return r.x.repeat; }},
+    {"level", [](const SampleRow& r) -> json { return r.x.level; }},
+    {"batch", [](const SampleRow& r) -> json { return r.x.batch; }},
+    {"slot", [](const SampleRow& r) -> json { return r.x.slot; }},
+    {"context", [](const SampleRow& r) -> json { return r.x.context; }},
+    {"role", [](const SampleRow& r) -> json { return r.x.role; }},
+    {"nonce", [](const SampleRow& r) -> json { return r.x.nonce; }},
+    {"status", [](const SampleRow& r) -> json { return r.x.status; }},
+    {"error", [](const SampleRow& r) -> json { return r.x.error; }},
+    {"t_start", [](const SampleRow& r) -> json { return r.x.t_start; }},
+    {"t_first_output", [](const SampleRow& r) -> json { return r.x.t_first_output; }},
+    {"t_first_content", [](const SampleRow& r) -> json { return r.x.t_first_content; }},
+    {"t_finish", [](const SampleRow& r) -> json { return r.x.t_finish; }},
+    {"prompt_tokens", [](const SampleRow& r) -> json { return r.x.prompt_tokens; }},
+    {"completion_tokens", [](const SampleRow& r) -> json { return r.x.completion_tokens; }},
+    {"cached_tokens", [](const SampleRow& r) -> json { return r.x.cached_tokens; }},
+    {"chunks", [](const SampleRow& r) -> json { return r.x.chunks; }},
+    {"tokenizer_tokens", [](const SampleRow& r) -> json { return r.x.tokenizer_tokens; }},
+    {"decode_rate", [](const SampleRow& r) -> json { return DecodeRateOf(r.x); }},
+    {"finish_reason", [](const SampleRow& r) -> json { return r.x.finish_reason; }},
+    {"content_sha256", [](const SampleRow& r) -> json { return r.x.content_sha256; }},
+    {"valid", [](const SampleRow& r) -> json { return r.x.valid; }},
+    {"passed", [](const SampleRow& r) -> json { return r.x.passed; }},
+    {"checks", [](const SampleRow& r) -> json { return store::ChecksJson(r.x); }},
+    {"flags", [](const SampleRow& r) -> json { return store::FlagsJson(r.x); }},
+    {"draft", [](const SampleRow& r) -> json { return store::DraftJson(r.x.draft); }},
+    {"content", [](const SampleRow& r) -> json { return r.x.content; }},
+};
+
 Table Samples(const CampaignRecord& r) {
   Table t;
-  t.columns = {"sample_id",
-               "session_id",
-               "session_order",
-               "layout",
-               "arm",
-               "workload",
-               "kind",
-               "warmup",
-               "case",
-               "weight",
-               "repeat",
-               "level",
-               "batch",
-               "slot",
-               "context",
-               "role",
-               "nonce",
-               "status",
-               "error",
-               "t_start",
-               "t_first_output",
-               "t_first_content",
-               "t_finish",
-               "prompt_tokens",
-               "completion_tokens",
-               "cached_tokens",
-               "chunks",
-               "tokenizer_tokens",
-               "decode_rate",
-               "finish_reason",
-               "content_sha256",
-               "valid",
-               "passed",
-               "checks",
-               "flags",
-               "draft",
-               "content"};
+  for (const SampleColumn& c : kSampleColumns) t.columns.emplace_back(c.name);
   for (const SampleRecord& x : r.samples) {
-    const SessionRecord* s = r.Session(x.session);
-    const WorkloadRecord* w = r.Workload(x.run);
-    json rate = nullptr;  // an invalid sample, or one without a decode interval, has none
-    if (x.valid) {
-      try {
-        rate = stats::DecodeRate({x.completion_tokens, x.t_first_output, x.t_finish});
-      } catch (const stats::StatsError&) {
-      }
-    }
-    t.rows.push_back({x.id,
-                      x.session,
-                      s ? json(s->order_index) : json(nullptr),
-                      s ? json(s->layout) : json(nullptr),
-                      s ? json(s->arm) : json(nullptr),
-                      x.workload,
-                      w ? json(std::string(ToString(w->kind))) : json(nullptr),
-                      w ? json(w->warmup) : json(nullptr),
-                      x.case_id,
-                      x.weight,
-                      x.repeat,
-                      x.level,
-                      x.batch,
-                      x.slot,
-                      x.context,
-                      x.role,
-                      x.nonce,
-                      x.status,
-                      x.error,
-                      x.t_start,
-                      x.t_first_output,
-                      x.t_first_content,
-                      x.t_finish,
-                      x.prompt_tokens,
-                      x.completion_tokens,
-                      x.cached_tokens,
-                      x.chunks,
-                      x.tokenizer_tokens,
-                      rate,
-                      x.finish_reason,
-                      x.content_sha256,
-                      x.valid,
-                      x.passed,
-                      store::ChecksJson(x),
-                      store::FlagsJson(x),
-                      store::DraftJson(x.draft),
-                      x.content});
+    const SampleRow row{x, r.Session(x.session), r.Workload(x.run)};
+    std::vector<json>& values = t.rows.emplace_back();
+    for (const SampleColumn& c : kSampleColumns) values.push_back(c.value(row));
   }
   return t;
 }

@@ -96,47 +96,61 @@ std::string ReadApiKey(const ArmSpec& arm) {
   return value;
 }
 
-ResolvedArm ResolveArm(const ArmSpec& arm, const ResolveOptions& options) {
-  ResolvedArm r;
-  r.spec = arm;
-  r.api_key = ReadApiKey(arm);
-  r.coordinator.options = arm.options;
-  r.worker.options = arm.worker_options;
-  r.coordinator.env = r.worker.env = arm.env;
-  std::error_code ec;
-  std::filesystem::create_directories(options.build_cache, ec);
-  const std::filesystem::path scratch = options.build_cache;
-  switch (arm.kind) {
-    case ArmKind::kBinary:
-      r.coordinator.executable = arm.coordinator;
-      r.worker.executable = arm.worker;
-      r.coordinator.id = FileSha256(r.coordinator.executable);
-      r.worker.id = FileSha256(r.worker.executable);
-      r.revision = !arm.declared_revision.empty() ? arm.declared_revision : BinaryRevision(r.coordinator.executable, scratch);
-      if (r.revision.empty()) r.revision = "unknown";
-      return r;
-    case ArmKind::kContainer:
-      for (RoleImage* role : {&r.coordinator, &r.worker}) {
-        role->engine = arm.engine;
-        role->run_args = arm.run_args;
-        role->pull = arm.pull;
-      }
-      r.coordinator.image = arm.coordinator_image;
-      r.worker.image = arm.worker_image;
-      // The image ids are read on every host that runs them (launch/host_images).
-      r.revision = arm.declared_revision.empty() ? "unknown" : arm.declared_revision;
-      return r;
-    case ArmKind::kCommand:
-    case ArmKind::kExternal:
-      r.revision = arm.declared_revision.empty() ? "unknown" : arm.declared_revision;
-      return r;
-    case ArmKind::kMixed:
-      throw InputError(fmt::format("arm '{}' is mixed: compose it from its sides", arm.label));
-    case ArmKind::kGit:
-      break;
+namespace {
+
+// Runs one step of a git arm's checkout or build into `log`; a failure names the step and shows the log's end.
+class BuildStep {
+ public:
+  BuildStep(const ArmSpec& arm, const std::string& commit, std::filesystem::path log, std::chrono::seconds timeout)
+      : arm_(arm), commit_(commit), log_(std::move(log)), timeout_(timeout) {}
+
+  void operator()(const std::vector<std::string>& argv, const char* what) const {
+    if (RunToCompletion(argv, log_, timeout_) != 0) {
+      throw InputError(fmt::format("arm '{}': {} failed for {} at {}; the end of {}:\n{}", arm_.label, what, arm_.repository,
+                                   commit_.substr(0, 12), log_.string(), Tail(log_, 20)));
+    }
   }
 
-  // git: resolve the ref, check the commit out into the cache, build it there.
+ private:
+  const ArmSpec& arm_;
+  const std::string& commit_;
+  std::filesystem::path log_;
+  std::chrono::seconds timeout_;
+};
+
+// A local repository lends a worktree (no copy of its objects); a URL is cloned.
+void CheckOut(const ArmSpec& arm, const std::string& commit, const std::filesystem::path& source, const BuildStep& step) {
+  if (std::filesystem::exists(source / "CMakeLists.txt")) return;
+  std::error_code ec;
+  std::filesystem::remove_all(source, ec);
+  if (arm.repository.find("://") == std::string::npos) {
+    step({"git", "-C", arm.repository, "worktree", "prune"}, "git worktree prune");
+    step({"git", "-C", arm.repository, "worktree", "add", "--detach", source.string(), commit}, "git worktree add");
+  } else {
+    step({"git", "clone", "--no-checkout", arm.repository, source.string()}, "git clone");
+    step({"git", "-C", source.string(), "checkout", "--detach", commit}, "git checkout");
+  }
+}
+
+void Build(const ArmSpec& arm, const std::filesystem::path& source, const std::filesystem::path& build, const BuildStep& step) {
+  std::vector<std::string> configure = {"cmake",
+                                        "-S",
+                                        source.string(),
+                                        "-B",
+                                        build.string(),
+                                        "-G",
+                                        "Ninja",
+                                        "-DCMAKE_BUILD_TYPE=RelWithDebInfo",
+                                        "-DTANDEM_TESTS=OFF",
+                                        "-DTANDEM_BENCH=OFF"};
+  configure.insert(configure.end(), arm.cmake_flags.begin(), arm.cmake_flags.end());
+  step(configure, "cmake configure");
+  step({"cmake", "--build", build.string(), "--target", "tandem-rt"}, "the build");
+}
+
+// git: resolve the ref, check the commit out into the cache and build it there (once per commit and flags).
+void ResolveGitArm(const ArmSpec& arm, const ResolveOptions& options, ResolvedArm& r) {
+  const std::filesystem::path scratch = options.build_cache;
   int code = 0;
   const std::string commit = Capture({"git", "-C", arm.repository, "rev-parse", "--verify", arm.ref + "^{commit}"}, scratch, &code);
   if (code != 0 || commit.size() != 40) {
@@ -152,45 +166,65 @@ ResolvedArm ResolveArm(const ArmSpec& arm, const ResolveOptions& options) {
   if (!std::filesystem::exists(r.coordinator.executable)) {
     if (!options.build) {
       r.built = false;
-      return r;
+      return;
     }
     const std::filesystem::path log = options.build_cache / ("build-" + tag + ".log");
+    std::error_code ec;
     std::filesystem::remove(log, ec);
-    auto step = [&](const std::vector<std::string>& argv, const char* what) {
-      if (RunToCompletion(argv, log, options.build_timeout) != 0) {
-        throw InputError(fmt::format("arm '{}': {} failed for {} at {}; the end of {}:\n{}", arm.label, what, arm.repository,
-                                     commit.substr(0, 12), log.string(), Tail(log, 20)));
-      }
-    };
-    if (!std::filesystem::exists(source / "CMakeLists.txt")) {
-      std::filesystem::remove_all(source, ec);
-      if (arm.repository.find("://") == std::string::npos) {
-        step({"git", "-C", arm.repository, "worktree", "prune"}, "git worktree prune");
-        step({"git", "-C", arm.repository, "worktree", "add", "--detach", source.string(), commit}, "git worktree add");
-      } else {
-        step({"git", "clone", "--no-checkout", arm.repository, source.string()}, "git clone");
-        step({"git", "-C", source.string(), "checkout", "--detach", commit}, "git checkout");
-      }
-    }
-    std::vector<std::string> configure = {"cmake",
-                                          "-S",
-                                          source.string(),
-                                          "-B",
-                                          build.string(),
-                                          "-G",
-                                          "Ninja",
-                                          "-DCMAKE_BUILD_TYPE=RelWithDebInfo",
-                                          "-DTANDEM_TESTS=OFF",
-                                          "-DTANDEM_BENCH=OFF"};
-    configure.insert(configure.end(), arm.cmake_flags.begin(), arm.cmake_flags.end());
-    step(configure, "cmake configure");
-    step({"cmake", "--build", build.string(), "--target", "tandem-rt"}, "the build");
+    const BuildStep step(arm, commit, log, options.build_timeout);
+    CheckOut(arm, commit, source, step);
+    Build(arm, source, build, step);
     if (!std::filesystem::exists(r.coordinator.executable)) {
       throw InputError(
           fmt::format("arm '{}': the build of {} produced no {}", arm.label, commit.substr(0, 12), r.coordinator.executable.string()));
     }
   }
   r.coordinator.id = r.worker.id = FileSha256(r.coordinator.executable);
+}
+
+std::string DeclaredOrUnknown(const ArmSpec& arm) { return arm.declared_revision.empty() ? "unknown" : arm.declared_revision; }
+
+}  // namespace
+
+ResolvedArm ResolveArm(const ArmSpec& arm, const ResolveOptions& options) {
+  ResolvedArm r;
+  r.spec = arm;
+  r.api_key = ReadApiKey(arm);
+  r.coordinator.options = arm.options;
+  r.worker.options = arm.worker_options;
+  r.coordinator.env = r.worker.env = arm.env;
+  std::error_code ec;
+  std::filesystem::create_directories(options.build_cache, ec);
+  switch (arm.kind) {
+    case ArmKind::kBinary:
+      r.coordinator.executable = arm.coordinator;
+      r.worker.executable = arm.worker;
+      r.coordinator.id = FileSha256(r.coordinator.executable);
+      r.worker.id = FileSha256(r.worker.executable);
+      r.revision = !arm.declared_revision.empty() ? arm.declared_revision : BinaryRevision(r.coordinator.executable, options.build_cache);
+      if (r.revision.empty()) r.revision = "unknown";
+      return r;
+    case ArmKind::kContainer:
+      for (RoleImage* role : {&r.coordinator, &r.worker}) {
+        role->engine = arm.engine;
+        role->run_args = arm.run_args;
+        role->pull = arm.pull;
+      }
+      r.coordinator.image = arm.coordinator_image;
+      r.worker.image = arm.worker_image;
+      // The image ids are read on every host that runs them (launch/host_images).
+      r.revision = DeclaredOrUnknown(arm);
+      return r;
+    case ArmKind::kCommand:
+    case ArmKind::kExternal:
+      r.revision = DeclaredOrUnknown(arm);
+      return r;
+    case ArmKind::kMixed:
+      throw InputError(fmt::format("arm '{}' is mixed: compose it from its sides", arm.label));
+    case ArmKind::kGit:
+      ResolveGitArm(arm, options, r);
+      return r;
+  }
   return r;
 }
 

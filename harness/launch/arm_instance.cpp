@@ -71,6 +71,57 @@ std::string NotStarted(SessionProcess& process, double timeout_s, std::chrono::s
 
 }  // namespace
 
+struct ArmInstance::LaunchContext {
+  const ResolvedArm& arm;
+  const LayoutSpec& layout;
+  const Cluster& cluster;
+  const std::string& tag;
+  const std::filesystem::path& log_dir;
+  double timeout_s;
+  std::chrono::milliseconds timeout;
+  const std::map<std::string, std::string>& session_env;
+  const std::function<void(const nlohmann::json&)>& on_started;
+};
+
+namespace {
+
+// One process of a role on a host: the role's executable there, or its image.
+ProcessPlan PlanProcess(const ArmInstance::LaunchContext& c, Role role, const std::string& name, const std::string& host_name) {
+  const RoleImage& image = role == Role::kCoordinator ? c.arm.coordinator : c.arm.worker;
+  ProcessPlan p;
+  p.role = name;
+  p.host = &c.cluster.host(host_name);
+  p.env = image.env;
+  for (const auto& [variable, value] : c.session_env) p.env[variable] = value;
+  p.log = c.log_dir / (p.host->local() ? name + ".log" : fmt::format("{}-{}.log", host_name, name));
+  if (image.container()) {
+    p.engine = image.engine;
+    p.image = image.image;
+    p.run_args = image.run_args;
+    p.read_only = {c.cluster.model_dir(host_name)};
+    p.container_name = fmt::format("tandem-{}-{}", c.tag, name);
+  } else {
+    p.argv = {c.cluster.image(c.arm.spec.label, role, host_name).executable};
+  }
+  return p;
+}
+
+void Append(std::vector<std::string>& argv, const std::vector<std::string>& more) { argv.insert(argv.end(), more.begin(), more.end()); }
+
+// The coordinator's flags for its workers (and its peer rank), as the layout places them.
+void AppendExpertFlags(const LayoutSpec& layout, const std::vector<std::string>& experts, const std::string& peer,
+                       std::vector<std::string>& argv) {
+  if (experts.empty() && peer.empty()) return;
+  std::string list;
+  for (const std::string& e : experts) list += (list.empty() ? "" : ",") + e;
+  if (!list.empty()) Append(argv, {"--experts", list});
+  Append(argv, {"--expert-parallel", layout.expert_parallel, "--local-expert-layers", std::to_string(layout.local_expert_layers),
+                "--wire-dtype", layout.wire_dtype, "--partial-dtype", layout.partial_dtype});
+  if (!peer.empty()) Append(argv, {"--coordinator-ranks", "2", "--peer", peer});
+}
+
+}  // namespace
+
 std::unique_ptr<ArmInstance> ArmInstance::Launch(const ResolvedArm& arm, const LayoutSpec& layout, const Cluster& cluster,
                                                  const std::string& tag, const std::filesystem::path& log_dir, double timeout_s,
                                                  const std::map<std::string, std::string>& session_env,
@@ -79,121 +130,16 @@ std::unique_ptr<ArmInstance> ArmInstance::Launch(const ResolvedArm& arm, const L
   self->label_ = arm.spec.label;
   self->api_key_ = arm.api_key;
   self->api_key_env_ = arm.spec.api_key_env;
-  const auto timeout = std::chrono::milliseconds(static_cast<std::int64_t>(timeout_s * 1000));
-  const ArmSpec& s = arm.spec;
-  const Host& local = cluster.host("local");
+  const LaunchContext c{
+      arm,         layout,    cluster, tag, log_dir, timeout_s, std::chrono::milliseconds(static_cast<std::int64_t>(timeout_s * 1000)),
+      session_env, on_started};
   try {
-    if (s.kind == ArmKind::kExternal) {
-      self->base_url_ = s.base_url;
-      self->WaitReady(timeout_s);
-      return self;
-    }
-    std::vector<std::string> experts;
-    std::string peer;
-    if (arm.coordinator.launched() && arm.worker.launched()) {
-      // One process of a role on a host: the role's executable there, or its image.
-      auto plan = [&](Role role, const std::string& name, const std::string& host_name, const std::string& log_name) {
-        const RoleImage& image = role == Role::kCoordinator ? arm.coordinator : arm.worker;
-        const PlacedImage& placed = cluster.image(s.label, role, host_name);
-        ProcessPlan p;
-        p.role = name;
-        p.host = &cluster.host(host_name);
-        p.env = image.env;
-        for (const auto& [variable, value] : session_env) p.env[variable] = value;
-        p.log = log_dir / (p.host->local() ? log_name : fmt::format("{}-{}", host_name, log_name));
-        if (image.container()) {
-          p.engine = image.engine;
-          p.image = image.image;
-          p.run_args = image.run_args;
-          p.read_only = {cluster.model_dir(host_name)};
-          p.container_name = fmt::format("tandem-{}-{}", tag, name);
-        } else {
-          p.argv = {placed.executable};
-        }
-        return p;
-      };
-      auto start_worker = [&](const std::string& role, int index, const std::string& host_name) {
-        const std::string name = fmt::format("{}-{}", role, index);
-        ProcessPlan p = plan(Role::kWorker, name, host_name, name + ".log");
-        const std::vector<std::string> args = {"expert",
-                                               "--listen",
-                                               p.host->address() + ":0",
-                                               "--model",
-                                               cluster.model_dir(host_name),
-                                               "--threads",
-                                               std::to_string(layout.worker_threads),
-                                               "--role",
-                                               role};
-        p.argv.insert(p.argv.end(), args.begin(), args.end());
-        if (layout.emulated_rtt_us > 0) p.argv.insert(p.argv.end(), {"--emulated-rtt-us", std::to_string(layout.emulated_rtt_us)});
-        p.argv.insert(p.argv.end(), arm.worker.options.begin(), arm.worker.options.end());
-        p.cpus = layout.worker_cpus;
-        self->processes_.push_back(SessionProcess::Start(p, timeout));
-        if (on_started) on_started(self->Processes(false));
-        SessionProcess& started = *self->processes_.back();
-        const auto since = std::chrono::steady_clock::now();
-        const auto line = started.WaitForLine("listening on ", timeout);
-        if (!line) throw std::runtime_error(NotStarted(started, timeout_s, since));
-        return AddressOf(*line);
-      };
-      if (layout.coordinator_ranks == 2) peer = start_worker("peer", 0, PeerHost(layout));
-      for (int i = 0; i < layout.workers; ++i) experts.push_back(start_worker("worker", i, WorkerHost(layout, i)));
-
-      ProcessPlan p = plan(Role::kCoordinator, "coordinator", layout.coordinator_host, "coordinator.log");
-      const std::vector<std::string> args = {
-          "serve", "--model", cluster.model_dir(layout.coordinator_host), "--listen", p.host->address() + ":0", "--served-model-name",
-          "tandem"};
-      p.argv.insert(p.argv.end(), args.begin(), args.end());
-      if (!experts.empty() || !peer.empty()) {
-        std::string list;
-        for (const std::string& e : experts) list += (list.empty() ? "" : ",") + e;
-        if (!list.empty()) p.argv.insert(p.argv.end(), {"--experts", list});
-        p.argv.insert(p.argv.end(),
-                      {"--expert-parallel", layout.expert_parallel, "--local-expert-layers", std::to_string(layout.local_expert_layers),
-                       "--wire-dtype", layout.wire_dtype, "--partial-dtype", layout.partial_dtype});
-        if (!peer.empty()) p.argv.insert(p.argv.end(), {"--coordinator-ranks", "2", "--peer", peer});
-      }
-      if (layout.coordinator_threads > 0) p.argv.insert(p.argv.end(), {"--threads", std::to_string(layout.coordinator_threads)});
-      p.argv.insert(p.argv.end(), layout.options.begin(), layout.options.end());
-      p.argv.insert(p.argv.end(), arm.coordinator.options.begin(), arm.coordinator.options.end());
-      p.cpus = layout.coordinator_cpus;
-      self->processes_.push_back(SessionProcess::Start(p, timeout));
-      if (on_started) on_started(self->Processes(false));
-      SessionProcess& coordinator = *self->processes_.back();
-      const auto since = std::chrono::steady_clock::now();
-      const auto line = coordinator.WaitForLine("listening on ", timeout, kLoadingProgress);
-      if (!line) throw std::runtime_error(NotStarted(coordinator, timeout_s, since));
-      self->base_url_ = "http://" + AddressOf(*line);
-    } else {  // command: the templates name the port; workers first if there is a worker command
-      const std::string model = cluster.model_dir("local");
-      auto shell = [&](const std::string& role, const std::string& cmd, const std::string& cpus) {
-        ProcessPlan p;
-        p.role = role;
-        p.host = &local;
-        p.argv = {"/bin/sh", "-c", cmd};
-        p.env = s.env;
-        for (const auto& [variable, value] : session_env) p.env[variable] = value;
-        p.cpus = cpus;
-        p.log = log_dir / (role + ".log");
-        self->processes_.push_back(SessionProcess::Start(p, timeout));
-        if (on_started) on_started(self->Processes(false));
-      };
-      if (!s.worker_command.empty()) {
-        for (int i = 0; i < layout.workers; ++i) {
-          const int port = FreeLoopbackPort();
-          shell(fmt::format("worker-{}", i), Substitute(Substitute(s.worker_command, "{port}", std::to_string(port)), "{model}", model),
-                layout.worker_cpus);
-          experts.push_back(fmt::format("127.0.0.1:{}", port));
-        }
-      }
-      std::string list;
-      for (const std::string& e : experts) list += (list.empty() ? "" : ",") + e;
-      const int port = FreeLoopbackPort();
-      std::string cmd =
-          Substitute(Substitute(Substitute(s.coordinator_command, "{port}", std::to_string(port)), "{model}", model), "{experts}", list);
-      for (const std::string& o : s.options) cmd += " " + o;
-      shell("coordinator", cmd, layout.coordinator_cpus);
-      self->base_url_ = fmt::format("http://127.0.0.1:{}", port);
+    if (arm.spec.kind == ArmKind::kExternal) {
+      self->base_url_ = arm.spec.base_url;
+    } else if (arm.coordinator.launched() && arm.worker.launched()) {
+      self->StartImages(c);
+    } else {
+      self->StartCommands(c);
     }
     self->WaitReady(timeout_s);
   } catch (...) {
@@ -201,6 +147,80 @@ std::unique_ptr<ArmInstance> ArmInstance::Launch(const ResolvedArm& arm, const L
     throw;
   }
   return self;
+}
+
+SessionProcess& ArmInstance::Start(const ProcessPlan& plan, const LaunchContext& c) {
+  processes_.push_back(SessionProcess::Start(plan, c.timeout));
+  if (c.on_started) c.on_started(Processes(false));
+  return *processes_.back();
+}
+
+std::string ArmInstance::StartWorker(const LaunchContext& c, const std::string& role, int index, const std::string& host_name) {
+  const std::string name = fmt::format("{}-{}", role, index);
+  ProcessPlan p = PlanProcess(c, Role::kWorker, name, host_name);
+  Append(p.argv, {"expert", "--listen", p.host->address() + ":0", "--model", c.cluster.model_dir(host_name), "--threads",
+                  std::to_string(c.layout.worker_threads), "--role", role});
+  if (c.layout.emulated_rtt_us > 0) Append(p.argv, {"--emulated-rtt-us", std::to_string(c.layout.emulated_rtt_us)});
+  Append(p.argv, c.arm.worker.options);
+  p.cpus = c.layout.worker_cpus;
+  SessionProcess& started = Start(p, c);
+  const auto since = std::chrono::steady_clock::now();
+  const auto line = started.WaitForLine("listening on ", c.timeout);
+  if (!line) throw std::runtime_error(NotStarted(started, c.timeout_s, since));
+  return AddressOf(*line);
+}
+
+void ArmInstance::StartImages(const LaunchContext& c) {
+  const LayoutSpec& layout = c.layout;
+  std::string peer;
+  std::vector<std::string> experts;
+  if (layout.coordinator_ranks == 2) peer = StartWorker(c, "peer", 0, PeerHost(layout));
+  for (int i = 0; i < layout.workers; ++i) experts.push_back(StartWorker(c, "worker", i, WorkerHost(layout, i)));
+
+  ProcessPlan p = PlanProcess(c, Role::kCoordinator, "coordinator", layout.coordinator_host);
+  Append(p.argv, {"serve", "--model", c.cluster.model_dir(layout.coordinator_host), "--listen", p.host->address() + ":0",
+                  "--served-model-name", "tandem"});
+  AppendExpertFlags(layout, experts, peer, p.argv);
+  if (layout.coordinator_threads > 0) Append(p.argv, {"--threads", std::to_string(layout.coordinator_threads)});
+  Append(p.argv, layout.options);
+  Append(p.argv, c.arm.coordinator.options);
+  p.cpus = layout.coordinator_cpus;
+  SessionProcess& coordinator = Start(p, c);
+  const auto since = std::chrono::steady_clock::now();
+  const auto line = coordinator.WaitForLine("listening on ", c.timeout, kLoadingProgress);
+  if (!line) throw std::runtime_error(NotStarted(coordinator, c.timeout_s, since));
+  base_url_ = "http://" + AddressOf(*line);
+}
+
+void ArmInstance::StartCommands(const LaunchContext& c) {
+  const ArmSpec& s = c.arm.spec;
+  const std::string model = c.cluster.model_dir("local");
+  auto shell = [&](const std::string& role, const std::string& cmd, const std::string& cpus) {
+    ProcessPlan p;
+    p.role = role;
+    p.host = &c.cluster.host("local");
+    p.argv = {"/bin/sh", "-c", cmd};
+    p.env = s.env;
+    for (const auto& [variable, value] : c.session_env) p.env[variable] = value;
+    p.cpus = cpus;
+    p.log = c.log_dir / (role + ".log");
+    Start(p, c);
+  };
+  std::string experts;
+  if (!s.worker_command.empty()) {
+    for (int i = 0; i < c.layout.workers; ++i) {
+      const int port = FreeLoopbackPort();
+      shell(fmt::format("worker-{}", i), Substitute(Substitute(s.worker_command, "{port}", std::to_string(port)), "{model}", model),
+            c.layout.worker_cpus);
+      experts += fmt::format("{}127.0.0.1:{}", experts.empty() ? "" : ",", port);
+    }
+  }
+  const int port = FreeLoopbackPort();
+  std::string cmd =
+      Substitute(Substitute(Substitute(s.coordinator_command, "{port}", std::to_string(port)), "{model}", model), "{experts}", experts);
+  for (const std::string& o : s.options) cmd += " " + o;
+  shell("coordinator", cmd, c.layout.coordinator_cpus);
+  base_url_ = fmt::format("http://127.0.0.1:{}", port);
 }
 
 void ArmInstance::WaitReady(double timeout_s) {

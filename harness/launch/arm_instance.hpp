@@ -21,6 +21,8 @@ namespace tandem::harness {
 // checked. Teardown (also on destruction) stops every process it started, on every host.
 class ArmInstance {
  public:
+  struct LaunchContext;  // what one launch was given; only arm_instance.cpp sees inside
+
   // `tag` names this session's containers (unique per campaign and session);
   // `session_env` goes into the environment of every process it starts (the session's
   // worker token), over the arm's own; `on_started` gets the records (SessionProcess::
@@ -48,6 +50,14 @@ class ArmInstance {
 
  private:
   ArmInstance() = default;
+  // Starts a process and records it (and tells on_started) before anything waits on it.
+  SessionProcess& Start(const ProcessPlan& plan, const LaunchContext& c);
+  // Launched images: workers (and a peer rank) first, each on its host, then the coordinator.
+  void StartImages(const LaunchContext& c);
+  // Returns the address the worker says it listens on.
+  std::string StartWorker(const LaunchContext& c, const std::string& role, int index, const std::string& host_name);
+  // Command templates: they name the port, on this host.
+  void StartCommands(const LaunchContext& c);
   void WaitReady(double timeout_s);
   // Why the server refused the harness (401/403 on `path`): with no key, that it wants one.
   std::string Refused(const std::string& path, int status) const;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <filesystem>
+#include <optional>
 #include <set>
 #include <stdexcept>
 
@@ -201,6 +202,61 @@ Cluster::~Cluster() {
   if (!control_dir_.empty()) std::filesystem::remove_all(control_dir_, ec);
 }
 
+namespace {
+
+// What a copy of the model must hold: every file of it, by sha256 (as sha256sum prints them).
+struct ModelManifest {
+  std::vector<std::string> files;
+  std::string sums;
+};
+
+ModelManifest ManifestOf(const std::filesystem::path& model) {
+  ModelManifest m;
+  if (!std::filesystem::exists(model / "config.json")) return m;
+  for (const auto& entry : std::filesystem::directory_iterator(model)) {
+    const std::string file = entry.path().filename().string();
+    if (!entry.is_regular_file() || file.front() == '.') continue;  // .tandem-revision.json is a cache
+    m.files.push_back(file);
+  }
+  std::sort(m.files.begin(), m.files.end());
+  for (const std::string& f : m.files) m.sums += FileSha256(model / f) + "  " + f + "\n";
+  return m;
+}
+
+// A path model must already be on the host.
+void RequireModelPath(const Host& host, const std::filesystem::path& path) {
+  const std::string present = fmt::format("test -f {}/config.json && echo yes", ShellQuote(path.string()));
+  if (Trimmed(host.Run(present, seconds(60)).out) != "yes") {
+    throw InputError(
+        fmt::format("{}: the model directory {} is not there (no config.json); copy the checkpoint to the same path on every host",
+                    host.Describe(), path.string()));
+  }
+}
+
+// The preset as one tar file under `dir`, for the hosts that need a copy.
+std::string PackModel(const std::filesystem::path& model, const ModelManifest& manifest, const std::filesystem::path& dir) {
+  const std::string archive = (dir / "model.tar").string();
+  std::vector<std::string> tar = {"tar", "-C", model.string(), "-cf", archive};
+  tar.insert(tar.end(), manifest.files.begin(), manifest.files.end());
+  const CommandResult r = RunCommand(tar, seconds(600));
+  if (r.code != 0) throw InputError(fmt::format("cannot pack the model {} for the other hosts: {}", model.string(), r.err));
+  return archive;
+}
+
+// Unpacks beside `dir` and moves into place only once every file's sha256 matches.
+void CopyModel(const Host& host, const std::string& archive, const std::string& dir, const ModelManifest& manifest) {
+  const std::string copied = Step(host, "copying the model",
+                                  fmt::format("rm -rf {0}.partial && mkdir -p {0}.partial && tar -C {0}.partial -xf - && cd {0}.partial "
+                                              "&& sha256sum {1} && rm -rf {0} && mv {0}.partial {0}",
+                                              ShellQuote(dir), ShellJoin(manifest.files)),
+                                  seconds(1800), archive);
+  if (copied != manifest.sums) {
+    throw InputError(fmt::format("{}: the model copied to {} does not match the harness's: {}", host.Describe(), dir, copied));
+  }
+}
+
+}  // namespace
+
 std::unique_ptr<Cluster> Cluster::Prepare(const Campaign& c, std::vector<ResolvedArm>& arms, const std::filesystem::path& model,
                                           const std::string& model_revision, bool check_only, std::ostream& log) {
   std::unique_ptr<Cluster> cluster(new Cluster());
@@ -212,99 +268,77 @@ std::unique_ptr<Cluster> Cluster::Prepare(const Campaign& c, std::vector<Resolve
     if (!spec.local()) log << fmt::format("connecting to host {} (ssh {})...\n", name, spec.ssh);
     cluster->hosts_[name] = Host::Connect(spec, cluster->control_dir_, seconds(30));
   }
+  cluster->PlaceImages(c, arms, check_only, log);
+  cluster->PlaceModel(c, model, model_revision, check_only, log);
+  return cluster;
+}
 
-  // Images, per arm and role, on every host that runs them.
+void Cluster::PlaceImages(const Campaign& c, std::vector<ResolvedArm>& arms, bool check_only, std::ostream& log) {
   for (ResolvedArm& arm : arms) {
     if (!Launched(arm) || !arm.built) continue;
-    for (const Role role : {Role::kCoordinator, Role::kWorker}) {
-      RoleImage& image = role == Role::kCoordinator ? arm.coordinator : arm.worker;
-      std::map<std::string, std::vector<std::string>> hosts_by_id;  // a container image must be the same everywhere
-      for (const std::string& name : HostsOf(c, role)) {
-        const Host& host = *cluster->hosts_.at(name);
-        PlacedImage p = image.container() ? PlaceContainer(host, image, check_only, log) : PlaceExecutable(host, image, check_only, log);
-        p.arm = arm.spec.label;
-        p.role = role;
-        if (!p.id.empty()) hosts_by_id[p.id].push_back(name);
-        cluster->images_.push_back(std::move(p));
-      }
-      if (hosts_by_id.size() > 1) {
-        std::vector<std::string> parts;
-        for (const auto& [id, hosts] : hosts_by_id) parts.push_back(fmt::format("{} on {}", id, fmt::join(hosts, ", ")));
-        throw InputError(fmt::format("arm '{}': the {} image {} differs between hosts: {}; every host must run the same image",
-                                     arm.spec.label, ToString(role), image.image, fmt::join(parts, "; ")));
-      }
-      if (image.container() && !hosts_by_id.empty()) image.id = hosts_by_id.begin()->first;
-    }
+    for (const Role role : {Role::kCoordinator, Role::kWorker}) PlaceImages(c, arm, role, check_only, log);
   }
+}
 
-  // The model on every host: a path must be there already; a preset (synthetic, or the
-  // small trained one) is copied from the harness's machine, named by its revision and
-  // verified file by file.
-  std::string archive;  // the preset as one tar file, made for the first host that needs it
-  for (const auto& [name, host] : cluster->hosts_) {
+void Cluster::PlaceImages(const Campaign& c, ResolvedArm& arm, Role role, bool check_only, std::ostream& log) {
+  RoleImage& image = role == Role::kCoordinator ? arm.coordinator : arm.worker;
+  std::map<std::string, std::vector<std::string>> hosts_by_id;
+  for (const std::string& name : HostsOf(c, role)) {
+    const Host& host = *hosts_.at(name);
+    PlacedImage p = image.container() ? PlaceContainer(host, image, check_only, log) : PlaceExecutable(host, image, check_only, log);
+    p.arm = arm.spec.label;
+    p.role = role;
+    if (!p.id.empty()) hosts_by_id[p.id].push_back(name);
+    images_.push_back(std::move(p));
+  }
+  if (hosts_by_id.size() > 1) {
+    std::vector<std::string> parts;
+    for (const auto& [id, hosts] : hosts_by_id) parts.push_back(fmt::format("{} on {}", id, fmt::join(hosts, ", ")));
+    throw InputError(fmt::format("arm '{}': the {} image {} differs between hosts: {}; every host must run the same image", arm.spec.label,
+                                 ToString(role), image.image, fmt::join(parts, "; ")));
+  }
+  if (image.container() && !hosts_by_id.empty()) image.id = hosts_by_id.begin()->first;
+}
+
+// A path must be on every host already; a preset (synthetic, or the small trained one) is
+// copied from the harness's machine, named by its revision and verified file by file.
+void Cluster::PlaceModel(const Campaign& c, const std::filesystem::path& model, const std::string& model_revision, bool check_only,
+                         std::ostream& log) {
+  // A trained preset is one checkpoint; a synthetic one is named by its seed too.
+  const bool trained = !c.model.trained.empty();
+  const std::string preset =
+      trained ? fmt::format("{} preset", c.model.preset) : fmt::format("{} preset, seed {}", c.model.preset, c.model.seed);
+  const std::string stem = trained ? c.model.preset : fmt::format("{}-seed{}", c.model.preset, c.model.seed);
+  std::optional<ModelManifest> manifest;  // read once, for the first host that needs a preset
+  std::string archive;                    // packed once, for the first host that needs a copy
+  for (const auto& [name, host] : hosts_) {
     if (host->local()) {
-      cluster->model_dirs_[name] = model.string();
+      model_dirs_[name] = model.string();
       continue;
     }
     if (!c.model.path.empty()) {
-      cluster->model_dirs_[name] = c.model.path.string();
-      const std::string present = fmt::format("test -f {}/config.json && echo yes", ShellQuote(c.model.path.string()));
-      if (Trimmed(host->Run(present, seconds(60)).out) != "yes") {
-        throw InputError(
-            fmt::format("{}: the model directory {} is not there (no config.json); copy the checkpoint to the same "
-                        "path on every host",
-                        host->Describe(), c.model.path.string()));
-      }
+      model_dirs_[name] = c.model.path.string();
+      RequireModelPath(*host, c.model.path);
       continue;
     }
-    // A trained preset is one checkpoint; a synthetic one is named by its seed too.
-    const bool trained = !c.model.trained.empty();
-    const std::string preset =
-        trained ? fmt::format("{} preset", c.model.preset) : fmt::format("{} preset, seed {}", c.model.preset, c.model.seed);
-    const std::string stem = trained ? c.model.preset : fmt::format("{}-seed{}", c.model.preset, c.model.seed);
     const std::string dir = fmt::format("{}/.cache/tandem/models/{}-{}", host->home(), stem,
                                         model_revision.empty() ? "unwritten" : model_revision.substr(0, 16));
-    cluster->model_dirs_[name] = dir;
-    // What the copy must hold: every file of the model, by sha256.
-    std::vector<std::string> files;
-    std::string expected;
-    if (std::filesystem::exists(model / "config.json")) {
-      for (const auto& entry : std::filesystem::directory_iterator(model)) {
-        const std::string file = entry.path().filename().string();
-        if (!entry.is_regular_file() || file.front() == '.') continue;  // .tandem-revision.json is a cache
-        files.push_back(file);
-      }
-      std::sort(files.begin(), files.end());
-      for (const std::string& f : files) expected += FileSha256(model / f) + "  " + f + "\n";
-    }
-    const std::string verify = fmt::format("cd {} && sha256sum {}", ShellQuote(dir), ShellJoin(files));
-    if (!files.empty() && host->Run(verify, seconds(300)).out == expected) continue;
-    if (check_only || files.empty()) {
+    model_dirs_[name] = dir;
+    if (!manifest) manifest = ManifestOf(model);
+    const std::string verify = fmt::format("cd {} && sha256sum {}", ShellQuote(dir), ShellJoin(manifest->files));
+    if (!manifest->files.empty() && host->Run(verify, seconds(300)).out == manifest->sums) continue;
+    if (check_only || manifest->files.empty()) {
       log << fmt::format("{}: the model ({}) will be copied to {}\n", host->Describe(), preset, dir);
       continue;
     }
-    if (archive.empty()) {
-      archive = (cluster->control_dir_ / "model.tar").string();
-      std::vector<std::string> tar = {"tar", "-C", model.string(), "-cf", archive};
-      tar.insert(tar.end(), files.begin(), files.end());
-      const CommandResult r = RunCommand(tar, seconds(600));
-      if (r.code != 0) throw InputError(fmt::format("cannot pack the model {} for the other hosts: {}", model.string(), r.err));
-    }
+    if (archive.empty()) archive = PackModel(model, *manifest, control_dir_);
     log << fmt::format("{}: copying the model ({}) to {}\n", host->Describe(), preset, dir);
-    const std::string copied = Step(*host, "copying the model",
-                                    fmt::format("rm -rf {0}.partial && mkdir -p {0}.partial && tar -C {0}.partial -xf - && cd {0}.partial "
-                                                "&& sha256sum {1} && rm -rf {0} && mv {0}.partial {0}",
-                                                ShellQuote(dir), ShellJoin(files)),
-                                    seconds(1800), archive);
-    if (copied != expected) {
-      throw InputError(fmt::format("{}: the model copied to {} does not match the harness's: {}", host->Describe(), dir, copied));
-    }
+    CopyModel(*host, archive, dir, *manifest);
   }
   if (!archive.empty()) {
     std::error_code ec;
     std::filesystem::remove(archive, ec);
   }
-  return cluster;
 }
 
 const Host& Cluster::host(const std::string& name) const {

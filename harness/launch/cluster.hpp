@@ -56,6 +56,13 @@ class Cluster {
 
  private:
   Cluster() = default;
+  // Every arm's images on every host that runs them; a container image must be the same everywhere.
+  void PlaceImages(const Campaign& c, std::vector<ResolvedArm>& arms, bool check_only, std::ostream& log);
+  void PlaceImages(const Campaign& c, ResolvedArm& arm, Role role, bool check_only, std::ostream& log);
+  // The model on every host (see Prepare).
+  void PlaceModel(const Campaign& c, const std::filesystem::path& model, const std::string& model_revision, bool check_only,
+                  std::ostream& log);
+
   std::filesystem::path control_dir_;
   std::map<std::string, std::unique_ptr<Host>> hosts_;
   std::map<std::string, std::string> model_dirs_;

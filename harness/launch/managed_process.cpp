@@ -17,6 +17,7 @@
 #include <sstream>
 #include <system_error>
 #include <thread>
+#include <utility>
 
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -142,6 +143,84 @@ std::vector<std::string> KillPipeHolders(int fd) {
 
 }  // namespace
 
+namespace {
+
+using File = std::unique_ptr<std::FILE, int (*)(std::FILE*)>;
+
+// A descriptor owned here: closed unless released to its next owner.
+class OwnedFd {
+ public:
+  OwnedFd() = default;
+  explicit OwnedFd(int fd) : fd_(fd) {}
+  OwnedFd(OwnedFd&& other) noexcept : fd_(other.release()) {}
+  OwnedFd& operator=(OwnedFd&& other) noexcept {
+    if (this != &other) {
+      Close();
+      fd_ = other.release();
+    }
+    return *this;
+  }
+  ~OwnedFd() { Close(); }
+  int get() const { return fd_; }
+  int release() { return std::exchange(fd_, -1); }
+
+ private:
+  void Close() {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+  }
+
+  int fd_ = -1;
+};
+
+// stdin: the input through a pipe that a thread here fills and closes once the process has
+// started (a file, even an unlinked one, would reach the disk where /tmp is not a tmpfs; the
+// thread, because the input may be more than the pipe holds), else /dev/null. Both ends
+// close on exec, so no other process the harness starts meanwhile holds the write end open
+// (the reader would never see its end of file).
+struct ChildInput {
+  File read{nullptr, std::fclose};  // the process's end
+  OwnedFd feed;                     // the write end, non-blocking; none for /dev/null
+};
+
+ChildInput OpenInput(bool piped) {
+  ChildInput in;
+  if (!piped) {
+    in.read.reset(std::fopen("/dev/null", "rb"));
+  } else {
+    int ends[2];
+    if (::pipe2(ends, O_CLOEXEC) != 0) throw std::runtime_error("cannot create a pipe for a process's standard input");
+    OwnedFd read_end(ends[0]);
+    in.feed = OwnedFd(ends[1]);
+    in.read.reset(::fdopen(read_end.get(), "rb"));
+    if (in.read != nullptr) read_end.release();
+    ::fcntl(in.feed.get(), F_SETFL, ::fcntl(in.feed.get(), F_GETFL) | O_NONBLOCK);  // the write end only: the process reads as usual
+  }
+  if (in.read == nullptr) throw std::runtime_error("cannot open a process's standard input");
+  return in;
+}
+
+// stdout: a pipe read here with a deadline, never waiting on its end of file alone (a child
+// that outlives the process may hold it open). Our ends close on exec.
+struct ChildOutput {
+  File write{nullptr, std::fclose};  // the process's end
+  OwnedFd read;
+};
+
+ChildOutput OpenOutput() {
+  int ends[2];
+  if (::pipe2(ends, O_CLOEXEC) != 0) throw std::runtime_error("cannot create a pipe for a process's standard output");
+  ChildOutput out;
+  out.read = OwnedFd(ends[0]);
+  OwnedFd write_end(ends[1]);
+  out.write.reset(::fdopen(write_end.get(), "wb"));
+  if (out.write == nullptr) throw std::runtime_error("cannot open a process's standard output");
+  write_end.release();
+  return out;
+}
+
+}  // namespace
+
 struct ManagedProcess::Impl {
   std::filesystem::path log;
   int out = -1;  // the read end of the process's standard output
@@ -156,7 +235,46 @@ struct ManagedProcess::Impl {
   bool closed = false;
   std::string last_line;
   std::optional<ProcessEnd> end;
+
+  // The reader thread: each line of the output to the log's .stdout file and to the waiters.
+  void ReadOutput();
+  void Deliver(const std::string& line);
 };
+
+void ManagedProcess::Impl::Deliver(const std::string& line) {
+  { std::ofstream(log.string() + ".stdout", std::ios::app) << line << '\n'; }
+  std::lock_guard lock(mutex);
+  last_line = line;
+  lines.push_back(line);
+  ready.notify_all();
+}
+
+void ManagedProcess::Impl::ReadOutput() {
+  std::string pending;
+  char buffer[4096];
+  while (!stop_reading) {
+    pollfd p{.fd = out, .events = POLLIN, .revents = 0};
+    const int polled = ::poll(&p, 1, 100);
+    if (polled < 0 && errno != EINTR) break;
+    if (polled <= 0) continue;
+    const ssize_t n = ::read(out, buffer, sizeof buffer);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+    if (n <= 0) break;  // end of file: every writer is gone
+    pending.append(buffer, static_cast<std::size_t>(n));
+    for (std::size_t end_of_line; (end_of_line = pending.find('\n')) != std::string::npos;) {
+      Deliver(pending.substr(0, end_of_line));
+      pending.erase(0, end_of_line + 1);
+    }
+    if (pending.size() > (1u << 20)) {  // a line without end: taken as it is, bounded
+      Deliver(pending);
+      pending.clear();
+    }
+  }
+  if (!pending.empty()) Deliver(pending);
+  std::lock_guard lock(mutex);
+  closed = true;
+  ready.notify_all();
+}
 
 ManagedProcess::ManagedProcess(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env,
                                const std::filesystem::path& log, const std::string& cpus, const std::string& input)
@@ -186,98 +304,27 @@ ManagedProcess::ManagedProcess(const std::vector<std::string>& argv, const std::
       ::sched_setaffinity(0, sizeof set, &set);
     }
   };
-  // stdin: the input through a pipe that a thread here fills and closes once the process
-  // has started (a file, even an unlinked one, would reach the disk where /tmp is not a
-  // tmpfs; the thread, because the input may be more than the pipe holds), else /dev/null.
-  // Both ends close on exec, so no other process the harness starts meanwhile holds the
-  // write end open (the reader would never see its end of file).
-  std::unique_ptr<std::FILE, int (*)(std::FILE*)> in(nullptr, std::fclose);
-  int feed = -1;  // the write end
-  if (input.empty()) {
-    in.reset(std::fopen("/dev/null", "rb"));
-  } else {
-    int ends[2];
-    if (::pipe2(ends, O_CLOEXEC) != 0) throw std::runtime_error("cannot create a pipe for a process's standard input");
-    in.reset(::fdopen(ends[0], "rb"));
-    if (in == nullptr) ::close(ends[0]);
-    feed = ends[1];
-    ::fcntl(feed, F_SETFL, ::fcntl(feed, F_GETFL) | O_NONBLOCK);  // the write end only: the process reads as usual
-  }
-  if (in == nullptr) {
-    if (feed >= 0) ::close(feed);
-    throw std::runtime_error("cannot open a process's standard input");
-  }
-  // stdout: a pipe read here with a deadline, never waiting on its end of file alone (a
-  // child that outlives the process may hold it open). Our ends close on exec.
-  int out_ends[2];
-  if (::pipe2(out_ends, O_CLOEXEC) != 0) {
-    if (feed >= 0) ::close(feed);
-    throw std::runtime_error("cannot create a pipe for a process's standard output");
-  }
-  std::unique_ptr<std::FILE, int (*)(std::FILE*)> out(::fdopen(out_ends[1], "wb"), std::fclose);
-  if (out == nullptr) {
-    ::close(out_ends[0]);
-    ::close(out_ends[1]);
-    if (feed >= 0) ::close(feed);
-    throw std::runtime_error("cannot open a process's standard output");
-  }
-  s.out = out_ends[0];
+  ChildInput in = OpenInput(!input.empty());
+  ChildOutput out = OpenOutput();
   try {
-    s.child = bp::child(bp::exe = program, bp::args = std::vector<std::string>(argv.begin() + 1, argv.end()), environment,
-                        bp::std_in<in.get(), bp::std_out> out.get(), bp::std_err > log.string(), bp::extend::on_exec_setup = setup);
+    s.child =
+        bp::child(bp::exe = program, bp::args = std::vector<std::string>(argv.begin() + 1, argv.end()), environment,
+                  bp::std_in<in.read.get(), bp::std_out> out.write.get(), bp::std_err > log.string(), bp::extend::on_exec_setup = setup);
   } catch (const bp::process_error& e) {
-    if (feed >= 0) ::close(feed);
-    ::close(s.out);
-    s.out = -1;
     throw InputError(fmt::format("cannot start {}: {}", program, e.what()));
   }
+  s.out = out.read.release();
   {
     std::lock_guard lock(g_groups_mutex);
     g_groups.insert(static_cast<pid_t>(s.child.id()));
   }
-  in.reset();   // the process holds the read end now: once it is gone, writing fails
-  out.reset();  // and the write end of its output: once every holder is gone, reading ends
-  if (feed >= 0) {
-    try {
-      s.writer = std::thread(FeedPipe, feed, input, std::cref(s.stop_writing));
-    } catch (const std::system_error&) {
-      ::close(feed);
-      throw;
-    }
+  in.read.reset();    // the process holds the read end now: once it is gone, writing fails
+  out.write.reset();  // and the write end of its output: once every holder is gone, reading ends
+  if (in.feed.get() >= 0) {
+    s.writer = std::thread(FeedPipe, in.feed.get(), input, std::cref(s.stop_writing));
+    in.feed.release();  // FeedPipe closes it
   }
-  s.reader = std::thread([&s] {
-    auto deliver = [&s](const std::string& line) {
-      { std::ofstream(s.log.string() + ".stdout", std::ios::app) << line << '\n'; }
-      std::lock_guard lock(s.mutex);
-      s.last_line = line;
-      s.lines.push_back(line);
-      s.ready.notify_all();
-    };
-    std::string pending;
-    char buffer[4096];
-    while (!s.stop_reading) {
-      pollfd p{.fd = s.out, .events = POLLIN, .revents = 0};
-      const int ready = ::poll(&p, 1, 100);
-      if (ready < 0 && errno != EINTR) break;
-      if (ready <= 0) continue;
-      const ssize_t n = ::read(s.out, buffer, sizeof buffer);
-      if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
-      if (n <= 0) break;  // end of file: every writer is gone
-      pending.append(buffer, static_cast<std::size_t>(n));
-      for (std::size_t end; (end = pending.find('\n')) != std::string::npos;) {
-        deliver(pending.substr(0, end));
-        pending.erase(0, end + 1);
-      }
-      if (pending.size() > (1u << 20)) {  // a line without end: taken as it is, bounded
-        deliver(pending);
-        pending.clear();
-      }
-    }
-    if (!pending.empty()) deliver(pending);
-    std::lock_guard lock(s.mutex);
-    s.closed = true;
-    s.ready.notify_all();
-  });
+  s.reader = std::thread([&s] { s.ReadOutput(); });
 }
 
 ManagedProcess::~ManagedProcess() { Terminate(std::chrono::milliseconds(2000)); }
