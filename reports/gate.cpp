@@ -41,10 +41,10 @@ std::string_view ToString(Verdict verdict) {
 
 int GateResult::ExitCode() const { return verdict == Verdict::kPass ? 0 : verdict == Verdict::kFail ? 1 : 2; }
 
-GateResult EvaluateGate(const CampaignRecord& r, const GateOptions& options) {
-  GateResult g;
-  g.store = r.store_path;
-  g.campaign = r.id;
+namespace {
+
+// The stored design with the command line's overrides, checked; the result's settings from it.
+store::GateDesign ResolveDesign(const CampaignRecord& r, const GateOptions& options, GateResult& g) {
   store::GateDesign design = r.gate;
   g.baseline = !options.baseline.empty() ? options.baseline : design.baseline;
   g.candidate = !options.candidate.empty() ? options.candidate : design.candidate;
@@ -74,78 +74,97 @@ GateResult EvaluateGate(const CampaignRecord& r, const GateOptions& options) {
   design.candidate = g.candidate;
   design.max_regression = g.max_regression;
   design.rule = g.rule;
+  return design;
+}
+
+// How many sessions per arm would decide an undecided family, at the spread seen so far.
+std::size_t SessionsNeededFor(const store::FamilyGate& d, double threshold) {
+  if (!d.interval || d.interval->standard_error <= 0) return 0;
+  const double n_a = static_cast<double>(d.n_baseline), n_b = static_cast<double>(d.n_candidate);
+  const double sd = d.interval->standard_error / std::sqrt(1 / n_a + 1 / n_b);
+  const double better = d.direction == store::Direction::kLowerIsBetter ? 1.0 / d.interval->ratio : d.interval->ratio;
+  try {
+    return stats::SessionsNeeded(sd, better / threshold - 1.0);
+  } catch (const stats::StatsError&) {
+    return 0;  // the ratio sits on the threshold: no number of sessions decides it
+  }
+}
+
+// The verdict and its reason, from the family's decision.
+void Explain(const store::FamilyGate& d, const GateResult& g, const store::GateDesign& design, GateFamily& f) {
+  const stats::FamilyDecision& x = *d.decision;
+  // The decision reads intervals the right way up (store::DecideGate): for a lower-is-better
+  // family, baseline / candidate; shown as candidate / baseline, its bound is 1 / T.
   const double threshold = 1.0 - g.max_regression;
+  const bool lower = d.direction == store::Direction::kLowerIsBetter;
+  const double bound = lower ? 1.0 / threshold : threshold;
+  const bool adjusted = x.fail_level < design.alpha - 1e-12 || x.pass_level < design.alpha - 1e-12;
+  const std::string at_look = g.sequential || f.planned_looks > 1
+                                  ? fmt::format(" at look {} of {} (information {:.2f})", f.look, f.planned_looks, f.fraction)
+                                  : std::string();
+  const std::string levels = adjusted ? fmt::format("; one-sided levels: pass {:.4f}, fail {:.4f}", x.pass_level, x.fail_level) : "";
+  switch (x.decision) {
+    case stats::Decision::kFail:
+      f.verdict = Verdict::kFail;
+      f.reason = fmt::format("a regression beyond {:.1f}% is shown{} (p {:.2g} < {:.4f}{})", 100 * g.max_regression, at_look, x.test.p_fail,
+                             x.fail_level, g.gated > 1 ? fmt::format(", Holm over {} families", g.gated) : "");
+      break;
+    case stats::Decision::kPass:
+      f.verdict = Verdict::kPass;
+      f.reason = g.rule == GateRule::kProven && x.test.p_pass >= x.pass_level
+                     ? fmt::format("no regression beyond {:.1f}% is proven (rule proven){}", 100 * g.max_regression, levels)
+                     : fmt::format("the interval lies {} {:.3f}{}{}", lower ? "below" : "above", bound, at_look, levels);
+      break;
+    case stats::Decision::kUndecided:
+      f.stopped_early = d.stopped_early;
+      f.reason = fmt::format("the interval reaches across {:.3f}{}{}", bound, at_look,
+                             d.stopped_early ? "; the layout stopped once its gated families were decided"
+                             : !d.final      ? "; the campaign has sessions still to run"
+                                             : "");
+      f.sessions_needed = SessionsNeededFor(d, threshold);
+      break;
+  }
+  // The interval the decision was taken on, when it is not the published 95% one.
+  if (x.decision != stats::Decision::kUndecided && (adjusted || f.planned_looks > 1)) {
+    const double level = x.decision == stats::Decision::kFail ? x.fail_level : x.pass_level;
+    const auto [lo, hi] = stats::IntervalAtLevel(d.intervals_at_looks[x.look], level);
+    f.decision_lo = lower ? 1.0 / hi : lo;
+    f.decision_hi = lower ? 1.0 / lo : hi;
+  }
+}
+
+GateFamily GateFamilyOf(const store::FamilyGate& d, const GateResult& g, const store::GateDesign& design) {
+  GateFamily f{d.layout, d.family, d.direction, {}, {}, {}, d.n_baseline, d.n_candidate, Verdict::kInconclusive, d.missing};
+  f.planned_looks = d.planned_looks;
+  if (d.interval) {
+    f.ratio = d.interval->ratio;
+    f.lo = d.interval->lo;
+    f.hi = d.interval->hi;
+    f.half_width = store::RelativeHalfWidth(d);
+  }
+  if (!d.decision) return f;
+  const stats::FamilyDecision& x = *d.decision;
+  f.look = static_cast<int>(x.look) + 1;
+  f.fraction = d.fractions[x.look];
+  f.pass_level = x.pass_level;
+  f.fail_level = x.fail_level;
+  f.fail_budget = x.fail_budget;
+  f.p_pass = x.test.p_pass;
+  f.p_fail = x.test.p_fail;
+  Explain(d, g, design, f);
+  return f;
+}
+
+}  // namespace
+
+GateResult EvaluateGate(const CampaignRecord& r, const GateOptions& options) {
+  GateResult g;
+  g.store = r.store_path;
+  g.campaign = r.id;
+  const store::GateDesign design = ResolveDesign(r, options, g);
   const std::vector<store::FamilyGate> decided = store::DecideGate(r, design);
   for (const store::FamilyGate& d : decided) g.gated += d.decision ? 1 : 0;
-  for (const store::FamilyGate& d : decided) {
-    GateFamily f{d.layout, d.family, d.direction, {}, {}, {}, d.n_baseline, d.n_candidate, Verdict::kInconclusive, d.missing};
-    // The decision reads intervals the right way up (store::DecideGate): for a lower-is-better
-    // family, baseline / candidate; shown as candidate / baseline, its bound is 1 / T.
-    const bool lower = d.direction == store::Direction::kLowerIsBetter;
-    const double bound = lower ? 1.0 / threshold : threshold;
-    const char* side = lower ? "below" : "above";
-    f.planned_looks = d.planned_looks;
-    if (d.interval) {
-      f.ratio = d.interval->ratio;
-      f.lo = d.interval->lo;
-      f.hi = d.interval->hi;
-      f.half_width = store::RelativeHalfWidth(d);
-    }
-    if (d.decision) {
-      const stats::FamilyDecision& x = *d.decision;
-      f.look = static_cast<int>(x.look) + 1;
-      f.fraction = d.fractions[x.look];
-      f.pass_level = x.pass_level;
-      f.fail_level = x.fail_level;
-      f.fail_budget = x.fail_budget;
-      f.p_pass = x.test.p_pass;
-      f.p_fail = x.test.p_fail;
-      const bool adjusted = x.fail_level < design.alpha - 1e-12 || x.pass_level < design.alpha - 1e-12;
-      const std::string at_look = g.sequential || f.planned_looks > 1
-                                      ? fmt::format(" at look {} of {} (information {:.2f})", f.look, f.planned_looks, f.fraction)
-                                      : std::string();
-      const std::string levels = adjusted ? fmt::format("; one-sided levels: pass {:.4f}, fail {:.4f}", x.pass_level, x.fail_level) : "";
-      switch (x.decision) {
-        case stats::Decision::kFail:
-          f.verdict = Verdict::kFail;
-          f.reason = fmt::format("a regression beyond {:.1f}% is shown{} (p {:.2g} < {:.4f}{})", 100 * g.max_regression, at_look,
-                                 x.test.p_fail, x.fail_level, g.gated > 1 ? fmt::format(", Holm over {} families", g.gated) : "");
-          break;
-        case stats::Decision::kPass:
-          f.verdict = Verdict::kPass;
-          f.reason = g.rule == GateRule::kProven && x.test.p_pass >= x.pass_level
-                         ? fmt::format("no regression beyond {:.1f}% is proven (rule proven){}", 100 * g.max_regression, levels)
-                         : fmt::format("the interval lies {} {:.3f}{}{}", side, bound, at_look, levels);
-          break;
-        case stats::Decision::kUndecided: {
-          f.stopped_early = d.stopped_early;
-          f.reason = fmt::format("the interval reaches across {:.3f}{}{}", bound, at_look,
-                                 d.stopped_early ? "; the layout stopped once its gated families were decided"
-                                 : !d.final      ? "; the campaign has sessions still to run"
-                                                 : "");
-          if (d.interval && d.interval->standard_error > 0) {
-            const double n_a = static_cast<double>(d.n_baseline), n_b = static_cast<double>(d.n_candidate);
-            const double sd = d.interval->standard_error / std::sqrt(1 / n_a + 1 / n_b);
-            try {
-              const double better = lower ? 1.0 / d.interval->ratio : d.interval->ratio;
-              f.sessions_needed = stats::SessionsNeeded(sd, better / threshold - 1.0);
-            } catch (const stats::StatsError&) {
-              f.sessions_needed = 0;  // the ratio sits on the threshold: no number of sessions decides it
-            }
-          }
-          break;
-        }
-      }
-      // The interval the decision was taken on, when it is not the published 95% one.
-      if (x.decision != stats::Decision::kUndecided && (adjusted || f.planned_looks > 1)) {
-        const double level = x.decision == stats::Decision::kFail ? x.fail_level : x.pass_level;
-        const auto [lo, hi] = stats::IntervalAtLevel(d.intervals_at_looks[x.look], level);
-        f.decision_lo = lower ? 1.0 / hi : lo;
-        f.decision_hi = lower ? 1.0 / lo : hi;
-      }
-    }
-    g.families.push_back(std::move(f));
-  }
+  for (const store::FamilyGate& d : decided) g.families.push_back(GateFamilyOf(d, g, design));
   if (g.families.empty()) g.quality_doubts.push_back("no family was measured for both arms");
   const PairQuality q = AssessPair(r, g.baseline, g.candidate);
   g.quality_failures = q.failures;

@@ -106,8 +106,18 @@ Quality AssessQuality(const CampaignRecord& r) {
   return q;
 }
 
-PairQuality AssessPair(const CampaignRecord& r, const std::string& baseline, const std::string& candidate) {
-  PairQuality out;
+namespace {
+
+// A measured sample of a completed session: what the pair's checks read.
+const SessionRecord* MeasuredSession(const CampaignRecord& r, const SampleRecord& x) {
+  const WorkloadRecord* w = r.Workload(x.run);
+  const SessionRecord* s = r.Session(x.session);
+  if (w == nullptr || s == nullptr || w->warmup || s->status != store::SessionStatus::kComplete) return nullptr;
+  return s;
+}
+
+// A failed session of the candidate fails the pair; one of the baseline, or one unfinished, is a doubt.
+void CheckSessions(const CampaignRecord& r, const std::string& baseline, const std::string& candidate, PairQuality& out) {
   for (const SessionRecord& s : r.sessions) {
     if (s.arm != baseline && s.arm != candidate) continue;
     const std::string who = fmt::format("session {} ({}, {})", s.order_index + 1, s.layout, s.arm);
@@ -118,14 +128,14 @@ PairQuality AssessPair(const CampaignRecord& r, const std::string& baseline, con
       out.doubts.push_back(fmt::format("{} never completed (status {}): resume the campaign", who, ToString(s.status)));
     }
   }
-  for (std::string& doubt : LopsidedHardware(AssessHardware(r), baseline, candidate)) out.doubts.push_back(std::move(doubt));
-  // Integrity: every measured candidate sample must be usable.
+}
+
+// Integrity: every measured candidate sample must be usable.
+void CheckIntegrity(const CampaignRecord& r, const std::string& candidate, PairQuality& out) {
   std::map<std::string, std::vector<std::int64_t>> invalid;  // failed integrity check → ids
   for (const SampleRecord& x : r.samples) {
-    const WorkloadRecord* w = r.Workload(x.run);
-    const SessionRecord* s = r.Session(x.session);
-    if (w == nullptr || s == nullptr || w->warmup || s->arm != candidate || s->status != store::SessionStatus::kComplete || x.valid)
-      continue;
+    const SessionRecord* s = MeasuredSession(r, x);
+    if (s == nullptr || s->arm != candidate || x.valid) continue;
     for (const char* check : {"stream_complete", "usage_consistent", "cache_bound"}) {
       if (x.checks.contains(check) && !x.checks.at(check)) invalid[check].push_back(x.id);
     }
@@ -134,10 +144,12 @@ PairQuality AssessPair(const CampaignRecord& r, const std::string& baseline, con
   for (const auto& [check, ids] : invalid) {
     out.failures.push_back(fmt::format("{} candidate sample{} failed {}: {}", ids.size(), ids.size() == 1 ? "" : "s", check, Ids(ids)));
   }
-  // Greedy output. Within each arm it must be deterministic (the same prompt, the same text
-  // in every session); across arms a difference is reported, and fails the gate only when
-  // the campaign requires identical output (another runtime may legitimately differ).
-  const bool require_identical = r.gate.require_identical_greedy;
+}
+
+// Greedy output. Within each arm it must be deterministic (the same prompt, the same text in
+// every session); across arms a difference is reported, and fails the gate only when the
+// campaign requires identical output (another runtime may legitimately differ).
+void CheckGreedyOutput(const CampaignRecord& r, const std::string& baseline, const std::string& candidate, PairQuality& out) {
   std::vector<const GreedyPrompt*> changed;
   std::size_t changed_samples = 0;
   std::map<std::string, int> inconsistent;  // arm → prompts it answered differently in different sessions
@@ -154,7 +166,7 @@ PairQuality AssessPair(const CampaignRecord& r, const std::string& baseline, con
       if (a != p.outputs.end() && a->second.size() > 1) ++inconsistent[arm];
     }
   }
-  if (!changed.empty() && require_identical) {
+  if (!changed.empty() && r.gate.require_identical_greedy) {
     std::vector<std::string> first;
     for (std::size_t i = 0; i < changed.size() && i < 5; ++i) {
       const GreedyPrompt& p = *changed[i];
@@ -171,13 +183,15 @@ PairQuality AssessPair(const CampaignRecord& r, const std::string& baseline, con
     out.doubts.push_back(fmt::format("the {}'s greedy output varies between its own sessions for {} prompt{} (not deterministic)",
                                      arm == baseline ? "baseline" : "candidate", count, count == 1 ? "" : "s"));
   }
-  // Content checks of greedy workloads: the candidate may not fail more often.
+}
+
+// Content checks of greedy workloads: the candidate may not fail more often.
+void CheckContent(const CampaignRecord& r, const std::string& baseline, const std::string& candidate, PairQuality& out) {
   std::map<std::string, std::pair<int, int>> content;  // check → (baseline failures, candidate failures)
   std::map<std::string, std::vector<std::int64_t>> candidate_failed;
   for (const SampleRecord& x : r.samples) {
-    const WorkloadRecord* w = r.Workload(x.run);
-    const SessionRecord* s = r.Session(x.session);
-    if (w == nullptr || s == nullptr || w->warmup || !Greedy(*w) || s->status != store::SessionStatus::kComplete || !x.valid) continue;
+    const SessionRecord* s = MeasuredSession(r, x);
+    if (s == nullptr || !Greedy(*r.Workload(x.run)) || !x.valid) continue;
     if ((s->arm != baseline && s->arm != candidate) || Truncated(x)) continue;  // a cut-short answer is not judged
     for (const auto& [check, ok] : x.checks) {
       if (!IsContentCheck(check) || ok) continue;
@@ -197,6 +211,17 @@ PairQuality AssessPair(const CampaignRecord& r, const std::string& baseline, con
                       base, Ids(candidate_failed[check])));
     }
   }
+}
+
+}  // namespace
+
+PairQuality AssessPair(const CampaignRecord& r, const std::string& baseline, const std::string& candidate) {
+  PairQuality out;
+  CheckSessions(r, baseline, candidate, out);
+  for (std::string& doubt : LopsidedHardware(AssessHardware(r), baseline, candidate)) out.doubts.push_back(std::move(doubt));
+  CheckIntegrity(r, candidate, out);
+  CheckGreedyOutput(r, baseline, candidate, out);
+  CheckContent(r, baseline, candidate, out);
   return out;
 }
 

@@ -91,12 +91,7 @@ void ChecksByArm(const CampaignRecord& r, const std::map<std::string, std::map<s
   }
 }
 
-}  // namespace
-
-void QualitySection(const CampaignRecord& r, MarkdownDoc& d) {
-  const Quality q = AssessQuality(r);
-  d.Line("## Quality");
-  d.Blank();
+void SessionLines(const CampaignRecord& r, const Quality& q, MarkdownDoc& d) {
   int complete = 0, skipped = 0;
   for (const SessionRecord& s : r.sessions) {
     complete += s.status == store::SessionStatus::kComplete ? 1 : 0;
@@ -116,7 +111,10 @@ void QualitySection(const CampaignRecord& r, MarkdownDoc& d) {
       d.Line("- session {} ({}, {}) completed on attempt {}", s->order_index + 1, s->layout, s->arm, s->attempts);
   }
   d.Blank();
-  // Per check and arm: failures of the samples the check ran on (measured workloads).
+}
+
+// Per check and arm: failures of the samples the check ran on (measured workloads).
+void FailedChecks(const CampaignRecord& r, const Quality& q, MarkdownDoc& d) {
   std::map<std::string, std::map<std::string, int>> ran;
   for (const SampleRecord& x : r.samples) {
     const WorkloadRecord* w = r.Workload(x.run);
@@ -140,17 +138,42 @@ void QualitySection(const CampaignRecord& r, MarkdownDoc& d) {
     });
   }
   d.Blank();
-  if (!q.truncated_checks.empty()) {
-    d.Line(
-        "Truncated: content checks that failed on answers which ended on their token budget (finish_reason length); the text was "
-        "cut short, so they are not judged. Raise the workload's max_tokens to judge them.");
-    d.Blank();
-    ChecksByArm(r, q.truncated_checks, d, [&](const std::string&, const std::string&, const std::vector<std::int64_t>& ids) {
-      return ids.empty() ? std::string("0") : fmt::format("{}: {}", ids.size(), d.Links(ids, 6));
-    });
-    d.Blank();
+}
+
+void TruncatedChecks(const CampaignRecord& r, const Quality& q, MarkdownDoc& d) {
+  if (q.truncated_checks.empty()) return;
+  d.Line(
+      "Truncated: content checks that failed on answers which ended on their token budget (finish_reason length); the text was "
+      "cut short, so they are not judged. Raise the workload's max_tokens to judge them.");
+  d.Blank();
+  ChecksByArm(r, q.truncated_checks, d, [&](const std::string&, const std::string&, const std::vector<std::int64_t>& ids) {
+    return ids.empty() ? std::string("0") : fmt::format("{}: {}", ids.size(), d.Links(ids, 6));
+  });
+  d.Blank();
+}
+
+// What an arm's settings do to its figures: an external server's carried state, a deliberate slowdown.
+void DiscloseArms(const CampaignRecord& r, std::vector<std::string>& disclosed) {
+  for (const ArmRecord& a : r.arms) {
+    if (a.kind == store::ArmKind::kExternal) {
+      disclosed.push_back(
+          fmt::format("arm {} is an external server: not relaunched, so its state (prefix cache, warm caches) carried "
+                      "across its sessions; each session used its own nonce markers",
+                      a.label));
+    }
+    for (const std::vector<std::string>* list : {&a.launch.options, &a.launch.worker_options}) {
+      const std::vector<std::string>& options = *list;
+      const auto it = std::find(options.begin(), options.end(), "--debug-slowdown");
+      if (it != options.end() && it + 1 != options.end()) {
+        disclosed.push_back(
+            fmt::format("arm {} ran with `--debug-slowdown {}`: decode deliberately slowed (a test aid)", a.label, *(it + 1)));
+      }
+    }
   }
-  ContentChecksByCase(r, d);
+}
+
+// What was left out of the figures, or flagged, and why.
+std::vector<std::string> Disclosures(const CampaignRecord& r, const Quality& q, MarkdownDoc& d) {
   std::vector<std::string> disclosed;
   if (q.failed_checks.contains("cache_bound")) {
     int n = 0;
@@ -183,22 +206,21 @@ void QualitySection(const CampaignRecord& r, MarkdownDoc& d) {
     }
     disclosed.push_back(fmt::format("sessions started while other work kept the CPUs busy: {}", fmt::join(which, ", ")));
   }
-  for (const ArmRecord& a : r.arms) {
-    if (a.kind == store::ArmKind::kExternal) {
-      disclosed.push_back(
-          fmt::format("arm {} is an external server: not relaunched, so its state (prefix cache, warm caches) carried "
-                      "across its sessions; each session used its own nonce markers",
-                      a.label));
-    }
-    for (const std::vector<std::string>* list : {&a.launch.options, &a.launch.worker_options}) {
-      const std::vector<std::string>& options = *list;
-      const auto it = std::find(options.begin(), options.end(), "--debug-slowdown");
-      if (it != options.end() && it + 1 != options.end()) {
-        disclosed.push_back(
-            fmt::format("arm {} ran with `--debug-slowdown {}`: decode deliberately slowed (a test aid)", a.label, *(it + 1)));
-      }
-    }
-  }
+  DiscloseArms(r, disclosed);
+  return disclosed;
+}
+
+}  // namespace
+
+void QualitySection(const CampaignRecord& r, MarkdownDoc& d) {
+  const Quality q = AssessQuality(r);
+  d.Line("## Quality");
+  d.Blank();
+  SessionLines(r, q, d);
+  FailedChecks(r, q, d);
+  TruncatedChecks(r, q, d);
+  ContentChecksByCase(r, d);
+  const std::vector<std::string> disclosed = Disclosures(r, q, d);
   if (!disclosed.empty()) {
     d.Line("Disclosed:");
     for (const std::string& line : disclosed) d.Line("- {}", line);

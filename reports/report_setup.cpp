@@ -217,9 +217,9 @@ void Host(const CampaignRecord& r, MarkdownDoc& d) {
   d.Blank();
 }
 
-void Protocol(const CampaignRecord& r, MarkdownDoc& d) {
-  d.Line("## Protocol");
-  d.Blank();
+namespace {
+
+void LayoutTable(const CampaignRecord& r, MarkdownDoc& d) {
   d.Line("{}", Header({"layout", "workers", "experts", "local expert layers", "coordinator ranks", "wire", "partials",
                        "threads (coordinator / worker)", "CPU pinning"},
                       9));
@@ -232,7 +232,10 @@ void Protocol(const CampaignRecord& r, MarkdownDoc& d) {
                 fmt::format("{} / {}", threads > 0 ? std::to_string(threads) : "all", l.worker_threads), pin.empty() ? "none" : pin}));
   }
   d.Blank();
-  // A figure measured over an emulated link must say so next to the layout.
+}
+
+// A figure measured over an emulated link must say so next to the layout.
+void EmulatedLinks(const CampaignRecord& r, MarkdownDoc& d) {
   bool emulated = false;
   for (const LayoutRecord& l : r.layouts) {
     const int rtt = l.emulated_rtt_us;
@@ -244,7 +247,10 @@ void Protocol(const CampaignRecord& r, MarkdownDoc& d) {
     emulated = true;
   }
   if (emulated) d.Blank();
-  // Where each layout's processes ran, when not all on the harness's machine.
+}
+
+// Where each layout's processes ran, when not all on the harness's machine.
+void Placement(const CampaignRecord& r, MarkdownDoc& d) {
   bool placed = false;
   for (const LayoutRecord& l : r.layouts) {
     const std::vector<std::string>& workers = l.worker_hosts;
@@ -258,7 +264,32 @@ void Protocol(const CampaignRecord& r, MarkdownDoc& d) {
     placed = true;
   }
   if (placed) d.Blank();
-  // The order, as letters of the arms' positions.
+}
+
+// Sequential: the session count is the most a layout may run; say where each stopped.
+void SequentialStops(const CampaignRecord& r, MarkdownDoc& d) {
+  d.Blank();
+  d.Line(
+      "Sequential: the gate looked after every block of {} sessions and a layout stopped once its gated families were decided{} "
+      "(O'Brien–Fleming alpha spending; docs/statistics.md).",
+      r.gate.block,
+      r.gate.precision > 0 ? fmt::format(" and their 95% intervals lay within ±{:.1f}% of the ratio", 100 * r.gate.precision) : "");
+  std::map<std::string, std::pair<int, int>> ran_skipped;
+  for (const SessionRecord& s : r.sessions) {
+    if (s.status == store::SessionStatus::kSkipped) {
+      ++ran_skipped[s.layout].second;
+    } else {
+      ++ran_skipped[s.layout].first;
+    }
+  }
+  for (const auto& [layout, counts] : ran_skipped) {
+    d.Line("- {}: {} sessions run{}", layout, counts.first,
+           counts.second > 0 ? fmt::format(", then decided ({} not needed)", counts.second) : ", the most it plans");
+  }
+}
+
+// The order, as letters of the arms' positions.
+void SessionOrder(const CampaignRecord& r, MarkdownDoc& d) {
   std::map<std::string, std::string> orders;
   std::map<std::string, int> per_layout;
   for (const SessionRecord& s : r.sessions) {
@@ -280,28 +311,11 @@ void Protocol(const CampaignRecord& r, MarkdownDoc& d) {
   if (distinct.size() > 1) {
     for (const auto& [layout, o] : orders) d.Line("- {}: {}", layout, o);
   }
-  if (r.gate.sequential) {
-    // Sequential: the count above is the most a layout may run; say where each stopped.
-    d.Blank();
-    d.Line(
-        "Sequential: the gate looked after every block of {} sessions and a layout stopped once its gated families were decided{} "
-        "(O'Brien–Fleming alpha spending; docs/statistics.md).",
-        r.gate.block,
-        r.gate.precision > 0 ? fmt::format(" and their 95% intervals lay within ±{:.1f}% of the ratio", 100 * r.gate.precision) : "");
-    std::map<std::string, std::pair<int, int>> ran_skipped;
-    for (const SessionRecord& s : r.sessions) {
-      if (s.status == store::SessionStatus::kSkipped) {
-        ++ran_skipped[s.layout].second;
-      } else {
-        ++ran_skipped[s.layout].first;
-      }
-    }
-    for (const auto& [layout, counts] : ran_skipped) {
-      d.Line("- {}: {} sessions run{}", layout, counts.first,
-             counts.second > 0 ? fmt::format(", then decided ({} not needed)", counts.second) : ", the most it plans");
-    }
-  }
+  if (r.gate.sequential) SequentialStops(r, d);
   d.Blank();
+}
+
+void WorkloadList(const CampaignRecord& r, MarkdownDoc& d) {
   const std::vector<const WorkloadRecord*> plan = WorkloadPlan(r);
   bool any_warmup = false;
   for (const WorkloadRecord* w : plan) any_warmup = any_warmup || w->warmup;
@@ -319,6 +333,18 @@ void Protocol(const CampaignRecord& r, MarkdownDoc& d) {
     if (!w->warmup) d.Line("- {}", store::DescribeWorkload(w->name, w->kind, w->settings));
   }
   d.Blank();
+}
+
+}  // namespace
+
+void Protocol(const CampaignRecord& r, MarkdownDoc& d) {
+  d.Line("## Protocol");
+  d.Blank();
+  LayoutTable(r, d);
+  EmulatedLinks(r, d);
+  Placement(r, d);
+  SessionOrder(r, d);
+  WorkloadList(r, d);
 }
 
 }  // namespace tandem::reports::sections

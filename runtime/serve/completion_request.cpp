@@ -188,6 +188,111 @@ json ParseBounded(std::string_view text) {
   }
 }
 
+// messages: a non-empty list of {role, content}; "developer" is OpenAI's newer name for system.
+void ReadMessages(const json& body, CompletionRequest& r) {
+  const json* messages = Find(body, "messages");
+  if (messages == nullptr || !messages->is_array() || messages->empty()) {
+    throw ApiError::BadRequest("'messages' must be a non-empty list", "messages");
+  }
+  for (std::size_t i = 0; i < messages->size(); ++i) {
+    const json& m = (*messages)[i];
+    const std::string at = fmt::format("messages[{}]", i);
+    if (!m.is_object()) throw ApiError::BadRequest(fmt::format("'{}' must be an object", at), at);
+    const json* role = Find(m, "role");
+    if (role == nullptr || !role->is_string()) throw ApiError::BadRequest(fmt::format("'{}.role' must be a string", at), at + ".role");
+    const std::string name = role->get<std::string>();
+    if (name != "system" && name != "user" && name != "assistant" && name != "developer") {
+      throw ApiError::BadRequest(fmt::format("'{}.role' '{}' is not system, user or assistant", at, name), at + ".role");
+    }
+    const json* content = Find(m, "content");
+    if (content == nullptr) throw ApiError::BadRequest(fmt::format("'{}.content' is missing", at), at + ".content");
+    r.messages.push_back({name == "developer" ? "system" : name, Content(*content, at + ".content")});
+  }
+}
+
+// prompt: a string, a list of one string, or a list of token ids.
+void ReadPrompt(const json& body, int vocab_size, CompletionRequest& r) {
+  const json* prompt = Find(body, "prompt");
+  if (prompt == nullptr) throw ApiError::BadRequest("'prompt' is missing", "prompt");
+  if (prompt->is_string()) {
+    r.prompt_text = prompt->get<std::string>();
+  } else if (prompt->is_array() && prompt->size() == 1 && (*prompt)[0].is_string()) {
+    r.prompt_text = (*prompt)[0].get<std::string>();
+  } else if (prompt->is_array() && !prompt->empty()) {
+    r.prompt_is_tokens = true;
+    for (std::size_t i = 0; i < prompt->size(); ++i) {
+      const json& t = (*prompt)[i];
+      if (!t.is_number_integer() || t.get<std::int64_t>() < 0 || t.get<std::int64_t>() >= vocab_size) {
+        throw ApiError::BadRequest(fmt::format("'prompt[{}]' must be a token id in [0, {})", i, vocab_size), "prompt");
+      }
+      r.prompt_tokens.push_back(static_cast<TokenId>(t.get<std::int64_t>()));
+    }
+  } else {
+    throw ApiError::BadRequest("'prompt' must be a string or a non-empty list of token ids", "prompt");
+  }
+}
+
+// The sampler's settings; without a seed, a random one (and the request is not `seeded`).
+void ReadSampling(const json& body, CompletionRequest& r) {
+  r.sampling.temperature = static_cast<float>(Number(body, "temperature", 1.0, 0.0, 2.0));
+  r.sampling.top_p = static_cast<float>(Number(body, "top_p", 1.0, 1e-9, 1.0));
+  r.sampling.top_k = static_cast<int>(Integer(body, "top_k", 0, 0, 1 << 30));
+  r.sampling.min_p = static_cast<float>(Number(body, "min_p", 0.0, 0.0, 1.0));
+  if (const json* seed = Find(body, "seed")) {
+    if (!seed->is_number_integer()) throw ApiError::BadRequest("'seed' must be an integer", "seed");
+    r.sampling.seed = seed->is_number_unsigned() ? seed->get<std::uint64_t>() : static_cast<std::uint64_t>(seed->get<std::int64_t>());
+    r.seeded = true;
+  } else {
+    r.sampling.seed = std::random_device{}() * 0x100000000ull + std::random_device{}();
+  }
+}
+
+// stop: a string or a list of up to 4 non-empty strings.
+std::vector<std::string> StopStrings(const json& body) {
+  std::vector<std::string> out;
+  const json* stop = Find(body, "stop");
+  if (stop == nullptr) return out;
+  if (stop->is_string()) {
+    out.push_back(stop->get<std::string>());
+  } else if (stop->is_array() && stop->size() <= 4) {
+    for (const json& s : *stop) {
+      if (!s.is_string()) throw ApiError::BadRequest("'stop' must be a string or a list of up to 4 strings", "stop");
+      out.push_back(s.get<std::string>());
+    }
+  } else {
+    throw ApiError::BadRequest("'stop' must be a string or a list of up to 4 strings", "stop");
+  }
+  for (const std::string& s : out) {
+    if (s.empty()) throw ApiError::BadRequest("'stop' strings must not be empty", "stop");
+  }
+  return out;
+}
+
+void ReadRequest(const json& body, Endpoint endpoint, int vocab_size, CompletionRequest& r) {
+  Unsupported(body);
+  if (const json* model = Find(body, "model")) {
+    if (!model->is_string()) throw ApiError::BadRequest("'model' must be a string", "model");
+    r.model = model->get<std::string>();
+  }
+  if (endpoint == Endpoint::kChatCompletions) {
+    ReadMessages(body, r);
+  } else {
+    ReadPrompt(body, vocab_size, r);
+  }
+  const std::int64_t max_completion = Integer(body, "max_completion_tokens", 0, 1, 1 << 30);
+  r.max_tokens = static_cast<int>(Integer(body, "max_tokens", max_completion, 1, 1 << 30));
+  ReadSampling(body, r);
+  r.stop = StopStrings(body);
+  r.stream = Bool(body, "stream", false);
+  r.ignore_eos = Bool(body, "ignore_eos", false);
+  r.grammar = ResponseFormat(body);
+  r.thinking = Thinking(body);
+  if (const json* options = Find(body, "stream_options")) {
+    if (!options->is_object()) throw ApiError::BadRequest("'stream_options' must be an object", "stream_options");
+    r.include_usage = Bool(*options, "include_usage", false);
+  }
+}
+
 }  // namespace
 
 CompletionRequest ParseCompletionRequest(std::string_view text, Endpoint endpoint, int vocab_size) {
@@ -197,91 +302,10 @@ CompletionRequest ParseCompletionRequest(std::string_view text, Endpoint endpoin
   }
   const json body = ParseBounded(text);
   if (!body.is_object()) throw ApiError(400, "the body must be a JSON object", "invalid_request_error", "invalid_json");
-
   CompletionRequest r;
   r.endpoint = endpoint;
   try {
-    Unsupported(body);
-    if (const json* model = Find(body, "model")) {
-      if (!model->is_string()) throw ApiError::BadRequest("'model' must be a string", "model");
-      r.model = model->get<std::string>();
-    }
-    if (endpoint == Endpoint::kChatCompletions) {
-      const json* messages = Find(body, "messages");
-      if (messages == nullptr || !messages->is_array() || messages->empty()) {
-        throw ApiError::BadRequest("'messages' must be a non-empty list", "messages");
-      }
-      for (std::size_t i = 0; i < messages->size(); ++i) {
-        const json& m = (*messages)[i];
-        const std::string at = fmt::format("messages[{}]", i);
-        if (!m.is_object()) throw ApiError::BadRequest(fmt::format("'{}' must be an object", at), at);
-        const json* role = Find(m, "role");
-        if (role == nullptr || !role->is_string()) throw ApiError::BadRequest(fmt::format("'{}.role' must be a string", at), at + ".role");
-        const std::string name = role->get<std::string>();
-        if (name != "system" && name != "user" && name != "assistant" && name != "developer") {
-          throw ApiError::BadRequest(fmt::format("'{}.role' '{}' is not system, user or assistant", at, name), at + ".role");
-        }
-        const json* content = Find(m, "content");
-        if (content == nullptr) throw ApiError::BadRequest(fmt::format("'{}.content' is missing", at), at + ".content");
-        r.messages.push_back({name == "developer" ? "system" : name, Content(*content, at + ".content")});
-      }
-    } else {
-      const json* prompt = Find(body, "prompt");
-      if (prompt == nullptr) throw ApiError::BadRequest("'prompt' is missing", "prompt");
-      if (prompt->is_string()) {
-        r.prompt_text = prompt->get<std::string>();
-      } else if (prompt->is_array() && prompt->size() == 1 && (*prompt)[0].is_string()) {
-        r.prompt_text = (*prompt)[0].get<std::string>();
-      } else if (prompt->is_array() && !prompt->empty()) {
-        r.prompt_is_tokens = true;
-        for (std::size_t i = 0; i < prompt->size(); ++i) {
-          const json& t = (*prompt)[i];
-          if (!t.is_number_integer() || t.get<std::int64_t>() < 0 || t.get<std::int64_t>() >= vocab_size) {
-            throw ApiError::BadRequest(fmt::format("'prompt[{}]' must be a token id in [0, {})", i, vocab_size), "prompt");
-          }
-          r.prompt_tokens.push_back(static_cast<TokenId>(t.get<std::int64_t>()));
-        }
-      } else {
-        throw ApiError::BadRequest("'prompt' must be a string or a non-empty list of token ids", "prompt");
-      }
-    }
-
-    const std::int64_t max_completion = Integer(body, "max_completion_tokens", 0, 1, 1 << 30);
-    r.max_tokens = static_cast<int>(Integer(body, "max_tokens", max_completion, 1, 1 << 30));
-    r.sampling.temperature = static_cast<float>(Number(body, "temperature", 1.0, 0.0, 2.0));
-    r.sampling.top_p = static_cast<float>(Number(body, "top_p", 1.0, 1e-9, 1.0));
-    r.sampling.top_k = static_cast<int>(Integer(body, "top_k", 0, 0, 1 << 30));
-    r.sampling.min_p = static_cast<float>(Number(body, "min_p", 0.0, 0.0, 1.0));
-    if (const json* seed = Find(body, "seed")) {
-      if (!seed->is_number_integer()) throw ApiError::BadRequest("'seed' must be an integer", "seed");
-      r.sampling.seed = seed->is_number_unsigned() ? seed->get<std::uint64_t>() : static_cast<std::uint64_t>(seed->get<std::int64_t>());
-      r.seeded = true;
-    } else {
-      r.sampling.seed = std::random_device{}() * 0x100000000ull + std::random_device{}();
-    }
-    if (const json* stop = Find(body, "stop")) {
-      if (stop->is_string()) {
-        r.stop.push_back(stop->get<std::string>());
-      } else if (stop->is_array() && stop->size() <= 4) {
-        for (const json& s : *stop) {
-          if (!s.is_string()) throw ApiError::BadRequest("'stop' must be a string or a list of up to 4 strings", "stop");
-          r.stop.push_back(s.get<std::string>());
-        }
-      } else {
-        throw ApiError::BadRequest("'stop' must be a string or a list of up to 4 strings", "stop");
-      }
-      for (const std::string& s : r.stop) {
-        if (s.empty()) throw ApiError::BadRequest("'stop' strings must not be empty", "stop");
-      }
-    }
-    r.stream = Bool(body, "stream", false);
-    r.ignore_eos = Bool(body, "ignore_eos", false);
-    r.grammar = ResponseFormat(body);
-    r.thinking = Thinking(body);
-    if (const json* options = Find(body, "stream_options")) {
-      if (!options->is_object()) throw ApiError::BadRequest("'stream_options' must be an object", "stream_options");
-      r.include_usage = Bool(*options, "include_usage", false);
-    }
+    ReadRequest(body, endpoint, vocab_size, r);
   } catch (const json::exception& e) {
     throw ApiError(400, fmt::format("malformed request: {}", e.what()), "invalid_request_error", "invalid_value");
   }
