@@ -68,16 +68,21 @@ std::string Header(const std::filesystem::path& svg, int width, int height, cons
       width, height, Quote(svg.string()), Quote(title));
 }
 
-// Session scores / baseline geometric mean, every family of one layout.
-std::string ScoresScript(const CampaignRecord& r, const std::string& layout, const std::filesystem::path& svg) {
+// Session scores / baseline geometric mean, every decode family (or every latency family,
+// on a log axis: lower is better) of one layout.
+std::string ScoresScript(const CampaignRecord& r, const std::string& layout, const std::filesystem::path& svg, bool latency) {
   std::vector<const FamilyScores*> families;
   for (const FamilyScores& f : r.families) {
+    if (store::IsLatency(f.metric) != latency) continue;
     if (f.layout == layout && f.by_arm.contains(r.arms[0].label) && f.by_arm.at(r.arms[0].label).size() >= 1) families.push_back(&f);
   }
   if (families.empty()) return "";
   const int width = std::max(900, 40 * static_cast<int>(families.size()) + 300);
-  std::string s = Header(svg, width, 620, fmt::format("{}: session scores relative to the baseline's geometric mean ({})", r.name, layout));
+  std::string s = Header(svg, width, 620,
+                         fmt::format("{}: {}session scores relative to the baseline's geometric mean ({}){}", r.name,
+                                     latency ? "latency " : "", layout, latency ? ", lower is better" : ""));
   s += "set ylabel 'session score / baseline geometric mean'\nset xtics rotate by -50 font ',9'\nset bmargin 14\n";
+  if (latency) s += "set logscale y 2\n";
   const double right = static_cast<double>(families.size()) + 0.7;
   s += fmt::format("set xrange [0.3:{}]\nset arrow from 0.3,1 to {},1 nohead lc rgb '#888888' dt 2\n", right, right);
   std::string tics;
@@ -180,10 +185,11 @@ PlotSet DrawPlots(const CampaignRecord& r, const std::filesystem::path& dir, con
   }
   std::vector<std::string> problems;
   for (const LayoutRecord& l : r.layouts) {
-    for (const auto& [prefix, title] :
-         {std::pair<std::string, std::string>{"scores", "session scores"}, {"scaling", "concurrency scaling"}}) {
+    for (const auto& [prefix, title] : {std::pair<std::string, std::string>{"scores", "session scores"},
+                                        {"scaling", "concurrency scaling"},
+                                        {"latency", "latency session scores"}}) {
       const std::filesystem::path svg = dir / FileName(prefix, l.name);
-      const std::string script = prefix == "scores" ? ScoresScript(r, l.name, svg) : ScalingScript(r, l.name, svg);
+      const std::string script = prefix == "scaling" ? ScalingScript(r, l.name, svg) : ScoresScript(r, l.name, svg, prefix == "latency");
       if (script.empty()) continue;
       std::filesystem::path gp = svg;
       gp.replace_extension(".gp");

@@ -98,6 +98,9 @@ struct WorkloadSettings {
   int repeats = 1, children = 2, max_tokens = 0;  // max_tokens 0: each case's own budget
   double temperature = 0, top_p = 1;
   std::int64_t seed = 0, nonce_seed = 0;
+  // The latency families scored for it (p50, p90, p99 of each); none in a store written
+  // before latency families were scored.
+  std::vector<FamilyMetric> latency;
 };
 
 // The draft policy's lifetime round-time prediction sums, from the server's /v1/stats.

@@ -7,17 +7,37 @@
 
 namespace tandem::store {
 
+bool IsLatency(FamilyMetric metric) {
+  return metric == FamilyMetric::kTtft || metric == FamilyMetric::kItl || metric == FamilyMetric::kTpot || metric == FamilyMetric::kE2e;
+}
+
+std::string_view LatencyName(FamilyMetric metric) {
+  switch (metric) {
+    case FamilyMetric::kTtft:
+      return "TTFT";
+    case FamilyMetric::kItl:
+      return "ITL";
+    case FamilyMetric::kTpot:
+      return "TPOT";
+    case FamilyMetric::kE2e:
+      return "E2E";
+    default:
+      return "";
+  }
+}
+
 std::string_view ToString(Direction direction) { return direction == Direction::kLowerIsBetter ? "lower" : "higher"; }
 
 bool FamilyId::Matches(const FamilyId& family) const {
   return workload == family.workload && metric == family.metric && case_id == family.case_id && level == family.level &&
-         context == family.context && (!greedy || !family.greedy || *greedy == *family.greedy);
+         context == family.context && percentile == family.percentile && (!greedy || !family.greedy || *greedy == *family.greedy);
 }
 
 std::string FamilyId::Describe() const {
   std::vector<std::string> parts = {fmt::format("workload: {}", workload), fmt::format("metric: {}", ToString(metric))};
   if (!case_id.empty()) parts.push_back(fmt::format("case: {}", case_id));
-  if (metric == FamilyMetric::kAggregate) parts.push_back(fmt::format("level: {}", level));
+  if (metric == FamilyMetric::kAggregate || (IsLatency(metric) && level != 1)) parts.push_back(fmt::format("level: {}", level));
+  if (IsLatency(metric)) parts.push_back(fmt::format("percentile: {}", percentile));
   if (metric == FamilyMetric::kRetained) parts.push_back(fmt::format("context: {}", context));
   if (greedy) parts.push_back(fmt::format("sampling: {}", *greedy ? "greedy" : "sampled"));
   return fmt::format("{{{}}}", fmt::join(parts, ", "));

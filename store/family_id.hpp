@@ -17,7 +17,18 @@ enum class FamilyMetric {
   // Pooled families, as the reference report publishes them: one session score over many.
   kPooledCases,   // battery: geometric mean of the weighted cases' per-case medians
   kPooledLevels,  // concurrency / mixed: geometric mean of the levels above 1 (their medians)
+  // Latency (lower is better): a percentile over one session's requests of a battery, or of
+  // one level of a concurrency or mixed workload.
+  kTtft,  // time to first output: t_first_output − t_start
+  kItl,   // inter-token latency: the gaps between streamed text deltas, pooled over the requests
+  kTpot,  // time per output token after the first: (t_finish − t_first_output) / (tokens − 1)
+  kE2e,   // end to end: t_finish − t_start
 };
+
+// The latency metrics; each family of one is a percentile (FamilyId::percentile).
+bool IsLatency(FamilyMetric metric);
+// As the reports name a latency metric: "TTFT", "ITL", "TPOT", "E2E".
+std::string_view LatencyName(FamilyMetric metric);
 
 // Rates are better higher; times (startup, latency) lower. The comparison's ratio is
 // always candidate / baseline of the measured value; the gate and the reports read it
@@ -28,8 +39,9 @@ struct FamilyId {
   std::string workload;
   FamilyMetric metric = FamilyMetric::kWeighted;
   std::string case_id;  // kCase, kAggregate, kPooledLevels ("mixed" for mixed traffic)
-  int level = 1;        // kAggregate: requests at once
+  int level = 1;        // kAggregate, and latency of a concurrency or mixed workload: requests at once
   int context = 0;      // kRetained: tokens of retained context
+  int percentile = 0;   // latency metrics: 50, 90 or 99
   // The workload's sampling; absent in a selector (`gate.families`): either.
   std::optional<bool> greedy;
 

@@ -71,8 +71,14 @@ static FamilyGate GateOf(const FamilyScores& f, const LayoutSessions& sessions, 
   g.stopped_early = sessions.skipped;
   if (g.n_baseline < 2 || g.n_candidate < 2) {
     const auto count = [](std::size_t n) { return fmt::format("{} session{}", n, n == 1 ? "" : "s"); };
+    const std::string& arm = g.n_baseline < 2 ? design.baseline : design.candidate;
     g.missing = g.n_baseline < 2 ? fmt::format("baseline: {} (needs 2)", count(g.n_baseline))
                                  : fmt::format("candidate: {} (needs 2)", count(g.n_candidate));
+    if (const auto it = f.not_estimable_by_arm.find(arm); it != f.not_estimable_by_arm.end()) {
+      g.missing =
+          fmt::format("not estimable: {} of the {}'s sessions had fewer than {} requests behind a p{} (or a tail of zero)", it->second,
+                      arm == design.baseline ? "baseline" : "candidate", LatencyMinimumRequests(f.percentile), f.percentile);
+    }
     return g;
   }
   try {
@@ -127,8 +133,10 @@ std::vector<FamilyGate> DecideGate(const CampaignRecord& r, const GateDesign& de
   std::vector<stats::FamilyLooks> looks;
   std::vector<std::size_t> decided;  // gates[decided[i]] ↔ looks[i]
   for (const FamilyScores& f : r.families) {
-    if (!design.families.empty() && !selected(f)) continue;
-    if (!f.by_arm.contains(design.baseline) && !f.by_arm.contains(design.candidate)) continue;
+    // With no families named, every decode rate is gated; latency only where named.
+    if (design.families.empty() ? IsLatency(f.metric) : !selected(f)) continue;
+    const auto measured = [&](const std::string& arm) { return f.by_arm.contains(arm) || f.not_estimable_by_arm.contains(arm); };
+    if (!measured(design.baseline) && !measured(design.candidate)) continue;
     stats::FamilyLooks fl;
     FamilyGate g = GateOf(f, layouts.at(f.layout), design, fl);
     if (!fl.fractions.empty()) {

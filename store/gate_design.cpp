@@ -57,14 +57,16 @@ FamilySelector ReadSelector(const json& f, const std::string& where) {
       id.level = number();
     } else if (key == "context") {
       id.context = number();
+    } else if (key == "percentile") {
+      id.percentile = number();
     } else if (key == "sampling") {
       const std::string word = text();
       if (word != "greedy" && word != "sampled")
         throw InputError(fmt::format("{}: sampling '{}' is neither greedy nor sampled", where, word));
       id.greedy = word == "greedy";
     } else {
-      throw InputError(
-          fmt::format("{}: unknown key '{}' in a family's id (known: workload, metric, case, level, context, sampling)", where, key));
+      throw InputError(fmt::format(
+          "{}: unknown key '{}' in a family's id (known: workload, metric, case, level, context, percentile, sampling)", where, key));
     }
   }
   if (id.workload.empty() || !f.contains("metric"))
@@ -77,6 +79,7 @@ json SelectorJson(const FamilyId& id) {
   if (!id.case_id.empty()) j["case"] = id.case_id;
   if (id.level != 1) j["level"] = id.level;
   if (id.context != 0) j["context"] = id.context;
+  if (id.percentile != 0) j["percentile"] = id.percentile;
   if (id.greedy) j["sampling"] = *id.greedy ? "greedy" : "sampled";
   return j;
 }

@@ -25,7 +25,7 @@ struct GateDesign {
   };
 
   std::string baseline, candidate;       // arm labels; empty: the campaign's first and second arm
-  std::vector<FamilySelector> families;  // gated; empty: every family both arms measured
+  std::vector<FamilySelector> families;  // gated; empty: every decode-rate family both arms measured (latency only when named)
   double max_regression = 0.03;          // the candidate may be this much slower (T = 1 − it)
   Rule rule = Rule::kNoninferior;        // kProven: fail only on a proven regression
   bool require_identical_greedy = false;

@@ -166,6 +166,11 @@ WorkloadSettings ReadWorkloadSettings(const json& s, const std::string& where) {
   w.top_p = Field(s, "top_p", 1.0, where);
   w.seed = Field<std::int64_t>(s, "seed", 0, where);
   w.nonce_seed = Field<std::int64_t>(s, "nonce_seed", 0, where);
+  for (const std::string& word : Words(s, "latency", where)) {
+    const FamilyMetric metric = ParseFamilyMetric(word, where + ": latency");
+    if (!IsLatency(metric)) throw InputError(fmt::format("{}: latency: '{}' is not a latency metric (ttft, itl, tpot, e2e)", where, word));
+    w.latency.push_back(metric);
+  }
   return w;
 }
 

@@ -19,22 +19,57 @@ namespace tandem::store {
 
 namespace {
 
+// A JSON list of numbers or of words, as the harness stored it; anything else reads as none
+// (the stored record's reader, not this one, reports a malformed column).
+std::vector<double> NumberList(const std::string& text) {
+  std::vector<double> out;
+  const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+  if (!j.is_array()) return out;
+  for (const nlohmann::json& x : j) {
+    if (x.is_number()) out.push_back(x.get<double>());
+  }
+  return out;
+}
+
+std::vector<FamilyMetric> LatencyList(const std::string& text, const std::string& where) {
+  std::vector<FamilyMetric> out;
+  const nlohmann::json j = nlohmann::json::parse(text.empty() ? "[]" : text, nullptr, false);
+  if (!j.is_array()) return out;
+  for (const nlohmann::json& x : j) {
+    if (x.is_string()) out.push_back(ParseFamilyMetric(x.get<std::string>(), where));
+  }
+  return out;
+}
+
 std::vector<ScoredSample> LoadSamples(const Store& store, std::int64_t campaign) {
+  // A store from before inter-token gaps were recorded has none.
+  const std::string gaps = store.HasColumn("sample", "gaps_json") ? "x.gaps_json" : "'[]'";
   Statement s(store.handle(),
               "SELECT se.id, l.name, a.label, w.name, w.kind, x.case_id, x.role, x.repeat, x.level, x.batch, x.slot, x.context, "
               "x.weight, x.completion_tokens, x.t_first_output, x.t_finish, x.valid, l.position, "
-              "coalesce(json_extract(w.spec_json, '$.greedy'), 1), x.t_start, w.id "
-              "FROM sample x JOIN workload_run w ON w.id = x.workload_run_id JOIN session se ON se.id = x.session_id "
-              "JOIN layout l ON l.id = se.layout_id JOIN arm a ON a.id = se.arm_id "
-              "WHERE se.campaign_id = ? AND se.status = 'complete' AND w.warmup = 0 ORDER BY se.order_index, x.id");
+              "coalesce(json_extract(w.spec_json, '$.greedy'), 1), x.t_start, w.id, " +
+                  gaps +
+                  ", coalesce(json_extract(w.spec_json, '$.latency'), '[]') "
+                  "FROM sample x JOIN workload_run w ON w.id = x.workload_run_id JOIN session se ON se.id = x.session_id "
+                  "JOIN layout l ON l.id = se.layout_id JOIN arm a ON a.id = se.arm_id "
+                  "WHERE se.campaign_id = ? AND se.status = 'complete' AND w.warmup = 0 ORDER BY se.order_index, x.id");
   s.Bind(1, campaign);
   std::vector<ScoredSample> rows;
+  std::map<std::int64_t, std::vector<FamilyMetric>> latency_of_run;
   while (s.Step()) {
+    const std::int64_t run = s.Int(20);
+    const std::string where = fmt::format("{}: workload_run {}", store.file().string(), run);
     rows.push_back({s.Int(0), static_cast<int>(s.Int(17)), s.Int(18) != 0, s.Text(1), s.Text(2), s.Text(3),
-                    ParseWorkloadKind(s.Text(4), fmt::format("{}: workload_run {}: kind", store.file().string(), s.Int(20))), s.Text(5),
-                    s.Text(6), static_cast<int>(s.Int(7)), static_cast<int>(s.Int(8)), static_cast<int>(s.Int(9)),
-                    static_cast<int>(s.Int(10)), static_cast<int>(s.Int(11)), s.Double(12), static_cast<int>(s.Int(13)), s.Double(14),
-                    s.Double(15), s.Int(16) != 0 && ImplausibleTimes(s.Double(19), s.Double(14), s.Double(15)).empty()});
+                    ParseWorkloadKind(s.Text(4), where + ": kind"), s.Text(5), s.Text(6), static_cast<int>(s.Int(7)),
+                    static_cast<int>(s.Int(8)), static_cast<int>(s.Int(9)), static_cast<int>(s.Int(10)), static_cast<int>(s.Int(11)),
+                    s.Double(12), static_cast<int>(s.Int(13)), s.Double(14), s.Double(15),
+                    s.Int(16) != 0 && ImplausibleTimes(s.Double(19), s.Double(14), s.Double(15)).empty()});
+    ScoredSample& x = rows.back();
+    x.t_start = s.Double(19);
+    auto [latency, fresh] = latency_of_run.try_emplace(run);
+    if (fresh) latency->second = LatencyList(s.Text(22), where + ": spec_json: latency");
+    x.latency = latency->second;
+    if (!x.latency.empty()) x.gaps = NumberList(s.Text(21));
   }
   return rows;
 }
@@ -58,6 +93,11 @@ std::tuple<int, int, int, int> SortKey(const FamilyScores& f, int first_seen, in
       return {f.greedy ? 0 : 1, 0, first_seen, 1};
     case FamilyMetric::kPooledLevels:
       return {3, series_seen, 1 << 30, 0};  // after the series' own levels
+    case FamilyMetric::kTtft:
+    case FamilyMetric::kItl:
+    case FamilyMetric::kTpot:
+    case FamilyMetric::kE2e:  // per workload and level: TTFT, ITL, TPOT, E2E, each p50, p90, p99
+      return {5, series_seen, f.level, 1000 * static_cast<int>(f.metric) + f.percentile};
   }
   return {5, first_seen, 0, 0};
 }
@@ -65,7 +105,13 @@ std::tuple<int, int, int, int> SortKey(const FamilyScores& f, int first_seen, in
 }  // namespace
 
 FamilyId FamilyScores::Id() const {
-  return {.workload = workload, .metric = metric, .case_id = case_id, .level = level, .context = context, .greedy = greedy};
+  return {.workload = workload,
+          .metric = metric,
+          .case_id = case_id,
+          .level = level,
+          .context = context,
+          .percentile = percentile,
+          .greedy = greedy};
 }
 
 std::optional<double> DecodeRateOf(const ScoredSample& r) {
@@ -118,7 +164,12 @@ struct FamilyTable {
     for (auto& [key, f] : families) {
       for (const auto& [session, arm_values] : scores[key]) {  // session ids ascend with run order
         const auto& [arm, values] = arm_values;
-        f.by_arm[arm].push_back(stats::Median(values));
+        const double score = values.empty() ? 0 : f.percentile > 0 ? stats::Percentile(values, f.percentile) : stats::Median(values);
+        if (f.percentile > 0 && !(score > 0)) {  // too few requests, or a tail of zero gaps: no log score
+          ++f.not_estimable_by_arm[arm];
+          continue;
+        }
+        f.by_arm[arm].push_back(score);
         f.sessions_by_arm[arm].push_back(session);
         f.values_by_arm[arm].push_back(values);
       }
@@ -153,8 +204,9 @@ std::vector<FamilyScores> ComputeSessionScores(const Store& store, std::int64_t 
   for (const auto& key : run_order) {
     const std::vector<const ScoredSample*>& run = runs[key];
     const ScoredSample& first = *run.front();
-    ScorerFor(first.kind)(run,
-                          [&](FamilyScores family, std::vector<double> values) { table.Put(first, std::move(family), std::move(values)); });
+    const FamilySink put = [&](FamilyScores family, std::vector<double> values) { table.Put(first, std::move(family), std::move(values)); };
+    ScorerFor(first.kind)(run, put);
+    if (!first.latency.empty()) ScoreLatency(run, put);
   }
   return table.InReportOrder();
 }

@@ -21,6 +21,8 @@ class Store;
 //   "<workload>: retained <n>"      kRetained
 //   "<workload>: W per content case"  kPooledCases (≥ 2 weighted cases)
 //   "<workload>: W <case> C<a>–C<b>"  kPooledLevels (≥ 2 levels above 1; case "mixed")
+//   "<workload>: TTFT p99"          kTtft, kItl, kTpot, kE2e of a battery (lower is better)
+//   "<workload>: TTFT p99 C4"       the same of one level of a concurrency or mixed workload
 struct FamilyScores {
   std::string layout;
   std::string family;
@@ -28,15 +30,19 @@ struct FamilyScores {
   WorkloadKind kind = WorkloadKind::kBattery;
   bool greedy = true;  // the workload decodes greedily
   FamilyMetric metric = FamilyMetric::kWeighted;
-  std::string case_id;                                               // kCase, kAggregate
-  int level = 1;                                                     // kAggregate: concurrency
-  int context = 0;                                                   // kRetained: prefix size
+  std::string case_id;  // kCase, kAggregate
+  int level = 1;        // kAggregate: concurrency
+  int context = 0;      // kRetained: prefix size
+  int percentile = 0;   // latency metrics: the session's score is this percentile of its values, not their median
   std::map<std::string, std::vector<double>> by_arm;                 // arm label → scores, in run order
   std::map<std::string, std::vector<std::int64_t>> sessions_by_arm;  // the sessions they came from
   // What each score is the median of (repeats' weighted decodes, request rates, batch
   // aggregates), aligned with by_arm: values_by_arm[arm][i] gave by_arm[arm][i].
   std::map<std::string, std::vector<std::vector<double>>> values_by_arm;
   Direction direction = Direction::kHigherIsBetter;  // every decode family: a rate
+  // Latency: sessions of each arm with too few requests for the percentile (LatencyMinimumRequests);
+  // they have no score. A family may have no score at all: then this says why.
+  std::map<std::string, int> not_estimable_by_arm;
 
   FamilyId Id() const;
 };
@@ -46,6 +52,10 @@ struct FamilyScores {
 // their higher levels (code C2..C16, topic C2..C16, mixed C2..C16), then retained
 // context; layouts in campaign order within each family.
 std::vector<FamilyScores> ComputeSessionScores(const Store& store, std::int64_t campaign);
+
+// The fewest requests a session needs behind a latency percentile: a p99 of fewer than 20
+// is one request's time, not a tail (p90: 10; p50: 1).
+int LatencyMinimumRequests(int percentile);
 
 // Greedy output agreement, as the reference report states it.
 struct GreedyAgreementCounts {

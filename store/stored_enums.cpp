@@ -38,13 +38,17 @@ constexpr std::array<std::pair<ArmKind, std::string_view>, 6> kArmKinds = {{
     {ArmKind::kMixed, "mixed"},
 }};
 
-constexpr std::array<std::pair<FamilyMetric, std::string_view>, 6> kFamilyMetrics = {{
+constexpr std::array<std::pair<FamilyMetric, std::string_view>, 10> kFamilyMetrics = {{
     {FamilyMetric::kWeighted, "weighted"},
     {FamilyMetric::kCase, "case"},
     {FamilyMetric::kAggregate, "aggregate"},
     {FamilyMetric::kRetained, "retained"},
     {FamilyMetric::kPooledCases, "pooled_cases"},
     {FamilyMetric::kPooledLevels, "pooled_levels"},
+    {FamilyMetric::kTtft, "ttft"},
+    {FamilyMetric::kItl, "itl"},
+    {FamilyMetric::kTpot, "tpot"},
+    {FamilyMetric::kE2e, "e2e"},
 }};
 
 template <class Enum, std::size_t N>

@@ -32,6 +32,11 @@ std::string DescribeWorkload(const std::string& name, WorkloadKind kind, const W
   }
   parts.push_back(s.max_tokens > 0 ? fmt::format("at most {} tokens", s.max_tokens) : "each case's own token budget");
   parts.push_back(fmt::format("nonce seed {}", s.nonce_seed));
+  if (!s.latency.empty()) {
+    std::vector<std::string> words;
+    for (const FamilyMetric m : s.latency) words.emplace_back(LatencyName(m));
+    parts.push_back(fmt::format("latency families: p50, p90, p99 of {}", fmt::join(words, ", ")));
+  }
   return fmt::format("`{}` ({}): {}", name, ToString(kind), fmt::join(parts, "; "));
 }
 

@@ -27,6 +27,9 @@ struct ScoredSample {
   int completion_tokens;
   double t_first_output, t_finish;
   bool valid;  // as stored, and with times a request can have (ImplausibleTimes)
+  double t_start = 0;
+  std::vector<double> gaps;           // between streamed text deltas, seconds
+  std::vector<FamilyMetric> latency;  // the workload's latency families
 };
 
 // The decode rate of one request; none for an invalid sample or fewer than 2 tokens.
@@ -40,6 +43,9 @@ using WorkloadScorer = void (*)(const std::vector<const ScoredSample*>& run, con
 void ScoreBattery(const std::vector<const ScoredSample*>& run, const FamilySink& put);
 void ScoreConcurrency(const std::vector<const ScoredSample*>& run, const FamilySink& put);  // and mixed traffic
 void ScoreRetainedContext(const std::vector<const ScoredSample*>& run, const FamilySink& put);
+// The latency families of a battery, concurrency or mixed run (besides its kind's scorer);
+// an empty `values` puts a session in which a percentile is not estimable.
+void ScoreLatency(const std::vector<const ScoredSample*>& run, const FamilySink& put);
 
 WorkloadScorer ScorerFor(WorkloadKind kind);
 

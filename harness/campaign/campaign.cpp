@@ -287,9 +287,31 @@ SamplingSpec ParseSampling(const At& at) {
   return s;
 }
 
+// `latency: [ttft, itl, tpot, e2e]` (the default for a measured battery, concurrency or mixed
+// workload); `latency: []` scores none.
+std::vector<store::FamilyMetric> ParseLatency(const Map& m, const WorkloadSpec& w) {
+  const bool timed = w.kind != WorkloadKind::kRetainedContext;
+  if (!m.Has("latency")) {
+    if (!timed || w.warmup) return {};
+    return {store::FamilyMetric::kTtft, store::FamilyMetric::kItl, store::FamilyMetric::kTpot, store::FamilyMetric::kE2e};
+  }
+  const At list = m.Get("latency");
+  if (!timed) throw list.Error("is not used by a retained_context workload");
+  if (w.warmup) throw list.Error("is not used by a warmup workload (warmup is never scored)");
+  if (!list.node().IsSequence()) throw list.Error("must be a list of ttft, itl, tpot, e2e (or [] for none)");
+  std::vector<store::FamilyMetric> out;
+  for (std::size_t i = 0; i < list.node().size(); ++i) {
+    const At item = list.Item(list.node()[i], i);
+    const store::FamilyMetric metric = store::ParseFamilyMetric(OneOf(item, {"ttft", "itl", "tpot", "e2e"}), item.path());
+    if (std::find(out.begin(), out.end(), metric) != out.end()) throw item.Error("is listed twice");
+    out.push_back(metric);
+  }
+  return out;
+}
+
 WorkloadSpec ParseWorkload(const At& at, bool warmup, std::size_t index) {
-  const Map m(at,
-              {"name", "kind", "cases", "repeats", "nonce_seed", "sampling", "levels", "contexts", "children", "max_tokens", "counting"});
+  const Map m(at, {"name", "kind", "cases", "repeats", "nonce_seed", "sampling", "levels", "contexts", "children", "max_tokens", "counting",
+                   "latency"});
   WorkloadSpec w;
   w.warmup = warmup;
   const std::string kind = OneOf(m.Get("kind"), {"battery", "concurrency", "mixed", "retained_context"});
@@ -320,6 +342,7 @@ WorkloadSpec ParseWorkload(const At& at, bool warmup, std::size_t index) {
   } else if (m.Has("contexts") || m.Has("children")) {
     throw(m.Has("contexts") ? m.Get("contexts") : m.Get("children")).Error(fmt::format("is not used by a {} workload", kind));
   }
+  w.latency = ParseLatency(m, w);
   return w;
 }
 
@@ -456,14 +479,21 @@ std::vector<store::FamilySelector> GatedFamilies(const At& list) {
       out.push_back({node[i].Scalar(), std::nullopt});
       continue;
     }
-    const Map m(item, {"workload", "metric", "case", "level", "context", "sampling"});
+    const Map m(item, {"workload", "metric", "case", "level", "context", "percentile", "sampling"});
     store::FamilyId id;
     id.workload = m.Get("workload").String();
-    id.metric = store::ParseFamilyMetric(
-        OneOf(m.Get("metric"), {"weighted", "case", "aggregate", "retained", "pooled_cases", "pooled_levels"}), m.at().path());
+    id.metric = store::ParseFamilyMetric(OneOf(m.Get("metric"), {"weighted", "case", "aggregate", "retained", "pooled_cases",
+                                                                 "pooled_levels", "ttft", "itl", "tpot", "e2e"}),
+                                         m.at().path());
     id.case_id = m.String("case", "");
     id.level = m.Number("level", 1, 1, 1 << 20);
     id.context = m.Number("context", 0, 0, 1 << 30);
+    if (store::IsLatency(id.metric)) {
+      if (!m.Has("percentile")) throw item.Error(fmt::format("a {} family needs 'percentile' (50, 90 or 99)", ToString(id.metric)));
+      id.percentile = std::stoi(OneOf(m.Get("percentile"), {"50", "90", "99"}));
+    } else if (m.Has("percentile")) {
+      throw m.Get("percentile").Error("is only for a latency family (metric ttft, itl, tpot or e2e)");
+    }
     if (m.Has("sampling")) id.greedy = OneOf(m.Get("sampling"), {"greedy", "sampled"}) == "greedy";
     out.push_back({"", id});
   }

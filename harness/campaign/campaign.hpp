@@ -107,6 +107,9 @@ struct WorkloadSpec {
   int children = 2;           // retained_context: follow-ups per parent
   int max_tokens = 0;         // 0: each case's own
   bool counting = true;       // battery: also send the counting diagnostic
+  // battery, concurrency, mixed: the latency families scored (p50, p90, p99 of each); every
+  // one unless `latency:` lists fewer; none for warmup.
+  std::vector<store::FamilyMetric> latency;
 };
 
 struct SessionSpec {

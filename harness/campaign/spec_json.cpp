@@ -6,6 +6,16 @@ namespace tandem::harness {
 
 using nlohmann::json;
 
+namespace {
+
+json LatencyWords(const std::vector<store::FamilyMetric>& metrics) {
+  json words = json::array();
+  for (const store::FamilyMetric m : metrics) words.push_back(std::string(ToString(m)));
+  return words;
+}
+
+}  // namespace
+
 json WorkloadSpecJson(const WorkloadSpec& w) {
   return {{"name", w.name},
           {"kind", std::string(ToString(w.kind))},
@@ -21,7 +31,8 @@ json WorkloadSpecJson(const WorkloadSpec& w) {
           {"contexts", w.contexts},
           {"children", w.children},
           {"max_tokens", w.max_tokens},
-          {"counting", w.counting}};
+          {"counting", w.counting},
+          {"latency", LatencyWords(w.latency)}};
 }
 
 json LayoutSpecJson(const LayoutSpec& l) {

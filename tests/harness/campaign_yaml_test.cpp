@@ -116,6 +116,39 @@ TEST(CampaignYaml, GatedFamiliesAreLabelsOrIds) {
             std::string::npos);
 }
 
+// A measured battery scores every latency family unless `latency:` lists fewer; the stored
+// spec says which, and the dry run says so; a latency family is gated by its id with a percentile.
+TEST(CampaignYaml, LatencyFamiliesAreEveryOneUnlessListed) {
+  using store::FamilyMetric;
+  const Campaign every = ParseCampaign(Valid(), kFile);
+  EXPECT_EQ(every.workloads[0].latency,
+            (std::vector<FamilyMetric>{FamilyMetric::kTtft, FamilyMetric::kItl, FamilyMetric::kTpot, FamilyMetric::kE2e}));
+  const nlohmann::json spec = WorkloadSpecJson(every.workloads[0]);
+  EXPECT_EQ(spec["latency"], nlohmann::json({"ttft", "itl", "tpot", "e2e"}));
+  const std::string said = store::DescribeWorkload("w", store::WorkloadKind::kBattery, store::ReadWorkloadSettings(spec, "w"));
+  EXPECT_NE(said.find("latency families: p50, p90, p99 of TTFT, ITL, TPOT, E2E"), std::string::npos) << said;
+  const Campaign two = ParseCampaign(ReplaceLine(Valid(), 16, "    cases: [hello, code]\n    latency: [ttft, e2e]"), kFile);
+  EXPECT_EQ(two.workloads[0].latency, (std::vector<FamilyMetric>{FamilyMetric::kTtft, FamilyMetric::kE2e}));
+  EXPECT_TRUE(ParseCampaign(ReplaceLine(Valid(), 16, "    latency: []"), kFile).workloads[0].latency.empty());
+  EXPECT_NE(
+      ErrorOf(ReplaceLine(Valid(), 16, "    latency: [ttft, ttfb]")).find("test.yaml:16:21: workloads[0].latency[1]: 'ttfb' is not one of"),
+      std::string::npos)
+      << ErrorOf(ReplaceLine(Valid(), 16, "    latency: [ttft, ttfb]"));
+  EXPECT_NE(ErrorOf(ReplaceLine(Valid(), 16, "    latency: [ttft, ttft]")).find("workloads[0].latency[1]: is listed twice"),
+            std::string::npos)
+      << ErrorOf(ReplaceLine(Valid(), 16, "    latency: [ttft, ttft]"));
+  const Campaign gated = ParseCampaign(Valid() + "gate:\n  families: [{workload: w, metric: ttft, percentile: 99}]\n", kFile);
+  ASSERT_TRUE(gated.gate.families[0].id);
+  EXPECT_EQ(*gated.gate.families[0].id, (store::FamilyId{.workload = "w", .metric = FamilyMetric::kTtft, .percentile = 99}));
+  EXPECT_NE(ErrorOf(Valid() + "gate:\n  families: [{workload: w, metric: ttft}]\n").find("a ttft family needs 'percentile' (50, 90 or 99)"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf(Valid() + "gate:\n  families: [{workload: w, metric: ttft, percentile: 95}]\n").find("'95' is not one of 50, 90, 99"),
+            std::string::npos)
+      << ErrorOf(Valid() + "gate:\n  families: [{workload: w, metric: ttft, percentile: 95}]\n");
+  EXPECT_NE(ErrorOf(Valid() + "gate:\n  families: [{workload: w, metric: case, percentile: 99}]\n").find("is only for a latency family"),
+            std::string::npos);
+}
+
 // A trained preset is a committed checkpoint: no seed, found through TANDEM_MODELS_DIR
 // (or the source tree), and a clear error naming where it looked when it is not there.
 TEST(CampaignYaml, TheTrainedPresetIsFoundOrNamedWhereItWasLookedFor) {

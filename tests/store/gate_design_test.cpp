@@ -52,14 +52,18 @@ TEST(GateDesign, AFamilyNamedByItsIdRoundTripsAsVersion2) {
   EXPECT_NE(d.ToJson().find(R"({"case":"code","level":4,"metric":"aggregate","sampling":"greedy","workload":"code-sweep"})"),
             std::string::npos)
       << d.ToJson();
+  GateDesign latency;
+  latency.families = {{"", FamilyId{.workload = "battery", .metric = FamilyMetric::kTtft, .percentile = 99}}};
+  EXPECT_EQ(GateDesign::FromJson(latency.ToJson(), "here"), latency);
+  EXPECT_NE(latency.ToJson().find(R"({"metric":"ttft","percentile":99,"workload":"battery"})"), std::string::npos) << latency.ToJson();
   EXPECT_EQ(Refusal(R"({"families":[{"workload":"w","metric":"speed"}]})"),
             "x.db: campaign 1: gate_json: families: metric 'speed' is not one this Tandem knows (weighted, case, aggregate, retained, "
-            "pooled_cases, pooled_levels); a newer Tandem wrote it?");
+            "pooled_cases, pooled_levels, ttft, itl, tpot, e2e); a newer Tandem wrote it?");
   EXPECT_EQ(Refusal(R"({"families":[{"workload":"w"}]})"),
             R"(x.db: campaign 1: gate_json: families: a family's id {"workload":"w"} needs workload and metric)");
   EXPECT_EQ(Refusal(R"({"families":[{"workload":"w","metric":"case","colour":"red"}]})"),
             "x.db: campaign 1: gate_json: families: unknown key 'colour' in a family's id (known: workload, metric, case, level, "
-            "context, sampling)");
+            "context, percentile, sampling)");
   EXPECT_EQ(Refusal(R"({"version":3})"),
             "x.db: campaign 1: gate_json: gate design version 3; this Tandem reads up to 2 (a newer Tandem wrote it?)");
 }
