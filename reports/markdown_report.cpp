@@ -15,6 +15,8 @@ std::string RenderReport(const store::CampaignRecord& r, const ReportOptions& op
   sections::GreedyAgreement(r, d);
   sections::Headline(r, d);
   sections::ContentTypes(r, d);
+  sections::Startup(r, d);
+  sections::Memory(r, d);
   sections::Latency(r, d);
   sections::DraftAcceptance(r, d);
   sections::PredictionError(r, d);

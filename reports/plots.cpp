@@ -73,7 +73,7 @@ std::string Header(const std::filesystem::path& svg, int width, int height, cons
 std::string ScoresScript(const CampaignRecord& r, const std::string& layout, const std::filesystem::path& svg, bool latency) {
   std::vector<const FamilyScores*> families;
   for (const FamilyScores& f : r.families) {
-    if (store::IsLatency(f.metric) != latency) continue;
+    if (latency ? !store::IsLatency(f.metric) : !store::IsDecodeRate(f.metric)) continue;
     if (f.layout == layout && f.by_arm.contains(r.arms[0].label) && f.by_arm.at(r.arms[0].label).size() >= 1) families.push_back(&f);
   }
   if (families.empty()) return "";

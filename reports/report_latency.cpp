@@ -10,8 +10,6 @@
 
 #include "reports/report_sections.hpp"
 #include "stats/descriptive.hpp"
-#include "stats/log_ratio.hpp"
-#include "stats/stats_error.hpp"
 
 namespace tandem::reports::sections {
 
@@ -27,63 +25,6 @@ std::string Quantiles(const std::vector<double>& seconds) {
   if (seconds.empty()) return "—";
   return fmt::format("{:.1f} / {:.1f} / {:.1f}", 1e3 * stats::Median(seconds), 1e3 * stats::Percentile(seconds, 90),
                      1e3 * stats::Percentile(seconds, 99));
-}
-
-// One latency family in one layout: the ratio and its interval (bold, and which way, when it
-// excludes 1), or why there is none.
-std::string AbCell(const store::FamilyScores& f, const std::string& baseline, const std::string& candidate) {
-  const auto a = f.by_arm.find(baseline), b = f.by_arm.find(candidate);
-  const std::size_t n_a = a == f.by_arm.end() ? 0 : a->second.size(), n_b = b == f.by_arm.end() ? 0 : b->second.size();
-  if (n_a < 2 || n_b < 2) {
-    const bool unestimable = f.not_estimable_by_arm.contains(n_a < 2 ? baseline : candidate);
-    return unestimable ? fmt::format("not estimable (p{} needs ≥ {} requests a session) n={}/{}", f.percentile,
-                                     store::LatencyMinimumRequests(f.percentile), n_a, n_b)
-                       : fmt::format("{} n={}/{}", kNone, n_a, n_b);
-  }
-  try {
-    const stats::RatioInterval i = stats::WelchLogRatio(a->second, b->second);
-    const std::string cell = fmt::format("{:.3f} ({:.3f}–{:.3f})", i.ratio, i.lo, i.hi);
-    const std::string n = fmt::format(" n={}/{}", n_a, n_b);
-    return i.excludes_one() ? fmt::format("**{}** {}{}", cell, i.ratio < 1 ? "better" : "worse", n) : cell + n;
-  } catch (const stats::StatsError& e) {
-    return Cell(e.what());
-  }
-}
-
-// Latency families, candidate against the first arm, one column per layout.
-void LatencyAbTables(const CampaignRecord& r, MarkdownDoc& d) {
-  std::vector<std::string> rows;
-  std::map<std::string, std::map<std::string, const store::FamilyScores*>> by_label;  // label → layout → family
-  for (const store::FamilyScores& f : r.families) {
-    if (!store::IsLatency(f.metric)) continue;
-    if (!by_label.contains(f.family)) rows.push_back(f.family);
-    by_label[f.family][f.layout] = &f;
-  }
-  if (rows.empty() || r.arms.size() < 2) return;
-  const std::string& baseline = r.arms[0].label;
-  for (std::size_t k = 1; k < r.arms.size(); ++k) {
-    const std::string& candidate = r.arms[k].label;
-    d.Line("### A/B: {} vs {}, latency families (lower is better; a ratio below 1 is a gain)", candidate, baseline);
-    d.Blank();
-    d.Line(
-        "Each cell: the ratio of geometric means of session scores ({} / {}) with its Welch 95% interval on the log scores; **bold** "
-        "when the interval excludes 1, with whether that is better or worse. A session's score is a percentile of its own "
-        "requests (docs/statistics.md, \"Latency families\"); a p90 needs 10 requests in the session, a p99 20.",
-        candidate, baseline);
-    d.Blank();
-    std::vector<std::string> head = {"family"};
-    for (const store::LayoutRecord& l : r.layouts) head.push_back(l.name);
-    d.Line("{}", Header(head));
-    for (const std::string& label : rows) {
-      std::vector<std::string> row = {Cell(label)};
-      for (const store::LayoutRecord& l : r.layouts) {
-        const auto it = by_label[label].find(l.name);
-        row.push_back(it == by_label[label].end() ? std::string(kNone) : AbCell(*it->second, baseline, candidate));
-      }
-      d.Line("{}", Row(row));
-    }
-    d.Blank();
-  }
 }
 
 }  // namespace
@@ -115,7 +56,10 @@ void Latency(const CampaignRecord& r, MarkdownDoc& d) {
       "session; median / p90 / p99 in ms. Both are timed on the harness's side, so they include the HTTP client; at concurrency "
       "C, requests share the server.");
   d.Blank();
-  LatencyAbTables(r, d);
+  LowerIsBetterAbTables(
+      r, d, [](const store::FamilyScores& f) { return store::IsLatency(f.metric); }, "latency families",
+      "A session's score is a percentile of its own requests (docs/statistics.md, \"Latency families\"); a p90 "
+      "needs 10 requests in the session, a p99 20.");
   for (const auto& [title, data] : {std::pair{"TTFT", &ttft}, std::pair{"ITL", &itl}}) {
     d.Line("### {} (ms, median / p90 / p99)", title);
     d.Blank();

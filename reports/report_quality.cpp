@@ -241,7 +241,7 @@ void NoiseAndPower(const CampaignRecord& r, MarkdownDoc& d) {
   head.push_back("sessions for 2%");
   d.Line("{}", Header(head, 2));
   for (const FamilyNoise& n : AssessNoise(r.families, 0.02)) {
-    if (store::IsLatency(n.family->metric)) continue;  // the decode families' noise; latency tails are their own
+    if (!store::IsDecodeRate(n.family->metric)) continue;  // the decode families' noise; the others have their own sections
     std::vector<std::string> row = {Cell(n.family->family), n.family->layout};
     for (const ArmRecord& a : r.arms) {
       const auto it = n.log_sd.find(a.label);

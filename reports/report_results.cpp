@@ -58,8 +58,8 @@ void AbTables(const CampaignRecord& r, MarkdownDoc& d) {
   for (std::size_t k = 1; k < r.arms.size(); ++k) {
     const std::string& candidate = r.arms[k].label;
     std::vector<FamilyComparison> cmp = CompareArms(r.families, baseline, candidate);
-    // Latency families have their own table in the Latency section.
-    std::erase_if(cmp, [](const FamilyComparison& c) { return store::IsLatency(c.scores->metric); });
+    // Latency, startup and memory families have their own tables in their sections.
+    std::erase_if(cmp, [](const FamilyComparison& c) { return !store::IsDecodeRate(c.scores->metric); });
     if (cmp.empty()) continue;
     // The common n, stated once; other cells state theirs.
     std::map<std::pair<std::size_t, std::size_t>, int> ns;

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,13 @@ void Headline(const store::CampaignRecord& r, MarkdownDoc& d);
 void ContentTypes(const store::CampaignRecord& r, MarkdownDoc& d);
 // TTFT and inter-token latency per case (report_latency.cpp).
 void Latency(const store::CampaignRecord& r, MarkdownDoc& d);
+// Each launch's phases, and memory once ready (report_startup.cpp).
+void Startup(const store::CampaignRecord& r, MarkdownDoc& d);
+void Memory(const store::CampaignRecord& r, MarkdownDoc& d);
+// For each arm after the first: a "### A/B: … , WHAT (lower is better; …)" table of the
+// families `pick` selects, a row per label and a column per layout, then `note` (report_lower_is_better.cpp).
+void LowerIsBetterAbTables(const store::CampaignRecord& r, MarkdownDoc& d, const std::function<bool(const store::FamilyScores&)>& pick,
+                           const std::string& what, const std::string& note);
 void DraftAcceptance(const store::CampaignRecord& r, MarkdownDoc& d);
 // The draft policy's round-time prediction error per workload (report_prediction.cpp).
 void PredictionError(const store::CampaignRecord& r, MarkdownDoc& d);

@@ -7,6 +7,8 @@
 
 namespace tandem::store {
 
+bool IsDecodeRate(FamilyMetric metric) { return !IsLatency(metric) && metric != FamilyMetric::kStartup && metric != FamilyMetric::kMemory; }
+
 bool IsLatency(FamilyMetric metric) {
   return metric == FamilyMetric::kTtft || metric == FamilyMetric::kItl || metric == FamilyMetric::kTpot || metric == FamilyMetric::kE2e;
 }

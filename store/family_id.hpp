@@ -23,7 +23,14 @@ enum class FamilyMetric {
   kItl,   // inter-token latency: the gaps between streamed text deltas, pooled over the requests
   kTpot,  // time per output token after the first: (t_finish − t_first_output) / (tokens − 1)
   kE2e,   // end to end: t_finish − t_start
+  // A session's launch (lower is better; one value a session, its first launches per arm discarded).
+  kStartup,  // seconds from the launch's start to a phase (case: workers_listening, coordinator_listening, ready, first_output)
+  kMemory,   // once ready (case: coordinator_rss, workers_rss in bytes; gpu:HOST:INDEX in MiB)
 };
+
+// The decode rates (higher is better), which a gate without `families` decides; the others
+// (latency, startup, memory) are times and sizes, gated where named.
+bool IsDecodeRate(FamilyMetric metric);
 
 // The latency metrics; each family of one is a percentile (FamilyId::percentile).
 bool IsLatency(FamilyMetric metric);

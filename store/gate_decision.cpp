@@ -133,8 +133,8 @@ std::vector<FamilyGate> DecideGate(const CampaignRecord& r, const GateDesign& de
   std::vector<stats::FamilyLooks> looks;
   std::vector<std::size_t> decided;  // gates[decided[i]] ↔ looks[i]
   for (const FamilyScores& f : r.families) {
-    // With no families named, every decode rate is gated; latency only where named.
-    if (design.families.empty() ? IsLatency(f.metric) : !selected(f)) continue;
+    // With no families named, every decode rate is gated; latency, startup and memory only where named.
+    if (design.families.empty() ? !IsDecodeRate(f.metric) : !selected(f)) continue;
     const auto measured = [&](const std::string& arm) { return f.by_arm.contains(arm) || f.not_estimable_by_arm.contains(arm); };
     if (!measured(design.baseline) && !measured(design.candidate)) continue;
     stats::FamilyLooks fl;

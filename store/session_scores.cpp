@@ -74,6 +74,28 @@ std::vector<ScoredSample> LoadSamples(const Store& store, std::int64_t campaign)
   return rows;
 }
 
+// Where a session ran: what a family of the session itself (startup, memory) is filed under.
+struct SessionOrigin {
+  std::int64_t session;
+  int layout_position;
+  std::string layout, arm;
+};
+
+// The launch records of the campaign's complete sessions, with where each session ran.
+std::vector<std::pair<SessionOrigin, SessionStartup>> LoadStartups(const Store& store, std::int64_t campaign) {
+  std::vector<std::pair<SessionOrigin, SessionStartup>> out;
+  if (!store.HasColumn("session", "startup_json")) return out;  // a store from before launches were timed
+  Statement s(store.handle(),
+              "SELECT se.id, l.position, l.name, a.label, se.startup_json FROM session se JOIN layout l ON l.id = se.layout_id "
+              "JOIN arm a ON a.id = se.arm_id WHERE se.campaign_id = ? AND se.status = 'complete' ORDER BY se.order_index");
+  s.Bind(1, campaign);
+  while (s.Step()) {
+    out.emplace_back(SessionOrigin{s.Int(0), static_cast<int>(s.Int(1)), s.Text(2), s.Text(3)},
+                     SessionStartup::FromJson(s.Text(4), fmt::format("{}: session {}: startup_json", store.file().string(), s.Int(0))));
+  }
+  return out;
+}
+
 // Where a family sits in the report: batteries (greedy, then sampled; weighted before
 // cases), then every concurrency/mixed family at C1, then the higher levels grouped by
 // case, then retained context. Ties keep first-seen order.
@@ -98,6 +120,10 @@ std::tuple<int, int, int, int> SortKey(const FamilyScores& f, int first_seen, in
     case FamilyMetric::kTpot:
     case FamilyMetric::kE2e:  // per workload and level: TTFT, ITL, TPOT, E2E, each p50, p90, p99
       return {5, series_seen, f.level, 1000 * static_cast<int>(f.metric) + f.percentile};
+    case FamilyMetric::kStartup:
+      return {6, first_seen, 0, 0};
+    case FamilyMetric::kMemory:
+      return {7, first_seen, 0, 0};
   }
   return {5, first_seen, 0, 0};
 }
@@ -147,15 +173,20 @@ struct FamilyTable {
   std::map<std::string, int> series_seen;  // "workload\x1fcase" → the same, for the concurrency series
 
   void Put(const ScoredSample& any, FamilyScores meta, std::vector<double> values) {
-    meta.layout = any.layout;
     meta.workload = any.workload;
     meta.kind = any.kind;
     meta.greedy = any.greedy;
+    Put({any.session, any.layout_position, any.layout, any.arm}, std::move(meta), std::move(values));
+  }
+
+  // A family of a session itself (startup, memory): its workload named by the caller.
+  void Put(const SessionOrigin& origin, FamilyScores meta, std::vector<double> values) {
+    meta.layout = origin.layout;
     first_seen.try_emplace(meta.family, static_cast<int>(first_seen.size()));
     series_seen.try_emplace(meta.workload + '\x1f' + meta.case_id, static_cast<int>(series_seen.size()));
-    const auto key = std::make_pair(any.layout_position, meta.family);
+    const auto key = std::make_pair(origin.layout_position, meta.family);
     families.try_emplace(key, std::move(meta));
-    scores[key][any.session] = {any.arm, std::move(values)};
+    scores[key][origin.session] = {origin.arm, std::move(values)};
   }
 
   // Each session's score (the median of its values), families in report order.
@@ -207,6 +238,10 @@ std::vector<FamilyScores> ComputeSessionScores(const Store& store, std::int64_t 
     const FamilySink put = [&](FamilyScores family, std::vector<double> values) { table.Put(first, std::move(family), std::move(values)); };
     ScorerFor(first.kind)(run, put);
     if (!first.latency.empty()) ScoreLatency(run, put);
+  }
+  for (const auto& [origin, startup] : LoadStartups(store, campaign)) {
+    ScoreStartup(startup,
+                 [&](FamilyScores family, std::vector<double> values) { table.Put(origin, std::move(family), std::move(values)); });
   }
   return table.InReportOrder();
 }

@@ -72,7 +72,8 @@ CREATE TABLE IF NOT EXISTS session (
   finished_at TEXT,
   host_json TEXT NOT NULL DEFAULT '{}',
   served_json TEXT NOT NULL DEFAULT '{}',
-  processes_json TEXT NOT NULL DEFAULT '[]'
+  processes_json TEXT NOT NULL DEFAULT '[]',
+  startup_json TEXT NOT NULL DEFAULT '{}'
 );
 CREATE TABLE IF NOT EXISTS workload_run (
   id INTEGER PRIMARY KEY,
@@ -236,6 +237,8 @@ Store Store::Open(const std::filesystem::path& file, OpenMode mode) {
     store.Exec(kSchema);
     // Stores written before inter-token gaps were recorded: the column, empty for their samples.
     if (!store.HasColumn("sample", "gaps_json")) store.Exec("ALTER TABLE sample ADD COLUMN gaps_json TEXT NOT NULL DEFAULT '[]'");
+    // Stores written before launches were timed: the column, nothing measured for their sessions.
+    if (!store.HasColumn("session", "startup_json")) store.Exec("ALTER TABLE session ADD COLUMN startup_json TEXT NOT NULL DEFAULT '{}'");
   });
   return store;
 }
@@ -449,6 +452,10 @@ void Store::FinishSession(std::int64_t session, SessionStatus status, const std:
       .Bind(5, processes)
       .Bind(6, session)
       .Run();
+}
+
+void Store::SetSessionStartup(std::int64_t session, const SessionStartup& startup) {
+  Statement(db_, "UPDATE session SET startup_json = ? WHERE id = ?").Bind(1, startup.ToJson()).Bind(2, session).Run();
 }
 
 void Store::SetSessionProcesses(std::int64_t session, const std::string& processes_json) {

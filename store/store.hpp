@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "store/session_startup.hpp"
 #include "store/stored_enums.hpp"
 
 struct sqlite3;
@@ -137,6 +138,8 @@ class Store {
   // The processes a running session launched (pid = process group, start ticks), kept
   // so that a resume can kill what a dead harness left behind.
   void SetSessionProcesses(std::int64_t session, const std::string& processes_json);
+  // How the session's launch went (the startup and memory families' source).
+  void SetSessionStartup(std::int64_t session, const SessionStartup& startup);
   std::string SessionProcesses(std::int64_t session) const;
   // Forgets everything a session recorded (a killed run): it becomes planned again.
   void ResetSession(std::int64_t session);

@@ -38,7 +38,7 @@ constexpr std::array<std::pair<ArmKind, std::string_view>, 6> kArmKinds = {{
     {ArmKind::kMixed, "mixed"},
 }};
 
-constexpr std::array<std::pair<FamilyMetric, std::string_view>, 10> kFamilyMetrics = {{
+constexpr std::array<std::pair<FamilyMetric, std::string_view>, 12> kFamilyMetrics = {{
     {FamilyMetric::kWeighted, "weighted"},
     {FamilyMetric::kCase, "case"},
     {FamilyMetric::kAggregate, "aggregate"},
@@ -49,6 +49,8 @@ constexpr std::array<std::pair<FamilyMetric, std::string_view>, 10> kFamilyMetri
     {FamilyMetric::kItl, "itl"},
     {FamilyMetric::kTpot, "tpot"},
     {FamilyMetric::kE2e, "e2e"},
+    {FamilyMetric::kStartup, "startup"},
+    {FamilyMetric::kMemory, "memory"},
 }};
 
 template <class Enum, std::size_t N>

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "store/session_scores.hpp"
+#include "store/session_startup.hpp"
 
 // The session scores of one workload run, one scorer per workload kind (each in a file of
 // its own: a new kind is a new scorer and a row in ScorerFor). Internal to store/:
@@ -46,6 +47,8 @@ void ScoreRetainedContext(const std::vector<const ScoredSample*>& run, const Fam
 // The latency families of a battery, concurrency or mixed run (besides its kind's scorer);
 // an empty `values` puts a session in which a percentile is not estimable.
 void ScoreLatency(const std::vector<const ScoredSample*>& run, const FamilySink& put);
+// The startup and memory families of one session's launch (none for a discarded launch).
+void ScoreStartup(const SessionStartup& startup, const FamilySink& put);
 
 WorkloadScorer ScorerFor(WorkloadKind kind);
 

@@ -483,7 +483,7 @@ std::vector<store::FamilySelector> GatedFamilies(const At& list) {
     store::FamilyId id;
     id.workload = m.Get("workload").String();
     id.metric = store::ParseFamilyMetric(OneOf(m.Get("metric"), {"weighted", "case", "aggregate", "retained", "pooled_cases",
-                                                                 "pooled_levels", "ttft", "itl", "tpot", "e2e"}),
+                                                                 "pooled_levels", "ttft", "itl", "tpot", "e2e", "startup", "memory"}),
                                          m.at().path());
     id.case_id = m.String("case", "");
     id.level = m.Number("level", 1, 1, 1 << 20);
@@ -661,7 +661,7 @@ Campaign ParseCampaign(std::string_view text, const std::filesystem::path& file)
   const YAML::Node root = yaml::Load(std::string(text), name);
   const At top(root, name, "");
   const Map m(top, {"name", "model", "arms", "layouts", "sessions", "warmup", "workloads", "quality", "store", "timeouts", "gate", "corpus",
-                    "hosts"});
+                    "hosts", "startup"});
   const std::filesystem::path base = std::filesystem::absolute(file).parent_path();
   Campaign c;
   c.file = file;
@@ -675,7 +675,9 @@ Campaign ParseCampaign(std::string_view text, const std::filesystem::path& file)
   if (m.Has("sessions")) c.sessions = ParseSessions(m.Get("sessions"), c.arms);
   if (m.Has("warmup")) c.warmup = ParseWorkloads(m.Get("warmup"), true);
   c.workloads = ParseWorkloads(m.Get("workloads"), false);
-  if (c.workloads.empty()) throw m.Get("workloads").Error("must list at least one workload");
+  if (c.workloads.empty() && !c.warmup.empty()) {
+    throw m.Get("workloads").Error("is empty while warmup is not: a campaign that measures only launches (startup, memory) has neither");
+  }
   std::set<std::string> names;
   for (const auto* list : {&c.warmup, &c.workloads}) {
     for (const WorkloadSpec& w : *list) {
@@ -699,6 +701,7 @@ Campaign ParseCampaign(std::string_view text, const std::filesystem::path& file)
     c.timeouts.request_s = t.Number<double>("request_s", 600, 1, 86400);
     c.timeouts.teardown_grace_s = t.Number<double>("teardown_grace_s", 10, 0, 3600);
   }
+  if (m.Has("startup")) c.startup.discard = Map(m.Get("startup"), {"discard"}).Number<int>("discard", 1, 0, 1000);
   ReadGate(m, c);
   return c;
 }

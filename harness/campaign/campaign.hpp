@@ -149,6 +149,13 @@ struct TimeoutSpec {
   double teardown_grace_s = 10;
 };
 
+// `startup:`: how launches are scored (the startup and memory families).
+struct StartupSpec {
+  // The first `discard` sessions of each arm in each layout are stored and not scored: their
+  // launch reads the images from a cold page cache.
+  int discard = 1;
+};
+
 struct ModelSpec {
   std::filesystem::path path;     // a checkpoint directory, or
   std::string preset;             // a preset: synthetic (written once into the cache) or trained
@@ -181,6 +188,7 @@ struct Campaign {
   std::filesystem::path store;
   std::filesystem::path corpus;
   TimeoutSpec timeouts;
+  StartupSpec startup;
   GateSection gate;
 
   std::vector<HostSpec> hosts;  // "local" first, then the `hosts:` entries

@@ -17,6 +17,7 @@
 #include "harness/campaign/session_plan.hpp"
 #include "harness/launch/arm.hpp"
 #include "harness/launch/cluster.hpp"
+#include "harness/launch/host.hpp"
 #include "runtime/model/tokenizer.hpp"
 #include "store/gate_design.hpp"
 #include "store/session_scores.hpp"
@@ -26,6 +27,8 @@
 // reads down them: prepare, print the plan or record the campaign, run each session,
 // stop a decided layout, summarise) and nothing else.
 namespace tandem::harness {
+
+class ArmInstance;
 
 // Everything a run needs that does not depend on the session.
 struct Prepared {
@@ -86,9 +89,24 @@ class InterruptWatch {
   std::thread watcher_;
 };
 
+// Where a session stands in the campaign's plan.
+struct SessionPlace {
+  int session_count = 0;  // sessions in the campaign
+  int nonce_round = 0;    // NonceRound
+  int launch_index = 0;   // LaunchIndex: earlier sessions of its arm in its layout
+};
+
 // Runs one session; returns "" when it completed, else the reason it failed.
 std::string RunSession(store::Store& store, std::int64_t campaign, const Prepared& p, const store::SessionRow& row, Progress& progress,
-                       int session_count, int nonce_round);
+                       const SessionPlace& place);
+
+// The sessions of the same arm in the same layout that come before `s` in the plan.
+int LaunchIndex(const std::vector<store::SessionRow>& sessions, const store::SessionRow& s);
+// Each GPU's used and total memory now (nvidia-smi), on `host`; none where it has no nvidia-smi.
+std::vector<store::GpuMemory> GpuMemoryOn(const Host& host);
+// The launch as the session's row stores it: the arm's launch record, and each GPU's memory
+// on the hosts the layout used.
+store::SessionStartup MeasureLaunch(const ArmInstance& instance, const LayoutSpec& layout, const Cluster& cluster, bool discarded);
 
 // A relaunched server starts with an empty prefix cache; an external one does not, so
 // its n-th session (n ≥ 1) uses the n-th block of nonce positions: unseen prompts.

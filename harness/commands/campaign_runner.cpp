@@ -47,7 +47,8 @@ int Execute(store::Store& store, std::int64_t campaign, const Prepared& p, const
         progress.Line(fmt::format("session {} ({}, {}) failed: {}; retrying", s.order_index + 1, s.layout, s.arm, reason));
         store.ResetSession(s.id);
       }
-      reason = RunSession(store, campaign, p, s, progress, static_cast<int>(sessions.size()), NonceRound(p, sessions, s));
+      reason = RunSession(store, campaign, p, s, progress,
+                          {static_cast<int>(sessions.size()), NonceRound(p, sessions, s), LaunchIndex(sessions, s)});
       if (reason.empty() || InterruptWatch::interrupted()) break;
     }
     if (InterruptWatch::interrupted()) {

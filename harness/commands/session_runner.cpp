@@ -66,10 +66,10 @@ struct LiveSession {
 };
 
 // One workload of a running session: its samples stored with the server's /v1/stats
-// before and after. Throws when the arm crashed, or on an invalid sample where the
-// campaign fails the session for one.
-void RunSessionWorkload(store::Store& store, const Prepared& p, const LiveSession& s, const WorkloadSpec& w, int index,
-                        Progress& progress) {
+// before and after. Returns its earliest first output (MonotonicSeconds; 0: none). Throws
+// when the arm crashed, or on an invalid sample where the campaign fails the session for one.
+double RunSessionWorkload(store::Store& store, const Prepared& p, const LiveSession& s, const WorkloadSpec& w, int index,
+                          Progress& progress) {
   const Campaign& c = *p.campaign;
   const store::SessionRow& row = *s.row;
   const std::string where = fmt::format("[{}] session {}/{} · {} · {}", row.layout, row.order_index + 1, s.session_count, row.arm, w.name);
@@ -100,6 +100,11 @@ void RunSessionWorkload(store::Store& store, const Prepared& p, const LiveSessio
       if (!x.valid) throw std::runtime_error(fmt::format("workload {}: an invalid sample ({}, {})", w.name, x.case_id, x.checks_json));
     }
   }
+  double first = 0;
+  for (const store::SampleRow& x : outcome.samples) {
+    if (x.t_first_output > 0 && (first == 0 || x.t_first_output < first)) first = x.t_first_output;
+  }
+  return first;
 }
 
 // The launched arm must serve the campaign's model: its id and revision go to the store.
@@ -117,7 +122,7 @@ void CheckServedModel(store::Store& store, const Prepared& p, const store::Sessi
 // One session: read the hosts, launch the arm, run every workload, tear it down, record
 // how it ended. Returns why it failed (empty: complete).
 std::string RunSession(store::Store& store, std::int64_t campaign, const Prepared& p, const store::SessionRow& row, Progress& progress,
-                       int session_count, int nonce_round) {
+                       const SessionPlace& place) {
   const Campaign& c = *p.campaign;
   const ResolvedArm& arm = *std::find_if(p.arms.begin(), p.arms.end(), [&](const ResolvedArm& a) { return a.spec.label == row.arm; });
   const LayoutSpec& layout = *std::find_if(c.layouts.begin(), c.layouts.end(), [&](const LayoutSpec& l) { return l.name == row.layout; });
@@ -146,13 +151,21 @@ std::string RunSession(store::Store& store, std::int64_t campaign, const Prepare
     if (!reason.empty()) throw std::runtime_error(reason);
     if (InterruptWatch::interrupted()) throw std::runtime_error("not started");
     instance = ArmInstance::Launch(arm, layout, *p.cluster, tag, logs, c.timeouts.launch_s, {{kWorkerTokenVariable, token}}, record);
+    store::SessionStartup startup = MeasureLaunch(*instance, layout, *p.cluster, place.launch_index < c.startup.discard);
+    store.SetSessionStartup(row.id, startup);
     store.SetSessionProcesses(row.id, instance->Processes().dump());
     served = instance->served();
     CheckServedModel(store, p, row, served);
-    const LiveSession live{&row, &arm, instance.get(), served.value("id", "tandem"), session_count, nonce_round};
+    const LiveSession live{&row, &arm, instance.get(), served.value("id", "tandem"), place.session_count, place.nonce_round};
     int index = 0;
     for (const auto* list : {&c.warmup, &c.workloads}) {
-      for (const WorkloadSpec& w : *list) RunSessionWorkload(store, p, live, w, index++, progress);
+      for (const WorkloadSpec& w : *list) {
+        const double first_output = RunSessionWorkload(store, p, live, w, index++, progress);
+        if (index == 1 && first_output > 0 && startup.ready_s) {  // the session's first output, from the launch's start
+          startup.first_output_s = first_output - instance->launch_record().started_at;
+          store.SetSessionStartup(row.id, startup);
+        }
+      }
     }
   } catch (const std::exception& e) {
     reason = e.what();

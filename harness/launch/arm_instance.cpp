@@ -134,6 +134,7 @@ std::unique_ptr<ArmInstance> ArmInstance::Launch(const ResolvedArm& arm, const L
       arm,         layout,    cluster, tag, log_dir, timeout_s, std::chrono::milliseconds(static_cast<std::int64_t>(timeout_s * 1000)),
       session_env, on_started};
   try {
+    self->launch_.started_at = MonotonicSeconds();
     if (arm.spec.kind == ArmKind::kExternal) {
       self->base_url_ = arm.spec.base_url;
     } else if (arm.coordinator.launched() && arm.worker.launched()) {
@@ -142,6 +143,7 @@ std::unique_ptr<ArmInstance> ArmInstance::Launch(const ResolvedArm& arm, const L
       self->StartCommands(c);
     }
     self->WaitReady(timeout_s);
+    if (arm.spec.kind != ArmKind::kExternal) self->RecordReady();
   } catch (...) {
     self->Teardown(5);
     throw;
@@ -167,6 +169,7 @@ std::string ArmInstance::StartWorker(const LaunchContext& c, const std::string& 
   const auto since = std::chrono::steady_clock::now();
   const auto line = started.WaitForLine("listening on ", c.timeout);
   if (!line) throw std::runtime_error(NotStarted(started, c.timeout_s, since));
+  launch_.listening.emplace_back(name, MonotonicSeconds() - launch_.started_at);
   return AddressOf(*line);
 }
 
@@ -189,6 +192,7 @@ void ArmInstance::StartImages(const LaunchContext& c) {
   const auto since = std::chrono::steady_clock::now();
   const auto line = coordinator.WaitForLine("listening on ", c.timeout, kLoadingProgress);
   if (!line) throw std::runtime_error(NotStarted(coordinator, c.timeout_s, since));
+  launch_.listening.emplace_back("coordinator", MonotonicSeconds() - launch_.started_at);
   base_url_ = "http://" + AddressOf(*line);
 }
 
@@ -221,6 +225,14 @@ void ArmInstance::StartCommands(const LaunchContext& c) {
   for (const std::string& o : s.options) cmd += " " + o;
   shell("coordinator", cmd, c.layout.coordinator_cpus);
   base_url_ = fmt::format("http://127.0.0.1:{}", port);
+}
+
+void ArmInstance::RecordReady() {
+  launch_.ready_s = MonotonicSeconds() - launch_.started_at;
+  // Read after the clock stopped: reading memory over SSH takes a moment of its own.
+  for (const auto& p : processes_) {
+    if (const std::optional<std::uint64_t> bytes = p->ResidentBytes()) launch_.resident_bytes.emplace_back(p->role(), *bytes);
+  }
 }
 
 void ArmInstance::WaitReady(double timeout_s) {
@@ -258,7 +270,9 @@ void ArmInstance::WaitReady(double timeout_s) {
     } else {
       last = status == 0 ? "no answer on /health" : fmt::format("/health answered {}", status);
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    // Polled at 1% of the time waited so far (5–100 ms): the ready time is a measured phase.
+    const double waited = MonotonicSeconds() - launch_.started_at;
+    std::this_thread::sleep_for(std::chrono::duration<double>(std::clamp(0.01 * waited, 0.005, 0.1)));
   }
   throw std::runtime_error(fmt::format("{} was not ready within {:.0f} s (timeouts.launch_s) of its start or its last loading progress: {}",
                                        base_url_, timeout_s, last));

@@ -4,7 +4,9 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -21,6 +23,17 @@ namespace tandem::harness {
 // checked. Teardown (also on destruction) stops every process it started, on every host.
 class ArmInstance {
  public:
+  // How a launch went, as the harness saw it: seconds from the launch's start (just before its
+  // first process started) to each process saying where it listens and to the server being
+  // ready (/health answers and /v1/models lists the model), and each process's resident
+  // memory once ready. None of it for an external server, which is not launched.
+  struct LaunchRecord {
+    double started_at = 0;                                  // MonotonicSeconds() at the start
+    std::vector<std::pair<std::string, double>> listening;  // role → seconds, in start order
+    std::optional<double> ready_s;
+    std::vector<std::pair<std::string, std::uint64_t>> resident_bytes;  // role → bytes, once ready
+  };
+
   struct LaunchContext;  // what one launch was given; only arm_instance.cpp sees inside
 
   // `tag` names this session's containers (unique per campaign and session);
@@ -38,6 +51,7 @@ class ArmInstance {
   ~ArmInstance();
 
   const std::string& base_url() const { return base_url_; }
+  const LaunchRecord& launch_record() const { return launch_; }
   // /v1/models as the server answered it once healthy (model id, revisions).
   const nlohmann::json& served() const { return served_; }
   // role, host, pid, CPU seconds and log of every process (read now; without CPU seconds:
@@ -59,6 +73,8 @@ class ArmInstance {
   // Command templates: they name the port, on this host.
   void StartCommands(const LaunchContext& c);
   void WaitReady(double timeout_s);
+  // Ready: the time since the launch's start, then each process's memory.
+  void RecordReady();
   // Why the server refused the harness (401/403 on `path`): with no key, that it wants one.
   std::string Refused(const std::string& path, int status) const;
 
@@ -67,6 +83,7 @@ class ArmInstance {
   std::string api_key_;  // sent on every request; "" for a server that wants none
   std::string api_key_env_;
   nlohmann::json served_;
+  LaunchRecord launch_;
   std::vector<std::unique_ptr<SessionProcess>> processes_;
 };
 

@@ -273,6 +273,30 @@ nlohmann::json SessionProcess::Record(bool cpu_seconds) const {
   return r;
 }
 
+std::optional<std::uint64_t> SessionProcess::ResidentBytes() const {
+  // VmRSS in kB from /proc/PID/status, summed; "none" when no process could be read.
+  const std::string sum = "awk '/^VmRSS:/ { s += $2; n++ } END { if (n) print s * 1024; else print \"none\" }'";
+  std::string script;
+  if (!plan_.engine.empty()) {
+    script = fmt::format(
+        "p=$({} inspect --format '{{{{.State.Pid}}}}' {} 2>/dev/null); [ -n \"$p\" ] && [ -r /proc/$p/status ] || exit 1\n"
+        "{} /proc/$p/status",
+        ShellQuote(plan_.engine), ShellQuote(plan_.container_name), sum);
+  } else {
+    script = fmt::format("{}m=$(members {} {}); [ -z \"$m\" ] && exit 1\nfor p in $m; do cat /proc/$p/status 2>/dev/null; done | {}",
+                         kMembers, pid_, start_ticks_, sum);
+  }
+  try {
+    const CommandResult r = host().Run(script, std::chrono::seconds(10));
+    if (r.code != 0) return std::nullopt;
+    std::size_t used = 0;
+    const std::uint64_t bytes = std::stoull(r.out, &used);
+    return used > 0 ? std::optional<std::uint64_t>(bytes) : std::nullopt;
+  } catch (const std::exception&) {
+    return std::nullopt;  // "none", or the host did not answer: no figure rather than a wrong one
+  }
+}
+
 int KillLeftovers(const nlohmann::json& record, const Host& host) {
   int killed = 0;
   if (record.contains("container") && record.contains("engine")) {

@@ -62,6 +62,9 @@ class SessionProcess {
   // role, host, pid (its process group on its host), start_ticks, cpu_seconds, log, and
   // container (its name) for a container: what `tandem show` prints and resume needs.
   nlohmann::json Record(bool cpu_seconds = true) const;  // without: no cpu_seconds, no command on the host
+  // Resident memory now, in bytes: the sum over the live members of its process group on
+  // its host (a container: its main process); none when it cannot be read.
+  std::optional<std::uint64_t> ResidentBytes() const;
 
  private:
   explicit SessionProcess(ProcessPlan plan) : plan_(std::move(plan)) {}

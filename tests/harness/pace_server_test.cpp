@@ -176,5 +176,83 @@ timeouts: {{launch_s: 30, request_s: 30, teardown_grace_s: 5}}
   EXPECT_EQ(g["verdict"], "pass") << gate.out;
 }
 
+// Startup and latency as measured families: two launched servers that stream at the same pace
+// after the same 250 ms first token, one starting in 1.0 s and one in 1.5 s. The harness
+// measures each launch's ready time and each request's TTFT within 2% of what the servers do,
+// and the gate fails the slower starter on startup while its decode passes.
+TEST_F(PaceCampaign, StartupAndTtftAreMeasuredAndGated) {
+  const double kFirstMs = 250, kFastStartMs = 1000, kSlowStartMs = 1500;
+  const auto command = [&](double startup_ms) {
+    return fmt::format("{} --port {{port}} --startup-ms {} --first-ms {} --rate 50 --tokens 9", TANDEM_PACE_SERVER, startup_ms, kFirstMs);
+  };
+  const fs::path file = dir_ / "startup.yaml";
+  std::ofstream(file) << fmt::format(
+      R"(name: startup
+model: {{path: {model}}}
+arms:
+  - {{label: fast, source: {{kind: command, command: "{fast}"}}, revision: f}}
+  - {{label: slow, source: {{kind: command, command: "{slow}"}}, revision: s}}
+layouts:
+  - {{name: loopback, workers: 0}}
+sessions: {{per_layout: 8, order: ABBA}}
+startup: {{discard: 0}}
+workloads:
+  - {{name: battery, kind: battery, cases: [code, hello], repeats: 2, max_tokens: 9, counting: false}}
+quality: {{cache_bound: 4}}
+corpus: {corpus}
+store: {store}
+gate:
+  baseline: fast
+  candidate: slow
+  families: ["battery: weighted decode", {{workload: startup, metric: startup, case: ready}}]
+timeouts: {{launch_s: 30, request_s: 30, teardown_grace_s: 5}}
+)",
+      fmt::arg("model", (dir_ / "model").string()), fmt::arg("fast", command(kFastStartMs)), fmt::arg("slow", command(kSlowStartMs)),
+      fmt::arg("corpus", std::string(TANDEM_SOURCE_DIR) + "/campaigns/corpus.yaml"), fmt::arg("store", (dir_ / "store.db").string()));
+  const auto r = testing::RunCommand(TANDEM_BIN, {"run", file.string(), "--quiet"}, 300s);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const store::Store store = store::Store::Open(dir_ / "store.db");
+  std::map<std::string, double> start_of = {{"fast", kFastStartMs / 1e3}, {"slow", kSlowStartMs / 1e3}};
+  store::Statement s(store.handle(),
+                     "SELECT a.label, se.startup_json FROM session se JOIN arm a ON a.id = se.arm_id ORDER BY se.order_index");
+  int sessions = 0;
+  while (s.Step()) {
+    ++sessions;
+    const json startup = json::parse(s.Text(1));
+    ASSERT_TRUE(startup.contains("ready_s")) << startup.dump();
+    const double ready = startup["ready_s"];
+    // The process's own start (fork, exec of sh and the server) comes on top of its wait.
+    EXPECT_NEAR(ready / start_of[s.Text(0)], 1.0, 0.02) << s.Text(0) << " ready after " << ready << " s";
+    EXPECT_GT(startup["first_output_s"].get<double>(), ready + kFirstMs / 1e3 * 0.98) << startup.dump();
+    ASSERT_TRUE(startup.contains("resident_bytes")) << startup.dump();
+    EXPECT_GT(startup["resident_bytes"][0][1].get<double>(), 1 << 20) << startup.dump();
+  }
+  EXPECT_EQ(sessions, 8);
+  // The TTFT p50 family: each session's median request, at the server's first-token delay.
+  const auto exported =
+      testing::RunCommand(TANDEM_BIN, {"export", (dir_ / "store.db").string(), "--table", "scores", "--format", "json"}, 60s);
+  ASSERT_EQ(exported.exit_code, 0) << exported.err;
+  int ttft = 0;
+  for (const json& row : json::parse(exported.out)) {
+    if (row["family"] != "battery: TTFT p50") continue;
+    ++ttft;
+    EXPECT_NEAR(row["score"].get<double>() / (kFirstMs / 1e3), 1.0, 0.02) << row.dump();
+  }
+  EXPECT_EQ(ttft, 8);
+  const auto gate = testing::RunCommand(TANDEM_BIN, {"gate", (dir_ / "store.db").string(), "--json"}, 60s);
+  EXPECT_EQ(gate.exit_code, 1) << gate.out << gate.err;
+  const json g = json::parse(gate.out);
+  ASSERT_EQ(g["families"].size(), 2u) << gate.out;
+  for (const json& f : g["families"]) {
+    if (f["family"] == "battery: weighted decode") {
+      EXPECT_EQ(f["verdict"], "pass") << gate.out;
+    } else {
+      EXPECT_EQ(f["family"], "startup: ready (/health, /v1/models)") << gate.out;
+      EXPECT_EQ(f["verdict"], "fail") << gate.out;
+      EXPECT_NEAR(f["ratio"].get<double>(), 1.5, 0.03) << gate.out;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace tandem::harness

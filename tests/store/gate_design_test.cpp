@@ -58,7 +58,7 @@ TEST(GateDesign, AFamilyNamedByItsIdRoundTripsAsVersion2) {
   EXPECT_NE(latency.ToJson().find(R"({"metric":"ttft","percentile":99,"workload":"battery"})"), std::string::npos) << latency.ToJson();
   EXPECT_EQ(Refusal(R"({"families":[{"workload":"w","metric":"speed"}]})"),
             "x.db: campaign 1: gate_json: families: metric 'speed' is not one this Tandem knows (weighted, case, aggregate, retained, "
-            "pooled_cases, pooled_levels, ttft, itl, tpot, e2e); a newer Tandem wrote it?");
+            "pooled_cases, pooled_levels, ttft, itl, tpot, e2e, startup, memory); a newer Tandem wrote it?");
   EXPECT_EQ(Refusal(R"({"families":[{"workload":"w"}]})"),
             R"(x.db: campaign 1: gate_json: families: a family's id {"workload":"w"} needs workload and metric)");
   EXPECT_EQ(Refusal(R"({"families":[{"workload":"w","metric":"case","colour":"red"}]})"),

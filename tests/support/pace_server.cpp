@@ -3,9 +3,12 @@
 // request arrived, then one token every 1/`--rate` s on absolute deadlines (so a late
 // wakeup does not push the later tokens back), `--tokens` tokens in all. With those, a
 // request's decode rate is exactly `--rate`, TTFT is `--first-ms` plus the client's own
-// overhead, and C requests at once aggregate to C·rate.
+// overhead, and C requests at once aggregate to C·rate. `--startup-ms` waits that long before
+// it listens, so a harness that launches it (a command arm with `--port {port}`) measures a
+// known startup.
 //
 //   pace_server --rate 50 --first-ms 40 --tokens 33   # prints "listening on http://127.0.0.1:PORT"
+//   pace_server --port 8080 --startup-ms 1000          # listens on 8080 after one second
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -33,10 +36,14 @@ int main(int argc, char** argv) {
   double rate = 50, first_ms = 40;
   int tokens = 33;
   std::string id = "pace";
+  int port_wanted = 0;
+  double startup_ms = 0;
   app.add_option("--rate", rate, "Tokens per second after the first")->check(CLI::Range(0.1, 100000.0));
   app.add_option("--first-ms", first_ms, "Milliseconds from the request to the first token")->check(CLI::Range(0.0, 60000.0));
   app.add_option("--tokens", tokens, "Tokens per answer (also capped by the request's max_tokens)")->check(CLI::Range(1, 100000));
   app.add_option("--id", id, "The model id /v1/models lists");
+  app.add_option("--port", port_wanted, "The port to listen on (0: any free one)")->check(CLI::Range(0, 65535));
+  app.add_option("--startup-ms", startup_ms, "Milliseconds to wait before listening")->check(CLI::Range(0.0, 600000.0));
   CLI11_PARSE(app, argc, argv);
 
   httplib::Server server;
@@ -80,10 +87,12 @@ int main(int argc, char** argv) {
       return true;
     });
   });
+  std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(startup_ms));
   const tandem::rt::ListenBacklog backlog(server);
-  const int port = server.bind_to_any_port("127.0.0.1");
+  const int port =
+      port_wanted == 0 ? server.bind_to_any_port("127.0.0.1") : (server.bind_to_port("127.0.0.1", port_wanted) ? port_wanted : -1);
   if (port <= 0) {
-    std::fprintf(stderr, "pace_server: cannot bind 127.0.0.1\n");
+    std::fprintf(stderr, "pace_server: cannot bind 127.0.0.1:%d\n", port_wanted);
     return 1;
   }
   backlog.Widen(1024);  // a C16 batch connects at once

@@ -1,0 +1,78 @@
+// What a session's launch cost, as the session's row stores it (store::SessionStartup): the
+// launch record of its arm, each GPU's memory on the hosts its layout used, and whether the
+// launch is one of the first of its arm in its layout (discarded: a cold page cache).
+#include <set>
+#include <sstream>
+
+#include "harness/commands/campaign_run.hpp"
+#include "harness/launch/arm_instance.hpp"
+
+namespace tandem::harness {
+
+namespace {
+
+// "0, GPU-…, 1234, 81559" → its fields, trimmed.
+std::vector<std::string> Fields(const std::string& line) {
+  std::vector<std::string> out;
+  std::istringstream in(line);
+  for (std::string cell; std::getline(in, cell, ',');) {
+    cell.erase(0, cell.find_first_not_of(' '));
+    while (!cell.empty() && (cell.back() == ' ' || cell.back() == '\r')) cell.pop_back();
+    out.push_back(cell);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<store::GpuMemory> GpuMemoryOn(const Host& host) {
+  std::vector<store::GpuMemory> out;
+  CommandResult r;
+  try {
+    r = host.Run(
+        "command -v nvidia-smi >/dev/null 2>&1 || exit 0\n"
+        "nvidia-smi --query-gpu=index,uuid,memory.used,memory.total --format=csv,noheader,nounits",
+        std::chrono::seconds(30));
+  } catch (const std::exception&) {
+    return out;  // the host did not answer: no figure rather than a wrong one
+  }
+  if (r.code != 0) return out;
+  std::istringstream lines(r.out);
+  for (std::string line; std::getline(lines, line);) {
+    const std::vector<std::string> f = Fields(line);
+    if (f.size() != 4) continue;
+    try {
+      out.push_back({host.name(), std::stoi(f[0]), f[1], std::stod(f[2]), std::stod(f[3])});
+    } catch (const std::exception&) {
+      continue;  // "[N/A]": this GPU does not say
+    }
+  }
+  return out;
+}
+
+store::SessionStartup MeasureLaunch(const ArmInstance& instance, const LayoutSpec& layout, const Cluster& cluster, bool discarded) {
+  const ArmInstance::LaunchRecord& launch = instance.launch_record();
+  store::SessionStartup s;
+  s.discarded = discarded;
+  s.listening = launch.listening;
+  s.ready_s = launch.ready_s;
+  s.resident_bytes = launch.resident_bytes;
+  if (!launch.ready_s) return s;  // an external server: nothing was launched
+  std::set<std::string> hosts = {layout.coordinator_host};
+  for (int w = 0; w < layout.workers; ++w) hosts.insert(WorkerHost(layout, w));
+  if (layout.coordinator_ranks == 2) hosts.insert(PeerHost(layout));
+  for (const std::string& name : hosts) {
+    for (store::GpuMemory& g : GpuMemoryOn(cluster.host(name))) s.gpus.push_back(std::move(g));
+  }
+  return s;
+}
+
+int LaunchIndex(const std::vector<store::SessionRow>& sessions, const store::SessionRow& s) {
+  int earlier = 0;
+  for (const store::SessionRow& other : sessions) {
+    earlier += other.layout == s.layout && other.arm == s.arm && other.order_index < s.order_index ? 1 : 0;
+  }
+  return earlier;
+}
+
+}  // namespace tandem::harness
