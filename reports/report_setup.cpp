@@ -326,6 +326,11 @@ void WorkloadList(const CampaignRecord& r, MarkdownDoc& d) {
     }
     d.Blank();
   }
+  if (std::none_of(plan.begin(), plan.end(), [](const WorkloadRecord* w) { return !w->warmup; })) {
+    d.Line("No measured workloads: every session measures its launch only (Startup, Memory).");
+    d.Blank();
+    return;
+  }
   d.Line(
       "Measured workloads, in this order in every session (each request's prompt starts with a single-token nonce marker, a pure "
       "function of the workload's seed and the request's position, so no two requests of a session share a prompt prefix):");

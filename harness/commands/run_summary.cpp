@@ -17,7 +17,12 @@ void PrintSummary(const store::Store& store, std::int64_t campaign, const std::v
     const std::string& b = arms[k].spec.label;
     out << fmt::format("{} vs {}\n", b, a);
     std::string layout;
+    std::size_t others = 0;  // latency, startup and memory: in the report, where each says which way is better
     for (const store::FamilyComparison& c : store::CompareArms(families, a, b)) {
+      if (!store::IsDecodeRate(c.scores->metric)) {
+        ++others;
+        continue;
+      }
       if (c.scores->layout != layout) {
         out << fmt::format("  [{}]\n", c.scores->layout);
         layout = c.scores->layout;
@@ -32,6 +37,7 @@ void PrintSummary(const store::Store& store, std::int64_t campaign, const std::v
       }
       out << fmt::format("    {:<40} {}\n", c.scores->family, cell);
     }
+    if (others > 0) out << fmt::format("  and {} latency, startup and memory comparisons (lower is better): `tandem report`\n", others);
   }
   if (greedy.within_compared > 0) {
     out << fmt::format("greedy determinism: {} of {} prompts gave identical output in every session of the arm that sent them\n",

@@ -149,6 +149,21 @@ TEST(CampaignYaml, LatencyFamiliesAreEveryOneUnlessListed) {
             std::string::npos);
 }
 
+// `startup.discard` sets how many launches per arm and layout are not scored; a campaign
+// that measures only launches lists no workloads (and no warmup).
+TEST(CampaignYaml, StartupDiscardAndALaunchOnlyCampaign) {
+  EXPECT_EQ(ParseCampaign(Valid(), kFile).startup.discard, 1);
+  EXPECT_EQ(ParseCampaign(Valid() + "startup: {discard: 0}\n", kFile).startup.discard, 0);
+  EXPECT_NE(ErrorOf(Valid() + "startup: {discard: -1}\n").find("test.yaml:17:20: startup.discard: -1 is outside [0, 1000]"),
+            std::string::npos)
+      << ErrorOf(Valid() + "startup: {discard: -1}\n");
+  EXPECT_NE(ErrorOf(Valid() + "startup: {drop: 1}\n").find("unknown key 'drop'"), std::string::npos);
+  const std::string launches_only = Valid().substr(0, Valid().find("workloads:")) + "workloads: []\n";
+  EXPECT_TRUE(ParseCampaign(launches_only, kFile).workloads.empty());
+  EXPECT_NE(ErrorOf(launches_only + "warmup: [{name: w, kind: battery}]\n").find("is empty while warmup is not"), std::string::npos)
+      << ErrorOf(launches_only + "warmup: [{name: w, kind: battery}]\n");
+}
+
 // A trained preset is a committed checkpoint: no seed, found through TANDEM_MODELS_DIR
 // (or the source tree), and a clear error naming where it looked when it is not there.
 TEST(CampaignYaml, TheTrainedPresetIsFoundOrNamedWhereItWasLookedFor) {

@@ -97,6 +97,7 @@ std::int64_t WriteFixtureStore(const json& fixture, const std::filesystem::path&
       const std::string status = s.value("status", "complete");
       if (status == "planned") continue;
       store.StartSession(session, s.value("host", json::object()).dump());
+      if (s.contains("startup")) store.SetSessionStartup(session, store::SessionStartup::FromJson(s["startup"].dump(), "fixture"));
       for (const json& w : s.value("workloads", json::array())) {
         json spec = w.value("spec", json::object());
         if (!spec.contains("greedy")) spec["greedy"] = true;
