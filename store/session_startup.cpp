@@ -74,6 +74,10 @@ std::string SessionStartup::ToJson() const {
     gpu_list.push_back({{"host", g.host}, {"index", g.index}, {"uuid", g.uuid}, {"used_mib", g.used_mib}, {"total_mib", g.total_mib}});
   }
   if (!gpu_list.empty()) j["gpus"] = gpu_list;
+  json phases = json::array();
+  for (const auto& [name, seconds] : server_phases) phases.push_back({name, seconds});
+  if (!phases.empty()) j["server_phases"] = phases;
+  if (weight_bytes) j["weight_bytes"] = *weight_bytes;
   return j.dump();
 }
 
@@ -93,6 +97,12 @@ SessionStartup SessionStartup::FromJson(const std::string& text, const std::stri
     if (!v.is_number_unsigned()) Refuse(where, fmt::format("'{}' is {}, not a number of bytes", key, v.dump()));
     return v.get<std::uint64_t>();
   });
+  s.server_phases = Pairs<double>(j, "server_phases", where, [&](const json& v, const std::string& key) { return Seconds(v, where, key); });
+  if (j.contains("weight_bytes")) {
+    if (!j["weight_bytes"].is_number_unsigned())
+      Refuse(where, fmt::format("'weight_bytes' is {}, not a number of bytes", j["weight_bytes"].dump()));
+    s.weight_bytes = j["weight_bytes"].get<std::uint64_t>();
+  }
   if (j.contains("gpus")) {
     if (!j["gpus"].is_array()) Refuse(where, fmt::format("'gpus' is {}, not a list", j["gpus"].dump()));
     for (const json& g : j["gpus"]) s.gpus.push_back(ReadGpu(g, where));

@@ -30,6 +30,10 @@ struct SessionStartup {
   std::optional<double> first_output_s;                               // the first streamed output of the session's first workload
   std::vector<std::pair<std::string, std::uint64_t>> resident_bytes;  // role → RSS once ready
   std::vector<GpuMemory> gpus;
+  // What the server reported of its own startup (Tandem's runtime: /v1/stats "startup"):
+  // seconds from its process's start to each phase; the bytes of weights it opened.
+  std::vector<std::pair<std::string, double>> server_phases;
+  std::optional<std::uint64_t> weight_bytes;
   bool operator==(const SessionStartup&) const = default;
 
   std::string ToJson() const;

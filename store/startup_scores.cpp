@@ -36,6 +36,11 @@ void ScoreStartup(const SessionStartup& s, const FamilySink& put) {
   if (coordinator) put(Family(FamilyMetric::kStartup, "coordinator_listening", "coordinator listening"), {*coordinator});
   if (s.ready_s) put(Family(FamilyMetric::kStartup, "ready", "ready (/health, /v1/models)"), {*s.ready_s});
   if (s.first_output_s) put(Family(FamilyMetric::kStartup, "first_output", "first output"), {*s.first_output_s});
+  // The server's own account, from its process's start (Tandem's runtime: opening the
+  // checkpoint, loading the engine with its workers, warming up).
+  for (const auto& [phase, seconds] : s.server_phases) {
+    put(Family(FamilyMetric::kStartup, "server:" + phase, fmt::format("server's own: {}", phase)), {seconds});
+  }
   std::optional<double> coordinator_rss, workers_rss;
   for (const auto& [role, bytes] : s.resident_bytes) {
     if (role == "coordinator") coordinator_rss = static_cast<double>(bytes);

@@ -57,6 +57,8 @@ store::SessionStartup MeasureLaunch(const ArmInstance& instance, const LayoutSpe
   s.listening = launch.listening;
   s.ready_s = launch.ready_s;
   s.resident_bytes = launch.resident_bytes;
+  s.server_phases = launch.server_phases;
+  s.weight_bytes = launch.weight_bytes;
   if (!launch.ready_s) return s;  // an external server: nothing was launched
   std::set<std::string> hosts = {layout.coordinator_host};
   for (int w = 0; w < layout.workers; ++w) hosts.insert(WorkerHost(layout, w));

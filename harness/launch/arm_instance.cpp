@@ -227,12 +227,40 @@ void ArmInstance::StartCommands(const LaunchContext& c) {
   base_url_ = fmt::format("http://127.0.0.1:{}", port);
 }
 
+namespace {
+
+// /v1/stats "startup" as Tandem's runtime reports it: {"phases": [[name, seconds], …],
+// "weight_bytes": B}. Anything else (another server's "startup", or none) reads as nothing.
+void ReadServerStartup(const std::string& stats_body, ArmInstance::LaunchRecord& launch) {
+  const nlohmann::json stats = nlohmann::json::parse(stats_body, nullptr, false);
+  if (!stats.is_object() || !stats.contains("startup") || !stats["startup"].is_object()) return;
+  const nlohmann::json& startup = stats["startup"];
+  if (startup.contains("phases") && startup["phases"].is_array()) {
+    for (const nlohmann::json& p : startup["phases"]) {
+      if (launch.server_phases.size() >= 32) break;  // a bound: a report row each
+      if (!p.is_array() || p.size() != 2 || !p[0].is_string() || !p[1].is_number() || !(p[1].get<double>() >= 0)) continue;
+      const std::string name = p[0].get<std::string>();
+      if (name.empty() || name.size() > 40 || name.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_") != std::string::npos)
+        continue;
+      launch.server_phases.emplace_back(name, p[1].get<double>());
+    }
+  }
+  if (startup.contains("weight_bytes") && startup["weight_bytes"].is_number_unsigned()) {
+    launch.weight_bytes = startup["weight_bytes"].get<std::uint64_t>();
+  }
+}
+
+}  // namespace
+
 void ArmInstance::RecordReady() {
   launch_.ready_s = MonotonicSeconds() - launch_.started_at;
   // Read after the clock stopped: reading memory over SSH takes a moment of its own.
   for (const auto& p : processes_) {
     if (const std::optional<std::uint64_t> bytes = p->ResidentBytes()) launch_.resident_bytes.emplace_back(p->role(), *bytes);
   }
+  int status = 0;
+  const std::string stats = HttpGet(base_url_, "/v1/stats", 10, &status, api_key_);
+  if (status == 200) ReadServerStartup(stats, launch_);
 }
 
 void ArmInstance::WaitReady(double timeout_s) {

@@ -32,6 +32,10 @@ class ArmInstance {
     std::vector<std::pair<std::string, double>> listening;  // role → seconds, in start order
     std::optional<double> ready_s;
     std::vector<std::pair<std::string, std::uint64_t>> resident_bytes;  // role → bytes, once ready
+    // What the server itself reports of its startup (/v1/stats "startup", Tandem's runtime):
+    // seconds from its process's start to each phase it marks; none from other servers.
+    std::vector<std::pair<std::string, double>> server_phases;
+    std::optional<std::uint64_t> weight_bytes;
   };
 
   struct LaunchContext;  // what one launch was given; only arm_instance.cpp sees inside

@@ -32,6 +32,7 @@
 #include "runtime/serve/api_server.hpp"
 #include "runtime/serve/prefill_budget.hpp"
 #include "runtime/serve/scheduler.hpp"
+#include "runtime/serve/startup_timeline.hpp"
 
 namespace tandem::rt::cli {
 
@@ -118,8 +119,8 @@ int ApplyKvBudget(const Options& opt, KvCachePool& kv, int max_context, std::str
   return context;
 }
 
-void ServeV3(Options& opt, ApiServer& api, const sigset_t& signals);
-void ServeV41(Options& opt, ApiServer& api, const sigset_t& signals);
+void ServeV3(Options& opt, ApiServer& api, const sigset_t& signals, StartupTimeline& startup);
+void ServeV41(Options& opt, ApiServer& api, const sigset_t& signals, StartupTimeline& startup);
 
 void Serve(Options opt) {
   const sigset_t signals = ShutdownSignals();
@@ -139,12 +140,15 @@ void Serve(Options opt) {
   // Room for a whole concurrent batch and the queue from one client (a benchmark runs on one machine).
   opt.api.http.max_connections_per_client =
       opt.max_connections_per_client > 0 ? opt.max_connections_per_client : opt.scheduler.concurrency + opt.scheduler.queue_depth + 16;
+  StartupTimeline startup;
   ApiServer api(opt.api);  // answers 503 "loading" from here on
+  startup.Mark("listening");
   fmt::print("tandem-rt serve: listening on http://{}\n", api.address());
   std::fflush(stdout);
 
-  if (IsV41Checkpoint(opt.model)) return ServeV41(opt, api, signals);
-  ServeV3(opt, api, signals);
+  startup.SetWeights(opt.model);
+  if (IsV41Checkpoint(opt.model)) return ServeV41(opt, api, signals, startup);
+  ServeV3(opt, api, signals, startup);
 }
 
 // The scheduler's context (the model's, or --max-context below it), queue wait and EOS.
@@ -210,8 +214,9 @@ void ServeUntilStopped(const Options& opt, ApiServer& api, Scheduler& scheduler,
 }
 
 // DeepSeek V2/V3: the Engine, its layout (local or hybrid) and drafter.
-void ServeV3(Options& opt, ApiServer& api, const sigset_t& signals) {
+void ServeV3(Options& opt, ApiServer& api, const sigset_t& signals, StartupTimeline& startup) {
   const Checkpoint ckpt = Checkpoint::Open(opt.model, Placement(opt.layout));
+  startup.Mark("checkpoint_opened");
   const ModelConfig& c = ckpt.config();
   ServingSetup setup = SetUpServing(opt, c.max_position_embeddings, c.eos_token_id);
   const Tokenizer& tokenizer = setup.tokenizer;
@@ -223,6 +228,7 @@ void ServeV3(Options& opt, ApiServer& api, const sigset_t& signals) {
   Engine engine(
       ckpt, EngineOptions{.threads = opt.threads, .expert_input = ExpertInput(layout), .keep_hidden = mtp, .device = EngineDevice(layout)},
       MakeExpertExecutor(ckpt, layout, nullptr));
+  startup.Mark("engine_loaded");  // the weights here, and every expert worker connected and loaded
   std::string kv_budget;
   opt.scheduler.max_context = ApplyKvBudget(opt, engine.kv(), opt.scheduler.max_context, kv_budget);
   fmt::print(stderr, "tandem-rt serve: {}\n", kv_budget);
@@ -236,6 +242,7 @@ void ServeV3(Options& opt, ApiServer& api, const sigset_t& signals) {
       PrefillBudget(opt.scheduler.prefill_chunk, static_cast<std::size_t>(std::max(1, opt.scheduler.concurrency)), 0) +
       static_cast<std::int64_t>(opt.scheduler.concurrency) * (1 + drafts);
   engine.WarmUp(static_cast<int>(std::min<std::int64_t>(opt.scheduler.max_context, largest_step)));
+  startup.Mark("warmed_up");
   ServedModel served{ModelRevision(ckpt.dir()), opt.scheduler.max_context,
                      opt.max_output_tokens > 0 ? std::min(opt.max_output_tokens, opt.scheduler.max_context) : opt.scheduler.max_context,
                      c.vocab_size, static_cast<TokenId>(c.bos_token_id)};
@@ -243,6 +250,8 @@ void ServeV3(Options& opt, ApiServer& api, const sigset_t& signals) {
   std::unique_ptr<Drafter> drafter = MakeDrafter(opt.draft, ckpt, &engine.pool());
   const std::string drafting = drafter ? fmt::format("drafts {} ({})", drafter->name(), opt.draft.policy) : "no drafts";
   Scheduler scheduler(engine, tokenizer, opt.scheduler, std::move(drafter), MakeDraftPolicy(opt.draft.policy, opt.draft.max_drafts));
+  startup.Mark("ready");
+  served.startup_json = startup.Json();
   api.Attach(&scheduler, &tokenizer, std::move(chat), served);
   fmt::print("tandem-rt serve: ready ({} as '{}', context {}, KV budget {} MiB, concurrency {}, {}{})\n", opt.model, opt.api.served_model,
              served.max_context, MiB(static_cast<double>(engine.kv().budget_bytes())), opt.scheduler.concurrency, drafting,
@@ -255,8 +264,9 @@ void ServeV3(Options& opt, ApiServer& api, const sigset_t& signals) {
 }
 
 // DeepSeek V4.1: on the CPU, its experts here or on workers (--parallel ep), no drafter yet.
-void ServeV41(Options& opt, ApiServer& api, const sigset_t& signals) {
+void ServeV41(Options& opt, ApiServer& api, const sigset_t& signals, StartupTimeline& startup) {
   const V41Checkpoint ckpt = V41Checkpoint::Open(opt.model);
+  startup.Mark("checkpoint_opened");
   const V41Config& c = ckpt.config();
   const bool has_dspark = c.dspark_block_size > 0 && c.n_mtp_layers > 0;
   const std::string draft = opt.draft.mode == "auto" ? (has_dspark ? "dspark" : "off") : opt.draft.mode;
@@ -273,6 +283,7 @@ void ServeV41(Options& opt, ApiServer& api, const sigset_t& signals) {
   const std::unique_ptr<LocalWorkers>& spawned = setup.spawned;
   V41Engine engine(ckpt, V41EngineOptions{.threads = opt.threads, .expert_input = ExpertInput(layout), .keep_hidden = draft == "dspark"},
                    MakeV41ExpertExecutor(ckpt, layout));
+  startup.Mark("engine_loaded");
   std::string kv_budget;
   opt.scheduler.max_context = ApplyKvBudget(opt, engine.kv(), opt.scheduler.max_context, kv_budget);
   fmt::print(stderr, "tandem-rt serve: {}\n", kv_budget);
@@ -280,6 +291,7 @@ void ServeV41(Options& opt, ApiServer& api, const sigset_t& signals) {
       PrefillBudget(opt.scheduler.prefill_chunk, static_cast<std::size_t>(std::max(1, opt.scheduler.concurrency)), 0) +
       static_cast<std::int64_t>(opt.scheduler.concurrency) * (1 + (draft == "off" ? 0 : opt.draft.max_drafts));
   engine.WarmUp(static_cast<int>(std::min<std::int64_t>(opt.scheduler.max_context, largest_step)));
+  startup.Mark("warmed_up");
   ServedModel served{ModelRevision(ckpt.dir()), opt.scheduler.max_context,
                      opt.max_output_tokens > 0 ? std::min(opt.max_output_tokens, opt.scheduler.max_context) : opt.scheduler.max_context,
                      c.vocab_size, static_cast<TokenId>(c.bos_token_id)};
@@ -288,6 +300,8 @@ void ServeV41(Options& opt, ApiServer& api, const sigset_t& signals) {
   if (draft == "ngram") drafter = std::make_unique<NgramDrafter>(opt.draft.ngram_min, opt.draft.ngram_max);
   const std::string drafting = drafter ? fmt::format("drafts {} ({})", drafter->name(), opt.draft.policy) : "no drafts";
   Scheduler scheduler(engine, tokenizer, opt.scheduler, std::move(drafter), MakeDraftPolicy(opt.draft.policy, opt.draft.max_drafts));
+  startup.Mark("ready");
+  served.startup_json = startup.Json();
   api.Attach(&scheduler, &tokenizer, std::move(chat), served);
   fmt::print("tandem-rt serve: ready ({} as '{}', DeepSeek V4.1, context {}, KV budget {} MiB, concurrency {}, {})\n", opt.model,
              opt.api.served_model, served.max_context, MiB(static_cast<double>(engine.kv().budget_bytes())), opt.scheduler.concurrency,

@@ -307,7 +307,10 @@ struct ApiServer::State {
   void Stats(httplib::Response& res) {
     Scheduler* s = Ready();
     if (s == nullptr) return SendError(res, ApiError(503, "the model is still loading", "server_error", "loading"));
-    res.set_content(s->StatsJson(), "application/json");
+    if (model.startup_json.empty()) return res.set_content(s->StatsJson(), "application/json");
+    nlohmann::json stats = nlohmann::json::parse(s->StatsJson());
+    stats["startup"] = nlohmann::json::parse(model.startup_json);
+    res.set_content(stats.dump(), "application/json");
   }
 
   void Completion(const httplib::Request& req, httplib::Response& res, Endpoint endpoint);

@@ -34,6 +34,7 @@ struct ServedModel {
   int max_output_tokens = 0;
   int vocab_size = 0;
   TokenId bos = 0;
+  std::string startup_json;  // StartupTimeline::Json(): /v1/stats reports it as "startup"
 };
 
 // The OpenAI-compatible HTTP API (cpp-httplib): /health, /v1/models, /v1/stats,

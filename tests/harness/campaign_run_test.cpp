@@ -232,11 +232,22 @@ TEST_F(Campaigns, RunCompletesWithEverySampleStoredAndNothingLeftRunning) {
             2);
   EXPECT_EQ(Count(store, "SELECT COUNT(*) FROM campaign WHERE length(yaml_sha256) = 64 AND yaml LIKE '%name: test%'"), 1);
   // Every session: host facts, the processes with their CPU time, and served model.
-  store::Statement s(store.handle(), "SELECT host_json, processes_json, served_json FROM session ORDER BY order_index");
+  store::Statement s(store.handle(), "SELECT host_json, processes_json, served_json, startup_json FROM session ORDER BY order_index");
   int sessions = 0;
   while (s.Step()) {
     ++sessions;
     const json host = json::parse(s.Text(0)), processes = json::parse(s.Text(1)), served = json::parse(s.Text(2));
+    // The launch: each process listening (workers first), ready after them, the first
+    // output after that, each process's memory, and the runtime's own phases.
+    const json startup = json::parse(s.Text(3));
+    ASSERT_EQ(startup["listening"].size(), 3u) << startup;
+    EXPECT_EQ(startup["listening"][2][0], "coordinator") << startup;
+    EXPECT_GE(startup["ready_s"].get<double>(), startup["listening"][2][1].get<double>()) << startup;
+    EXPECT_GT(startup["first_output_s"].get<double>(), startup["ready_s"].get<double>()) << startup;
+    EXPECT_EQ(startup["resident_bytes"].size(), 3u) << startup;
+    EXPECT_EQ(startup["server_phases"].back()[0], "ready") << startup;
+    EXPECT_GT(startup["weight_bytes"].get<double>(), 0) << startup;
+    EXPECT_EQ(startup.value("discarded", false), sessions <= 2) << "the first session of each arm (ABBA) is discarded: " << startup;
     EXPECT_TRUE(host.contains("cpu_model") && host.contains("load_average") && host.contains("busy_fraction")) << host;
     ASSERT_EQ(processes.size(), 3u) << processes;  // 2 workers + the coordinator
     for (const json& p : processes) {

@@ -142,6 +142,8 @@ TEST(SessionStartup, RoundTripsAndRefusesWhatIsNotALaunchRecord) {
   s.first_output_s = 1.5;
   s.resident_bytes = {{"coordinator", 123456789}};
   s.gpus = {{"local", 1, "GPU-x", 1000, 80000}};
+  s.server_phases = {{"checkpoint_opened", 0.2}, {"ready", 0.9}};
+  s.weight_bytes = 6304288;
   EXPECT_EQ(store::SessionStartup::FromJson(s.ToJson(), "here"), s);
   EXPECT_EQ(store::SessionStartup::FromJson("{}", "here"), store::SessionStartup{});
   const auto refusal = [](const std::string& text) {

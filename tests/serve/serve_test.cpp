@@ -118,6 +118,19 @@ TEST_F(ServeTest, HealthModelsAndStats) {
   const json stats = server_->Stats();
   EXPECT_EQ(stats["workers"].size(), 4u);
   EXPECT_TRUE(stats["healthy"].get<bool>());
+  // Its own startup: each phase after the one before, from the process's start; the weights it opened.
+  const json& startup = stats["startup"];
+  std::vector<std::string> phases;
+  double last = 0;
+  for (const json& p : startup["phases"]) {
+    phases.push_back(p[0]);
+    EXPECT_GE(p[1].get<double>(), last) << startup.dump();
+    last = p[1];
+  }
+  EXPECT_EQ(phases, (std::vector<std::string>{"listening", "checkpoint_opened", "engine_loaded", "warmed_up", "ready"})) << startup.dump();
+  EXPECT_GT(startup["phases"][0][1].get<double>(), 0.0) << "the time before main counts";
+  EXPECT_GE(startup["weight_files"].get<int>(), 1);
+  EXPECT_GT(startup["weight_bytes"].get<double>(), 1e5);
 }
 
 // httplib listens with a backlog of 5; a concurrency-16 batch connecting at once then lost
