@@ -155,6 +155,17 @@ GateFamily GateFamilyOf(const store::FamilyGate& d, const GateResult& g, const s
   return f;
 }
 
+// The breaches of the campaign's GPU conditions in a layout's complete sessions of the two
+// arms, as "session N: …": a layout that ran outside them cannot be judged.
+std::vector<std::string> ConditionBreaches(const CampaignRecord& r, const std::string& layout, const GateResult& g) {
+  std::vector<std::string> out;
+  for (const store::SessionRecord& s : r.sessions) {
+    if (s.layout != layout || (s.arm != g.baseline && s.arm != g.candidate) || s.status != store::SessionStatus::kComplete) continue;
+    for (const std::string& b : s.conditions.breaches) out.push_back(fmt::format("session {}: {}", s.order_index + 1, b));
+  }
+  return out;
+}
+
 }  // namespace
 
 GateResult EvaluateGate(const CampaignRecord& r, const GateOptions& options) {
@@ -164,7 +175,16 @@ GateResult EvaluateGate(const CampaignRecord& r, const GateOptions& options) {
   const store::GateDesign design = ResolveDesign(r, options, g);
   const std::vector<store::FamilyGate> decided = store::DecideGate(r, design);
   for (const store::FamilyGate& d : decided) g.gated += d.decision ? 1 : 0;
-  for (const store::FamilyGate& d : decided) g.families.push_back(GateFamilyOf(d, g, design));
+  for (const store::FamilyGate& d : decided) {
+    GateFamily f = GateFamilyOf(d, g, design);
+    const std::vector<std::string> breaches = ConditionBreaches(r, f.layout, g);
+    if (!breaches.empty()) {
+      f.verdict = Verdict::kInconclusive;
+      f.reason = fmt::format("the layout ran outside the campaign's GPU conditions ({}{}); the figures stand, the verdict does not",
+                             breaches.front(), breaches.size() > 1 ? fmt::format(", and {} more", breaches.size() - 1) : "");
+    }
+    g.families.push_back(std::move(f));
+  }
   if (g.families.empty()) g.quality_doubts.push_back("no family was measured for both arms");
   const PairQuality q = AssessPair(r, g.baseline, g.candidate);
   g.quality_failures = q.failures;

@@ -17,6 +17,7 @@ std::string RenderReport(const store::CampaignRecord& r, const ReportOptions& op
   sections::ContentTypes(r, d);
   sections::Startup(r, d);
   sections::Memory(r, d);
+  sections::GpuConditions(r, d);
   sections::Latency(r, d);
   sections::DraftAcceptance(r, d);
   sections::PredictionError(r, d);

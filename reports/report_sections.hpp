@@ -36,6 +36,8 @@ void Latency(const store::CampaignRecord& r, MarkdownDoc& d);
 // Each launch's phases, and memory once ready (report_startup.cpp).
 void Startup(const store::CampaignRecord& r, MarkdownDoc& d);
 void Memory(const store::CampaignRecord& r, MarkdownDoc& d);
+// nvidia-smi through each session, and breaches of `conditions:` (report_conditions.cpp).
+void GpuConditions(const store::CampaignRecord& r, MarkdownDoc& d);
 // For each arm after the first: a "### A/B: … , WHAT (lower is better; …)" table of the
 // families `pick` selects, a row per label and a column per layout, then `note` (report_lower_is_better.cpp).
 void LowerIsBetterAbTables(const store::CampaignRecord& r, MarkdownDoc& d, const std::function<bool(const store::FamilyScores&)>& pick,

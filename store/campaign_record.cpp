@@ -89,16 +89,21 @@ void LoadLayouts(const Store& store, CampaignRecord& r) {
 }
 
 void LoadSessions(const Store& store, CampaignRecord& r) {
+  // A store from before GPU conditions were sampled has none.
+  const std::string conditions = store.HasColumn("session", "conditions_json") ? "se.conditions_json" : "'{}'";
   Statement s(store.handle(),
               "SELECT se.id, se.order_index, l.name, a.label, se.status, se.reason, coalesce(se.started_at, ''), "
-              "coalesce(se.finished_at, ''), se.attempts, se.host_json FROM session se "
-              "JOIN layout l ON l.id = se.layout_id JOIN arm a ON a.id = se.arm_id WHERE se.campaign_id = ? ORDER BY se.order_index");
+              "coalesce(se.finished_at, ''), se.attempts, se.host_json, " +
+                  conditions +
+                  " FROM session se "
+                  "JOIN layout l ON l.id = se.layout_id JOIN arm a ON a.id = se.arm_id WHERE se.campaign_id = ? ORDER BY se.order_index");
   s.Bind(1, r.id);
   while (s.Step()) {
     const std::string where = fmt::format("{}: session {}: host_json", r.store_path, s.Int(0));
     r.sessions.push_back({s.Int(0), static_cast<int>(s.Int(1)), s.Text(2), s.Text(3),
                           ParseSessionStatus(s.Text(4), fmt::format("{}: session {}: status", r.store_path, s.Int(0))), s.Text(5),
-                          s.Text(6), s.Text(7), static_cast<int>(s.Int(8)), ReadHostFacts(Parse(s.Text(9), json::object()), where)});
+                          s.Text(6), s.Text(7), static_cast<int>(s.Int(8)), ReadHostFacts(Parse(s.Text(9), json::object()), where),
+                          SessionConditions::FromJson(s.Text(10), fmt::format("{}: session {}: conditions_json", r.store_path, s.Int(0)))});
   }
 }
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "store/gate_design.hpp"
+#include "store/gpu_conditions.hpp"
 #include "store/session_scores.hpp"
 #include "store/stored_enums.hpp"
 
@@ -88,6 +89,7 @@ struct SessionRecord {
   std::string reason, started_at, finished_at;
   int attempts = 0;
   HostFacts host;
+  SessionConditions conditions;  // GPU samples and breaches; none in a store from before they were sampled
 };
 
 // A workload as it was run: what DescribeWorkload and the reports read of its spec.

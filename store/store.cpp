@@ -73,7 +73,8 @@ CREATE TABLE IF NOT EXISTS session (
   host_json TEXT NOT NULL DEFAULT '{}',
   served_json TEXT NOT NULL DEFAULT '{}',
   processes_json TEXT NOT NULL DEFAULT '[]',
-  startup_json TEXT NOT NULL DEFAULT '{}'
+  startup_json TEXT NOT NULL DEFAULT '{}',
+  conditions_json TEXT NOT NULL DEFAULT '{}'
 );
 CREATE TABLE IF NOT EXISTS workload_run (
   id INTEGER PRIMARY KEY,
@@ -239,6 +240,10 @@ Store Store::Open(const std::filesystem::path& file, OpenMode mode) {
     if (!store.HasColumn("sample", "gaps_json")) store.Exec("ALTER TABLE sample ADD COLUMN gaps_json TEXT NOT NULL DEFAULT '[]'");
     // Stores written before launches were timed: the column, nothing measured for their sessions.
     if (!store.HasColumn("session", "startup_json")) store.Exec("ALTER TABLE session ADD COLUMN startup_json TEXT NOT NULL DEFAULT '{}'");
+    // Stores written before GPU conditions were sampled: nothing sampled for their sessions.
+    if (!store.HasColumn("session", "conditions_json")) {
+      store.Exec("ALTER TABLE session ADD COLUMN conditions_json TEXT NOT NULL DEFAULT '{}'");
+    }
   });
   return store;
 }
@@ -456,6 +461,10 @@ void Store::FinishSession(std::int64_t session, SessionStatus status, const std:
 
 void Store::SetSessionStartup(std::int64_t session, const SessionStartup& startup) {
   Statement(db_, "UPDATE session SET startup_json = ? WHERE id = ?").Bind(1, startup.ToJson()).Bind(2, session).Run();
+}
+
+void Store::SetSessionConditions(std::int64_t session, const SessionConditions& conditions) {
+  Statement(db_, "UPDATE session SET conditions_json = ? WHERE id = ?").Bind(1, conditions.ToJson()).Bind(2, session).Run();
 }
 
 void Store::SetSessionProcesses(std::int64_t session, const std::string& processes_json) {

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "store/gpu_conditions.hpp"
 #include "store/session_startup.hpp"
 #include "store/stored_enums.hpp"
 
@@ -140,6 +141,8 @@ class Store {
   void SetSessionProcesses(std::int64_t session, const std::string& processes_json);
   // How the session's launch went (the startup and memory families' source).
   void SetSessionStartup(std::int64_t session, const SessionStartup& startup);
+  // The GPUs' conditions through the session, and what breached the campaign's controls.
+  void SetSessionConditions(std::int64_t session, const SessionConditions& conditions);
   std::string SessionProcesses(std::int64_t session) const;
   // Forgets everything a session recorded (a killed run): it becomes planned again.
   void ResetSession(std::int64_t session);

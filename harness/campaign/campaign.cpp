@@ -502,6 +502,22 @@ std::vector<store::FamilySelector> GatedFamilies(const At& list) {
 
 }  // namespace
 
+namespace {
+
+// `conditions: {power_limit_w, max_sm_clock_mhz, max_memory_clock_mhz, gpus, sample_s}`.
+ConditionsSpec ParseConditions(const At& at) {
+  const Map m(at, {"power_limit_w", "max_sm_clock_mhz", "max_memory_clock_mhz", "gpus", "sample_s"});
+  ConditionsSpec c;
+  if (m.Has("power_limit_w")) c.controls.power_limit_w = m.Number<double>("power_limit_w", 0, 1, 100000);
+  if (m.Has("max_sm_clock_mhz")) c.controls.max_sm_clock_mhz = m.Number<double>("max_sm_clock_mhz", 0, 1, 100000);
+  if (m.Has("max_memory_clock_mhz")) c.controls.max_memory_clock_mhz = m.Number<double>("max_memory_clock_mhz", 0, 1, 100000);
+  c.controls.gpus = m.StringList("gpus");
+  c.sample_s = m.Number<double>("sample_s", 2, 0.1, 3600);
+  return c;
+}
+
+}  // namespace
+
 // `model`: a checkpoint directory, or a preset (synthetic with a seed, or trained).
 void ReadModel(const Map& m, const std::filesystem::path& base, Campaign& c) {
   const Map model(m.Get("model"), {"path", "preset", "seed"});
@@ -661,7 +677,7 @@ Campaign ParseCampaign(std::string_view text, const std::filesystem::path& file)
   const YAML::Node root = yaml::Load(std::string(text), name);
   const At top(root, name, "");
   const Map m(top, {"name", "model", "arms", "layouts", "sessions", "warmup", "workloads", "quality", "store", "timeouts", "gate", "corpus",
-                    "hosts", "startup"});
+                    "hosts", "startup", "conditions"});
   const std::filesystem::path base = std::filesystem::absolute(file).parent_path();
   Campaign c;
   c.file = file;
@@ -701,6 +717,7 @@ Campaign ParseCampaign(std::string_view text, const std::filesystem::path& file)
     c.timeouts.request_s = t.Number<double>("request_s", 600, 1, 86400);
     c.timeouts.teardown_grace_s = t.Number<double>("teardown_grace_s", 10, 0, 3600);
   }
+  if (m.Has("conditions")) c.conditions = ParseConditions(m.Get("conditions"));
   if (m.Has("startup")) c.startup.discard = Map(m.Get("startup"), {"discard"}).Number<int>("discard", 1, 0, 1000);
   ReadGate(m, c);
   return c;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "store/family_id.hpp"
+#include "store/gpu_conditions.hpp"
 #include "store/stored_enums.hpp"
 
 // A campaign YAML, parsed and validated (reference: docs/campaign-yaml.md). Every
@@ -156,6 +157,13 @@ struct StartupSpec {
   int discard = 1;
 };
 
+// `conditions:`: what the GPUs must run under (store::GpuControls), and how often
+// nvidia-smi is sampled through each session on the hosts that have it.
+struct ConditionsSpec {
+  store::GpuControls controls;
+  double sample_s = 2;
+};
+
 struct ModelSpec {
   std::filesystem::path path;     // a checkpoint directory, or
   std::string preset;             // a preset: synthetic (written once into the cache) or trained
@@ -189,6 +197,7 @@ struct Campaign {
   std::filesystem::path corpus;
   TimeoutSpec timeouts;
   StartupSpec startup;
+  ConditionsSpec conditions;
   GateSection gate;
 
   std::vector<HostSpec> hosts;  // "local" first, then the `hosts:` entries

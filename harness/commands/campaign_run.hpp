@@ -100,6 +100,25 @@ struct SessionPlace {
 std::string RunSession(store::Store& store, std::int64_t campaign, const Prepared& p, const store::SessionRow& row, Progress& progress,
                        const SessionPlace& place);
 
+// Samples the GPUs of `hosts` (nvidia-smi) every `interval_s` on a thread of its own until
+// Stop(); `t` of each sample counts from `started_at` (MonotonicSeconds).
+class GpuSampler {
+ public:
+  GpuSampler(std::vector<const Host*> hosts, double interval_s, double started_at);
+  ~GpuSampler();
+  GpuSampler(const GpuSampler&) = delete;
+  GpuSampler& operator=(const GpuSampler&) = delete;
+  std::vector<store::GpuSample> Stop();  // every sample so far
+
+ private:
+  struct State;
+  std::shared_ptr<State> state_;
+  std::thread thread_;
+};
+
+// The hosts a layout places processes on.
+std::vector<const Host*> LayoutHosts(const LayoutSpec& layout, const Cluster& cluster);
+
 // The sessions of the same arm in the same layout that come before `s` in the plan.
 int LaunchIndex(const std::vector<store::SessionRow>& sessions, const store::SessionRow& s);
 // Each GPU's used and total memory now (nvidia-smi), on `host`; none where it has no nvidia-smi.

@@ -50,6 +50,15 @@ std::vector<store::GpuMemory> GpuMemoryOn(const Host& host) {
   return out;
 }
 
+std::vector<const Host*> LayoutHosts(const LayoutSpec& layout, const Cluster& cluster) {
+  std::set<std::string> names = {layout.coordinator_host};
+  for (int w = 0; w < layout.workers; ++w) names.insert(WorkerHost(layout, w));
+  if (layout.coordinator_ranks == 2) names.insert(PeerHost(layout));
+  std::vector<const Host*> out;
+  for (const std::string& name : names) out.push_back(&cluster.host(name));
+  return out;
+}
+
 store::SessionStartup MeasureLaunch(const ArmInstance& instance, const LayoutSpec& layout, const Cluster& cluster, bool discarded) {
   const ArmInstance::LaunchRecord& launch = instance.launch_record();
   store::SessionStartup s;
@@ -60,11 +69,8 @@ store::SessionStartup MeasureLaunch(const ArmInstance& instance, const LayoutSpe
   s.server_phases = launch.server_phases;
   s.weight_bytes = launch.weight_bytes;
   if (!launch.ready_s) return s;  // an external server: nothing was launched
-  std::set<std::string> hosts = {layout.coordinator_host};
-  for (int w = 0; w < layout.workers; ++w) hosts.insert(WorkerHost(layout, w));
-  if (layout.coordinator_ranks == 2) hosts.insert(PeerHost(layout));
-  for (const std::string& name : hosts) {
-    for (store::GpuMemory& g : GpuMemoryOn(cluster.host(name))) s.gpus.push_back(std::move(g));
+  for (const Host* host : LayoutHosts(layout, cluster)) {
+    for (store::GpuMemory& g : GpuMemoryOn(*host)) s.gpus.push_back(std::move(g));
   }
   return s;
 }

@@ -147,10 +147,14 @@ std::string RunSession(store::Store& store, std::int64_t campaign, const Prepare
     started = processes;
     store.SetSessionProcesses(row.id, processes.dump());
   };
+  std::unique_ptr<GpuSampler> gpus;  // through the session, once launched
   try {
     if (!reason.empty()) throw std::runtime_error(reason);
     if (InterruptWatch::interrupted()) throw std::runtime_error("not started");
     instance = ArmInstance::Launch(arm, layout, *p.cluster, tag, logs, c.timeouts.launch_s, {{kWorkerTokenVariable, token}}, record);
+    if (instance->launch_record().ready_s) {
+      gpus = std::make_unique<GpuSampler>(LayoutHosts(layout, *p.cluster), c.conditions.sample_s, instance->launch_record().started_at);
+    }
     store::SessionStartup startup = MeasureLaunch(*instance, layout, *p.cluster, place.launch_index < c.startup.discard);
     store.SetSessionStartup(row.id, startup);
     store.SetSessionProcesses(row.id, instance->Processes().dump());
@@ -175,6 +179,19 @@ std::string RunSession(store::Store& store, std::int64_t campaign, const Prepare
                          reason.empty() ? "" : fmt::format(" (then: {})", reason));
   }
   const json processes = instance ? instance->Processes() : started;
+  if (gpus) {
+    store::SessionConditions conditions;
+    conditions.samples = gpus->Stop();
+    conditions.breaches = store::Breaches(c.conditions.controls, conditions.samples);
+    if (c.conditions.controls.any() && conditions.samples.empty()) {
+      conditions.breaches.push_back("the campaign declares GPU conditions and no host of the layout answered nvidia-smi");
+    }
+    if (!conditions.samples.empty() || !conditions.breaches.empty()) store.SetSessionConditions(row.id, conditions);
+    if (!conditions.breaches.empty()) {
+      progress.Line(fmt::format("warning: session {} ran outside the campaign's GPU conditions: {}", row.order_index + 1,
+                                conditions.breaches.front()));
+    }
+  }
   if (instance) {
     const std::string left = instance->Teardown(c.timeouts.teardown_grace_s);
     if (!left.empty() && reason.empty()) reason = "left running after teardown: " + left;

@@ -164,6 +164,22 @@ TEST(CampaignYaml, StartupDiscardAndALaunchOnlyCampaign) {
       << ErrorOf(launches_only + "warmup: [{name: w, kind: battery}]\n");
 }
 
+// `conditions:` declares the GPUs' controls; a wrong key or value is named.
+TEST(CampaignYaml, GpuConditionsAreDeclaredControls) {
+  const Campaign c =
+      ParseCampaign(Valid() + "conditions: {power_limit_w: 700, max_memory_clock_mhz: 2619, gpus: [GPU-a, GPU-b], sample_s: 1}\n", kFile);
+  EXPECT_EQ(c.conditions.controls.power_limit_w, 700);
+  EXPECT_EQ(c.conditions.controls.max_memory_clock_mhz, 2619);
+  EXPECT_FALSE(c.conditions.controls.max_sm_clock_mhz);
+  EXPECT_EQ(c.conditions.controls.gpus, (std::vector<std::string>{"GPU-a", "GPU-b"}));
+  EXPECT_EQ(c.conditions.sample_s, 1);
+  EXPECT_FALSE(ParseCampaign(Valid(), kFile).conditions.controls.any());
+  EXPECT_NE(ErrorOf(Valid() + "conditions: {power_watts: 700}\n").find("conditions: unknown key 'power_watts'"), std::string::npos)
+      << ErrorOf(Valid() + "conditions: {power_watts: 700}\n");
+  EXPECT_NE(ErrorOf(Valid() + "conditions: {sample_s: 0}\n").find("conditions.sample_s: 0 is outside [0.1, 3600]"), std::string::npos)
+      << ErrorOf(Valid() + "conditions: {sample_s: 0}\n");
+}
+
 // A trained preset is a committed checkpoint: no seed, found through TANDEM_MODELS_DIR
 // (or the source tree), and a clear error naming where it looked when it is not there.
 TEST(CampaignYaml, TheTrainedPresetIsFoundOrNamedWhereItWasLookedFor) {

@@ -20,6 +20,7 @@
 #include "store/store.hpp"
 #include "tests/support/child_process.hpp"
 #include "tests/support/run_command.hpp"
+#include "tests/support/scoped_env.hpp"
 
 namespace tandem::harness {
 namespace {
@@ -252,6 +253,71 @@ timeouts: {{launch_s: 30, request_s: 30, teardown_grace_s: 5}}
       EXPECT_NEAR(f["ratio"].get<double>(), 1.5, 0.03) << gate.out;
     }
   }
+}
+
+// GPU conditions: with a stand-in nvidia-smi on the PATH (tests/support/fake_nvidia_smi) the
+// harness samples the GPU through every session and reads its memory once ready; a power
+// limit below the declared one flags every session, and the gate is inconclusive for the
+// layout whose decode would otherwise pass.
+TEST_F(PaceCampaign, ASessionOutsideTheDeclaredGpuConditionsIsFlaggedAndTheGateInconclusive) {
+  const fs::path bin = dir_ / "bin";
+  fs::create_directories(bin);
+  fs::create_symlink(std::string(TANDEM_SOURCE_DIR) + "/tests/support/fake_nvidia_smi", bin / "nvidia-smi");
+  const testing::ScopedEnv path("PATH", bin.string() + ":" + std::getenv("PATH"));
+  const testing::ScopedEnv limit("FAKE_POWER_LIMIT", "600");
+  const auto command = [](double startup_ms) {
+    return fmt::format("{} --port {{port}} --startup-ms {} --first-ms 20 --rate 100 --tokens 9", TANDEM_PACE_SERVER, startup_ms);
+  };
+  const fs::path file = dir_ / "conditions.yaml";
+  std::ofstream(file) << fmt::format(
+      R"(name: conditions
+model: {{path: {model}}}
+arms:
+  - {{label: a, source: {{kind: command, command: "{a}"}}, revision: a}}
+  - {{label: b, source: {{kind: command, command: "{b}"}}, revision: b}}
+layouts:
+  - {{name: loopback, workers: 0}}
+sessions: {{per_layout: 4, order: ABBA}}
+conditions: {{power_limit_w: 700, sample_s: 0.2}}
+workloads:
+  - {{name: battery, kind: battery, cases: [code, hello], repeats: 2, max_tokens: 9, counting: false}}
+corpus: {corpus}
+store: {store}
+gate: {{baseline: a, candidate: b, families: ["battery: weighted decode"]}}
+timeouts: {{launch_s: 30, request_s: 30, teardown_grace_s: 5}}
+)",
+      fmt::arg("model", (dir_ / "model").string()), fmt::arg("a", command(100)), fmt::arg("b", command(100)),
+      fmt::arg("corpus", std::string(TANDEM_SOURCE_DIR) + "/campaigns/corpus.yaml"), fmt::arg("store", (dir_ / "store.db").string()));
+  const auto r = testing::RunCommand(TANDEM_BIN, {"run", file.string()}, 300s);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(
+      (r.out + r.err)
+          .find("ran outside the campaign's GPU conditions: host local GPU 0 (GPU-fake-0): power limit 600 W, not the declared 700 W"),
+      std::string::npos)
+      << r.out << r.err;
+  const store::Store store = store::Store::Open(dir_ / "store.db");
+  store::Statement s(store.handle(), "SELECT conditions_json, startup_json FROM session ORDER BY order_index");
+  int sessions = 0;
+  while (s.Step()) {
+    ++sessions;
+    const json conditions = json::parse(s.Text(0)), startup = json::parse(s.Text(1));
+    EXPECT_GE(conditions["samples"].size(), 2u) << conditions;
+    EXPECT_EQ(conditions["samples"][0]["power_limit_w"], 600) << conditions;
+    EXPECT_EQ(conditions["breaches"].size(), 1u) << conditions;
+    EXPECT_EQ(startup["gpus"][0]["used_mib"], 1024) << startup;
+  }
+  EXPECT_EQ(sessions, 4);
+  const auto gate = testing::RunCommand(TANDEM_BIN, {"gate", (dir_ / "store.db").string()}, 60s);
+  EXPECT_EQ(gate.exit_code, 2) << gate.out << gate.err;
+  EXPECT_NE(
+      gate.out.find("the layout ran outside the campaign's GPU conditions (session 1: host local GPU 0 (GPU-fake-0): power limit 600 W"),
+      std::string::npos)
+      << gate.out;
+  const auto report = testing::RunCommand(TANDEM_BIN, {"report", (dir_ / "store.db").string()}, 60s);
+  EXPECT_NE(report.out.find("## GPU conditions"), std::string::npos) << report.out;
+  EXPECT_NE(report.out.find("| 1 | a | local | 0 |"), std::string::npos) << report.out;
+  EXPECT_NE(report.out.find("350 W (600 W)"), std::string::npos) << report.out;
+  EXPECT_NE(report.out.find("memory: GPU 0 used (local)"), std::string::npos) << report.out;
 }
 
 }  // namespace
