@@ -239,8 +239,10 @@ std::vector<FamilyScores> ComputeSessionScores(const Store& store, std::int64_t 
     ScorerFor(first.kind)(run, put);
     if (!first.latency.empty()) ScoreLatency(run, put);
   }
-  for (const auto& [origin, startup] : LoadStartups(store, campaign)) {
-    ScoreStartup(startup,
+  // Named, not bound: clang 14 (the fuzzers' compiler) cannot capture a structured binding.
+  for (const auto& session : LoadStartups(store, campaign)) {
+    const SessionOrigin& origin = session.first;
+    ScoreStartup(session.second,
                  [&](FamilyScores family, std::vector<double> values) { table.Put(origin, std::move(family), std::move(values)); });
   }
   return table.InReportOrder();
