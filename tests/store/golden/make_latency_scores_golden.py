@@ -18,6 +18,8 @@ import sys
 
 import numpy as np
 
+from make_session_scores_golden import write_or_check  # the same write / --check behaviour
+
 rng = np.random.default_rng(20261207)
 PERCENTILES = (50, 90, 99)
 MINIMUM = {50: 1, 90: 10, 99: 20}
@@ -113,22 +115,6 @@ def build():
     return dict(generator="tests/store/golden/make_latency_scores_golden.py", sessions=sessions,
                 expected=[dict(layout="tp1", family=f, by_arm=expected.get(f, {}), not_estimable=not_estimable.get(f, {}))
                           for f in families])
-
-
-def write_or_check(text, doc):
-    """`SCRIPT OUT.json` writes `text`; `SCRIPT --check OUT.json` fails when the file differs."""
-    if len(sys.argv) == 3 and sys.argv[1] == "--check":
-        with open(sys.argv[2]) as f:
-            if f.read() != text:
-                print(f"{sys.argv[2]} differs from what {sys.argv[0]} computes", file=sys.stderr)
-                return 1
-        return 0
-    if len(sys.argv) != 2:
-        print(doc, file=sys.stderr)
-        return 2
-    with open(sys.argv[1], "w") as f:
-        f.write(text)
-    return 0
 
 
 def main():
