@@ -401,10 +401,15 @@ std::vector<SessionRow> Store::Sessions(std::int64_t campaign) const {
 }
 
 std::optional<SessionDetail> Store::Session(std::int64_t session) const {
+  // A store from before launches were timed or GPUs sampled, opened read-only, lacks the columns.
+  const std::string startup = HasColumn("session", "startup_json") ? "se.startup_json" : "'{}'";
+  const std::string conditions = HasColumn("session", "conditions_json") ? "se.conditions_json" : "'{}'";
   Statement s(db_,
               "SELECT se.order_index, l.name, a.label, a.runtime_revision, se.status, se.reason, se.started_at, se.finished_at, "
-              "se.host_json, se.served_json, se.processes_json, se.attempts FROM session se JOIN layout l ON l.id = se.layout_id "
-              "JOIN arm a ON a.id = se.arm_id WHERE se.id = ?");
+              "se.host_json, se.served_json, se.processes_json, se.attempts, " +
+                  startup + ", " + conditions +
+                  " FROM session se JOIN layout l ON l.id = se.layout_id "
+                  "JOIN arm a ON a.id = se.arm_id WHERE se.id = ?");
   s.Bind(1, session);
   if (!s.Step()) return std::nullopt;
   return SessionDetail{static_cast<int>(s.Int(0)),
@@ -418,7 +423,9 @@ std::optional<SessionDetail> Store::Session(std::int64_t session) const {
                        s.Text(7),
                        s.Text(8),
                        s.Text(9),
-                       s.Text(10)};
+                       s.Text(10),
+                       SessionStartup::FromJson(s.Text(12), fmt::format("{}: session {}: startup_json", file_.string(), session)),
+                       SessionConditions::FromJson(s.Text(13), fmt::format("{}: session {}: conditions_json", file_.string(), session))};
 }
 
 std::vector<WorkloadSummary> Store::WorkloadSummaries(std::int64_t session) const {

@@ -82,6 +82,8 @@ struct SessionDetail {
   SessionStatus status = SessionStatus::kPlanned;
   std::string reason, started_at, finished_at;
   std::string host_json, served_json, processes_json;
+  SessionStartup startup;        // none in a store from before launches were timed
+  SessionConditions conditions;  // none where no host had nvidia-smi
 };
 
 // One workload run of a session, with counts of its samples.

@@ -5,6 +5,7 @@
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "common/input_error.hpp"
@@ -43,6 +44,42 @@ void Sessions(const std::string& db) {
   }
 }
 
+// "role 1.23 s, role 4.56 s"
+std::string Phases(const std::vector<std::pair<std::string, double>>& phases) {
+  std::vector<std::string> parts;
+  for (const auto& [name, seconds] : phases) parts.push_back(fmt::format("{} {:.3f} s", name, seconds));
+  return fmt::format("{}", fmt::join(parts, ", "));
+}
+
+// The launch as the harness timed it, the server's own account, memory and the GPUs.
+void ShowLaunch(const store::SessionStartup& s, const store::SessionConditions& c) {
+  if (s.ready_s) {
+    std::string line = fmt::format("launch   ready {:.3f} s", *s.ready_s);
+    if (!s.listening.empty()) line += " · listening: " + Phases(s.listening);
+    if (s.first_output_s) line += fmt::format(" · first output {:.3f} s", *s.first_output_s);
+    std::vector<std::string> rss;
+    for (const auto& [role, bytes] : s.resident_bytes) {
+      rss.push_back(fmt::format("{} {:.0f} MiB", role, static_cast<double>(bytes) / (1 << 20)));
+    }
+    if (!rss.empty()) line += fmt::format(" · RSS {}", fmt::join(rss, ", "));
+    if (s.discarded) line += " · discarded (one of its arm's first launches in the layout)";
+    fmt::print("{}\n", line);
+  }
+  if (!s.server_phases.empty()) {
+    const std::string weights =
+        s.weight_bytes ? fmt::format(" · weights {:.1f} MiB", static_cast<double>(*s.weight_bytes) / (1 << 20)) : std::string();
+    fmt::print("server   {}{}\n", Phases(s.server_phases), weights);
+  }
+  for (const store::GpuMemory& g : s.gpus) {
+    fmt::print("gpu      host {} GPU {} ({}): {:.0f} of {:.0f} MiB used once ready\n", g.host, g.index, g.uuid, g.used_mib, g.total_mib);
+  }
+  if (!c.samples.empty() || !c.breaches.empty()) {
+    const std::string verdict = c.breaches.empty() ? "; within the campaign's conditions"
+                                                   : fmt::format("; outside the campaign's conditions: {}", fmt::join(c.breaches, "; "));
+    fmt::print("gpus     {} samples through the session{}\n", c.samples.size(), verdict);
+  }
+}
+
 void Show(const std::string& db, std::int64_t session) {
   const store::Store store = OpenExisting(db);
   const std::optional<store::SessionDetail> s = store.Session(session);
@@ -62,6 +99,7 @@ void Show(const std::string& db, std::int64_t session) {
                100 * host.value("busy_fraction", 0.0), host.value("load_warning", false) ? " (other load: timings suspect)" : "");
   }
   fmt::print("served   {}\n", s->served_json);
+  ShowLaunch(s->startup, s->conditions);
   const auto processes = nlohmann::json::parse(s->processes_json, nullptr, false);
   if (processes.is_array()) {
     for (const auto& p : processes) {

@@ -275,6 +275,9 @@ TEST_F(Campaigns, RunCompletesWithEverySampleStoredAndNothingLeftRunning) {
   EXPECT_EQ(shown.exit_code, 0) << shown.err;
   EXPECT_NE(shown.out.find("[warmup] warmup"), std::string::npos) << shown.out;
   EXPECT_NE(shown.out.find("process  coordinator"), std::string::npos) << shown.out;
+  EXPECT_NE(shown.out.find("launch   ready "), std::string::npos) << shown.out;
+  EXPECT_NE(shown.out.find(" · listening: worker-0 "), std::string::npos) << shown.out;
+  EXPECT_NE(shown.out.find("server   listening "), std::string::npos) << shown.out;
 #if defined(__x86_64__)
   // The CPU beyond its model name: what tells two hosts of one name apart.
   EXPECT_NE(shown.out.find(" family "), std::string::npos) << shown.out;

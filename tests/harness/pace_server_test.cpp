@@ -318,6 +318,10 @@ timeouts: {{launch_s: 30, request_s: 30, teardown_grace_s: 5}}
   EXPECT_NE(report.out.find("| 1 | a | local | 0 |"), std::string::npos) << report.out;
   EXPECT_NE(report.out.find("350 W (600 W)"), std::string::npos) << report.out;
   EXPECT_NE(report.out.find("memory: GPU 0 used (local)"), std::string::npos) << report.out;
+  const auto shown = testing::RunCommand(TANDEM_BIN, {"show", (dir_ / "store.db").string(), "1"}, 60s);
+  EXPECT_NE(shown.out.find("gpu      host local GPU 0 (GPU-fake-0): 1024 of 81559 MiB used once ready"), std::string::npos) << shown.out;
+  EXPECT_NE(shown.out.find("samples through the session; outside the campaign's conditions: host local GPU 0"), std::string::npos)
+      << shown.out;
 }
 
 }  // namespace
