@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "harness/commands/campaign_run.hpp"
+#include "harness/launch/host_facts.hpp"
 #include "harness/traffic/sse_client.hpp"
 
 namespace tandem::harness {
@@ -30,13 +31,7 @@ std::optional<double> Number(const std::string& cell) {
 
 // One line of kQuery's output; none when it is not one.
 std::optional<store::GpuSample> ParseLine(const std::string& line, const std::string& host, double t) {
-  std::vector<std::string> f;
-  std::istringstream in(line);
-  for (std::string cell; std::getline(in, cell, ',');) {
-    cell.erase(0, cell.find_first_not_of(' '));
-    while (!cell.empty() && (cell.back() == ' ' || cell.back() == '\r')) cell.pop_back();
-    f.push_back(cell);
-  }
+  const std::vector<std::string> f = SplitNvidiaSmiCsv(line);
   if (f.size() != 8) return std::nullopt;
   const std::optional<double> index = Number(f[0]);
   if (!index) return std::nullopt;

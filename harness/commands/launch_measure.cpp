@@ -6,24 +6,9 @@
 
 #include "harness/commands/campaign_run.hpp"
 #include "harness/launch/arm_instance.hpp"
+#include "harness/launch/host_facts.hpp"
 
 namespace tandem::harness {
-
-namespace {
-
-// "0, GPU-…, 1234, 81559" → its fields, trimmed.
-std::vector<std::string> Fields(const std::string& line) {
-  std::vector<std::string> out;
-  std::istringstream in(line);
-  for (std::string cell; std::getline(in, cell, ',');) {
-    cell.erase(0, cell.find_first_not_of(' '));
-    while (!cell.empty() && (cell.back() == ' ' || cell.back() == '\r')) cell.pop_back();
-    out.push_back(cell);
-  }
-  return out;
-}
-
-}  // namespace
 
 std::vector<store::GpuMemory> GpuMemoryOn(const Host& host) {
   std::vector<store::GpuMemory> out;
@@ -39,7 +24,7 @@ std::vector<store::GpuMemory> GpuMemoryOn(const Host& host) {
   if (r.code != 0) return out;
   std::istringstream lines(r.out);
   for (std::string line; std::getline(lines, line);) {
-    const std::vector<std::string> f = Fields(line);
+    const std::vector<std::string> f = SplitNvidiaSmiCsv(line);
     if (f.size() != 4) continue;
     try {
       out.push_back({host.name(), std::stoi(f[0]), f[1], std::stod(f[2]), std::stod(f[3])});

@@ -45,18 +45,6 @@ std::pair<unsigned long long, unsigned long long> CpuTicks(const std::string& li
   return {total - v[3] - v[4], total};  // idle and iowait are not busy
 }
 
-std::vector<std::string> SplitCsv(const std::string& line) {
-  std::vector<std::string> out;
-  std::string cell;
-  std::istringstream in(line);
-  while (std::getline(in, cell, ',')) {
-    cell.erase(0, cell.find_first_not_of(' '));
-    while (!cell.empty() && cell.back() == ' ') cell.pop_back();
-    out.push_back(cell);
-  }
-  return out;
-}
-
 // The instruction sets the kernels choose between (x86 and Arm names as /proc/cpuinfo
 // spells them), in this order: what a host's flags say of these is what tells two
 // machines of one model name apart (Zen 4 and Zen 5 are both "AMD EPYC" in a VM).
@@ -87,6 +75,18 @@ nlohmann::json Number(const std::string& text) {
 
 }  // namespace
 
+std::vector<std::string> SplitNvidiaSmiCsv(const std::string& line) {
+  std::vector<std::string> out;
+  std::string cell;
+  std::istringstream in(line);
+  while (std::getline(in, cell, ',')) {
+    cell.erase(0, cell.find_first_not_of(' '));
+    while (!cell.empty() && (cell.back() == ' ' || cell.back() == '\r')) cell.pop_back();
+    out.push_back(cell);
+  }
+  return out;
+}
+
 nlohmann::json HostFacts(const Host& host) {
   const std::string out = host.Check("reading its facts", kFactsScript, std::chrono::seconds(60));
   nlohmann::json facts = nlohmann::json::object();
@@ -113,7 +113,7 @@ nlohmann::json HostFacts(const Host& host) {
       in >> l[0] >> l[1] >> l[2];
       facts["load_average"] = {l[0], l[1], l[2]};
     } else if (key == "gpu") {
-      const std::vector<std::string> c = SplitCsv(value);
+      const std::vector<std::string> c = SplitNvidiaSmiCsv(value);
       if (c.size() < 10) continue;
       gpus.push_back({{"index", Number(c[0])},
                       {"name", c[1]},

@@ -1,5 +1,8 @@
 #pragma once
 
+#include <string>
+#include <vector>
+
 #include <nlohmann/json.hpp>
 
 #include "harness/launch/host.hpp"
@@ -16,6 +19,9 @@ namespace tandem::harness {
 // session's work; the busy fraction sees only what runs now. Throws std::runtime_error
 // naming the host when it cannot be read.
 nlohmann::json HostFacts(const Host& host);
+
+// One line of `nvidia-smi --format=csv,noheader`: its cells, trimmed.
+std::vector<std::string> SplitNvidiaSmiCsv(const std::string& line);
 
 // The harness's own machine.
 nlohmann::json HostFacts();
