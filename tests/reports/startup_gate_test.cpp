@@ -2,10 +2,12 @@
 // memory is a family (lower is better); a discarded launch is not scored; a candidate that
 // starts 1.5× slower fails the gate on startup; an A/A campaign does not fail; the report's
 // Startup and Memory sections; and a malformed record is a clear error naming the row.
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <string>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -122,7 +124,22 @@ TEST_F(StartupGate, AnAaCampaignDoesNotFailAnyStartupOrMemoryFamily) {
 TEST_F(StartupGate, TheReportHasStartupAndMemorySectionsAndNoneWithoutLaunchRecords) {
   const std::string report = RenderReport(Load(Campaign(1.5, kGated)), {});
   EXPECT_NE(report.find("## Startup"), std::string::npos) << report;
-  EXPECT_NE(report.find("| startup: ready (/health, /v1/models) | 1.31 (1.30–1.32) n=4 | 1.97 (1.96–1.98) n=4 |"), std::string::npos)
+  // The cell is the median (min–max) of each arm's scored sessions, from the fixture's own formula.
+  const auto cell = [](double factor, const std::string& arm) {
+    const std::string order = "ABBAABBAAB";
+    const char letter = arm == "base" ? 'A' : 'B';
+    std::vector<double> ready;
+    bool first = true;
+    for (int i = 0; i < 10; ++i) {
+      if (order[i] != letter) continue;
+      if (!first) ready.push_back(1.3 * factor * (1 + 0.02 * Spread(i)));
+      first = false;
+    }
+    std::sort(ready.begin(), ready.end());
+    return fmt::format("{:.2f} ({:.2f}–{:.2f}) n=4", (ready[1] + ready[2]) / 2, ready.front(), ready.back());
+  };
+  EXPECT_NE(report.find(fmt::format("| startup: ready (/health, /v1/models) | {} | {} |", cell(1.0, "base"), cell(1.5, "cand"))),
+            std::string::npos)
       << report;
   EXPECT_NE(report.find("### A/B: cand vs base, startup (lower is better; a ratio below 1 is a gain)"), std::string::npos) << report;
   EXPECT_NE(report.find("## Memory"), std::string::npos) << report;
