@@ -128,7 +128,8 @@ void LoadSamples(const Store& store, CampaignRecord& r) {
               "x.t_finish, x.prompt_tokens, x.completion_tokens, x.cached_tokens, x.chunks, x.tokenizer_tokens, x.checks_json, "
               "x.flags_json, x.draft_json, x.valid, x.passed, x.t_first_content, " +
                   // A store from before gaps were recorded, read as it is: no gaps.
-                  std::string(store.HasColumn("sample", "gaps_json") ? "x.gaps_json" : "'[]'") +
+                  std::string(store.HasColumn("sample", "gaps_json") ? "x.gaps_json" : "'[]'") + ", " +
+                  std::string(store.HasColumn("sample", "new_tokens") ? "x.new_tokens" : "0") +
                   " FROM sample x JOIN workload_run w ON w.id = "
                   "x.workload_run_id "
                   "JOIN session se ON se.id = x.session_id WHERE se.campaign_id = ? ORDER BY x.id");
@@ -163,7 +164,10 @@ void LoadSamples(const Store& store, CampaignRecord& r) {
     x.tokenizer_tokens = static_cast<int>(s.Int(25));
     const std::string where = fmt::format("{}: sample {}", r.store_path, x.id);
     x.checks = ReadChecks(Parse(s.Text(26), json::object()), where + ": checks_json");
-    x.token_count_mismatch = ReadTokenCountMismatch(Parse(s.Text(27), json::object()), where + ": flags_json");
+    const json flags = Parse(s.Text(27), json::object());
+    x.token_count_mismatch = ReadTokenCountMismatch(flags, where + ": flags_json");
+    x.unverified = flags.is_object() && (flags.contains("prefill_unverified") || flags.contains("retained_unverified"));
+    x.new_tokens = static_cast<int>(s.Int(33));
     x.draft = ReadDraftCounts(Parse(s.Text(28), json::object()), where + ": draft_json");
     x.valid = s.Int(29) != 0;
     x.passed = s.Int(30) != 0;

@@ -103,6 +103,13 @@ struct WorkloadSettings {
   // The latency families scored for it (p50, p90, p99 of each); none in a store written
   // before latency families were scored.
   std::vector<FamilyMetric> latency;
+  // prefill: the cells (retained base × new tokens) and tries; retained_context (exact, as
+  // now run: `children` 0): thinking modes and the parent's budget; both: the prompt
+  // source and its sha256.
+  std::vector<int> bases, new_tokens;
+  int tries = 0, parent_max_tokens = 0;
+  std::vector<std::string> thinking;
+  std::string source, source_sha256;
 };
 
 // The draft policy's lifetime round-time prediction sums, from the server's /v1/stats.
@@ -136,6 +143,8 @@ struct SampleRecord {
   std::int64_t id = 0, run = 0, session = 0;
   std::string workload, case_id, role, nonce, error, content, content_sha256, finish_reason;
   int repeat = 0, level = 1, batch = 0, slot = 0, context = 0, status = 0;
+  int new_tokens = 0;       // prefill: tokens the child adds to its base (context)
+  bool unverified = false;  // prefill, retained context: the server reported no cached tokens, so it was not scored
   double weight = 0, t_start = 0, t_first_output = 0, t_first_content = 0, t_finish = 0;
   int prompt_tokens = 0, completion_tokens = 0, cached_tokens = 0, chunks = 0, tokenizer_tokens = 0;
   std::map<std::string, bool> checks;  // check name → passed

@@ -32,7 +32,8 @@ std::string_view ToString(Direction direction) { return direction == Direction::
 
 bool FamilyId::Matches(const FamilyId& family) const {
   return workload == family.workload && metric == family.metric && case_id == family.case_id && level == family.level &&
-         context == family.context && percentile == family.percentile && (!greedy || !family.greedy || *greedy == *family.greedy);
+         context == family.context && new_tokens == family.new_tokens && percentile == family.percentile &&
+         (!greedy || !family.greedy || *greedy == *family.greedy);
 }
 
 std::string FamilyId::Describe() const {
@@ -41,6 +42,10 @@ std::string FamilyId::Describe() const {
   if (metric == FamilyMetric::kAggregate || (IsLatency(metric) && level != 1)) parts.push_back(fmt::format("level: {}", level));
   if (IsLatency(metric)) parts.push_back(fmt::format("percentile: {}", percentile));
   if (metric == FamilyMetric::kRetained) parts.push_back(fmt::format("context: {}", context));
+  if (metric == FamilyMetric::kPrefill) {
+    parts.push_back(fmt::format("base: {}", context));
+    parts.push_back(fmt::format("new_tokens: {}", new_tokens));
+  }
   if (greedy) parts.push_back(fmt::format("sampling: {}", *greedy ? "greedy" : "sampled"));
   return fmt::format("{{{}}}", fmt::join(parts, ", "));
 }

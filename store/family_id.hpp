@@ -26,6 +26,10 @@ enum class FamilyMetric {
   // A session's launch (lower is better; one value a session, its first launches per arm discarded).
   kStartup,  // seconds from the launch's start to a phase (case: workers_listening, coordinator_listening, ready, first_output)
   kMemory,   // once ready (case: coordinator_rss, workers_rss in bytes; gpu:HOST:INDEX in MiB)
+  // The prefill matrix (rates, higher is better): a cell's new tokens / time to first token,
+  // and the geometric mean of a session's cells.
+  kPrefill,
+  kPooledPrefill,
 };
 
 // The decode rates (higher is better), which a gate without `families` decides; the others
@@ -47,7 +51,8 @@ struct FamilyId {
   FamilyMetric metric = FamilyMetric::kWeighted;
   std::string case_id;  // kCase, kAggregate, kPooledLevels ("mixed" for mixed traffic)
   int level = 1;        // kAggregate, and latency of a concurrency or mixed workload: requests at once
-  int context = 0;      // kRetained: tokens of retained context
+  int context = 0;      // kRetained: tokens of retained context; kPrefill: the cell's base
+  int new_tokens = 0;   // kPrefill: the tokens the cell adds to its base
   int percentile = 0;   // latency metrics: 50, 90 or 99
   // The workload's sampling; absent in a selector (`gate.families`): either.
   std::optional<bool> greedy;

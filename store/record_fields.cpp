@@ -166,6 +166,13 @@ WorkloadSettings ReadWorkloadSettings(const json& s, const std::string& where) {
   w.top_p = Field(s, "top_p", 1.0, where);
   w.seed = Field<std::int64_t>(s, "seed", 0, where);
   w.nonce_seed = Field<std::int64_t>(s, "nonce_seed", 0, where);
+  w.bases = Numbers(s, "bases", where);
+  w.new_tokens = Numbers(s, "new_tokens", where);
+  w.tries = Field(s, "tries", 0, where);
+  w.parent_max_tokens = Field(s, "parent_max_tokens", 0, where);
+  w.thinking = Words(s, "thinking", where);
+  w.source = Field(s, "source", std::string(), where);
+  w.source_sha256 = Field(s, "source_sha256", std::string(), where);
   for (const std::string& word : Words(s, "latency", where)) {
     const FamilyMetric metric = ParseFamilyMetric(word, where + ": latency");
     if (!IsLatency(metric)) throw InputError(fmt::format("{}: latency: '{}' is not a latency metric (ttft, itl, tpot, e2e)", where, word));

@@ -44,12 +44,13 @@ std::vector<FamilyMetric> LatencyList(const std::string& text, const std::string
 std::vector<ScoredSample> LoadSamples(const Store& store, std::int64_t campaign) {
   // A store from before inter-token gaps were recorded has none.
   const std::string gaps = store.HasColumn("sample", "gaps_json") ? "x.gaps_json" : "'[]'";
+  const std::string new_tokens = store.HasColumn("sample", "new_tokens") ? "x.new_tokens" : "0";
   Statement s(store.handle(),
               "SELECT se.id, l.name, a.label, w.name, w.kind, x.case_id, x.role, x.repeat, x.level, x.batch, x.slot, x.context, "
               "x.weight, x.completion_tokens, x.t_first_output, x.t_finish, x.valid, l.position, "
               "coalesce(json_extract(w.spec_json, '$.greedy'), 1), x.t_start, w.id, " +
-                  gaps +
-                  ", coalesce(json_extract(w.spec_json, '$.latency'), '[]') "
+                  gaps + ", coalesce(json_extract(w.spec_json, '$.latency'), '[]'), " + new_tokens +
+                  " "
                   "FROM sample x JOIN workload_run w ON w.id = x.workload_run_id JOIN session se ON se.id = x.session_id "
                   "JOIN layout l ON l.id = se.layout_id JOIN arm a ON a.id = se.arm_id "
                   "WHERE se.campaign_id = ? AND se.status = 'complete' AND w.warmup = 0 ORDER BY se.order_index, x.id");
@@ -66,6 +67,7 @@ std::vector<ScoredSample> LoadSamples(const Store& store, std::int64_t campaign)
                     s.Int(16) != 0 && ImplausibleTimes(s.Double(19), s.Double(14), s.Double(15)).empty()});
     ScoredSample& x = rows.back();
     x.t_start = s.Double(19);
+    x.new_tokens = static_cast<int>(s.Int(23));
     auto [latency, fresh] = latency_of_run.try_emplace(run);
     if (fresh) latency->second = LatencyList(s.Text(22), where + ": spec_json: latency");
     x.latency = latency->second;
@@ -110,7 +112,9 @@ std::tuple<int, int, int, int> SortKey(const FamilyScores& f, int first_seen, in
     case FamilyMetric::kAggregate:
       return {f.level == 1 ? 2 : 3, series_seen, f.level, 0};
     case FamilyMetric::kRetained:
-      return {4, first_seen, f.context, 0};
+    case FamilyMetric::kPrefill:
+    case FamilyMetric::kPooledPrefill:
+      return {4, first_seen, 0, 0};
     case FamilyMetric::kPooledCases:
       return {f.greedy ? 0 : 1, 0, first_seen, 1};
     case FamilyMetric::kPooledLevels:
@@ -136,6 +140,7 @@ FamilyId FamilyScores::Id() const {
           .case_id = case_id,
           .level = level,
           .context = context,
+          .new_tokens = new_tokens,
           .percentile = percentile,
           .greedy = greedy};
 }
@@ -158,6 +163,8 @@ WorkloadScorer ScorerFor(WorkloadKind kind) {
       return ScoreConcurrency;
     case WorkloadKind::kRetainedContext:
       return ScoreRetainedContext;
+    case WorkloadKind::kPrefill:
+      return ScorePrefill;
   }
   return nullptr;
 }

@@ -32,7 +32,8 @@ struct FamilyScores {
   FamilyMetric metric = FamilyMetric::kWeighted;
   std::string case_id;  // kCase, kAggregate
   int level = 1;        // kAggregate: concurrency
-  int context = 0;      // kRetained: prefix size
+  int context = 0;      // kRetained: context size; kPrefill: the cell's base
+  int new_tokens = 0;   // kPrefill: the tokens the cell adds to its base
   int percentile = 0;   // latency metrics: the session's score is this percentile of its values, not their median
   std::map<std::string, std::vector<double>> by_arm;                 // arm label → scores, in run order
   std::map<std::string, std::vector<std::int64_t>> sessions_by_arm;  // the sessions they came from

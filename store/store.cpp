@@ -99,6 +99,7 @@ CREATE TABLE IF NOT EXISTS sample (
   batch INTEGER NOT NULL,
   slot INTEGER NOT NULL,
   context INTEGER NOT NULL,
+  new_tokens INTEGER NOT NULL DEFAULT 0,
   role TEXT NOT NULL,
   nonce TEXT NOT NULL,
   weight REAL NOT NULL,
@@ -240,6 +241,8 @@ Store Store::Open(const std::filesystem::path& file, OpenMode mode) {
     if (!store.HasColumn("sample", "gaps_json")) store.Exec("ALTER TABLE sample ADD COLUMN gaps_json TEXT NOT NULL DEFAULT '[]'");
     // Stores written before launches were timed: the column, nothing measured for their sessions.
     if (!store.HasColumn("session", "startup_json")) store.Exec("ALTER TABLE session ADD COLUMN startup_json TEXT NOT NULL DEFAULT '{}'");
+    // Stores written before the prefill matrix: no sample adds tokens to a base.
+    if (!store.HasColumn("sample", "new_tokens")) store.Exec("ALTER TABLE sample ADD COLUMN new_tokens INTEGER NOT NULL DEFAULT 0");
     // Stores written before GPU conditions were sampled: nothing sampled for their sessions.
     if (!store.HasColumn("session", "conditions_json")) {
       store.Exec("ALTER TABLE session ADD COLUMN conditions_json TEXT NOT NULL DEFAULT '{}'");
@@ -519,8 +522,8 @@ void Store::AddSample(std::int64_t run, std::int64_t session, const SampleRow& r
               "INSERT INTO sample (workload_run_id, session_id, case_id, repeat, level, batch, slot, context, role, nonce, "
               "weight, request_json, status, error, t_start, t_first_output, t_first_content, t_finish, prompt_tokens, "
               "completion_tokens, cached_tokens, chunks, tokenizer_tokens, content, reasoning, content_sha256, finish_reason, "
-              "checks_json, flags_json, draft_json, gaps_json, valid, passed) VALUES "
-              "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
+              "checks_json, flags_json, draft_json, gaps_json, valid, passed, new_tokens) VALUES "
+              "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
   int i = 0;
   auto add = [&](auto value) {
     if constexpr (std::is_same_v<decltype(value), int> || std::is_same_v<decltype(value), bool>) {
@@ -534,7 +537,7 @@ void Store::AddSample(std::int64_t run, std::int64_t session, const SampleRow& r
   add(r.t_first_content), add(r.t_finish), add(r.prompt_tokens), add(r.completion_tokens), add(r.cached_tokens), add(r.chunks);
   add(r.tokenizer_tokens), add(r.content), add(r.reasoning), add(r.content_sha256), add(r.finish_reason), add(r.checks_json);
   add(r.flags_json), add(r.draft_json), add(r.gaps_json);
-  add(r.valid), add(r.passed);
+  add(r.valid), add(r.passed), add(r.new_tokens);
   s.Run();
 }
 

@@ -44,11 +44,15 @@ struct SessionRow {
 struct SampleRow {
   std::string case_id;
   int repeat = 0;
-  int level = 1;     // concurrency of the batch it ran in
-  int batch = 0;     // which batch of the workload
-  int slot = 0;      // position in its batch
-  int context = 0;   // retained_context: the prefix size asked for
-  std::string role;  // "" | parent | child
+  int level = 1;       // concurrency of the batch it ran in
+  int batch = 0;       // which batch of the workload
+  int slot = 0;        // position in its batch
+  int context = 0;     // retained_context: the context size asked for; prefill: the cell's base
+  int new_tokens = 0;  // prefill: the tokens the cell's child adds to its base
+  // "" | probe | parent | child | control (retained context's fresh conversations) | retry (a
+  // prefill try that missed its cache accounting and was sent again); retained context marks
+  // a thinking conversation's with " thinking".
+  std::string role;
   std::string nonce;
   double weight = 0;
   std::string request_json;

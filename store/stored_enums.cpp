@@ -22,11 +22,12 @@ constexpr std::array<std::pair<SessionStatus, std::string_view>, 5> kSessionStat
     {SessionStatus::kSkipped, "skipped"},
 }};
 
-constexpr std::array<std::pair<WorkloadKind, std::string_view>, 4> kWorkloadKinds = {{
+constexpr std::array<std::pair<WorkloadKind, std::string_view>, 5> kWorkloadKinds = {{
     {WorkloadKind::kBattery, "battery"},
     {WorkloadKind::kConcurrency, "concurrency"},
     {WorkloadKind::kMixed, "mixed"},
     {WorkloadKind::kRetainedContext, "retained_context"},
+    {WorkloadKind::kPrefill, "prefill"},
 }};
 
 constexpr std::array<std::pair<ArmKind, std::string_view>, 6> kArmKinds = {{
@@ -38,7 +39,7 @@ constexpr std::array<std::pair<ArmKind, std::string_view>, 6> kArmKinds = {{
     {ArmKind::kMixed, "mixed"},
 }};
 
-constexpr std::array<std::pair<FamilyMetric, std::string_view>, 12> kFamilyMetrics = {{
+constexpr std::array<std::pair<FamilyMetric, std::string_view>, 14> kFamilyMetrics = {{
     {FamilyMetric::kWeighted, "weighted"},
     {FamilyMetric::kCase, "case"},
     {FamilyMetric::kAggregate, "aggregate"},
@@ -51,6 +52,8 @@ constexpr std::array<std::pair<FamilyMetric, std::string_view>, 12> kFamilyMetri
     {FamilyMetric::kE2e, "e2e"},
     {FamilyMetric::kStartup, "startup"},
     {FamilyMetric::kMemory, "memory"},
+    {FamilyMetric::kPrefill, "prefill"},
+    {FamilyMetric::kPooledPrefill, "pooled_prefill"},
 }};
 
 template <class Enum, std::size_t N>

@@ -16,7 +16,7 @@ enum class SessionStatus {
   kSkipped,   // never run: its layout was decided first (sequential stopping)
 };
 
-enum class WorkloadKind { kBattery, kConcurrency, kMixed, kRetainedContext };
+enum class WorkloadKind { kBattery, kConcurrency, kMixed, kRetainedContext, kPrefill };
 
 // Where an arm's images come from.
 enum class ArmKind { kBinary, kGit, kCommand, kExternal, kContainer, kMixed };

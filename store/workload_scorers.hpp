@@ -29,12 +29,17 @@ struct ScoredSample {
   double t_first_output, t_finish;
   bool valid;  // as stored, and with times a request can have (ImplausibleTimes)
   double t_start = 0;
+  int new_tokens = 0;                 // prefill: the tokens a child adds to its base (context)
   std::vector<double> gaps;           // between streamed text deltas, seconds
   std::vector<FamilyMetric> latency;  // the workload's latency families
 };
 
 // The decode rate of one request; none for an invalid sample or fewer than 2 tokens.
 std::optional<double> DecodeRateOf(const ScoredSample& s);
+
+// A prefill child's rate: its new tokens / seconds to its first token; none for a sample
+// that is not a clean, measured child (a discarded round, a retry, a probe, a parent).
+std::optional<double> PrefillRateOf(const ScoredSample& s);
 
 // A family (its label, metric, case, level or context) and the values one session scored
 // in it: the session's score is their median.
@@ -44,6 +49,7 @@ using WorkloadScorer = void (*)(const std::vector<const ScoredSample*>& run, con
 void ScoreBattery(const std::vector<const ScoredSample*>& run, const FamilySink& put);
 void ScoreConcurrency(const std::vector<const ScoredSample*>& run, const FamilySink& put);  // and mixed traffic
 void ScoreRetainedContext(const std::vector<const ScoredSample*>& run, const FamilySink& put);
+void ScorePrefill(const std::vector<const ScoredSample*>& run, const FamilySink& put);
 // The latency families of a battery, concurrency or mixed run (besides its kind's scorer);
 // an empty `values` puts a session in which a percentile is not estimable.
 void ScoreLatency(const std::vector<const ScoredSample*>& run, const FamilySink& put);

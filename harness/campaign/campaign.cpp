@@ -290,13 +290,13 @@ SamplingSpec ParseSampling(const At& at) {
 // `latency: [ttft, itl, tpot, e2e]` (the default for a measured battery, concurrency or mixed
 // workload); `latency: []` scores none.
 std::vector<store::FamilyMetric> ParseLatency(const Map& m, const WorkloadSpec& w) {
-  const bool timed = w.kind != WorkloadKind::kRetainedContext;
+  const bool timed = w.kind != WorkloadKind::kRetainedContext && w.kind != WorkloadKind::kPrefill;
   if (!m.Has("latency")) {
     if (!timed || w.warmup) return {};
     return {store::FamilyMetric::kTtft, store::FamilyMetric::kItl, store::FamilyMetric::kTpot, store::FamilyMetric::kE2e};
   }
   const At list = m.Get("latency");
-  if (!timed) throw list.Error("is not used by a retained_context workload");
+  if (!timed) throw list.Error(fmt::format("is not used by a {} workload", ToString(w.kind)));
   if (w.warmup) throw list.Error("is not used by a warmup workload (warmup is never scored)");
   if (!list.node().IsSequence()) throw list.Error("must be a list of ttft, itl, tpot, e2e (or [] for none)");
   std::vector<store::FamilyMetric> out;
@@ -309,16 +309,62 @@ std::vector<store::FamilyMetric> ParseLatency(const Map& m, const WorkloadSpec& 
   return out;
 }
 
-WorkloadSpec ParseWorkload(const At& at, bool warmup, std::size_t index) {
+// Token counts of a prefill or retained-context workload: a list of sizes, each at most 1M.
+std::vector<int> TokenCounts(const Map& m, const char* key, std::vector<int> fallback, int least) {
+  if (!m.Has(key)) return fallback;
+  const std::vector<int> out = m.Get(key).NumberList<int>(least, 1 << 20);
+  if (out.empty()) throw m.Get(key).Error("must list at least one size in tokens");
+  return out;
+}
+
+// The prompt source of a prefill or retained-context workload: a text file (relative to the
+// campaign file), its sha256 stored so a report can say which text the prompts came from.
+void ReadSource(const Map& m, const std::filesystem::path& base, WorkloadSpec& w) {
+  w.source = Resolve(base, m.String("source", "context-source.txt"));
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(w.source, ec)) {
+    throw(m.Has("source") ? m.Get("source") : m.at()).Error(fmt::format("the prompt source {} is not a file", w.source.string()));
+  }
+  w.source_sha256 = FileSha256(w.source);
+}
+
+// `kind: prefill` and `kind: retained_context`: their own keys.
+void ReadContextKeys(const Map& m, const std::filesystem::path& base, WorkloadSpec& w) {
+  if (w.kind == WorkloadKind::kPrefill) {
+    w.bases = TokenCounts(m, "bases", {0, 1024}, 0);
+    w.new_tokens = TokenCounts(m, "new_tokens", {128, 512}, 1);
+    w.tries = m.Number<int>("tries", 3, 1, 100);
+  } else {
+    if (m.Has("children")) {
+      throw m.Get("children").Error("is no longer used: every weighted case (or each of `cases`) is a child, `repeats` times");
+    }
+    w.contexts = TokenCounts(m, "contexts", {0, 1024}, 0);
+    w.parent_max_tokens = m.Number<int>("parent_max_tokens", 256, 1, 1 << 20);
+    if (m.Has("thinking")) {
+      w.thinking.clear();
+      const At list = m.Get("thinking");
+      for (std::size_t i = 0; i < list.node().size(); ++i) {
+        const At item = list.Item(list.node()[i], i);
+        w.thinking.push_back(OneOf(item, {"off", "on"}));
+        if (std::count(w.thinking.begin(), w.thinking.end(), w.thinking.back()) > 1) throw item.Error("is listed twice");
+      }
+      if (w.thinking.empty()) throw list.Error("must list off, on or both");
+    }
+  }
+  ReadSource(m, base, w);
+}
+
+WorkloadSpec ParseWorkload(const At& at, bool warmup, std::size_t index, const std::filesystem::path& base) {
   const Map m(at, {"name", "kind", "cases", "repeats", "nonce_seed", "sampling", "levels", "contexts", "children", "max_tokens", "counting",
-                   "latency"});
+                   "latency", "bases", "new_tokens", "tries", "source", "thinking", "parent_max_tokens"});
   WorkloadSpec w;
   w.warmup = warmup;
-  const std::string kind = OneOf(m.Get("kind"), {"battery", "concurrency", "mixed", "retained_context"});
-  w.kind = kind == "battery"       ? WorkloadKind::kBattery
-           : kind == "concurrency" ? WorkloadKind::kConcurrency
-           : kind == "mixed"       ? WorkloadKind::kMixed
-                                   : WorkloadKind::kRetainedContext;
+  const std::string kind = OneOf(m.Get("kind"), {"battery", "concurrency", "mixed", "retained_context", "prefill"});
+  w.kind = kind == "battery"            ? WorkloadKind::kBattery
+           : kind == "concurrency"      ? WorkloadKind::kConcurrency
+           : kind == "mixed"            ? WorkloadKind::kMixed
+           : kind == "retained_context" ? WorkloadKind::kRetainedContext
+                                        : WorkloadKind::kPrefill;
   w.name = m.String("name", fmt::format("{}{}-{}", warmup ? "warmup-" : "", kind, index));
   w.cases = m.StringList("cases");
   w.repeats = m.Number<int>("repeats", 1, 1, 100000);
@@ -332,24 +378,37 @@ WorkloadSpec ParseWorkload(const At& at, bool warmup, std::size_t index) {
     throw m.Get("levels").Error(fmt::format("is not used by a {} workload", kind));
   }
   if (w.kind == WorkloadKind::kConcurrency && w.cases.empty()) throw at.Error("a concurrency workload needs 'cases'");
-  if ((w.kind == WorkloadKind::kMixed || w.kind == WorkloadKind::kRetainedContext) && m.Has("cases")) {
-    throw m.Get("cases").Error(fmt::format("is not used by a {} workload (its cases are fixed)", kind));
+  if ((w.kind == WorkloadKind::kMixed || w.kind == WorkloadKind::kPrefill) && m.Has("cases")) {
+    throw m.Get("cases").Error(fmt::format("is not used by a {} workload (its prompts are fixed)", kind));
   }
   if (w.kind != WorkloadKind::kBattery && m.Has("counting")) throw m.Get("counting").Error("is only used by a battery workload");
-  if (w.kind == WorkloadKind::kRetainedContext) {
-    w.contexts = m.Has("contexts") ? m.Get("contexts").NumberList<int>(16, 1 << 20) : std::vector<int>{1024};
-    w.children = m.Number<int>("children", 2, 1, 1000);
-  } else if (m.Has("contexts") || m.Has("children")) {
-    throw(m.Has("contexts") ? m.Get("contexts") : m.Get("children")).Error(fmt::format("is not used by a {} workload", kind));
+  const bool context_kind = w.kind == WorkloadKind::kRetainedContext || w.kind == WorkloadKind::kPrefill;
+  if (context_kind) {
+    if (warmup) throw at.Error(fmt::format("a {} workload cannot be a warmup (it discards its own first round)", kind));
+    ReadContextKeys(m, base, w);
+  }
+  const std::pair<const char*, bool> own[] = {{"contexts", w.kind == WorkloadKind::kRetainedContext},
+                                              {"children", w.kind == WorkloadKind::kRetainedContext},
+                                              {"thinking", w.kind == WorkloadKind::kRetainedContext},
+                                              {"parent_max_tokens", w.kind == WorkloadKind::kRetainedContext},
+                                              {"bases", w.kind == WorkloadKind::kPrefill},
+                                              {"new_tokens", w.kind == WorkloadKind::kPrefill},
+                                              {"tries", w.kind == WorkloadKind::kPrefill},
+                                              {"source", context_kind}};
+  for (const auto& [key, used] : own) {
+    if (!used && m.Has(key)) throw m.Get(key).Error(fmt::format("is not used by a {} workload", kind));
+  }
+  if (w.kind == WorkloadKind::kPrefill && m.Has("max_tokens")) {
+    throw m.Get("max_tokens").Error("is not used by a prefill workload (each request asks for 1 token)");
   }
   w.latency = ParseLatency(m, w);
   return w;
 }
 
-std::vector<WorkloadSpec> ParseWorkloads(const At& at, bool warmup) {
+std::vector<WorkloadSpec> ParseWorkloads(const At& at, bool warmup, const std::filesystem::path& base) {
   if (!at.node().IsSequence()) throw at.Error("must be a list of workloads");
   std::vector<WorkloadSpec> out;
-  for (std::size_t i = 0; i < at.node().size(); ++i) out.push_back(ParseWorkload(at.Item(at.node()[i], i), warmup, i));
+  for (std::size_t i = 0; i < at.node().size(); ++i) out.push_back(ParseWorkload(at.Item(at.node()[i], i), warmup, i, base));
   return out;
 }
 
@@ -479,15 +538,25 @@ std::vector<store::FamilySelector> GatedFamilies(const At& list) {
       out.push_back({node[i].Scalar(), std::nullopt});
       continue;
     }
-    const Map m(item, {"workload", "metric", "case", "level", "context", "percentile", "sampling"});
+    const Map m(item, {"workload", "metric", "case", "level", "context", "base", "new_tokens", "percentile", "sampling"});
     store::FamilyId id;
     id.workload = m.Get("workload").String();
-    id.metric = store::ParseFamilyMetric(OneOf(m.Get("metric"), {"weighted", "case", "aggregate", "retained", "pooled_cases",
-                                                                 "pooled_levels", "ttft", "itl", "tpot", "e2e", "startup", "memory"}),
-                                         m.at().path());
+    id.metric =
+        store::ParseFamilyMetric(OneOf(m.Get("metric"), {"weighted", "case", "aggregate", "retained", "pooled_cases", "pooled_levels",
+                                                         "ttft", "itl", "tpot", "e2e", "startup", "memory", "prefill", "pooled_prefill"}),
+                                 m.at().path());
     id.case_id = m.String("case", "");
     id.level = m.Number("level", 1, 1, 1 << 20);
     id.context = m.Number("context", 0, 0, 1 << 30);
+    const bool prefill = id.metric == store::FamilyMetric::kPrefill;
+    for (const char* key : {"base", "new_tokens"}) {
+      if (m.Has(key) && !prefill) throw m.Get(key).Error("is only for a prefill cell (metric prefill)");
+    }
+    if (prefill) {
+      if (!m.Has("base") || !m.Has("new_tokens")) throw item.Error("a prefill cell needs 'base' and 'new_tokens'");
+      id.context = m.Number("base", 0, 0, 1 << 30);
+      id.new_tokens = m.Number("new_tokens", 1, 1, 1 << 30);
+    }
     if (store::IsLatency(id.metric)) {
       if (!m.Has("percentile")) throw item.Error(fmt::format("a {} family needs 'percentile' (50, 90 or 99)", ToString(id.metric)));
       id.percentile = std::stoi(OneOf(m.Get("percentile"), {"50", "90", "99"}));
@@ -689,8 +758,8 @@ Campaign ParseCampaign(std::string_view text, const std::filesystem::path& file)
   ReadHosts(m, c);
   ReadLayouts(m.Get("layouts"), m.Get("arms"), c);
   if (m.Has("sessions")) c.sessions = ParseSessions(m.Get("sessions"), c.arms);
-  if (m.Has("warmup")) c.warmup = ParseWorkloads(m.Get("warmup"), true);
-  c.workloads = ParseWorkloads(m.Get("workloads"), false);
+  if (m.Has("warmup")) c.warmup = ParseWorkloads(m.Get("warmup"), true, base);
+  c.workloads = ParseWorkloads(m.Get("workloads"), false, base);
   if (c.workloads.empty() && !c.warmup.empty()) {
     throw m.Get("workloads").Error("is empty while warmup is not: a campaign that measures only launches (startup, memory) has neither");
   }

@@ -104,10 +104,20 @@ struct WorkloadSpec {
   std::uint64_t nonce_seed = 0;
   SamplingSpec sampling;
   std::vector<int> levels;    // concurrency, mixed
-  std::vector<int> contexts;  // retained_context: prefix sizes in tokens
-  int children = 2;           // retained_context: follow-ups per parent
-  int max_tokens = 0;         // 0: each case's own
-  bool counting = true;       // battery: also send the counting diagnostic
+  std::vector<int> contexts;  // retained_context: tokens of retained context (0: no parent)
+  int children = 0;           // retained_context of a store from before contexts were exact; 0 now
+  // retained_context: the thinking modes ("off", "on"), one parent each per context size;
+  // the parent's answer budget (it must end with stop within it).
+  std::vector<std::string> thinking = {"off"};
+  int parent_max_tokens = 256;
+  // prefill: the cells, retained base × new tokens; tries per sample for a clean cache miss.
+  std::vector<int> bases, new_tokens;
+  int tries = 3;
+  // prefill, retained_context: the text prompts are cut from, and its sha256 when parsed.
+  std::filesystem::path source;
+  std::string source_sha256;
+  int max_tokens = 0;    // 0: each case's own
+  bool counting = true;  // battery: also send the counting diagnostic
   // battery, concurrency, mixed: the latency families scored (p50, p90, p99 of each); every
   // one unless `latency:` lists fewer; none for warmup.
   std::vector<store::FamilyMetric> latency;

@@ -32,7 +32,14 @@ json WorkloadSpecJson(const WorkloadSpec& w) {
           {"children", w.children},
           {"max_tokens", w.max_tokens},
           {"counting", w.counting},
-          {"latency", LatencyWords(w.latency)}};
+          {"latency", LatencyWords(w.latency)},
+          {"bases", w.bases},
+          {"new_tokens", w.new_tokens},
+          {"tries", w.tries},
+          {"parent_max_tokens", w.kind == WorkloadKind::kRetainedContext ? w.parent_max_tokens : 0},
+          {"thinking", w.kind == WorkloadKind::kRetainedContext ? w.thinking : std::vector<std::string>{}},
+          {"source", w.source.string()},
+          {"source_sha256", w.source_sha256}};
 }
 
 json LayoutSpecJson(const LayoutSpec& l) {

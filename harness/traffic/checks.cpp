@@ -157,4 +157,20 @@ void ApplyChecks(store::SampleRow& s, const StreamedCompletion& r, const CorpusC
   s.passed = passed;
 }
 
+void AddCheck(store::SampleRow& s, const std::string& name, bool ok, bool integrity) {
+  nlohmann::json checks = nlohmann::json::parse(s.checks_json, nullptr, false);
+  if (!checks.is_object()) checks = nlohmann::json::object();
+  checks[name] = ok;
+  s.checks_json = checks.dump();
+  s.passed = s.passed && ok;
+  if (integrity) s.valid = s.valid && ok;
+}
+
+void AddFlag(store::SampleRow& s, const std::string& name, const nlohmann::json& value) {
+  nlohmann::json flags = nlohmann::json::parse(s.flags_json, nullptr, false);
+  if (!flags.is_object()) flags = nlohmann::json::object();
+  flags[name] = value;
+  s.flags_json = flags.dump();
+}
+
 }  // namespace tandem::harness

@@ -27,6 +27,12 @@ struct CheckContext {
 // checks_json, valid and passed.
 void ApplyChecks(store::SampleRow& sample, const StreamedCompletion& response, const CorpusCase& corpus_case, const CheckContext& context);
 
+// One more check on a sample ApplyChecks has filled: it joins checks_json and `passed`; an
+// integrity check (the sample is no timing without it) also decides `valid`.
+void AddCheck(store::SampleRow& sample, const std::string& name, bool ok, bool integrity);
+// A remark that fails nothing (flags_json), e.g. why a sample is not scored.
+void AddFlag(store::SampleRow& sample, const std::string& name, const nlohmann::json& value);
+
 // A content check on its own (used by ApplyChecks and tests).
 bool RunContentCheck(const ContentCheck& check, const std::string& content, int count);
 

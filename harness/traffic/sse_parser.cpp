@@ -83,10 +83,18 @@ void SseCompletionParser::Data(const std::string& payload, double now) {
   if (j.contains("usage") && j["usage"].is_object()) {
     const json& u = j["usage"];
     const int prompt = Count(u, "prompt_tokens"), completion = Count(u, "completion_tokens");
-    int cached = 0;
-    if (u.contains("prompt_tokens_details") && u["prompt_tokens_details"].is_object())
+    int cached = 0, miss = -1;
+    bool has_cached = false;
+    if (u.contains("prompt_tokens_details") && u["prompt_tokens_details"].is_object() &&
+        u["prompt_tokens_details"].contains("cached_tokens")) {
       cached = Count(u["prompt_tokens_details"], "cached_tokens");
-    if (prompt < 0 || completion < 0 || cached < 0) {
+      has_cached = true;
+    } else if (u.contains("prompt_cache_hit_tokens")) {
+      cached = Count(u, "prompt_cache_hit_tokens");
+      has_cached = true;
+    }
+    if (u.contains("prompt_cache_miss_tokens")) miss = Count(u, "prompt_cache_miss_tokens");
+    if (prompt < 0 || completion < 0 || cached < 0 || (u.contains("prompt_cache_miss_tokens") && miss < 0)) {
       out_.error = fmt::format("usage with an invalid token count: {}", u.dump().substr(0, 200));
       return;
     }
@@ -94,6 +102,8 @@ void SseCompletionParser::Data(const std::string& payload, double now) {
     out_.prompt_tokens = prompt;
     out_.completion_tokens = completion;
     out_.cached_tokens = cached;
+    out_.has_cached_usage = has_cached;
+    out_.cache_miss_tokens = miss;
   }
   if (!j.contains("choices") || !j["choices"].is_array() || j["choices"].empty()) return;
   const json& choice = j["choices"][0];

@@ -29,6 +29,11 @@ struct StreamedCompletion {
   int prompt_tokens = 0;
   int completion_tokens = 0;
   int cached_tokens = 0;
+  // Whether the usage said how many prompt tokens were cached (OpenAI's
+  // prompt_tokens_details.cached_tokens or DeepSeek's prompt_cache_hit_tokens): a server
+  // that does not cannot have its cache accounting checked.
+  bool has_cached_usage = false;
+  int cache_miss_tokens = -1;  // DeepSeek's prompt_cache_miss_tokens; -1 when not reported
   std::string finish_reason;
 
   // A stream without [DONE] or usage is incomplete: a failed sample, never a timing.

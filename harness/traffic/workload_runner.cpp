@@ -10,6 +10,7 @@
 #include "common/input_error.hpp"
 #include "harness/traffic/checks.hpp"
 #include "harness/traffic/sse_client.hpp"
+#include "harness/traffic/workload_requests.hpp"
 #include "runtime/model/tokenizer.hpp"
 #include "stats/decode_metrics.hpp"
 #include "stats/descriptive.hpp"
@@ -37,113 +38,6 @@ std::optional<stats::DraftCounters> ReadDraftCounters(const std::string& stats) 
   return stats::DraftCounters{values[0], values[1], values[2]};
 }
 
-// One request to send, and where its sample goes.
-struct Planned {
-  const CorpusCase* c = nullptr;
-  nlohmann::ordered_json body;  // ordered: a response_format schema keeps its key order
-  store::SampleRow sample;
-  CheckContext check;
-};
-
-class Runner {
- public:
-  Runner(const WorkloadSpec& w, const WorkloadContext& ctx) : w_(w), ctx_(ctx), total_(CountRequests(w, *ctx.corpus)) {}
-
-  WorkloadOutcome Run();
-
- private:
-  // A request for `c`, its prompt starting with the nonce at `position` (unless the
-  // case opts out), `extra` messages (retained context) appended.
-  Planned Make(const CorpusCase& c, std::uint64_t position, bool nonced = true) {
-    Planned p;
-    p.c = &c;
-    const std::uint64_t slot = position + static_cast<std::uint64_t>(ctx_.nonce_round) * static_cast<std::uint64_t>(total_);
-    std::string marker;
-    if (nonced && c.nonce) marker = ctx_.nonces->Marker(ctx_.workload_index, w_.nonce_seed, slot);
-    json messages = json::array();
-    if (!c.system.empty()) {
-      messages.push_back({{"role", "system"}, {"content", marker + c.system}});
-      marker.clear();
-    }
-    messages.push_back({{"role", "user"}, {"content", marker + c.prompt}});
-    const int max_tokens = w_.max_tokens > 0 ? w_.max_tokens : c.max_tokens;
-    p.body = {{"model", ctx_.model}, {"messages", messages}, {"max_tokens", max_tokens}};
-    if (w_.sampling.greedy) {
-      p.body["temperature"] = 0;
-    } else {
-      p.body["temperature"] = w_.sampling.temperature;
-      p.body["top_p"] = w_.sampling.top_p;
-      p.body["seed"] = w_.sampling.seed + position;
-    }
-    if (!c.response_format.empty()) p.body["response_format"] = nlohmann::ordered_json::parse(c.response_format);
-    p.sample.case_id = c.id;
-    p.sample.weight = c.weight;
-    p.sample.nonce = nonced && c.nonce ? ctx_.nonces->Marker(ctx_.workload_index, w_.nonce_seed, slot) : "";
-    p.check = {max_tokens, nonced && c.nonce ? ctx_.cache_bound : -1, ctx_.tokenizer};
-    return p;
-  }
-
-  // Sends `batch` at once (one thread each) and records the samples.
-  void Send(std::vector<Planned>& batch) {
-    // The server's draft counters around the batch: per-case acceptance (a batch holds
-    // one case, except in mixed traffic). Absent when the server has no /v1/stats.
-    const auto before = ReadDraftCounters(HttpGet(ctx_.base_url, "/v1/stats", 30, nullptr, ctx_.api_key));
-    std::vector<StreamedCompletion> responses(batch.size());
-    std::vector<std::thread> threads;
-    // Every thread first exists, then all send: started as they are created, a batch's
-    // requests went out up to a thread start apart, and on a fast model (the tiny test
-    // preset, 16 tokens) the first could finish before the last arrived, which then rode
-    // its prefix cache (cache_bound failed) although they were meant to run together.
-    std::latch ready(static_cast<std::ptrdiff_t>(batch.size()));
-    for (std::size_t i = 0; i < batch.size(); ++i) {
-      threads.emplace_back([&, i] {
-        ready.arrive_and_wait();
-        responses[i] = StreamChat(ctx_.base_url, batch[i].body, ctx_.request_timeout_s, ctx_.api_key);
-      });
-    }
-    for (auto& t : threads) t.join();
-    const auto after = ReadDraftCounters(HttpGet(ctx_.base_url, "/v1/stats", 30, nullptr, ctx_.api_key));
-    // None when the server has no counters. Counters that went backwards (the server
-    // restarted, or a counter wrapped) are recorded as an error: the report then gives this
-    // workload and case no acceptance figure instead of one computed without this batch.
-    std::string draft = "{}";
-    if (before && after) {
-      try {
-        const stats::DraftCounters d = stats::DraftCountersBetween(*before, *after);
-        draft = json{{"accepted_drafts", d.accepted_drafts}, {"verified_drafts", d.verified_drafts}, {"request_rounds", d.request_rounds}}
-                    .dump();
-      } catch (const stats::StatsError& e) {
-        draft = json{{"error", e.what()}}.dump();
-      }
-    }
-    for (std::size_t i = 0; i < batch.size(); ++i) {
-      Planned& p = batch[i];
-      p.sample.draft_json = draft;
-      p.sample.slot = static_cast<int>(i);
-      p.sample.level = static_cast<int>(batch.size());
-      p.sample.request_json = p.body.dump();
-      ApplyChecks(p.sample, responses[i], *p.c, p.check);
-      out_.samples.push_back(p.sample);
-      last_.push_back(responses[i]);
-    }
-    done_ += static_cast<int>(batch.size());
-    if (ctx_.progress) ctx_.progress(done_, total_);
-  }
-
-  void Battery();
-  void Concurrency(const std::vector<std::string>& cases, bool mixed);
-  void RetainedContext();
-
-  const WorkloadSpec& w_;
-  const WorkloadContext& ctx_;
-  int total_;
-  int done_ = 0;
-  int batch_ = 0;
-  std::uint64_t position_ = 0;
-  std::vector<StreamedCompletion> last_;
-  WorkloadOutcome out_;
-};
-
 // Aggregate throughput of the samples of one batch: Σ(ct − 1) / (max t_finish − min t_first_output).
 std::optional<double> Aggregate(const std::vector<store::SampleRow>& samples, std::size_t first, std::size_t count) {
   std::vector<stats::RequestTiming> timings;
@@ -157,6 +51,125 @@ std::optional<double> Aggregate(const std::vector<store::SampleRow>& samples, st
   } catch (const stats::StatsError&) {
     return std::nullopt;
   }
+}
+
+}  // namespace
+
+Planned Runner::Make(const CorpusCase& c, std::uint64_t position, bool nonced) {
+  Planned p;
+  p.c = &c;
+  const std::uint64_t slot = position + static_cast<std::uint64_t>(ctx_.nonce_round) * static_cast<std::uint64_t>(total_);
+  std::string marker;
+  if (nonced && c.nonce) marker = ctx_.nonces->Marker(ctx_.workload_index, w_.nonce_seed, slot);
+  json messages = json::array();
+  if (!c.system.empty()) {
+    messages.push_back({{"role", "system"}, {"content", marker + c.system}});
+    marker.clear();
+  }
+  messages.push_back({{"role", "user"}, {"content", marker + c.prompt}});
+  const int max_tokens = w_.max_tokens > 0 ? w_.max_tokens : c.max_tokens;
+  p.body = {{"model", ctx_.model}, {"messages", messages}, {"max_tokens", max_tokens}};
+  if (w_.sampling.greedy) {
+    p.body["temperature"] = 0;
+  } else {
+    p.body["temperature"] = w_.sampling.temperature;
+    p.body["top_p"] = w_.sampling.top_p;
+    p.body["seed"] = w_.sampling.seed + position;
+  }
+  if (!c.response_format.empty()) p.body["response_format"] = nlohmann::ordered_json::parse(c.response_format);
+  p.sample.case_id = c.id;
+  p.sample.weight = c.weight;
+  p.sample.nonce = nonced && c.nonce ? ctx_.nonces->Marker(ctx_.workload_index, w_.nonce_seed, slot) : "";
+  p.check = {max_tokens, nonced && c.nonce ? ctx_.cache_bound : -1, ctx_.tokenizer};
+  return p;
+}
+
+void Runner::Send(std::vector<Planned>& batch) {
+  // The server's draft counters around the batch: per-case acceptance (a batch holds
+  // one case, except in mixed traffic). Absent when the server has no /v1/stats.
+  const auto before = ReadDraftCounters(HttpGet(ctx_.base_url, "/v1/stats", 30, nullptr, ctx_.api_key));
+  std::vector<StreamedCompletion> responses(batch.size());
+  std::vector<std::thread> threads;
+  // Every thread first exists, then all send: started as they are created, a batch's
+  // requests went out up to a thread start apart, and on a fast model (the tiny test
+  // preset, 16 tokens) the first could finish before the last arrived, which then rode
+  // its prefix cache (cache_bound failed) although they were meant to run together.
+  std::latch ready(static_cast<std::ptrdiff_t>(batch.size()));
+  for (std::size_t i = 0; i < batch.size(); ++i) {
+    threads.emplace_back([&, i] {
+      ready.arrive_and_wait();
+      responses[i] = StreamChat(ctx_.base_url, batch[i].body, ctx_.request_timeout_s, ctx_.api_key);
+    });
+  }
+  for (auto& t : threads) t.join();
+  const auto after = ReadDraftCounters(HttpGet(ctx_.base_url, "/v1/stats", 30, nullptr, ctx_.api_key));
+  // None when the server has no counters. Counters that went backwards (the server
+  // restarted, or a counter wrapped) are recorded as an error: the report then gives this
+  // workload and case no acceptance figure instead of one computed without this batch.
+  std::string draft = "{}";
+  if (before && after) {
+    try {
+      const stats::DraftCounters d = stats::DraftCountersBetween(*before, *after);
+      draft =
+          json{{"accepted_drafts", d.accepted_drafts}, {"verified_drafts", d.verified_drafts}, {"request_rounds", d.request_rounds}}.dump();
+    } catch (const stats::StatsError& e) {
+      draft = json{{"error", e.what()}}.dump();
+    }
+  }
+  for (std::size_t i = 0; i < batch.size(); ++i) {
+    Planned& p = batch[i];
+    p.sample.draft_json = draft;
+    p.sample.slot = static_cast<int>(i);
+    p.sample.level = static_cast<int>(batch.size());
+    p.sample.request_json = p.body.dump();
+    ApplyChecks(p.sample, responses[i], *p.c, p.check);
+    out_.samples.push_back(p.sample);
+    last_.push_back(responses[i]);
+  }
+  done_ += static_cast<int>(batch.size());
+  if (ctx_.progress) ctx_.progress(done_, total_);
+}
+
+store::SampleRow& Runner::SendOne(Planned& p) {
+  std::vector<Planned> one = {p};
+  Send(one);
+  return out_.samples.back();
+}
+
+namespace {
+
+const CorpusCase kProbeCase{.id = "probe", .max_tokens = 1, .prompt = "Probe: reply with one word."};
+const char* const kProbeTurn = "Probe: and one more word.";
+
+}  // namespace
+
+TemplateOverhead Runner::Probe(bool thinking, bool with_turn) {
+  Planned p = Make(kProbeCase, NextPosition());
+  p.body["max_tokens"] = 1;
+  p.check.max_tokens = 1;
+  if (thinking) p.body["thinking"] = {{"type", "enabled"}};
+  p.sample.role = "probe";
+  p.sample.batch = batch_++;
+  const auto sent = [&](const char* what) {
+    const store::SampleRow& s = SendOne(p);
+    if (!last_.back().complete()) {
+      throw std::runtime_error(fmt::format("workload {}: the request that measures the chat template's size ({}) failed: {}", w_.name, what,
+                                           s.error.empty() ? s.checks_json : s.error));
+    }
+    return s.prompt_tokens;
+  };
+  const std::string text = p.body["messages"].back()["content"].get<std::string>();
+  TemplateOverhead o;
+  const int first = sent("one message");
+  o.first = first - static_cast<int>(ctx_.tokenizer->Encode(text).size());
+  if (with_turn) {
+    p.body["messages"].push_back({{"role", "assistant"}, {"content", kFixedAnswer}});
+    p.body["messages"].push_back({{"role", "user"}, {"content", kProbeTurn}});
+    p.check.cache_bound = -1;  // the first message is cached by now
+    p.sample.batch = batch_++;
+    o.turn = sent("a second turn") - first - static_cast<int>(ctx_.tokenizer->Encode(kProbeTurn).size());
+  }
+  return o;
 }
 
 void Runner::Battery() {
@@ -249,59 +262,6 @@ void Runner::Concurrency(const std::vector<std::string>& cases, bool mixed) {
   out_.result = {{"levels", levels}};
 }
 
-void Runner::RetainedContext() {
-  const CorpusCase& topic = ctx_.corpus->Case("topic");
-  json contexts = json::array();
-  for (int size : w_.contexts) {
-    for (int r = 0; r < w_.repeats; ++r) {
-      // The parent: the nonce, then a document long enough to reach `size` tokens.
-      Planned parent = Make(topic, position_++);
-      std::string document = "Read the following field notes; questions about them follow.\n";
-      const std::string base = parent.body["messages"].back()["content"].get<std::string>();
-      int n = 0;
-      while (ctx_.tokenizer != nullptr && static_cast<int>(ctx_.tokenizer->Encode(base + document).size()) < size) {
-        document += fmt::format("Note {}: the relay station logged {} departures and {} arrivals before the storm closed the pass. ", n,
-                                17 + n * 3 % 11, 11 + n * 7 % 13);
-        ++n;
-      }
-      parent.body["messages"].back()["content"] = base + "\n\n" + document;
-      parent.body["max_tokens"] = 32;
-      parent.check.max_tokens = 32;
-      parent.sample.role = "parent";
-      parent.sample.context = size;
-      parent.sample.repeat = r;
-      parent.sample.batch = batch_++;
-      std::vector<Planned> one = {parent};
-      Send(one);
-      const StreamedCompletion parent_response = last_.back();
-      const int parent_prompt = out_.samples.back().prompt_tokens;
-      // Children: the same conversation plus the parent's answer and a new question.
-      for (int k = 0; k < w_.children; ++k) {
-        Planned child = parent;
-        child.body["messages"].push_back({{"role", "assistant"}, {"content", parent_response.content}});
-        child.body["messages"].push_back(
-            {{"role", "user"}, {"content", fmt::format("Question {}: summarise note {} in one sentence.", k, k)}});
-        child.body["max_tokens"] = w_.max_tokens > 0 ? w_.max_tokens : topic.max_tokens;
-        child.check = {child.body["max_tokens"].get<int>(), -1, ctx_.tokenizer};
-        child.sample.role = "child";
-        child.sample.batch = batch_++;
-        child.sample.slot = k;
-        std::vector<Planned> c1 = {child};
-        Send(c1);
-        // Retained context must be served from the cache: at least the parent's prompt.
-        store::SampleRow& s = out_.samples.back();
-        const bool hit = s.cached_tokens >= parent_prompt && parent_prompt > 0;
-        auto checks = json::parse(s.checks_json);
-        checks["retained_cache"] = hit;
-        s.checks_json = checks.dump();
-        s.passed = s.passed && hit;
-      }
-    }
-    contexts.push_back({{"context", size}});
-  }
-  out_.result = {{"contexts", contexts}};
-}
-
 WorkloadOutcome Runner::Run() {
   switch (w_.kind) {
     case WorkloadKind::kBattery:
@@ -316,11 +276,14 @@ WorkloadOutcome Runner::Run() {
     case WorkloadKind::kRetainedContext:
       RetainedContext();
       break;
+    case WorkloadKind::kPrefill:
+      Prefill();
+      break;
   }
+  // Retries a prefill cell did not need leave the count short of its bound.
+  if (done_ < total_ && ctx_.progress) ctx_.progress(total_, total_);
   return std::move(out_);
 }
-
-}  // namespace
 
 int CountRequests(const WorkloadSpec& w, const Corpus& corpus) {
   switch (w.kind) {
@@ -338,7 +301,9 @@ int CountRequests(const WorkloadSpec& w, const Corpus& corpus) {
       return cases * per_repeat * w.repeats;
     }
     case WorkloadKind::kRetainedContext:
-      return static_cast<int>(w.contexts.size()) * w.repeats * (1 + w.children);
+      return CountRetainedContextRequests(w, corpus);
+    case WorkloadKind::kPrefill:
+      return CountPrefillRequests(w);
   }
   return 0;
 }
