@@ -22,6 +22,7 @@ std::string RenderReport(const store::CampaignRecord& r, const ReportOptions& op
   sections::DraftAcceptance(r, d);
   sections::PredictionError(r, d);
   sections::Concurrency(r, d);
+  sections::Prefill(r, d);
   sections::Retained(r, d);
   sections::QualitySection(r, d);
   sections::NoiseAndPower(r, d);

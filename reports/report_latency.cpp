@@ -56,7 +56,7 @@ void Latency(const CampaignRecord& r, MarkdownDoc& d) {
       "session; median / p90 / p99 in ms. Both are timed on the harness's side, so they include the HTTP client; at concurrency "
       "C, requests share the server.");
   d.Blank();
-  LowerIsBetterAbTables(
+  DirectedAbTables(
       r, d, [](const store::FamilyScores& f) { return store::IsLatency(f.metric); }, "latency families",
       "A session's score is a percentile of its own requests (docs/statistics.md, \"Latency families\"); a p90 "
       "needs 10 requests in the session, a p99 20.");

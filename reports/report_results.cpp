@@ -482,16 +482,26 @@ void Retained(const CampaignRecord& r, MarkdownDoc& d) {
   if (families.empty()) return;
   d.Line("## Retained-context decode");
   d.Blank();
-  d.Line("Decode rate of the follow-up turns on a retained prefix, median (min–max) over every session's follow-ups, tok/s.");
+  // A store from before contexts were exact has no fresh-launch control: its families are
+  // the follow-ups' request rates.
+  const bool exact =
+      std::any_of(families.begin(), families.end(), [](const FamilyScores* f) { return f->case_id.starts_with("fresh-launch"); });
+  d.Line("{}", exact ? "Weighted decode of the child turns (every case, once per repeat) on a parent prompt of exactly the context's "
+                       "tokens, median (min–max) over every session's repeats, tok/s; \"fresh launch\": the same cases as fresh "
+                       "conversations, first in the session. A child whose cache hit fell outside the context and the conversation "
+                       "before its own message is not scored (Quality, `retained_cache`)."
+                     : "Decode rate of the follow-up turns on a retained prefix, median (min–max) over every session's follow-ups, tok/s.");
   d.Blank();
   const std::vector<Column> columns = LayoutArmColumns(r);
   std::vector<std::string> head = {"workload", "context"};
   for (const Column& c : columns) head.push_back(c.head);
   d.Line("{}", Header(head, 2));
-  std::set<std::pair<std::string, int>> done;
+  std::set<std::string> done;
   for (const FamilyScores* f : families) {
-    if (!done.insert({f->workload, f->context}).second) continue;
-    std::vector<std::string> row = {f->workload, fmt::format("{} tokens", f->context)};
+    if (!done.insert(f->family).second) continue;
+    const std::string thinking = f->case_id.ends_with("thinking") ? ", thinking" : "";
+    const std::string context = f->case_id.starts_with("fresh-launch") ? "fresh launch" : fmt::format("{} tokens", f->context);
+    std::vector<std::string> row = {f->workload, context + thinking};
     for (const Column& c : columns) {
       const FamilyScores* g = Find(r, c.layout, f->family);
       const std::vector<double> values = g ? Pooled(*g, c.arm) : std::vector<double>{};

@@ -39,9 +39,12 @@ void Memory(const store::CampaignRecord& r, MarkdownDoc& d);
 // nvidia-smi through each session, and breaches of `conditions:` (report_conditions.cpp).
 void GpuConditions(const store::CampaignRecord& r, MarkdownDoc& d);
 // For each arm after the first: a "### A/B: … , WHAT (lower is better; …)" table of the
-// families `pick` selects, a row per label and a column per layout, then `note` (report_lower_is_better.cpp).
-void LowerIsBetterAbTables(const store::CampaignRecord& r, MarkdownDoc& d, const std::function<bool(const store::FamilyScores&)>& pick,
-                           const std::string& what, const std::string& note);
+// families `pick` selects (all of `direction`), a row per label and a column per layout,
+// then `note` (report_directed_ab.cpp).
+void DirectedAbTables(const store::CampaignRecord& r, MarkdownDoc& d, const std::function<bool(const store::FamilyScores&)>& pick,
+                      const std::string& what, const std::string& note, store::Direction direction = store::Direction::kLowerIsBetter);
+// The prefill matrix: base rows × new-token columns per workload, layout and arm, then its A/B (report_prefill.cpp).
+void Prefill(const store::CampaignRecord& r, MarkdownDoc& d);
 void DraftAcceptance(const store::CampaignRecord& r, MarkdownDoc& d);
 // The draft policy's round-time prediction error per workload (report_prediction.cpp).
 void PredictionError(const store::CampaignRecord& r, MarkdownDoc& d);

@@ -80,7 +80,7 @@ void Startup(const CampaignRecord& r, MarkdownDoc& d) {
       "(`startup.discard`). Lower is better.");
   d.Blank();
   PerArmTable(r, d, FamilyMetric::kStartup);
-  LowerIsBetterAbTables(
+  DirectedAbTables(
       r, d, [](const FamilyScores& f) { return f.metric == FamilyMetric::kStartup; }, "startup", "One launch per session.");
 }
 
@@ -94,7 +94,7 @@ void Memory(const CampaignRecord& r, MarkdownDoc& d) {
       "(min–max) over the sessions of each arm. Lower is better.");
   d.Blank();
   PerArmTable(r, d, FamilyMetric::kMemory);
-  LowerIsBetterAbTables(
+  DirectedAbTables(
       r, d, [](const FamilyScores& f) { return f.metric == FamilyMetric::kMemory; }, "memory", "One reading per session, once ready.");
 }
 

@@ -7,7 +7,11 @@
 
 namespace tandem::store {
 
-bool IsDecodeRate(FamilyMetric metric) { return !IsLatency(metric) && metric != FamilyMetric::kStartup && metric != FamilyMetric::kMemory; }
+bool IsDecodeRate(FamilyMetric metric) {
+  return !IsLatency(metric) && metric != FamilyMetric::kStartup && metric != FamilyMetric::kMemory && !IsPrefill(metric);
+}
+
+bool IsPrefill(FamilyMetric metric) { return metric == FamilyMetric::kPrefill || metric == FamilyMetric::kPooledPrefill; }
 
 bool IsLatency(FamilyMetric metric) {
   return metric == FamilyMetric::kTtft || metric == FamilyMetric::kItl || metric == FamilyMetric::kTpot || metric == FamilyMetric::kE2e;

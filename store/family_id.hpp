@@ -33,8 +33,9 @@ enum class FamilyMetric {
 };
 
 // The decode rates (higher is better), which a gate without `families` decides; the others
-// (latency, startup, memory) are times and sizes, gated where named.
+// (latency, startup, memory: times and sizes; prefill: rates) are gated where named.
 bool IsDecodeRate(FamilyMetric metric);
+bool IsPrefill(FamilyMetric metric);
 
 // The latency metrics; each family of one is a percentile (FamilyId::percentile).
 bool IsLatency(FamilyMetric metric);

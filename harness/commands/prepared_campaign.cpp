@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <fstream>
 #include <map>
 
 #include <fmt/format.h>
@@ -18,6 +19,31 @@ namespace tandem::harness {
 using nlohmann::json;
 
 namespace {
+
+// A prefill cell or retained context beyond the model's context is refused before anything
+// starts: the server would refuse each of its requests.
+void CheckContextSizes(const Campaign& c, const std::filesystem::path& model) {
+  std::ifstream in(model / "config.json");
+  const nlohmann::json config = nlohmann::json::parse(in, nullptr, false);
+  if (!config.is_object() || !config.contains("max_position_embeddings") || !config["max_position_embeddings"].is_number_integer()) return;
+  const long long limit = config["max_position_embeddings"].get<long long>();
+  const auto refuse = [&](const WorkloadSpec& w, const std::string& what, long long needs) {
+    if (needs <= limit) return;
+    throw InputError(
+        fmt::format("{}: workload '{}': {} needs {} positions, beyond the model's context of {} ({}: "
+                    "max_position_embeddings)",
+                    c.file.string(), w.name, what, needs, limit, (model / "config.json").string()));
+  };
+  for (const WorkloadSpec& w : c.workloads) {
+    for (int base : w.bases) {
+      for (int add : w.new_tokens) refuse(w, fmt::format("the cell base {} +{} (and 1 token out)", base, add), 1LL + base + add);
+    }
+    for (int size : w.contexts) {
+      refuse(w, fmt::format("the context {} (and the parent's {} tokens out)", size, w.parent_max_tokens),
+             1LL * size + w.parent_max_tokens);
+    }
+  }
+}
 
 std::filesystem::path BuildCache() { return rt::TandemCacheDir() / "builds"; }
 
@@ -98,6 +124,7 @@ Prepared Prepare(const Campaign& c, bool dry_run, bool check_hosts, std::ostream
     } catch (const rt::ModelError& e) {
       throw InputError(e.what());
     }
+    CheckContextSizes(c, p.model);
   }
   const int workloads = static_cast<int>(c.warmup.size() + c.workloads.size());
   p.plan = PlanSessions(c);

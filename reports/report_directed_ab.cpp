@@ -1,5 +1,6 @@
-// The A/B tables of families that are times or sizes (latency, startup, memory): lower is
-// better, so a bold ratio says whether it is a gain.
+// The A/B tables of the families with sections of their own (latency, startup, memory:
+// lower is better; the prefill matrix: higher), each saying which way is better, so a bold
+// ratio says whether it is a gain.
 #include <map>
 #include <string>
 #include <vector>
@@ -17,6 +18,7 @@ namespace {
 // One family in one layout: the ratio and its interval (bold, and which way, when it
 // excludes 1), or why there is none.
 std::string AbCell(const store::FamilyScores& f, const std::string& baseline, const std::string& candidate) {
+  const bool lower = f.direction == store::Direction::kLowerIsBetter;
   const auto a = f.by_arm.find(baseline), b = f.by_arm.find(candidate);
   const std::size_t n_a = a == f.by_arm.end() ? 0 : a->second.size(), n_b = b == f.by_arm.end() ? 0 : b->second.size();
   if (n_a < 2 || n_b < 2) {
@@ -29,7 +31,7 @@ std::string AbCell(const store::FamilyScores& f, const std::string& baseline, co
     const stats::RatioInterval i = stats::WelchLogRatio(a->second, b->second);
     const std::string cell = fmt::format("{:.3f} ({:.3f}–{:.3f})", i.ratio, i.lo, i.hi);
     const std::string n = fmt::format(" n={}/{}", n_a, n_b);
-    return i.excludes_one() ? fmt::format("**{}** {}{}", cell, i.ratio < 1 ? "better" : "worse", n) : cell + n;
+    return i.excludes_one() ? fmt::format("**{}** {}{}", cell, (i.ratio < 1) == lower ? "better" : "worse", n) : cell + n;
   } catch (const stats::StatsError& e) {
     return Cell(e.what());
   }
@@ -37,8 +39,8 @@ std::string AbCell(const store::FamilyScores& f, const std::string& baseline, co
 
 }  // namespace
 
-void LowerIsBetterAbTables(const store::CampaignRecord& r, MarkdownDoc& d, const std::function<bool(const store::FamilyScores&)>& pick,
-                           const std::string& what, const std::string& note) {
+void DirectedAbTables(const store::CampaignRecord& r, MarkdownDoc& d, const std::function<bool(const store::FamilyScores&)>& pick,
+                      const std::string& what, const std::string& note, store::Direction direction) {
   std::vector<std::string> rows;
   std::map<std::string, std::map<std::string, const store::FamilyScores*>> by_label;  // label → layout → family
   for (const store::FamilyScores& f : r.families) {
@@ -50,7 +52,9 @@ void LowerIsBetterAbTables(const store::CampaignRecord& r, MarkdownDoc& d, const
   const std::string& baseline = r.arms[0].label;
   for (std::size_t k = 1; k < r.arms.size(); ++k) {
     const std::string& candidate = r.arms[k].label;
-    d.Line("### A/B: {} vs {}, {} (lower is better; a ratio below 1 is a gain)", candidate, baseline, what);
+    d.Line("### A/B: {} vs {}, {} ({})", candidate, baseline, what,
+           direction == store::Direction::kLowerIsBetter ? "lower is better; a ratio below 1 is a gain"
+                                                         : "higher is better; a ratio above 1 is a gain");
     d.Blank();
     d.Line(
         "Each cell: the ratio of geometric means of session scores ({} / {}) with its Welch 95% interval on the log scores; **bold** "
