@@ -23,6 +23,7 @@
 #include "common/input_error.hpp"
 #include "common/sha256.hpp"
 #include "harness/launch/arm_instance.hpp"
+#include "store/session_scores.hpp"
 #include "store/store.hpp"
 #include "tests/support/child_process.hpp"
 #include "tests/support/run_command.hpp"
@@ -286,6 +287,95 @@ TEST_F(Campaigns, RunCompletesWithEverySampleStoredAndNothingLeftRunning) {
   EXPECT_EQ(missing.exit_code, 2);
   EXPECT_NE(missing.err.find("nope.db: no such store"), std::string::npos) << missing.err;
   EXPECT_FALSE(fs::exists(Dir() / "nope.db"));
+}
+
+// The prefill matrix and exact retained context on the trained mini model, against the
+// runtime with its prefix cache and with it off (--prefix-cache-entries 0): prompts land on
+// the exact token counts by the server's usage; with the cache, every child shows the base
+// (or the context) cached; without, the prefill children fail after their tries and the
+// retained children fail their cache check, and none of them is scored.
+TEST_F(Campaigns, PrefillAndRetainedContextAreExactAndAColdCacheFailsThem) {
+  const fs::path file = Dir() / "campaign.yaml";
+  const std::string bin = TANDEM_RT_BIN, source = std::string(TANDEM_SOURCE_DIR) + "/campaigns/context-source.txt";
+  std::ofstream(file) << fmt::format(
+      R"(name: context
+model: {{path: {model}}}
+arms:
+  - {{label: cached, source: {{kind: binary, coordinator: {bin}}}, options: [--threads, "1"]}}
+  - {{label: cold, source: {{kind: binary, coordinator: {bin}}}, options: [--threads, "1", --prefix-cache-entries, "0"]}}
+layouts:
+  - {{name: solo, workers: 0}}
+sessions: {{per_layout: 2, order: AB, retry: 0}}
+workloads:
+  - {{name: prefill, kind: prefill, bases: [0, 160], new_tokens: [48], repeats: 1, tries: 2, source: {source}}}
+  - {{name: retained, kind: retained_context, contexts: [0, 300], cases: [hello], repeats: 2, source: {source}}}
+corpus: {corpus}
+store: {store}
+timeouts: {{launch_s: 60, request_s: 120, teardown_grace_s: 5}}
+)",
+      fmt::arg("model", std::string(TANDEM_SOURCE_DIR) + "/models/mini/checkpoint"), fmt::arg("bin", bin), fmt::arg("source", source),
+      fmt::arg("corpus", std::string(TANDEM_SOURCE_DIR) + "/campaigns/corpus.yaml"), fmt::arg("store", (Dir() / "store.db").string()));
+  const auto r = testing::RunCommand(TANDEM_BIN, {"run", file.string(), "--quiet"}, 300s);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const store::Store store = store::Store::Open(Dir() / "store.db");
+  const auto count = [&](const std::string& arm, const std::string& where) {
+    return Count(store,
+                 "SELECT COUNT(*) FROM sample x JOIN session se ON se.id = x.session_id JOIN arm a ON a.id = se.arm_id "
+                 "JOIN workload_run w ON w.id = x.workload_run_id WHERE a.label = '" +
+                     arm + "' AND " + where);
+  };
+  // Prefill: with the cache, each child (the discarded round and the measured one, in both
+  // cells) is exact and clean at the first try; the parents are exactly the base.
+  EXPECT_EQ(count("cached", "w.name = 'prefill' AND x.role = 'child'"), 4);
+  EXPECT_EQ(count("cached",
+                  "w.name = 'prefill' AND x.role = 'child' AND x.valid = 1 AND x.prompt_tokens = x.context + 48 AND "
+                  "json_extract(x.checks_json, '$.prefill_cache') = 1 AND ((x.context = 160 AND x.cached_tokens = 160) OR "
+                  "(x.context = 0 AND x.cached_tokens <= 4))"),
+            4);
+  EXPECT_EQ(count("cached", "w.name = 'prefill' AND x.role = 'parent' AND x.prompt_tokens = 160"), 2);
+  EXPECT_EQ(count("cached", "x.role = 'retry'"), 0);
+  // Without it the base-160 children miss: tried again, then failed and not scored.
+  EXPECT_EQ(count("cold", "w.name = 'prefill' AND x.role = 'retry' AND x.context = 160 AND x.valid = 0"), 2);
+  EXPECT_EQ(count("cold",
+                  "w.name = 'prefill' AND x.role = 'child' AND x.context = 160 AND x.valid = 0 AND x.passed = 0 AND "
+                  "json_extract(x.checks_json, '$.prefill_cache') = 0"),
+            2);
+  EXPECT_EQ(count("cold", "w.name = 'prefill' AND x.role = 'child' AND x.context = 0 AND x.valid = 1"), 2);
+  // Retained context: the parent is exactly 300 tokens by the server's usage; the cached
+  // arm's children hit at least the context, the cold arm's fail the check.
+  EXPECT_EQ(count("cached", "w.name = 'retained' AND x.role = 'parent' AND x.prompt_tokens = 300"), 1);
+  EXPECT_EQ(count("cold", "w.name = 'retained' AND x.role = 'parent' AND x.prompt_tokens = 300"), 1);
+  EXPECT_EQ(count("cached",
+                  "w.name = 'retained' AND x.role = 'child' AND x.context = 300 AND x.valid = 1 AND x.cached_tokens >= 300 "
+                  "AND x.cached_tokens < x.prompt_tokens AND json_extract(x.checks_json, '$.retained_cache') = 1"),
+            2);
+  EXPECT_EQ(count("cold",
+                  "w.name = 'retained' AND x.role = 'child' AND x.context = 300 AND x.valid = 0 AND "
+                  "json_extract(x.checks_json, '$.retained_cache') = 0"),
+            2);
+  EXPECT_EQ(count("cached", "w.name = 'retained' AND x.role = 'control'"), 2);
+  // The session scores: a prefill cell's score is the median of new tokens / seconds to the
+  // first token of its measured children, recomputed here from the stored times.
+  const auto families = store::ComputeSessionScores(store, 1);
+  const auto cell =
+      std::find_if(families.begin(), families.end(), [](const store::FamilyScores& f) { return f.family == "prefill: base 160 +48"; });
+  ASSERT_NE(cell, families.end());
+  EXPECT_FALSE(cell->by_arm.contains("cold"));
+  ASSERT_EQ(cell->by_arm.at("cached").size(), 1u);
+  const double seconds = std::stod(Text(store,
+                                        "SELECT x.t_first_output - x.t_start FROM sample x JOIN session se ON se.id = x.session_id "
+                                        "JOIN arm a ON a.id = se.arm_id WHERE a.label = 'cached' AND x.role = 'child' AND x.context = 160 "
+                                        "AND x.repeat = 0"));
+  EXPECT_NEAR(cell->by_arm.at("cached")[0], 48 / seconds, 1e-9 * 48 / seconds);
+  EXPECT_TRUE(
+      std::any_of(families.begin(), families.end(), [](const store::FamilyScores& f) { return f.family == "retained: retained 300"; }));
+  const auto report = testing::RunCommand(TANDEM_BIN, {"report", (Dir() / "store.db").string(), "--out", (Dir() / "report.md").string()});
+  ASSERT_EQ(report.exit_code, 0) << report.err;
+  const std::string md = ReadFile(Dir() / "report.md");
+  EXPECT_NE(md.find("## Prefill"), std::string::npos);
+  EXPECT_NE(md.find("| 160 | — (0 of 1 clean), 1 retried |"), std::string::npos) << md.substr(md.find("## Prefill"), 2000);
+  EXPECT_NE(md.find("| retained | 300 tokens |"), std::string::npos);
+  EXPECT_NE(md.find("A/B: cold vs cached, prefill (higher is better; a ratio above 1 is a gain)"), std::string::npos);
 }
 
 TEST_F(Campaigns, KillDuringASessionThenResumeLosesAndDuplicatesNothing) {

@@ -149,6 +149,63 @@ TEST(CampaignYaml, LatencyFamiliesAreEveryOneUnlessListed) {
             std::string::npos);
 }
 
+// The prefill matrix and exact retained context: their keys, defaults, the prompt source
+// (found beside the campaign, its sha256 kept in the stored spec) and what they refuse.
+TEST(CampaignYaml, PrefillCellsAndRetainedContextsAreTokenCountsFromAHashedSource) {
+  const std::string head = Valid().substr(0, Valid().find("workloads:")) + "workloads:\n";
+  const Campaign c = ParseCampaign(head +
+                                       "  - {name: p, kind: prefill, bases: [0, 512], new_tokens: [64, 128, 256], tries: 2}\n"
+                                       "  - {name: r, kind: retained_context, contexts: [0, 1024], thinking: [off, on], cases: [hello]}\n",
+                                   kFile);
+  const WorkloadSpec& p = c.workloads[0];
+  EXPECT_EQ(p.kind, store::WorkloadKind::kPrefill);
+  EXPECT_EQ(p.bases, (std::vector<int>{0, 512}));
+  EXPECT_EQ(p.new_tokens, (std::vector<int>{64, 128, 256}));
+  EXPECT_EQ(p.tries, 2);
+  EXPECT_EQ(p.source, std::filesystem::path(TANDEM_SOURCE_DIR) / "campaigns" / "context-source.txt");
+  EXPECT_EQ(p.source_sha256.size(), 64u);
+  EXPECT_TRUE(p.latency.empty());
+  const WorkloadSpec& r = c.workloads[1];
+  EXPECT_EQ(r.contexts, (std::vector<int>{0, 1024}));
+  EXPECT_EQ(r.thinking, (std::vector<std::string>{"off", "on"}));
+  EXPECT_EQ(r.parent_max_tokens, 256);
+  const nlohmann::json spec = WorkloadSpecJson(p);
+  EXPECT_EQ(spec["source_sha256"], p.source_sha256);
+  const std::string said = store::DescribeWorkload("p", p.kind, store::ReadWorkloadSettings(spec, "p"));
+  EXPECT_NE(said.find("retained base 0 / 512 × new tokens 64 / 128 / 256"), std::string::npos) << said;
+  EXPECT_NE(said.find(p.source_sha256.substr(0, 16)), std::string::npos) << said;
+  const std::string retained = store::DescribeWorkload("r", r.kind, store::ReadWorkloadSettings(WorkloadSpecJson(r), "r"));
+  EXPECT_NE(retained.find("fresh-launch control"), std::string::npos) << retained;
+  EXPECT_NE(retained.find("thinking off / on"), std::string::npos) << retained;
+  // A prefill cell is gated by base and new tokens.
+  const Campaign gated = ParseCampaign(
+      head + "  - {name: p, kind: prefill}\ngate:\n  families: [{workload: p, metric: prefill, base: 1024, new_tokens: 512}]\n", kFile);
+  ASSERT_TRUE(gated.gate.families[0].id);
+  EXPECT_EQ(gated.gate.families[0].id->context, 1024);
+  EXPECT_EQ(gated.gate.families[0].id->new_tokens, 512);
+  const std::map<std::string, std::string> refused = {
+      {"  - {name: r, kind: retained_context, children: 2}", "workloads[0].children: is no longer used"},
+      {"  - {name: p, kind: prefill, max_tokens: 8}", "workloads[0].max_tokens: is not used by a prefill workload"},
+      {"  - {name: p, kind: prefill, cases: [hello]}", "workloads[0].cases: is not used by a prefill workload"},
+      {"  - {name: p, kind: prefill, contexts: [8]}", "workloads[0].contexts: is not used by a prefill workload"},
+      {"  - {name: p, kind: prefill, new_tokens: [0]}", "workloads[0].new_tokens[0]: 0 is outside"},
+      {"  - {name: p, kind: prefill, bases: []}", "workloads[0].bases: must be a non-empty list of numbers"},
+      {"  - {name: p, kind: prefill, source: no-such-text.txt}",
+       "the prompt source " + std::string(TANDEM_SOURCE_DIR) + "/campaigns/no-such-text.txt is not a file"},
+      {"  - {name: b, kind: battery, bases: [0]}", "workloads[0].bases: is not used by a battery workload"},
+      {"  - {name: r, kind: retained_context, thinking: [on, on]}", "workloads[0].thinking[1]: is listed twice"},
+      {"  - {name: r, kind: retained_context, latency: [ttft]}", "workloads[0].latency: is not used by a retained_context workload"},
+  };
+  for (const auto& [line, want] : refused) {
+    EXPECT_NE(ErrorOf(head + line + "\n").find(want), std::string::npos) << line << "\n  got  " << ErrorOf(head + line + "\n");
+  }
+  EXPECT_NE(ErrorOf(head + "  - {name: p, kind: prefill}\ngate:\n  families: [{workload: p, metric: prefill, base: 1024}]\n")
+                .find("a prefill cell needs 'base' and 'new_tokens'"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf(Valid() + "warmup:\n  - {name: p, kind: prefill}\n").find("a prefill workload cannot be a warmup"), std::string::npos)
+      << ErrorOf(Valid() + "warmup:\n  - {name: p, kind: prefill}\n");
+}
+
 // `startup.discard` sets how many launches per arm and layout are not scored; a campaign
 // that measures only launches lists no workloads (and no warmup).
 TEST(CampaignYaml, StartupDiscardAndALaunchOnlyCampaign) {
