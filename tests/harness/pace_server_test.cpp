@@ -255,6 +255,78 @@ timeouts: {{launch_s: 30, request_s: 30, teardown_grace_s: 5}}
   }
 }
 
+// The prefill matrix against servers of a known prefill rate (the pace server counts prompt
+// tokens with the model's tokenizer, keeps a prefix cache, and waits --prefill-ms per uncached
+// token before the first): each cell's rate is new tokens / (first-ms + uncached · prefill-ms),
+// within 2%. A server whose usage gives no cached tokens has its cells marked unverified,
+// never scored.
+TEST_F(PaceCampaign, PrefillRatesAreMeasuredAndAServerWithoutCacheAccountingIsUnverified) {
+  constexpr double kFirstMs = 100, kPrefillMs = 1;
+  const auto server = [&](const char* name, bool usage) {
+    std::vector<std::string> args = {"--first-ms",   fmt::format("{}", kFirstMs),
+                                     "--prefill-ms", fmt::format("{}", kPrefillMs),
+                                     "--tokens",     "1",
+                                     "--tokenizer",  (dir_ / "model" / "tokenizer.json").string()};
+    if (!usage) args.push_back("--no-cached-usage");
+    return std::make_unique<testing::ChildProcess>(TANDEM_PACE_SERVER, args, (dir_ / name).string());
+  };
+  const auto url_of = [](testing::ChildProcess& p) {
+    for (int i = 0; i < 20; ++i) {
+      const auto line = p.ReadLine(3s);
+      if (line && line->find("listening on ") != std::string::npos) return line->substr(line->find("http://"));
+    }
+    return std::string();
+  };
+  auto counted = server("counted.err", true), uncounted = server("uncounted.err", false);
+  const std::string counted_url = url_of(*counted), uncounted_url = url_of(*uncounted);
+  ASSERT_FALSE(counted_url.empty());
+  ASSERT_FALSE(uncounted_url.empty());
+  const fs::path file = dir_ / "prefill.yaml";
+  std::ofstream(file) << fmt::format(
+      R"(name: prefill
+model: {{path: {model}}}
+arms:
+  - {{label: counted, source: {{kind: external, base_url: "{counted}"}}, revision: c}}
+  - {{label: uncounted, source: {{kind: external, base_url: "{uncounted}"}}, revision: u}}
+layouts:
+  - {{name: loopback, workers: 0}}
+sessions: {{per_layout: 2, order: AB}}
+workloads:
+  - {{name: prefill, kind: prefill, bases: [0, 200], new_tokens: [100, 400], repeats: 2, source: {source}}}
+corpus: {corpus}
+store: {store}
+timeouts: {{launch_s: 30, request_s: 30, teardown_grace_s: 5}}
+)",
+      fmt::arg("model", (dir_ / "model").string()), fmt::arg("counted", counted_url), fmt::arg("uncounted", uncounted_url),
+      fmt::arg("source", std::string(TANDEM_SOURCE_DIR) + "/campaigns/context-source.txt"),
+      fmt::arg("corpus", std::string(TANDEM_SOURCE_DIR) + "/campaigns/corpus.yaml"), fmt::arg("store", (dir_ / "store.db").string()));
+  const auto r = testing::RunCommand(TANDEM_BIN, {"run", file.string(), "--quiet"}, 300s);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const auto exported =
+      testing::RunCommand(TANDEM_BIN, {"export", (dir_ / "store.db").string(), "--table", "scores", "--format", "json"}, 60s);
+  ASSERT_EQ(exported.exit_code, 0) << exported.err;
+  int cells = 0;
+  for (const json& row : json::parse(exported.out)) {
+    if (row["metric"] != "prefill") continue;
+    EXPECT_EQ(row["arm"], "counted") << row.dump();  // the other server's cells are never scored
+    const std::string family = row["family"];
+    const double add = family.ends_with("+100") ? 100 : 400;
+    // A fresh prompt (base 0) shares the server's 3 leading template tokens with every
+    // earlier one: those are cached, the rest of its tokens prefilled.
+    const double uncached = family.find("base 0 ") != std::string::npos ? add - 3 : add;
+    EXPECT_NEAR(row["score"].get<double>() / (add / ((kFirstMs + uncached * kPrefillMs) / 1e3)), 1.0, 0.02) << row.dump();
+    ++cells;
+  }
+  EXPECT_EQ(cells, 4);  // 4 cells of the counted arm's one session (AB)
+  const auto report = testing::RunCommand(TANDEM_BIN, {"report", (dir_ / "store.db").string(), "--out", (dir_ / "report.md").string()});
+  ASSERT_EQ(report.exit_code, 0) << report.err;
+  std::ifstream in(dir_ / "report.md");
+  const std::string md((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(md.find("### prefill · uncounted"), std::string::npos) << md;
+  EXPECT_NE(md.find("| 200 | unverified (no cached tokens in usage) | unverified (no cached tokens in usage) |"), std::string::npos)
+      << md.substr(md.find("## Prefill"), 3000);
+}
+
 // GPU conditions: with a stand-in nvidia-smi on the PATH (tests/support/fake_nvidia_smi) the
 // harness samples the GPU through every session and reads its memory once ready; a power
 // limit below the declared one flags every session, and the gate is inconclusive for the

@@ -5,21 +5,29 @@
 // request's decode rate is exactly `--rate`, TTFT is `--first-ms` plus the client's own
 // overhead, and C requests at once aggregate to C·rate. `--startup-ms` waits that long before
 // it listens, so a harness that launches it (a command arm with `--port {port}`) measures a
-// known startup.
+// known startup. `--tokenizer` counts prompt tokens (and keeps a prefix cache), and
+// `--prefill-ms` delays the first token by that much per uncached prompt token: a known
+// prefill rate; `--no-cached-usage` leaves the cached count out of the usage.
 //
 //   pace_server --rate 50 --first-ms 40 --tokens 33   # prints "listening on http://127.0.0.1:PORT"
 //   pace_server --port 8080 --startup-ms 1000          # listens on 8080 after one second
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <deque>
+#include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <httplib.h>
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include "runtime/model/tokenizer.hpp"
 #include "runtime/serve/listen_backlog.hpp"
 
 namespace {
@@ -28,6 +36,45 @@ using Clock = std::chrono::steady_clock;
 using nlohmann::json;
 
 std::string Event(const json& j) { return "data: " + j.dump() + "\n\n"; }
+
+// With --tokenizer: a prompt as a chat template would make it (3 tokens before each message's
+// text, and the same 3 after the last to open the answer, so a conversation's earlier prompt
+// is a prefix of its next one) and a prefix cache of the last 64 prompts, so prompt and cached
+// token counts are exact and known to a test.
+class PromptCache {
+ public:
+  explicit PromptCache(tandem::rt::Tokenizer tokenizer) : tokenizer_(std::move(tokenizer)) {}
+
+  // The prompt's tokens and how many of them an earlier prompt shares (at most all but one).
+  std::pair<int, int> Admit(const json& messages) {
+    std::vector<tandem::rt::TokenId> tokens;
+    if (messages.is_array()) {
+      for (const json& m : messages) {
+        tokens.insert(tokens.end(), {1, 2, 3});
+        if (m.is_object() && m.contains("content") && m["content"].is_string()) {
+          const auto text = tokenizer_.Encode(m["content"].get<std::string>());
+          tokens.insert(tokens.end(), text.begin(), text.end());
+        }
+      }
+    }
+    tokens.insert(tokens.end(), {1, 2, 3});
+    const std::lock_guard lock(mutex_);
+    std::size_t cached = 0;
+    for (const auto& earlier : earlier_) {
+      const auto mismatch = std::mismatch(tokens.begin(), tokens.end(), earlier.begin(), earlier.end());
+      cached = std::max(cached, static_cast<std::size_t>(mismatch.first - tokens.begin()));
+    }
+    cached = std::min(cached, tokens.size() - 1);
+    earlier_.push_back(tokens);
+    if (earlier_.size() > 64) earlier_.pop_front();
+    return {static_cast<int>(tokens.size()), static_cast<int>(cached)};
+  }
+
+ private:
+  tandem::rt::Tokenizer tokenizer_;
+  std::mutex mutex_;
+  std::deque<std::vector<tandem::rt::TokenId>> earlier_;
+};
 
 }  // namespace
 
@@ -44,7 +91,16 @@ int main(int argc, char** argv) {
   app.add_option("--id", id, "The model id /v1/models lists");
   app.add_option("--port", port_wanted, "The port to listen on (0: any free one)")->check(CLI::Range(0, 65535));
   app.add_option("--startup-ms", startup_ms, "Milliseconds to wait before listening")->check(CLI::Range(0.0, 600000.0));
+  std::string tokenizer_file;
+  double prefill_ms = 0;
+  bool no_cached_usage = false;
+  app.add_option("--tokenizer", tokenizer_file, "tokenizer.json: count prompt tokens and keep a prefix cache")->check(CLI::ExistingFile);
+  app.add_option("--prefill-ms", prefill_ms, "Milliseconds per uncached prompt token before the first token (needs --tokenizer)")
+      ->check(CLI::Range(0.0, 1000.0));
+  app.add_flag("--no-cached-usage", no_cached_usage, "Leave cached tokens out of the usage, as some servers do");
   CLI11_PARSE(app, argc, argv);
+  std::optional<PromptCache> cache;
+  if (!tokenizer_file.empty()) cache.emplace(tandem::rt::Tokenizer::Load(tokenizer_file));
 
   httplib::Server server;
   server.new_task_queue = [] { return new httplib::ThreadPool(64); };  // C16 and more at once
@@ -65,9 +121,13 @@ int main(int argc, char** argv) {
       n = std::max(1, std::min(n, body["max_tokens"].get<int>()));
     }
     ++served;
+    // Not a structured binding: the stream's lambda captures them (clang 14 refuses those).
+    const std::pair<int, int> counted = cache && body.is_object() ? cache->Admit(body.value("messages", json())) : std::pair{10, 0};
+    const int prompt = counted.first, cached = counted.second;
+    const double first_s = (first_ms + (cache ? prefill_ms * (prompt - cached) : 0.0)) / 1e3;
     res.set_chunked_content_provider("text/event-stream", [=](std::size_t, httplib::DataSink& sink) {
       const auto deadline = [&](int k) {
-        return arrived + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(first_ms / 1e3 + k / rate));
+        return arrived + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(first_s + k / rate));
       };
       const json role = {{"choices", {{{"index", 0}, {"delta", {{"role", "assistant"}}}}}}};
       std::string head = Event(role);
@@ -79,8 +139,10 @@ int main(int argc, char** argv) {
         std::string e = Event(delta);
         if (!sink.write(e.data(), e.size())) return false;
       }
-      const json usage = {{"choices", json::array()},
-                          {"usage", {{"prompt_tokens", 10}, {"completion_tokens", n}, {"prompt_tokens_details", {{"cached_tokens", 0}}}}}};
+      json usage = {
+          {"choices", json::array()},
+          {"usage", {{"prompt_tokens", prompt}, {"completion_tokens", n}, {"prompt_tokens_details", {{"cached_tokens", cached}}}}}};
+      if (no_cached_usage) usage["usage"].erase("prompt_tokens_details");
       std::string tail = Event(usage) + "data: [DONE]\n\n";
       if (!sink.write(tail.data(), tail.size())) return false;
       sink.done();
