@@ -57,6 +57,8 @@ FamilySelector ReadSelector(const json& f, const std::string& where) {
       id.level = number();
     } else if (key == "context") {
       id.context = number();
+    } else if (key == "new_tokens") {
+      id.new_tokens = number();
     } else if (key == "percentile") {
       id.percentile = number();
     } else if (key == "sampling") {
@@ -66,7 +68,8 @@ FamilySelector ReadSelector(const json& f, const std::string& where) {
       id.greedy = word == "greedy";
     } else {
       throw InputError(fmt::format(
-          "{}: unknown key '{}' in a family's id (known: workload, metric, case, level, context, percentile, sampling)", where, key));
+          "{}: unknown key '{}' in a family's id (known: workload, metric, case, level, context, new_tokens, percentile, sampling)", where,
+          key));
     }
   }
   if (id.workload.empty() || !f.contains("metric"))
@@ -79,6 +82,7 @@ json SelectorJson(const FamilyId& id) {
   if (!id.case_id.empty()) j["case"] = id.case_id;
   if (id.level != 1) j["level"] = id.level;
   if (id.context != 0) j["context"] = id.context;
+  if (id.new_tokens != 0) j["new_tokens"] = id.new_tokens;
   if (id.percentile != 0) j["percentile"] = id.percentile;
   if (id.greedy) j["sampling"] = *id.greedy ? "greedy" : "sampled";
   return j;

@@ -56,14 +56,19 @@ TEST(GateDesign, AFamilyNamedByItsIdRoundTripsAsVersion2) {
   latency.families = {{"", FamilyId{.workload = "battery", .metric = FamilyMetric::kTtft, .percentile = 99}}};
   EXPECT_EQ(GateDesign::FromJson(latency.ToJson(), "here"), latency);
   EXPECT_NE(latency.ToJson().find(R"({"metric":"ttft","percentile":99,"workload":"battery"})"), std::string::npos) << latency.ToJson();
+  GateDesign prefill;
+  prefill.families = {{"", FamilyId{.workload = "prefill", .metric = FamilyMetric::kPrefill, .context = 1024, .new_tokens = 512}}};
+  EXPECT_EQ(GateDesign::FromJson(prefill.ToJson(), "here"), prefill);
+  EXPECT_NE(prefill.ToJson().find(R"({"context":1024,"metric":"prefill","new_tokens":512,"workload":"prefill"})"), std::string::npos)
+      << prefill.ToJson();
   EXPECT_EQ(Refusal(R"({"families":[{"workload":"w","metric":"speed"}]})"),
             "x.db: campaign 1: gate_json: families: metric 'speed' is not one this Tandem knows (weighted, case, aggregate, retained, "
-            "pooled_cases, pooled_levels, ttft, itl, tpot, e2e, startup, memory); a newer Tandem wrote it?");
+            "pooled_cases, pooled_levels, ttft, itl, tpot, e2e, startup, memory, prefill, pooled_prefill); a newer Tandem wrote it?");
   EXPECT_EQ(Refusal(R"({"families":[{"workload":"w"}]})"),
             R"(x.db: campaign 1: gate_json: families: a family's id {"workload":"w"} needs workload and metric)");
   EXPECT_EQ(Refusal(R"({"families":[{"workload":"w","metric":"case","colour":"red"}]})"),
             "x.db: campaign 1: gate_json: families: unknown key 'colour' in a family's id (known: workload, metric, case, level, "
-            "context, percentile, sampling)");
+            "context, new_tokens, percentile, sampling)");
   EXPECT_EQ(Refusal(R"({"version":3})"),
             "x.db: campaign 1: gate_json: gate design version 3; this Tandem reads up to 2 (a newer Tandem wrote it?)");
 }
