@@ -78,6 +78,9 @@ std::string SessionStartup::ToJson() const {
   for (const auto& [name, seconds] : server_phases) phases.push_back({name, seconds});
   if (!phases.empty()) j["server_phases"] = phases;
   if (weight_bytes) j["weight_bytes"] = *weight_bytes;
+  json loads = json::array();
+  for (const auto& [role, seconds] : worker_loads) loads.push_back({role, seconds});
+  if (!loads.empty()) j["worker_loads"] = loads;
   return j.dump();
 }
 
@@ -98,6 +101,7 @@ SessionStartup SessionStartup::FromJson(const std::string& text, const std::stri
     return v.get<std::uint64_t>();
   });
   s.server_phases = Pairs<double>(j, "server_phases", where, [&](const json& v, const std::string& key) { return Seconds(v, where, key); });
+  s.worker_loads = Pairs<double>(j, "worker_loads", where, [&](const json& v, const std::string& key) { return Seconds(v, where, key); });
   if (j.contains("weight_bytes")) {
     if (!j["weight_bytes"].is_number_unsigned())
       Refuse(where, fmt::format("'weight_bytes' is {}, not a number of bytes", j["weight_bytes"].dump()));

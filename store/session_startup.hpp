@@ -34,6 +34,9 @@ struct SessionStartup {
   // seconds from its process's start to each phase; the bytes of weights it opened.
   std::vector<std::pair<std::string, double>> server_phases;
   std::optional<std::uint64_t> weight_bytes;
+  // Each expert worker's own load of its slices in seconds, as the server reported it
+  // (Tandem's runtime: /v1/stats "workers" load_s), by role.
+  std::vector<std::pair<std::string, double>> worker_loads;
   bool operator==(const SessionStartup&) const = default;
 
   std::string ToJson() const;

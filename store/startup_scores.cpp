@@ -41,6 +41,10 @@ void ScoreStartup(const SessionStartup& s, const FamilySink& put) {
   for (const auto& [phase, seconds] : s.server_phases) {
     put(Family(FamilyMetric::kStartup, "server:" + phase, fmt::format("server's own: {}", phase)), {seconds});
   }
+  // The workers load at once: the slowest one's load is what the coordinator waits for.
+  std::optional<double> slowest_load;
+  for (const auto& [role, seconds] : s.worker_loads) slowest_load = std::max(slowest_load.value_or(0.0), seconds);
+  if (slowest_load) put(Family(FamilyMetric::kStartup, "workers_loaded", "workers' own load (the slowest)"), {*slowest_load});
   std::optional<double> coordinator_rss, workers_rss;
   for (const auto& [role, bytes] : s.resident_bytes) {
     if (role == "coordinator") coordinator_rss = static_cast<double>(bytes);

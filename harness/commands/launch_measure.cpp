@@ -53,6 +53,7 @@ store::SessionStartup MeasureLaunch(const ArmInstance& instance, const LayoutSpe
   s.resident_bytes = launch.resident_bytes;
   s.server_phases = launch.server_phases;
   s.weight_bytes = launch.weight_bytes;
+  s.worker_loads = launch.worker_loads;
   if (!launch.ready_s) return s;  // an external server: nothing was launched
   for (const Host* host : LayoutHosts(layout, cluster)) {
     for (store::GpuMemory& g : GpuMemoryOn(*host)) s.gpus.push_back(std::move(g));

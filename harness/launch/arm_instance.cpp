@@ -248,6 +248,17 @@ void ReadServerStartup(const std::string& stats_body, ArmInstance::LaunchRecord&
   if (startup.contains("weight_bytes") && startup["weight_bytes"].is_number_unsigned()) {
     launch.weight_bytes = startup["weight_bytes"].get<std::uint64_t>();
   }
+  // The workers' own loads: rank r (1-based) is worker-(r-1).
+  if (!stats.contains("workers") || !stats["workers"].is_array()) return;
+  for (const nlohmann::json& w : stats["workers"]) {
+    if (launch.worker_loads.size() >= 1024) break;
+    if (!w.is_object() || !w.contains("rank") || !w["rank"].is_number_integer() || !w.contains("load_s") || !w["load_s"].is_number())
+      continue;
+    const long long rank = w["rank"].get<long long>();
+    const double seconds = w["load_s"].get<double>();
+    if (rank < 1 || rank > 1024 || !(seconds >= 0) || seconds > 1e7) continue;
+    launch.worker_loads.emplace_back(fmt::format("worker-{}", rank - 1), seconds);
+  }
 }
 
 }  // namespace

@@ -36,6 +36,9 @@ class ArmInstance {
     // seconds from its process's start to each phase it marks; none from other servers.
     std::vector<std::pair<std::string, double>> server_phases;
     std::optional<std::uint64_t> weight_bytes;
+    // Each expert worker's own load of its slices, as its handshake told the coordinator
+    // (/v1/stats "workers": load_s): role → seconds.
+    std::vector<std::pair<std::string, double>> worker_loads;
   };
 
   struct LaunchContext;  // what one launch was given; only arm_instance.cpp sees inside

@@ -17,6 +17,8 @@ struct RankStats {
   std::uint64_t bytes_sent = 0;
   std::uint64_t bytes_received = 0;
   std::uint64_t compute_ns = 0;                             // as the worker reported it
+  std::uint64_t weight_bytes = 0;                           // the slices it loaded, as its handshake said
+  double load_seconds = 0;                                  // how long it took to load them, as its handshake said
   std::map<int, std::vector<std::uint64_t>> rtt_histogram;  // layer → bucket counts
 
   static constexpr int kBucketsPerDoubling = 8;

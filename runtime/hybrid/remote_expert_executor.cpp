@@ -178,6 +178,8 @@ RemoteExpertExecutor::RemoteExpertExecutor(const ModelConfig& c, const std::file
     RankStats& st = s.stats[rank];
     st.rank = rank;
     st.address = targets[i].address;
+    st.weight_bytes = acks[i].weight_bytes;
+    st.load_seconds = acks[i].load_seconds;
     s.channels.emplace(rank, std::move(channels[i]));
   }
 }

@@ -157,7 +157,9 @@ nlohmann::json Scheduler::State::EngineStats() {
                        {"bytes_received", r.bytes_received},
                        {"round_trip_p50_us", r.RoundTripQuantileMicros(0.5)},
                        {"round_trip_p99_us", r.RoundTripQuantileMicros(0.99)},
-                       {"compute_ms", static_cast<double>(r.compute_ns) / 1e6}});
+                       {"compute_ms", static_cast<double>(r.compute_ns) / 1e6},
+                       {"weight_bytes", r.weight_bytes},
+                       {"load_s", r.load_seconds}});
   }
   nlohmann::json draft = {{"mode", drafter ? std::string(drafter->name()) : "off"}, {"policy", drafter ? policy->name() : "none"}};
   if (drafter) policy->Describe(draft);

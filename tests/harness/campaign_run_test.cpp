@@ -247,6 +247,11 @@ TEST_F(Campaigns, RunCompletesWithEverySampleStoredAndNothingLeftRunning) {
     EXPECT_GT(startup["first_output_s"].get<double>(), startup["ready_s"].get<double>()) << startup;
     EXPECT_EQ(startup["resident_bytes"].size(), 3u) << startup;
     EXPECT_EQ(startup["server_phases"].back()[0], "ready") << startup;
+    // Each worker's own load, as its handshake told the coordinator: within the launch.
+    ASSERT_EQ(startup["worker_loads"].size(), 2u) << startup;
+    EXPECT_EQ(startup["worker_loads"][1][0], "worker-1") << startup;
+    EXPECT_GT(startup["worker_loads"][1][1].get<double>(), 0) << startup;
+    EXPECT_LT(startup["worker_loads"][1][1].get<double>(), startup["ready_s"].get<double>()) << startup;
     EXPECT_GT(startup["weight_bytes"].get<double>(), 0) << startup;
     EXPECT_EQ(startup.value("discarded", false), sessions <= 2) << "the first session of each arm (ABBA) is discarded: " << startup;
     EXPECT_TRUE(host.contains("cpu_model") && host.contains("load_average") && host.contains("busy_fraction")) << host;

@@ -161,6 +161,7 @@ TEST(SessionStartup, RoundTripsAndRefusesWhatIsNotALaunchRecord) {
   s.gpus = {{"local", 1, "GPU-x", 1000, 80000}};
   s.server_phases = {{"checkpoint_opened", 0.2}, {"ready", 0.9}};
   s.weight_bytes = 6304288;
+  s.worker_loads = {{"worker-0", 0.3}, {"worker-1", 0.4}};
   EXPECT_EQ(store::SessionStartup::FromJson(s.ToJson(), "here"), s);
   EXPECT_EQ(store::SessionStartup::FromJson("{}", "here"), store::SessionStartup{});
   const auto refusal = [](const std::string& text) {
@@ -177,6 +178,8 @@ TEST(SessionStartup, RoundTripsAndRefusesWhatIsNotALaunchRecord) {
             R"(x.db: session 3: startup_json: 'listening' is {"coordinator":1}, not a list of [role, value])");
   EXPECT_EQ(refusal(R"({"resident_bytes": [["coordinator", "big"]]})"),
             R"(x.db: session 3: startup_json: 'resident_bytes.coordinator' is "big", not a number of bytes)");
+  EXPECT_EQ(refusal(R"({"worker_loads": [["worker-0", -2]]})"),
+            "x.db: session 3: startup_json: 'worker_loads.worker-0' is -2, not a number of seconds ≥ 0");
   EXPECT_EQ(refusal(R"({"gpus": [{"index": "zero"}]})"), R"(x.db: session 3: startup_json: gpus: 'index' is "zero", not a whole number)");
 }
 
