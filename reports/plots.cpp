@@ -4,6 +4,7 @@
 #include <fstream>
 #include <map>
 #include <set>
+#include <tuple>
 
 #include <boost/process.hpp>
 #include <fmt/format.h>
@@ -68,19 +69,47 @@ std::string Header(const std::filesystem::path& svg, int width, int height, cons
       width, height, Quote(svg.string()), Quote(title));
 }
 
-// Session scores / baseline geometric mean, every decode family (or every latency family,
-// on a log axis: lower is better) of one layout.
-std::string ScoresScript(const CampaignRecord& r, const std::string& layout, const std::filesystem::path& svg, bool latency) {
+// Which families one scores plot shows.
+enum class ScoresPlot {
+  kDecode,
+  kLatency,  // log axis, lower is better
+  kLaunch,   // startup and memory: log axis, lower is better
+  kPrefill,  // log axis, higher is better
+};
+
+bool Shows(ScoresPlot plot, const FamilyScores& f) {
+  switch (plot) {
+    case ScoresPlot::kDecode:
+      return store::IsDecodeRate(f.metric);
+    case ScoresPlot::kLatency:
+      return store::IsLatency(f.metric);
+    case ScoresPlot::kLaunch:
+      return f.metric == FamilyMetric::kStartup || f.metric == FamilyMetric::kMemory;
+    case ScoresPlot::kPrefill:
+      return store::IsPrefill(f.metric);
+  }
+  return false;
+}
+
+// Session scores / baseline geometric mean, every family `plot` shows of one layout (all but
+// decode on a log axis).
+std::string ScoresScript(const CampaignRecord& r, const std::string& layout, const std::filesystem::path& svg, ScoresPlot plot) {
+  const bool latency = plot != ScoresPlot::kDecode;
+  const char* what = plot == ScoresPlot::kLatency   ? "latency "
+                     : plot == ScoresPlot::kLaunch  ? "startup and memory "
+                     : plot == ScoresPlot::kPrefill ? "prefill "
+                                                    : "";
+  const char* direction = plot == ScoresPlot::kPrefill ? ", higher is better" : latency ? ", lower is better" : "";
   std::vector<const FamilyScores*> families;
   for (const FamilyScores& f : r.families) {
-    if (latency ? !store::IsLatency(f.metric) : !store::IsDecodeRate(f.metric)) continue;
+    if (!Shows(plot, f)) continue;
     if (f.layout == layout && f.by_arm.contains(r.arms[0].label) && f.by_arm.at(r.arms[0].label).size() >= 1) families.push_back(&f);
   }
   if (families.empty()) return "";
   const int width = std::max(900, 40 * static_cast<int>(families.size()) + 300);
-  std::string s = Header(svg, width, 620,
-                         fmt::format("{}: {}session scores relative to the baseline's geometric mean ({}){}", r.name,
-                                     latency ? "latency " : "", layout, latency ? ", lower is better" : ""));
+  std::string s =
+      Header(svg, width, 620,
+             fmt::format("{}: {}session scores relative to the baseline's geometric mean ({}){}", r.name, what, layout, direction));
   s += "set ylabel 'session score / baseline geometric mean'\nset xtics rotate by -50 font ',9'\nset bmargin 14\n";
   if (latency) s += "set logscale y 2\n";
   const double right = static_cast<double>(families.size()) + 0.7;
@@ -185,11 +214,17 @@ PlotSet DrawPlots(const CampaignRecord& r, const std::filesystem::path& dir, con
   }
   std::vector<std::string> problems;
   for (const LayoutRecord& l : r.layouts) {
-    for (const auto& [prefix, title] : {std::pair<std::string, std::string>{"scores", "session scores"},
-                                        {"scaling", "concurrency scaling"},
-                                        {"latency", "latency session scores"}}) {
+    const std::vector<std::tuple<std::string, std::string, ScoresPlot>> kinds = {
+        {"scores", "session scores", ScoresPlot::kDecode},
+        {"scaling", "concurrency scaling", ScoresPlot::kDecode},
+        {"latency", "latency session scores", ScoresPlot::kLatency},
+        {"startup", "startup and memory session scores", ScoresPlot::kLaunch},
+        {"prefill", "prefill session scores", ScoresPlot::kPrefill}};
+    for (const auto& kind : kinds) {
+      const std::string& prefix = std::get<0>(kind);
+      const std::string& title = std::get<1>(kind);
       const std::filesystem::path svg = dir / FileName(prefix, l.name);
-      const std::string script = prefix == "scaling" ? ScalingScript(r, l.name, svg) : ScoresScript(r, l.name, svg, prefix == "latency");
+      const std::string script = prefix == "scaling" ? ScalingScript(r, l.name, svg) : ScoresScript(r, l.name, svg, std::get<2>(kind));
       if (script.empty()) continue;
       std::filesystem::path gp = svg;
       gp.replace_extension(".gp");

@@ -70,6 +70,7 @@ void ShowLaunch(const store::SessionStartup& s, const store::SessionConditions& 
         s.weight_bytes ? fmt::format(" · weights {:.1f} MiB", static_cast<double>(*s.weight_bytes) / (1 << 20)) : std::string();
     fmt::print("server   {}{}\n", Phases(s.server_phases), weights);
   }
+  if (!s.worker_loads.empty()) fmt::print("workers  own load: {}\n", Phases(s.worker_loads));
   for (const store::GpuMemory& g : s.gpus) {
     fmt::print("gpu      host {} GPU {} ({}): {:.0f} of {:.0f} MiB used once ready\n", g.host, g.index, g.uuid, g.used_mib, g.total_mib);
   }

@@ -19,7 +19,7 @@ void PrintSummary(const store::Store& store, std::int64_t campaign, const std::v
     std::string layout;
     std::size_t others = 0;  // latency, startup and memory: in the report, where each says which way is better
     for (const store::FamilyComparison& c : store::CompareArms(families, a, b)) {
-      if (!store::IsDecodeRate(c.scores->metric)) {
+      if (!store::IsDecodeRate(c.scores->metric) && !store::IsPrefill(c.scores->metric)) {  // the rates are listed
         ++others;
         continue;
       }

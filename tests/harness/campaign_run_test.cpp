@@ -284,6 +284,7 @@ TEST_F(Campaigns, RunCompletesWithEverySampleStoredAndNothingLeftRunning) {
   EXPECT_NE(shown.out.find("launch   ready "), std::string::npos) << shown.out;
   EXPECT_NE(shown.out.find(" · listening: worker-0 "), std::string::npos) << shown.out;
   EXPECT_NE(shown.out.find("server   listening "), std::string::npos) << shown.out;
+  EXPECT_NE(shown.out.find("workers  own load: worker-0 "), std::string::npos) << shown.out;
 #if defined(__x86_64__)
   // The CPU beyond its model name: what tells two hosts of one name apart.
   EXPECT_NE(shown.out.find(" family "), std::string::npos) << shown.out;
