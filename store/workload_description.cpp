@@ -25,13 +25,14 @@ std::string DescribeWorkload(const std::string& name, WorkloadKind kind, const W
     parts.push_back(
         fmt::format("a parent turn filling {} tokens of context, then {} follow-up turns on it", fmt::join(s.contexts, " / "), s.children));
   } else if (kind == WorkloadKind::kRetainedContext) {
-    parts.push_back(fmt::format(
-        "first every {} as a fresh conversation (the fresh-launch control); then for each context size {} tokens: a parent "
-        "prompt of exactly that many tokens by the server's usage (thinking {}), which must end with stop within {} tokens, "
-        "then each of those cases as a child turn on it, its cache hit between the context and the conversation before its own message "
-        "(0: no parent, a near-zero hit); {}; prompts from {} (sha256 {})",
-        s.cases.empty() ? "weighted case" : fmt::format("case of {}", fmt::join(s.cases, ", ")), fmt::join(s.contexts, " / "),
-        fmt::join(s.thinking, " / "), s.parent_max_tokens, repeats, s.source, s.source_sha256.substr(0, 16)));
+    parts.push_back(
+        fmt::format("first every {} as a fresh conversation (the fresh-launch control); then for each context size {} tokens: a parent "
+                    "prompt of exactly that many tokens by the server's usage (thinking {}), which must end with stop within {} tokens, "
+                    "then each of those cases as a child turn on it, its cache hit between the parent's own text and the conversation "
+                    "before its own message "
+                    "(0: no parent, a near-zero hit); {}; prompts from {} (sha256 {})",
+                    s.cases.empty() ? "weighted case" : fmt::format("case of {}", fmt::join(s.cases, ", ")), fmt::join(s.contexts, " / "),
+                    fmt::join(s.thinking, " / "), s.parent_max_tokens, repeats, s.source, s.source_sha256.substr(0, 16)));
   } else if (kind == WorkloadKind::kPrefill) {
     parts.push_back(
         fmt::format("for each cell of retained base {} × new tokens {}: a parent prompt of exactly the base (1 token out), then a child "

@@ -99,15 +99,20 @@ void Runner::RetainedParentAndChildren(const ContextSource& source, const Templa
         AddFlag(x, "retained_unverified", "the server's usage reports no cached tokens");
         continue;
       }
+      // At least the parent's own message: its prompt less the template's tokens around the
+      // text, which a conversation's next turn may render otherwise (a thinking parent's
+      // prompt ends with "<think>", its turn in the history does not).
+      const int floor = size - overhead.first;
       const int frontier = x.prompt_tokens - static_cast<int>(ctx_.tokenizer->Encode(own).size());
       const bool sums = got.cache_miss_tokens < 0 || got.cache_miss_tokens + x.cached_tokens == x.prompt_tokens;
-      const bool held = size <= x.cached_tokens && x.cached_tokens <= frontier && sums;
+      const bool held = floor <= x.cached_tokens && x.cached_tokens <= frontier && sums;
       AddCheck(x, "retained_cache", held, true);
       if (!held) {
-        AddFlag(x, "retained_cache",
-                fmt::format(
-                    "{} tokens cached; the context is {} and the conversation before this message {}{}", x.cached_tokens, size, frontier,
-                    sums ? "" : fmt::format("; {} missed does not add up to the prompt's {}", got.cache_miss_tokens, x.prompt_tokens)));
+        AddFlag(
+            x, "retained_cache",
+            fmt::format("{} tokens cached; the context's own text ends at {} and the conversation before this message at {}{}",
+                        x.cached_tokens, floor, frontier,
+                        sums ? "" : fmt::format("; {} missed does not add up to the prompt's {}", got.cache_miss_tokens, x.prompt_tokens)));
       }
     }
   }

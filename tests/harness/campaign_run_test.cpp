@@ -314,7 +314,7 @@ layouts:
 sessions: {{per_layout: 2, order: AB, retry: 0}}
 workloads:
   - {{name: prefill, kind: prefill, bases: [0, 160], new_tokens: [48], repeats: 1, tries: 2, source: {source}}}
-  - {{name: retained, kind: retained_context, contexts: [0, 300], cases: [hello], repeats: 2, source: {source}}}
+  - {{name: retained, kind: retained_context, contexts: [0, 300], cases: [hello], repeats: 2, thinking: [off, on], source: {source}}}
 corpus: {corpus}
 store: {store}
 timeouts: {{launch_s: 60, request_s: 120, teardown_grace_s: 5}}
@@ -360,6 +360,17 @@ timeouts: {{launch_s: 60, request_s: 120, teardown_grace_s: 5}}
                   "json_extract(x.checks_json, '$.retained_cache') = 0"),
             2);
   EXPECT_EQ(count("cached", "w.name = 'retained' AND x.role = 'control'"), 2);
+  // Thinking: its own parent of exactly 300 tokens; its children hit the parent's text (the
+  // parent's prompt ends in "<think>", its turn in the history does not).
+  EXPECT_EQ(count("cached",
+                  "w.name = 'retained' AND x.role = 'parent thinking' AND x.prompt_tokens = 300 AND "
+                  "json_extract(x.request_json, '$.thinking.type') = 'enabled'"),
+            1);
+  EXPECT_EQ(count("cached",
+                  "w.name = 'retained' AND x.role = 'child thinking' AND x.context = 300 AND x.valid = 1 AND "
+                  "x.cached_tokens >= 290 AND json_extract(x.checks_json, '$.retained_cache') = 1"),
+            2);
+  EXPECT_EQ(count("cold", "w.name = 'retained' AND x.role = 'child thinking' AND x.context = 300 AND x.valid = 0"), 2);
   // The session scores: a prefill cell's score is the median of new tokens / seconds to the
   // first token of its measured children, recomputed here from the stored times.
   const auto families = store::ComputeSessionScores(store, 1);
@@ -381,6 +392,7 @@ timeouts: {{launch_s: 60, request_s: 120, teardown_grace_s: 5}}
   EXPECT_NE(md.find("## Prefill"), std::string::npos);
   EXPECT_NE(md.find("| 160 | — (0 of 1 clean), 1 retried |"), std::string::npos) << md.substr(md.find("## Prefill"), 2000);
   EXPECT_NE(md.find("| retained | 300 tokens |"), std::string::npos);
+  EXPECT_NE(md.find("| retained | 300 tokens, thinking |"), std::string::npos);
   EXPECT_NE(md.find("A/B: cold vs cached, prefill (higher is better; a ratio above 1 is a gain)"), std::string::npos);
 }
 

@@ -92,6 +92,35 @@ TEST(SseParser, AnEndOfSequenceOnlyAnswerIsCompleteWithoutAFirstOutput) {
   EXPECT_GT(c.t_finish, 0.0);
 }
 
+// Cache accounting as OpenAI (prompt_tokens_details.cached_tokens) and DeepSeek
+// (prompt_cache_hit_tokens, prompt_cache_miss_tokens) report it, and a usage without any:
+// the prefill and retained-context checks tell "0 cached" from "not reported".
+TEST(SseParser, CachedTokensAreReadInEitherDialectAndTheirAbsenceIsKnown) {
+  const auto usage = [](const std::string& fields) {
+    return ParseAll(
+        "data: {\"choices\":[{\"delta\":{\"content\":\"x\"},\"finish_reason\":\"length\"}]}\n\ndata: {\"choices\":[],"
+        "\"usage\":{\"prompt_tokens\":1536,\"completion_tokens\":1" +
+            fields + "}}\n\ndata: [DONE]\n\n",
+        7);
+  };
+  const StreamedCompletion openai = usage(",\"prompt_tokens_details\":{\"cached_tokens\":512}");
+  EXPECT_TRUE(openai.complete());
+  EXPECT_TRUE(openai.has_cached_usage);
+  EXPECT_EQ(openai.cached_tokens, 512);
+  EXPECT_EQ(openai.cache_miss_tokens, -1);
+  const StreamedCompletion deepseek = usage(",\"prompt_cache_hit_tokens\":512,\"prompt_cache_miss_tokens\":1024");
+  EXPECT_TRUE(deepseek.has_cached_usage);
+  EXPECT_EQ(deepseek.cached_tokens, 512);
+  EXPECT_EQ(deepseek.cache_miss_tokens, 1024);
+  const StreamedCompletion none = usage("");
+  EXPECT_TRUE(none.complete());
+  EXPECT_FALSE(none.has_cached_usage);
+  EXPECT_EQ(none.cached_tokens, 0);
+  const StreamedCompletion zero = usage(",\"prompt_tokens_details\":{\"cached_tokens\":0}");
+  EXPECT_TRUE(zero.has_cached_usage);
+  EXPECT_NE(usage(",\"prompt_cache_miss_tokens\":-3").error.find("usage with an invalid token count"), std::string::npos);
+}
+
 TEST(SseParser, CrlfFramingAndDataWithoutSpace) {
   std::string crlf;
   for (char ch : kStream) {
