@@ -258,8 +258,8 @@ timeouts: {{launch_s: 30, request_s: 30, teardown_grace_s: 5}}
 // The prefill matrix against servers of a known prefill rate (the pace server counts prompt
 // tokens with the model's tokenizer, keeps a prefix cache, and waits --prefill-ms per uncached
 // token before the first): each cell's rate is new tokens / (first-ms + uncached · prefill-ms),
-// within 2%. A server whose usage gives no cached tokens has its cells marked unverified,
-// never scored.
+// within 2%; the gate passes a twin server against it (A/A). A server whose usage gives no
+// cached tokens has its cells marked unverified, never scored, and the gate inconclusive.
 TEST_F(PaceCampaign, PrefillRatesAreMeasuredAndAServerWithoutCacheAccountingIsUnverified) {
   constexpr double kFirstMs = 100, kPrefillMs = 1;
   const auto server = [&](const char* name, bool usage) {
@@ -277,10 +277,11 @@ TEST_F(PaceCampaign, PrefillRatesAreMeasuredAndAServerWithoutCacheAccountingIsUn
     }
     return std::string();
   };
-  auto counted = server("counted.err", true), uncounted = server("uncounted.err", false);
-  const std::string counted_url = url_of(*counted), uncounted_url = url_of(*uncounted);
+  auto counted = server("counted.err", true), uncounted = server("uncounted.err", false), twin = server("twin.err", true);
+  const std::string counted_url = url_of(*counted), uncounted_url = url_of(*uncounted), twin_url = url_of(*twin);
   ASSERT_FALSE(counted_url.empty());
   ASSERT_FALSE(uncounted_url.empty());
+  ASSERT_FALSE(twin_url.empty());
   const fs::path file = dir_ / "prefill.yaml";
   std::ofstream(file) << fmt::format(
       R"(name: prefill
@@ -288,17 +289,18 @@ model: {{path: {model}}}
 arms:
   - {{label: counted, source: {{kind: external, base_url: "{counted}"}}, revision: c}}
   - {{label: uncounted, source: {{kind: external, base_url: "{uncounted}"}}, revision: u}}
+  - {{label: twin, source: {{kind: external, base_url: "{twin}"}}, revision: c}}
 layouts:
   - {{name: loopback, workers: 0}}
-sessions: {{per_layout: 2, order: AB}}
+sessions: {{per_layout: 6, order: ABC}}
 workloads:
-  - {{name: prefill, kind: prefill, bases: [0, 200], new_tokens: [100, 400], repeats: 2, source: {source}}}
+  - {{name: prefill, kind: prefill, bases: [0, 200], new_tokens: [100, 400], repeats: 1, source: {source}}}
 corpus: {corpus}
 store: {store}
 timeouts: {{launch_s: 30, request_s: 30, teardown_grace_s: 5}}
 )",
       fmt::arg("model", (dir_ / "model").string()), fmt::arg("counted", counted_url), fmt::arg("uncounted", uncounted_url),
-      fmt::arg("source", std::string(TANDEM_SOURCE_DIR) + "/campaigns/context-source.txt"),
+      fmt::arg("twin", twin_url), fmt::arg("source", std::string(TANDEM_SOURCE_DIR) + "/campaigns/context-source.txt"),
       fmt::arg("corpus", std::string(TANDEM_SOURCE_DIR) + "/campaigns/corpus.yaml"), fmt::arg("store", (dir_ / "store.db").string()));
   const auto r = testing::RunCommand(TANDEM_BIN, {"run", file.string(), "--quiet"}, 300s);
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
@@ -308,7 +310,7 @@ timeouts: {{launch_s: 30, request_s: 30, teardown_grace_s: 5}}
   int cells = 0;
   for (const json& row : json::parse(exported.out)) {
     if (row["metric"] != "prefill") continue;
-    EXPECT_EQ(row["arm"], "counted") << row.dump();  // the other server's cells are never scored
+    EXPECT_NE(row["arm"], "uncounted") << row.dump();  // that server's cells are never scored
     const std::string family = row["family"];
     const double add = family.ends_with("+100") ? 100 : 400;
     // A fresh prompt (base 0) shares the server's 3 leading template tokens with every
@@ -317,7 +319,17 @@ timeouts: {{launch_s: 30, request_s: 30, teardown_grace_s: 5}}
     EXPECT_NEAR(row["score"].get<double>() / (add / ((kFirstMs + uncached * kPrefillMs) / 1e3)), 1.0, 0.02) << row.dump();
     ++cells;
   }
-  EXPECT_EQ(cells, 4);  // 4 cells of the counted arm's one session (AB)
+  EXPECT_EQ(cells, 2 * 2 * 4);  // 4 cells in each of 2 sessions of the counted arm and of its twin
+  const auto gate = [&](const std::string& candidate) {
+    return testing::RunCommand(TANDEM_BIN,
+                               {"gate", (dir_ / "store.db").string(), "--json", "--baseline", "counted", "--candidate", candidate,
+                                "--family", "prefill: base 200 +400", "--family", "prefill: prefill, geometric mean of cells"},
+                               60s);
+  };
+  const auto same = gate("twin");
+  EXPECT_EQ(same.exit_code, 0) << same.out << same.err;
+  const auto unverified = gate("uncounted");
+  EXPECT_EQ(unverified.exit_code, 2) << unverified.out << unverified.err;
   const auto report = testing::RunCommand(TANDEM_BIN, {"report", (dir_ / "store.db").string(), "--out", (dir_ / "report.md").string()});
   ASSERT_EQ(report.exit_code, 0) << report.err;
   std::ifstream in(dir_ / "report.md");
