@@ -103,6 +103,11 @@ std::string ScoresScript(const CampaignRecord& r, const std::string& layout, con
   std::vector<const FamilyScores*> families;
   for (const FamilyScores& f : r.families) {
     if (!Shows(plot, f)) continue;
+    // A score of 0 (an idle GPU's memory, an instant load) has no ratio to the baseline: not drawn.
+    const bool positive = std::all_of(f.by_arm.begin(), f.by_arm.end(), [](const auto& arm) {
+      return std::all_of(arm.second.begin(), arm.second.end(), [](double v) { return v > 0; });
+    });
+    if (!positive) continue;
     if (f.layout == layout && f.by_arm.contains(r.arms[0].label) && f.by_arm.at(r.arms[0].label).size() >= 1) families.push_back(&f);
   }
   if (families.empty()) return "";

@@ -87,7 +87,7 @@ Quality AssessQuality(const CampaignRecord& r) {
     const SessionRecord* s = r.Session(x.session);
     if (w == nullptr || s == nullptr) continue;
     if (x.token_count_mismatch) q.token_flags[s->arm].push_back(x.id);
-    if (x.passed) continue;
+    if (x.passed || x.role == "retry") continue;  // a prefill try sent again fails nothing
     if (w->warmup) {
       q.failed_warmup[s->arm].push_back(x.id);
       continue;
@@ -135,7 +135,9 @@ void CheckIntegrity(const CampaignRecord& r, const std::string& candidate, PairQ
   std::map<std::string, std::vector<std::int64_t>> invalid;  // failed integrity check → ids
   for (const SampleRecord& x : r.samples) {
     const SessionRecord* s = MeasuredSession(r, x);
-    if (s == nullptr || s->arm != candidate || x.valid) continue;
+    // Not usable, and not a failure: a prefill try sent again; a sample whose server reports no
+    // cached tokens (the report says unverified).
+    if (s == nullptr || s->arm != candidate || x.valid || x.role == "retry" || x.unverified) continue;
     for (const char* check : {"stream_complete", "usage_consistent", "cache_bound"}) {
       if (x.checks.contains(check) && !x.checks.at(check)) invalid[check].push_back(x.id);
     }

@@ -85,8 +85,9 @@ void Prefill(const CampaignRecord& r, MarkdownDoc& d) {
   d.Blank();
   d.Line(
       "Each cell: a parent prompt of exactly the base's tokens, then a child adding exactly the new tokens; its rate is new tokens / "
-      "seconds to its first token, median over every session's clean children (the base cached and the new tokens not, by the "
-      "server's usage), tok/s. A cell says how many children were clean where some were not; \"unverified\" where the server's usage "
+      "seconds to its first token; a session's score is the median over its clean children (the base cached and the new tokens "
+      "not, by the server's usage), and the cell shows the median of the arm's session scores, tok/s. A cell says how many children were "
+      "clean where some were not; \"unverified\" where the server's usage "
       "gave no cached-token count (not scored).");
   d.Blank();
   for (const store::WorkloadRecord* w : PrefillWorkloads(r)) {

@@ -488,7 +488,7 @@ void Retained(const CampaignRecord& r, MarkdownDoc& d) {
       std::any_of(families.begin(), families.end(), [](const FamilyScores* f) { return f->case_id.starts_with("fresh-launch"); });
   d.Line("{}", exact ? "Weighted decode of the child turns (every case, once per repeat) on a parent prompt of exactly the context's "
                        "tokens, median (min–max) over every session's repeats, tok/s; \"fresh launch\": the same cases as fresh "
-                       "conversations, first in the session. A child whose cache hit fell outside the parent's own text and the "
+                       "conversations, first in the workload. A child whose cache hit fell outside the parent's own text and the "
                        "conversation before its own message is not scored (Quality, `retained_cache`)."
                      : "Decode rate of the follow-up turns on a retained prefix, median (min–max) over every session's follow-ups, tok/s.");
   d.Blank();

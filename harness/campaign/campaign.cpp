@@ -309,10 +309,21 @@ std::vector<store::FamilyMetric> ParseLatency(const Map& m, const WorkloadSpec& 
   return out;
 }
 
-// Token counts of a prefill or retained-context workload: a list of sizes, each at most 1M.
-std::vector<int> TokenCounts(const Map& m, const char* key, std::vector<int> fallback, int least) {
+// Token counts of a prefill or retained-context workload: a list of sizes, each 0 (where
+// `zero` allows it) or from `least` (what holds the prompt's fixed text and the chat template)
+// to 1M.
+std::vector<int> TokenCounts(const Map& m, const char* key, std::vector<int> fallback, int least, bool zero) {
   if (!m.Has(key)) return fallback;
-  return m.Get(key).NumberList<int>(least, 1 << 20);
+  const At list = m.Get(key);
+  const std::vector<int> out = list.NumberList<int>(0, 1 << 20);
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    if (out[i] < least && !(zero && out[i] == 0)) {
+      throw list.Item(list.node()[i], i)
+          .Error(fmt::format("{} tokens cannot hold the prompt's own text and the chat template: use {}at least {}", out[i],
+                             zero ? "0 or " : "", least));
+    }
+  }
+  return out;
 }
 
 // The prompt source of a prefill or retained-context workload: a text file (relative to the
@@ -329,14 +340,14 @@ void ReadSource(const Map& m, const std::filesystem::path& base, WorkloadSpec& w
 // `kind: prefill` and `kind: retained_context`: their own keys.
 void ReadContextKeys(const Map& m, const std::filesystem::path& base, WorkloadSpec& w) {
   if (w.kind == WorkloadKind::kPrefill) {
-    w.bases = TokenCounts(m, "bases", {0, 1024}, 0);
-    w.new_tokens = TokenCounts(m, "new_tokens", {128, 512}, 1);
+    w.bases = TokenCounts(m, "bases", {0, 1024}, 64, true);
+    w.new_tokens = TokenCounts(m, "new_tokens", {128, 512}, 32, false);
     w.tries = m.Number<int>("tries", 3, 1, 100);
   } else {
     if (m.Has("children")) {
       throw m.Get("children").Error("is no longer used: every weighted case (or each of `cases`) is a child, `repeats` times");
     }
-    w.contexts = TokenCounts(m, "contexts", {0, 1024}, 0);
+    w.contexts = TokenCounts(m, "contexts", {0, 1024}, 64, true);
     w.parent_max_tokens = m.Number<int>("parent_max_tokens", 256, 1, 1 << 20);
     if (m.Has("thinking")) {
       w.thinking.clear();

@@ -158,6 +158,28 @@ int RunCampaign(const Campaign& campaign, const RunOptions& options) {
   return Execute(store, id, p, options);
 }
 
+namespace {
+
+// A prefill or retained-context workload's prompts are cut from its source text: a resumed
+// campaign must cut them from the text its earlier sessions used (the sha256 their stored
+// specs recorded), or its sessions would not send the same prompts.
+void RequireSameSources(const store::Store& store, std::int64_t campaign, const Campaign& c) {
+  for (const WorkloadSpec& w : c.workloads) {
+    if (w.source_sha256.empty()) continue;
+    store::Statement s(store.handle(),
+                       "SELECT coalesce(json_extract(w.spec_json, '$.source_sha256'), '') FROM workload_run w JOIN session se ON "
+                       "se.id = w.session_id WHERE se.campaign_id = ? AND w.name = ? LIMIT 1");
+    s.Bind(1, campaign).Bind(2, w.name);
+    if (!s.Step() || s.Text(0).empty() || s.Text(0) == w.source_sha256) continue;
+    throw InputError(
+        fmt::format("{}: workload '{}': its prompt source {} changed since the campaign started (sha256 {} then, {} "
+                    "now); restore that text to resume",
+                    store.file().string(), w.name, w.source.string(), s.Text(0).substr(0, 16), w.source_sha256.substr(0, 16)));
+  }
+}
+
+}  // namespace
+
 int ResumeCampaign(const std::filesystem::path& db, const RunOptions& options) {
   store::Store store = store::Store::Open(db, store::OpenMode::kExisting);
   const StoreLock lock(db);
@@ -179,6 +201,7 @@ int ResumeCampaign(const std::filesystem::path& db, const RunOptions& options) {
       }
     }
   }
+  RequireSameSources(store, *id, c);
   if (options.extend > 0) Extend(store, *id, c, options.extend);
   return Execute(store, *id, p, options);
 }

@@ -22,7 +22,7 @@ namespace {
 
 // A prefill cell or retained context beyond the model's context is refused before anything
 // starts: the server would refuse each of its requests.
-void CheckContextSizes(const Campaign& c, const std::filesystem::path& model) {
+void CheckContextSizes(const Campaign& c, const std::filesystem::path& model, const Corpus& corpus, const rt::Tokenizer& tokenizer) {
   std::ifstream in(model / "config.json");
   const nlohmann::json config = nlohmann::json::parse(in, nullptr, false);
   if (!config.is_object() || !config.contains("max_position_embeddings") || !config["max_position_embeddings"].is_number_integer()) return;
@@ -38,9 +38,23 @@ void CheckContextSizes(const Campaign& c, const std::filesystem::path& model) {
     for (int base : w.bases) {
       for (int add : w.new_tokens) refuse(w, fmt::format("the cell base {} +{} (and 1 token out)", base, add), 1LL + base + add);
     }
+    // A child turn: the context, the parent's answer, its own message (and the template's
+    // few tokens around it) and its answer.
+    long long child = 0;
+    if (w.kind == WorkloadKind::kRetainedContext) {
+      std::vector<const CorpusCase*> cases;
+      if (w.cases.empty()) cases = corpus.Weighted();
+      for (const std::string& id : w.cases) cases.push_back(&corpus.Case(id));
+      for (const CorpusCase* k : cases) {
+        const long long message = static_cast<long long>(tokenizer.Encode(k->system + "\n\n" + k->prompt).size()) + 32;
+        child = std::max(child, message + (w.max_tokens > 0 ? w.max_tokens : k->max_tokens));
+      }
+    }
     for (int size : w.contexts) {
-      refuse(w, fmt::format("the context {} (and the parent's {} tokens out)", size, w.parent_max_tokens),
-             1LL * size + w.parent_max_tokens);
+      refuse(w,
+             fmt::format("the context {} with the parent's answer ({} tokens at most) and a child turn (about {})", size,
+                         w.parent_max_tokens, child),
+             1LL * size + w.parent_max_tokens + child);
     }
   }
 }
@@ -124,7 +138,7 @@ Prepared Prepare(const Campaign& c, bool dry_run, bool check_hosts, std::ostream
     } catch (const rt::ModelError& e) {
       throw InputError(e.what());
     }
-    CheckContextSizes(c, p.model);
+    CheckContextSizes(c, p.model, p.corpus, *p.tokenizer);
   }
   const int workloads = static_cast<int>(c.warmup.size() + c.workloads.size());
   p.plan = PlanSessions(c);

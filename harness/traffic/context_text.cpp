@@ -13,6 +13,40 @@ namespace tandem::harness {
 
 namespace {
 
+// Whether `b` continues a multi-byte UTF-8 character (10xxxxxx).
+bool Continuation(unsigned char b) { return (b & 0xC0) == 0x80; }
+
+// The whole characters of `text`: a token run may start or end inside a multi-byte character
+// (byte-level BPE splits them), and a request body must be valid UTF-8.
+std::string WholeCharacters(std::string text) {
+  std::size_t start = 0;
+  while (start < text.size() && Continuation(static_cast<unsigned char>(text[start]))) ++start;
+  text.erase(0, start);
+  // Drop a last character whose bytes are not all there.
+  std::size_t last = text.size();
+  while (last > 0 && Continuation(static_cast<unsigned char>(text[last - 1]))) --last;
+  if (last > 0) {
+    const auto lead = static_cast<unsigned char>(text[last - 1]);
+    const std::size_t need = lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC0 ? 2 : 1;
+    if (text.size() - (last - 1) < need) text.erase(last - 1);
+  }
+  return text;
+}
+
+// Whether `text` is UTF-8: every lead byte followed by its continuation bytes, nothing else.
+bool IsUtf8(std::string_view text) {
+  for (std::size_t i = 0; i < text.size();) {
+    const auto b = static_cast<unsigned char>(text[i]);
+    const std::size_t n = b < 0x80 ? 1 : (b >> 5) == 0x6 ? 2 : (b >> 4) == 0xE ? 3 : (b >> 3) == 0x1E ? 4 : 0;
+    if (n == 0 || i + n > text.size()) return false;
+    for (std::size_t k = 1; k < n; ++k) {
+      if (!Continuation(static_cast<unsigned char>(text[i + k]))) return false;
+    }
+    i += n;
+  }
+  return true;
+}
+
 std::string Join(std::string_view lead, std::string_view text, std::string_view tail) {
   std::string whole(lead);
   whole += text;
@@ -28,6 +62,7 @@ ContextSource ContextSource::Load(const std::filesystem::path& file, const std::
   std::stringstream text;
   text << in.rdbuf();
   if (text.str().empty()) throw InputError(fmt::format("{}: the context source is empty", file.string()));
+  if (!IsUtf8(text.str())) throw InputError(fmt::format("{}: the context source is not UTF-8 text", file.string()));
   if (!sha256.empty() && Sha256Hex(text.str()) != sha256) {
     throw InputError(fmt::format("{}: the context source changed since the campaign started (its sha256 was {}); restore it", file.string(),
                                  sha256.substr(0, 16)));
@@ -40,7 +75,7 @@ std::string ContextSource::Cut(int offset, int count) const {
   std::vector<rt::TokenId> ids;
   ids.reserve(static_cast<std::size_t>(count));
   for (int i = 0; i < count; ++i) ids.push_back(ids_[static_cast<std::size_t>(offset + i) % ids_.size()]);
-  return tokenizer_.Decode(ids);
+  return WholeCharacters(tokenizer_.Decode(ids));
 }
 
 int ContextSource::Count(std::string_view lead, std::string_view text, std::string_view tail) const {
@@ -65,10 +100,35 @@ std::string ContextSource::Fit(std::string_view lead, int tokens, std::string_vi
     if (n == tokens) return Join(lead, text, tail);
     k = std::max(0, k + tokens - n);
   }
-  // The count jumps over the target at a token cut: cut by characters near the end instead.
-  for (int drop = 1; drop <= 64 && drop <= static_cast<int>(text.size()); ++drop) {
-    const std::string shorter = text.substr(0, text.size() - static_cast<std::size_t>(drop));
-    if (Count(lead, shorter, tail) == tokens) return Join(lead, shorter, tail);
+  // The count jumps over the target at a token cut (a character of several tokens): cut by
+  // characters near the end instead, then make up what is missing with ASCII, a token a
+  // character at a time.
+  std::string best;
+  for (int drop = 0; drop <= 64 && drop <= static_cast<int>(text.size()); ++drop) {
+    const std::string shorter = WholeCharacters(text.substr(0, text.size() - static_cast<std::size_t>(drop)));
+    const int n = Count(lead, shorter, tail);
+    if (n == tokens) return Join(lead, shorter, tail);
+    if (n < tokens) {
+      best = shorter;
+      break;
+    }
+  }
+  int n = Count(lead, best, tail);
+  for (int step = 0; step < 256 && n < tokens; ++step) {
+    bool grew = false;
+    for (const char* filler : {" ", ".", "\n", "a", "-", " x", ","}) {
+      if (Count(lead, best + filler, tail) == n + 1) {
+        best += filler;
+        ++n;
+        grew = true;
+        break;
+      }
+    }
+    if (n == tokens) return Join(lead, best, tail);
+    if (grew || best.empty()) continue;
+    // Nothing adds exactly one token after this character: step back one character.
+    best = WholeCharacters(best.substr(0, best.size() - 1));
+    n = Count(lead, best, tail);
   }
   throw InputError(
       fmt::format("{}: no cut of the source makes a prompt of exactly {} tokens; use another source text", file_.string(), tokens));

@@ -49,9 +49,9 @@ bool Runner::PrefillTry(const ContextSource& source, const TemplateOverhead& ove
     p.sample.context = cell.base;
     p.sample.new_tokens = cell.add;
     p.sample.repeat = cell.round;
-    p.sample.batch = batch_++;
+    p.sample.batch = cell.batch + (std::string_view(role) == "parent" ? 0 : 1);
   };
-  Planned child = Make(kPrefillCase, NextPosition());
+  Planned child = Make(kPrefillCase, cell.position);
   const std::string marker = child.sample.nonce;
   if (cell.base > 0) {
     Planned parent = child;
@@ -99,16 +99,23 @@ void Runner::Prefill() {
   const ContextSource source = ContextSource::Load(w_.source, w_.source_sha256, *ctx_.tokenizer);
   const TemplateOverhead overhead = Probe(false, true);
   json cells = json::array();
+  const std::uint64_t first_position = position_;
+  const int first_batch = batch_;
+  int slot = 0;  // (cell, round, try) in order
   for (int base : w_.bases) {
     for (int add : w_.new_tokens) {
       // Round -1 is the cell's discarded warmup.
-      for (int round = -1; round < w_.repeats; ++round) {
-        for (int t = 1; t <= w_.tries && !PrefillTry(source, overhead, {base, add, round}, t == w_.tries); ++t) {
+      for (int round = -1; round < w_.repeats; ++round, slot += w_.tries) {
+        for (int t = 0; t < w_.tries; ++t) {
+          const PrefillCell cell{base, add, round, first_position + static_cast<std::uint64_t>(slot + t), first_batch + 2 * (slot + t)};
+          if (PrefillTry(source, overhead, cell, t + 1 == w_.tries)) break;
         }
       }
       cells.push_back({{"base", base}, {"new_tokens", add}});
     }
   }
+  position_ = first_position + static_cast<std::uint64_t>(slot);
+  batch_ = first_batch + 2 * slot;
   out_.result = {{"cells", cells}, {"template_overhead", {{"first", overhead.first}, {"turn", overhead.turn}}}};
 }
 

@@ -33,9 +33,14 @@ class ContextSource;
 // The answer a prefill parent and a probe's first turn are given in the conversation that follows.
 inline constexpr const char* kFixedAnswer = "OK.";
 
-// One prefill cell, in one round (-1: the discarded warmup round).
+// One try of a prefill cell in one round (-1: the discarded warmup round), with its nonce
+// position and its parent's batch (the child's is the next): fixed by (cell, round, try), so
+// a retry in one session does not shift what the next requests are called in another (the
+// greedy comparison across sessions pairs requests by them).
 struct PrefillCell {
   int base = 0, add = 0, round = 0;
+  std::uint64_t position = 0;
+  int batch = 0;
 };
 
 // The requests a retained-context or prefill workload sends at most per session (a prefill

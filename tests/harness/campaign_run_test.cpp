@@ -396,6 +396,32 @@ timeouts: {{launch_s: 60, request_s: 120, teardown_grace_s: 5}}
   EXPECT_NE(md.find("A/B: cold vs cached, prefill (higher is better; a ratio above 1 is a gain)"), std::string::npos);
 }
 
+// A resumed campaign cuts its prompts from the text its sessions used: a source that changed
+// since is refused, naming the workload and both hashes, before anything starts.
+TEST_F(Campaigns, ResumingAfterThePromptSourceChangedIsRefused) {
+  const fs::path source = Dir() / "source.txt";
+  fs::copy_file(fs::path(TANDEM_SOURCE_DIR) / "campaigns" / "context-source.txt", source, fs::copy_options::overwrite_existing);
+  const fs::path file =
+      WriteShortCampaign(fmt::format("  - {{label: one, source: {{kind: binary, coordinator: {0}}}, options: [--threads, \"1\"]}}\n"
+                                     "  - {{label: two, source: {{kind: binary, coordinator: {0}}}, options: [--threads, \"1\"]}}",
+                                     TANDEM_RT_BIN));
+  std::string yaml = ReadFile(file);
+  yaml.replace(
+      yaml.find("workloads:"), std::string("workloads:").size(),
+      fmt::format("workloads:\n  - {{name: prefill, kind: prefill, bases: [0], new_tokens: [32], tries: 1, source: {}}}", source.string()));
+  std::ofstream(file) << yaml;
+  const auto r = testing::RunCommand(TANDEM_BIN, {"run", file.string(), "--quiet"}, 120s);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  std::ofstream(source, std::ios::app) << "A sentence added after the campaign started.\n";
+  const auto resumed = testing::RunCommand(TANDEM_BIN, {"run", "--resume", (Dir() / "store.db").string(), "--extend", "2", "--quiet"}, 60s);
+  EXPECT_EQ(resumed.exit_code, 2) << resumed.out << resumed.err;
+  EXPECT_NE(resumed.err.find("workload 'prefill': its prompt source " + source.string() + " changed since the campaign started"),
+            std::string::npos)
+      << resumed.err;
+  const store::Store store = store::Store::Open(Dir() / "store.db");
+  EXPECT_EQ(Count(store, "SELECT COUNT(*) FROM session"), 2);  // nothing was added
+}
+
 TEST_F(Campaigns, KillDuringASessionThenResumeLosesAndDuplicatesNothing) {
   const fs::path file = WriteCampaign(BinaryArm());
   const fs::path db = Dir() / "store.db";

@@ -188,7 +188,12 @@ TEST(CampaignYaml, PrefillCellsAndRetainedContextsAreTokenCountsFromAHashedSourc
       {"  - {name: p, kind: prefill, max_tokens: 8}", "workloads[0].max_tokens: is not used by a prefill workload"},
       {"  - {name: p, kind: prefill, cases: [hello]}", "workloads[0].cases: is not used by a prefill workload"},
       {"  - {name: p, kind: prefill, contexts: [8]}", "workloads[0].contexts: is not used by a prefill workload"},
-      {"  - {name: p, kind: prefill, new_tokens: [0]}", "workloads[0].new_tokens[0]: 0 is outside"},
+      {"  - {name: p, kind: prefill, new_tokens: [8]}",
+       "workloads[0].new_tokens[0]: 8 tokens cannot hold the prompt's own text and the chat template: use at least 32"},
+      {"  - {name: p, kind: prefill, bases: [0, 16]}",
+       "workloads[0].bases[1]: 16 tokens cannot hold the prompt's own text and the chat "
+       "template: use 0 or at least 64"},
+      {"  - {name: r, kind: retained_context, contexts: [-1]}", "workloads[0].contexts[0]: -1 is outside"},
       {"  - {name: p, kind: prefill, bases: []}", "workloads[0].bases: must be a non-empty list of numbers"},
       {"  - {name: p, kind: prefill, source: no-such-text.txt}",
        "the prompt source " + std::string(TANDEM_SOURCE_DIR) + "/campaigns/no-such-text.txt is not a file"},

@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "common/input_error.hpp"
 #include "common/sha256.hpp"
@@ -44,6 +45,40 @@ TEST(ContextSource, EveryCountLandsExactlyWithLeadTailAndOffsetAndPastTheSources
   // Three times the source: cycled, still exact.
   for (int tokens : {3 * whole, 3 * whole + 1}) EXPECT_EQ(static_cast<int>(tokenizer.Encode(source.Fit("", tokens)).size()), tokens);
   EXPECT_EQ(source.Fit("", 0), "");
+}
+
+// Byte-level BPE splits multi-byte characters across tokens: a cut never ends or starts
+// inside one (a request body must be UTF-8), and the counts still land.
+TEST(ContextSource, ACutOfATextBeyondAsciiIsWholeCharacters) {
+  const rt::Tokenizer tokenizer = MiniTokenizer();
+  const fs::path file = fs::temp_directory_path() / fmt::format("tandem-context-utf8-{}.txt", ::getpid());
+  std::ofstream(file) << "Grüße aus Köln: naïve café, crème brûlée — 東京の夜、ソウルの朝。Ελληνικά γράμματα. Ünïcödé ëvërywhérë.\n";
+  const ContextSource source = ContextSource::Load(file, "", tokenizer);
+  int exact = 0;
+  for (int tokens = 1; tokens < 300; ++tokens) {
+    for (int offset : {0, 1, 2, 3, 5}) {
+      std::string text;
+      try {
+        text = source.Fit("", tokens, "", offset);
+      } catch (const InputError& e) {
+        // A few tokens cannot always be whole characters of this text: refused, not sent broken.
+        ASSERT_LT(tokens, 8) << e.what();
+        continue;
+      }
+      ASSERT_NO_THROW((void)nlohmann::json(text).dump()) << tokens << " " << offset;
+      ASSERT_EQ(static_cast<int>(tokenizer.Encode(text).size()), tokens);
+      ++exact;
+    }
+  }
+  EXPECT_GE(exact, 5 * 292);  // every count from 8 tokens on lands
+  std::ofstream(file, std::ios::trunc) << "caf\xC3 broken\n";
+  try {
+    ContextSource::Load(file, "", tokenizer);
+    ADD_FAILURE() << "a source that is not UTF-8 was read";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("is not UTF-8 text"), std::string::npos) << e.what();
+  }
+  fs::remove(file);
 }
 
 TEST(ContextSource, AChangedMissingOrTooShortAskIsRefusedNamingTheFile) {
