@@ -112,6 +112,13 @@ std::vector<const CorpusCase*> Corpus::Weighted() const {
   return out;
 }
 
+std::vector<const CorpusCase*> Corpus::Select(const std::vector<std::string>& ids) const {
+  if (ids.empty()) return Weighted();
+  std::vector<const CorpusCase*> out;
+  for (const std::string& id : ids) out.push_back(&Case(id));
+  return out;
+}
+
 Corpus LoadCorpus(const std::filesystem::path& file) {
   std::ifstream in(file, std::ios::binary);
   if (!in) throw InputError(fmt::format("{}: cannot open the corpus", file.string()));

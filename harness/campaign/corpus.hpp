@@ -43,6 +43,9 @@ struct Corpus {
   const CorpusCase& Case(const std::string& id) const;
   // The cases with weight > 0, in file order.
   std::vector<const CorpusCase*> Weighted() const;
+  // The cases `ids` name, in that order; every weighted case when `ids` is empty (a
+  // workload's `cases:`). Throws InputError for an unknown id, as Case does.
+  std::vector<const CorpusCase*> Select(const std::vector<std::string>& ids) const;
 };
 
 Corpus LoadCorpus(const std::filesystem::path& file);

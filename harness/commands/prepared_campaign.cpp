@@ -42,10 +42,7 @@ void CheckContextSizes(const Campaign& c, const std::filesystem::path& model, co
     // few tokens around it) and its answer.
     long long child = 0;
     if (w.kind == WorkloadKind::kRetainedContext) {
-      std::vector<const CorpusCase*> cases;
-      if (w.cases.empty()) cases = corpus.Weighted();
-      for (const std::string& id : w.cases) cases.push_back(&corpus.Case(id));
-      for (const CorpusCase* k : cases) {
+      for (const CorpusCase* k : corpus.Select(w.cases)) {
         const long long message = static_cast<long long>(tokenizer.Encode(k->system + "\n\n" + k->prompt).size()) + 32;
         child = std::max(child, message + (w.max_tokens > 0 ? w.max_tokens : k->max_tokens));
       }

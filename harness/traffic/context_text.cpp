@@ -8,6 +8,7 @@
 
 #include "common/input_error.hpp"
 #include "common/sha256.hpp"
+#include "runtime/model/utf8.hpp"
 
 namespace tandem::harness {
 
@@ -27,20 +28,20 @@ std::string WholeCharacters(std::string text) {
   while (last > 0 && Continuation(static_cast<unsigned char>(text[last - 1]))) --last;
   if (last > 0) {
     const auto lead = static_cast<unsigned char>(text[last - 1]);
-    const std::size_t need = lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC0 ? 2 : 1;
+    const std::size_t need = std::max<std::size_t>(1, rt::Utf8SequenceLength(lead));
     if (text.size() - (last - 1) < need) text.erase(last - 1);
   }
   return text;
 }
 
-// Whether `text` is UTF-8: every lead byte followed by its continuation bytes, nothing else.
+// Whether `text` is UTF-8, by the rules the detokenizer and the JSON grammar share.
 bool IsUtf8(std::string_view text) {
   for (std::size_t i = 0; i < text.size();) {
-    const auto b = static_cast<unsigned char>(text[i]);
-    const std::size_t n = b < 0x80 ? 1 : (b >> 5) == 0x6 ? 2 : (b >> 4) == 0xE ? 3 : (b >> 3) == 0x1E ? 4 : 0;
+    const auto lead = static_cast<unsigned char>(text[i]);
+    const std::size_t n = rt::Utf8SequenceLength(lead);
     if (n == 0 || i + n > text.size()) return false;
     for (std::size_t k = 1; k < n; ++k) {
-      if (!Continuation(static_cast<unsigned char>(text[i + k]))) return false;
+      if (!rt::Utf8ValidContinuation(lead, k, static_cast<unsigned char>(text[i + k]))) return false;
     }
     i += n;
   }

@@ -19,13 +19,6 @@ const CorpusCase kParentCase{.id = "context"};
 constexpr std::string_view kLead = "Read this text; questions about it follow.\n\n";
 constexpr std::string_view kTail = "\n\nReply with one word: OK.";
 
-std::vector<const CorpusCase*> ChildCases(const WorkloadSpec& w, const Corpus& corpus) {
-  if (w.cases.empty()) return corpus.Weighted();
-  std::vector<const CorpusCase*> out;
-  for (const std::string& id : w.cases) out.push_back(&corpus.Case(id));
-  return out;
-}
-
 std::string Role(const char* role, bool thinking) { return thinking ? fmt::format("{} thinking", role) : role; }
 
 void Think(Planned& p, bool thinking) {
@@ -35,7 +28,7 @@ void Think(Planned& p, bool thinking) {
 }  // namespace
 
 int CountRetainedContextRequests(const WorkloadSpec& w, const Corpus& corpus) {
-  const int cases = static_cast<int>(ChildCases(w, corpus).size()) * w.repeats;
+  const int cases = static_cast<int>(corpus.Select(w.cases).size()) * w.repeats;
   const int modes = static_cast<int>(w.thinking.size());
   int n = modes * cases;  // the fresh-launch control
   bool parents = false;
@@ -124,7 +117,7 @@ void Runner::RetainedContext() {
         fmt::format("workload {}: retained contexts are fitted with the model's tokenizer, and the model has none", w_.name));
   }
   const ContextSource source = ContextSource::Load(w_.source, w_.source_sha256, *ctx_.tokenizer);
-  const std::vector<const CorpusCase*> cases = ChildCases(w_, *ctx_.corpus);
+  const std::vector<const CorpusCase*> cases = ctx_.corpus->Select(w_.cases);
   json rows = json::array();
   for (const std::string& mode : w_.thinking) FreshConversations(cases, Role("control", mode == "on"), mode == "on");
   std::map<std::string, TemplateOverhead> overheads;

@@ -66,7 +66,7 @@ class Runner {
   // `thinking`, of a conversation that thinks. Throws std::runtime_error when the server's
   // usage is missing.
   TemplateOverhead Probe(bool thinking, bool with_turn);
-  // The batch counter and nonce position for the next request.
+  // The nonce position for the next request.
   std::uint64_t NextPosition() { return position_++; }
 
   // One try of a prefill cell's parent and child; false when the child missed its cache

@@ -173,12 +173,7 @@ TemplateOverhead Runner::Probe(bool thinking, bool with_turn) {
 }
 
 void Runner::Battery() {
-  std::vector<const CorpusCase*> cases;
-  if (w_.cases.empty()) {
-    cases = ctx_.corpus->Weighted();
-  } else {
-    for (const std::string& id : w_.cases) cases.push_back(&ctx_.corpus->Case(id));
-  }
+  const std::vector<const CorpusCase*> cases = ctx_.corpus->Select(w_.cases);
   const CorpusCase* counting = nullptr;
   for (const CorpusCase& c : ctx_.corpus->cases) {
     if (c.count > 0) counting = &c;

@@ -46,8 +46,8 @@ class PaceCampaign : public ::testing::Test {
 // A server that answers at a known pace, started for a test; its URL.
 struct PaceServer {
   PaceServer(double rate, double first_ms, const fs::path& err)
-      : process(TANDEM_PACE_SERVER, {"--rate", fmt::format("{}", rate), "--first-ms", fmt::format("{}", first_ms), "--tokens", "65"},
-                err.string()) {
+      : PaceServer({"--rate", fmt::format("{}", rate), "--first-ms", fmt::format("{}", first_ms), "--tokens", "65"}, err) {}
+  PaceServer(const std::vector<std::string>& args, const fs::path& err) : process(TANDEM_PACE_SERVER, args, err.string()) {
     for (int i = 0; i < 20 && url.empty(); ++i) {
       const auto line = process.ReadLine(3s);
       if (line && line->find("listening on ") != std::string::npos) url = line->substr(line->find("http://"));
@@ -268,17 +268,10 @@ TEST_F(PaceCampaign, PrefillRatesAreMeasuredAndAServerWithoutCacheAccountingIsUn
                                      "--tokens",     "1",
                                      "--tokenizer",  (dir_ / "model" / "tokenizer.json").string()};
     if (!usage) args.push_back("--no-cached-usage");
-    return std::make_unique<testing::ChildProcess>(TANDEM_PACE_SERVER, args, (dir_ / name).string());
+    return std::make_unique<PaceServer>(args, dir_ / name);
   };
-  const auto url_of = [](testing::ChildProcess& p) {
-    for (int i = 0; i < 20; ++i) {
-      const auto line = p.ReadLine(3s);
-      if (line && line->find("listening on ") != std::string::npos) return line->substr(line->find("http://"));
-    }
-    return std::string();
-  };
-  auto counted = server("counted.err", true), uncounted = server("uncounted.err", false), twin = server("twin.err", true);
-  const std::string counted_url = url_of(*counted), uncounted_url = url_of(*uncounted), twin_url = url_of(*twin);
+  const auto counted = server("counted.err", true), uncounted = server("uncounted.err", false), twin = server("twin.err", true);
+  const std::string counted_url = counted->url, uncounted_url = uncounted->url, twin_url = twin->url;
   ASSERT_FALSE(counted_url.empty());
   ASSERT_FALSE(uncounted_url.empty());
   ASSERT_FALSE(twin_url.empty());
